@@ -1,0 +1,1 @@
+//! Placement engine (work in progress).

@@ -1,0 +1,14 @@
+//! Shared vocabulary of ACOA: the infrastructure and workload models of
+//! `spec/model.md` (with their validation), the wire messages that cross MQTT,
+//! and the topic names.
+//!
+//! Invariants: no network or process I/O here (reading a model file is the one
+//! exception, in [`model::load_cluster`] / [`model::load_application`]); wire types
+//! are separate from domain types, versioned, and bounded in size.
+#![forbid(unsafe_code)]
+
+pub mod model;
+pub mod topics;
+pub mod wire;
+
+pub use model::{Application, Cluster, ModelError};

@@ -1,0 +1,100 @@
+//! MQTT topic names (v1), from `spec/architecture.md`.
+
+/// Every topic starts with this.
+pub const PREFIX: &str = "acoa/v1";
+/// Probe targets, cloud → agents (retained).
+pub const PEERS: &str = "acoa/v1/peers";
+/// What the control plane subscribes to for agent traffic.
+pub const NODES_WILDCARD: &str = "acoa/v1/nodes/+/+";
+/// What the control plane subscribes to for application definitions.
+pub const APPS_WILDCARD: &str = "acoa/v1/apps/+";
+
+/// `acoa/v1/nodes/{node}/report`: node report, agent → cloud (QoS 0).
+pub fn report(node: &str) -> String {
+    format!("{PREFIX}/nodes/{node}/report")
+}
+/// `acoa/v1/nodes/{node}/links`: per-peer link metrics, agent → cloud (QoS 0).
+pub fn links(node: &str) -> String {
+    format!("{PREFIX}/nodes/{node}/links")
+}
+/// `acoa/v1/nodes/{node}/online`: online / offline marker (QoS 1, retained, also the last will).
+pub fn online(node: &str) -> String {
+    format!("{PREFIX}/nodes/{node}/online")
+}
+/// `acoa/v1/nodes/{node}/desired`: the node's desired state, cloud → agent (QoS 1, retained).
+pub fn desired(node: &str) -> String {
+    format!("{PREFIX}/nodes/{node}/desired")
+}
+/// `acoa/v1/nodes/{node}/actual`: container states, agent → cloud (QoS 1).
+pub fn actual(node: &str) -> String {
+    format!("{PREFIX}/nodes/{node}/actual")
+}
+/// `acoa/v1/apps/{app}`: an application definition, user → cloud (QoS 1, retained; empty deletes).
+pub fn app(app: &str) -> String {
+    format!("{PREFIX}/apps/{app}")
+}
+/// `acoa/v1/apps/{app}/status`: the application's status as JSON, cloud → user (QoS 1, retained).
+pub fn app_status(app: &str) -> String {
+    format!("{PREFIX}/apps/{app}/status")
+}
+
+/// The payloads of the online topic.
+pub const ONLINE: &[u8] = b"online";
+pub const OFFLINE: &[u8] = b"offline";
+
+/// What a topic is about, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topic<'a> {
+    Report(&'a str),
+    Links(&'a str),
+    Online(&'a str),
+    Desired(&'a str),
+    Actual(&'a str),
+    Peers,
+    App(&'a str),
+    AppStatus(&'a str),
+}
+
+/// Parses a topic of this scheme; `None` for anything else.
+pub fn parse(topic: &str) -> Option<Topic<'_>> {
+    let rest = topic.strip_prefix(PREFIX)?.strip_prefix('/')?;
+    let parts: heapless::Vec<&str, 4> = rest.split('/').take(4).collect();
+    if rest.split('/').count() > 3 {
+        return None;
+    }
+    match parts.as_slice() {
+        ["peers"] => Some(Topic::Peers),
+        ["nodes", n, kind] if !n.is_empty() => match *kind {
+            "report" => Some(Topic::Report(n)),
+            "links" => Some(Topic::Links(n)),
+            "online" => Some(Topic::Online(n)),
+            "desired" => Some(Topic::Desired(n)),
+            "actual" => Some(Topic::Actual(n)),
+            _ => None,
+        },
+        ["apps", a] if !a.is_empty() => Some(Topic::App(a)),
+        ["apps", a, "status"] if !a.is_empty() => Some(Topic::AppStatus(a)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_parse_back() {
+        assert_eq!(parse(&report("n13")), Some(Topic::Report("n13")));
+        assert_eq!(parse(&links("n13")), Some(Topic::Links("n13")));
+        assert_eq!(parse(&online("n13")), Some(Topic::Online("n13")));
+        assert_eq!(parse(&desired("n13")), Some(Topic::Desired("n13")));
+        assert_eq!(parse(&actual("n13")), Some(Topic::Actual("n13")));
+        assert_eq!(parse(PEERS), Some(Topic::Peers));
+        assert_eq!(parse(&app("smoke")), Some(Topic::App("smoke")));
+        assert_eq!(parse(&app_status("smoke")), Some(Topic::AppStatus("smoke")));
+        assert_eq!(parse("acoa/v1/nodes/n1/other"), None);
+        assert_eq!(parse("acoa/v2/peers"), None);
+        assert_eq!(parse("acoa/v1/apps/a/status/x"), None);
+        assert_eq!(parse("acoa/v1/nodes//report"), None);
+    }
+}

@@ -1,0 +1,351 @@
+//! The binary messages that cross MQTT, separate from the domain model.
+//!
+//! A frame on the wire is postcard of `(version, body, signature)`: the version comes
+//! first, so a frame of another version is recognised before anything else is read;
+//! `body` is postcard of a [`Message`]; `signature` is an ed25519 signature over
+//! `SIGNING_CONTEXT || body` (empty when unsigned). Decoding never panics: a frame
+//! that does not decode is a [`WireError`].
+//!
+//! Sizes are bounded: names and images are `heapless` strings, per-node lists are
+//! `heapless` vectors. The one unbounded list, the peer list, is bounded in practice
+//! by the receiving client's maximum MQTT packet size.
+
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use crate::model::Layer;
+
+/// The wire version this build speaks.
+pub const VERSION: u16 = 1;
+/// Domain separation for signatures: a signature over ACOA v1 bodies means nothing elsewhere.
+pub const SIGNING_CONTEXT: &[u8] = b"acoa/v1 signed message\0";
+
+/// Node, component and application names (model.md allows 63 characters).
+pub type Name = heapless::String<64>;
+/// Container image references.
+pub type ImageRef = heapless::String<256>;
+/// A node's hardware or software labels.
+pub type Labels = heapless::Vec<Name, 16>;
+
+pub const MAX_CONTAINERS: usize = 32;
+pub const MAX_LINKS_PER_MESSAGE: usize = 64;
+pub const MAX_ENV: usize = 8;
+
+/// What can go wrong with a frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("message does not decode: {0}")]
+    Decode(postcard::Error),
+    #[error("unknown message version {0} (this build speaks version {VERSION})")]
+    UnknownVersion(u16),
+    #[error("message is not signed")]
+    Unsigned,
+    #[error("signature does not verify")]
+    BadSignature,
+    #[error("{field} is longer than {max} bytes")]
+    TooLong { field: &'static str, max: usize },
+    #[error("{field} holds more than {max} entries")]
+    TooMany { field: &'static str, max: usize },
+    #[error("message could not be encoded: {0}")]
+    Encode(postcard::Error),
+}
+
+/// Every message of protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Message {
+    NodeReport(NodeReport),
+    LinkMetrics(LinkMetrics),
+    DesiredState(Box<DesiredState>),
+    ActualState(Box<ActualState>),
+    PeerList(PeerList),
+}
+
+impl Message {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::NodeReport(_) => "node report",
+            Message::LinkMetrics(_) => "link metrics",
+            Message::DesiredState(_) => "desired state",
+            Message::ActualState(_) => "actual state",
+            Message::PeerList(_) => "peer list",
+        }
+    }
+}
+
+/// A node's static and dynamic properties, agent → cloud, on a period.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeReport {
+    pub node: Name,
+    /// Increases with every report of this agent run.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch, agent clock.
+    pub timestamp_ms: u64,
+    pub datacenter: Name,
+    pub layer: Layer,
+    pub arch: Name,
+    pub hardware: Labels,
+    pub software: Labels,
+    pub capacity: NodeCapacity,
+    pub load: NodeLoad,
+    /// Where the agent answers probes: `ip:port`.
+    pub probe_addr: heapless::String<64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCapacity {
+    pub cpu_millis: u64,
+    pub memory_mb: u64,
+    pub disk_mb: u64,
+    /// Network bandwidth, megabits per second (0 when unknown).
+    pub net_mbps: u64,
+}
+
+/// The five resource metrics of resource-aware scoring, and the managed container count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeLoad {
+    /// CPU in use, in millicores (1000 = one core busy).
+    pub cpu_millis: u64,
+    pub memory_used_mb: u64,
+    pub disk_used_mb: u64,
+    /// Network throughput, bytes per second, received and sent.
+    pub net_rx_bps: u64,
+    pub net_tx_bps: u64,
+    /// Disk I/O, bytes per second, read and written.
+    pub disk_read_bps: u64,
+    pub disk_write_bps: u64,
+    /// Containers the agent manages on this node.
+    pub containers: u32,
+}
+
+/// Measured quality of the links from `node` to its peers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkMetrics {
+    pub node: Name,
+    pub seq: u64,
+    /// At most [`MAX_LINKS_PER_MESSAGE`]; a larger table goes in several messages.
+    pub links: heapless::Vec<LinkSample, MAX_LINKS_PER_MESSAGE>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkSample {
+    pub peer: Name,
+    /// Smoothed one-way latency estimate (half the round trip), milliseconds.
+    pub latency_ms: f32,
+    /// RFC 3550 interarrival jitter of the one-way estimate, milliseconds.
+    pub jitter_ms: f32,
+    /// Fraction of probes answered over the sliding window, in [0, 1].
+    pub success: f32,
+    /// Probes in the window.
+    pub samples: u16,
+}
+
+/// Everything that should run on one node: a complete, versioned document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesiredState {
+    pub node: Name,
+    /// Strictly increasing; agents refuse a generation not newer than the last applied.
+    pub generation: u64,
+    pub containers: heapless::Vec<ContainerSpec, MAX_CONTAINERS>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContainerSpec {
+    /// Unique on the node: `{app}.{component}`.
+    pub name: Name,
+    pub app: Name,
+    pub component: Name,
+    pub image: ImageRef,
+    pub cpu_millis: u64,
+    pub memory_mb: u64,
+    pub env: heapless::Vec<EnvVar, MAX_ENV>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    pub name: heapless::String<32>,
+    pub value: heapless::String<192>,
+}
+
+/// What runs on a node, agent → cloud.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActualState {
+    pub node: Name,
+    /// The desired generation the agent last applied (0 for none).
+    pub generation: u64,
+    pub seq: u64,
+    pub containers: heapless::Vec<ContainerStatus, MAX_CONTAINERS>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContainerStatus {
+    pub name: Name,
+    pub image: ImageRef,
+    pub state: ContainerState,
+    pub restarts: u32,
+    /// Why it is not running, when it is not.
+    pub error: heapless::String<128>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ContainerState {
+    Pending,
+    Running,
+    Exited,
+    Failed,
+    /// The agent will not run it (image outside the allowlist).
+    Refused,
+}
+
+/// Probe targets for the agents' probers, cloud → agents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerList {
+    pub generation: u64,
+    pub peers: Vec<Peer>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    pub node: Name,
+    /// `ip:port` where the peer answers probes.
+    pub addr: heapless::String<64>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Frame<'a> {
+    version: u16,
+    #[serde(borrow)]
+    body: &'a [u8],
+    #[serde(borrow)]
+    signature: &'a [u8],
+}
+
+/// Encodes `msg` in a v1 frame, signed with `key` when one is given.
+pub fn encode(msg: &Message, key: Option<&SigningKey>) -> Result<Vec<u8>, WireError> {
+    let body = postcard::to_allocvec(msg).map_err(WireError::Encode)?;
+    let sig = key.map(|k| k.sign(&signed_bytes(&body)).to_bytes());
+    let frame = Frame {
+        version: VERSION,
+        body: &body,
+        signature: sig.as_ref().map(|s| &s[..]).unwrap_or(&[]),
+    };
+    postcard::to_allocvec(&frame).map_err(WireError::Encode)
+}
+
+/// A frame opened but not yet trusted.
+#[derive(Debug, Clone, Copy)]
+pub struct Envelope<'a> {
+    body: &'a [u8],
+    signature: &'a [u8],
+}
+
+/// Opens a frame: checks the version and splits body from signature.
+pub fn open(bytes: &[u8]) -> Result<Envelope<'_>, WireError> {
+    let (version, _) = postcard::take_from_bytes::<u16>(bytes).map_err(WireError::Decode)?;
+    if version != VERSION {
+        return Err(WireError::UnknownVersion(version));
+    }
+    let frame: Frame<'_> = postcard::from_bytes(bytes).map_err(WireError::Decode)?;
+    Ok(Envelope {
+        body: frame.body,
+        signature: frame.signature,
+    })
+}
+
+impl<'a> Envelope<'a> {
+    pub fn is_signed(&self) -> bool {
+        !self.signature.is_empty()
+    }
+
+    /// Checks the signature against `key`.
+    pub fn verify(&self, key: &VerifyingKey) -> Result<(), WireError> {
+        if self.signature.is_empty() {
+            return Err(WireError::Unsigned);
+        }
+        let sig = Signature::from_slice(self.signature).map_err(|_| WireError::BadSignature)?;
+        key.verify(&signed_bytes(self.body), &sig)
+            .map_err(|_| WireError::BadSignature)
+    }
+
+    /// Decodes the body, whether or not it was verified: use [`decode_verified`] for trust.
+    pub fn message(&self) -> Result<Message, WireError> {
+        postcard::from_bytes(self.body).map_err(WireError::Decode)
+    }
+}
+
+/// Opens, verifies against `key`, and decodes a frame.
+pub fn decode_verified(bytes: &[u8], key: &VerifyingKey) -> Result<Message, WireError> {
+    let env = open(bytes)?;
+    env.verify(key)?;
+    env.message()
+}
+
+/// Opens and decodes a frame without checking any signature.
+pub fn decode_unverified(bytes: &[u8]) -> Result<Message, WireError> {
+    open(bytes)?.message()
+}
+
+fn signed_bytes(body: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(SIGNING_CONTEXT.len() + body.len());
+    v.extend_from_slice(SIGNING_CONTEXT);
+    v.extend_from_slice(body);
+    v
+}
+
+// ---------------------------------------------------------------- helpers
+
+/// A bounded string from `s`, or an error naming the field.
+pub fn bounded<const N: usize>(
+    field: &'static str,
+    s: &str,
+) -> Result<heapless::String<N>, WireError> {
+    heapless::String::try_from(s).map_err(|_| WireError::TooLong { field, max: N })
+}
+
+/// A node, component or application name.
+pub fn name(s: &str) -> Result<Name, WireError> {
+    bounded("name", s)
+}
+
+/// Keys travel in configuration files as 64 hexadecimal digits.
+pub mod keys {
+    use ed25519_dalek::{SigningKey, VerifyingKey};
+
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    pub enum KeyError {
+        #[error("a key must be 64 hexadecimal digits, got {0} characters")]
+        Length(usize),
+        #[error("a key must be hexadecimal digits only")]
+        NotHex,
+        #[error("not a valid ed25519 public key")]
+        Invalid,
+    }
+
+    pub fn to_hex(bytes: &[u8; 32]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn from_hex(s: &str) -> Result<[u8; 32], KeyError> {
+        let s = s.trim();
+        if s.len() != 64 {
+            return Err(KeyError::Length(s.len()));
+        }
+        let mut out = [0u8; 32];
+        for (i, chunk) in s.as_bytes().chunks(2).enumerate() {
+            let hex = std::str::from_utf8(chunk).map_err(|_| KeyError::NotHex)?;
+            out[i] = u8::from_str_radix(hex, 16).map_err(|_| KeyError::NotHex)?;
+        }
+        Ok(out)
+    }
+
+    pub fn public_from_hex(s: &str) -> Result<VerifyingKey, KeyError> {
+        VerifyingKey::from_bytes(&from_hex(s)?).map_err(|_| KeyError::Invalid)
+    }
+
+    pub fn secret_from_hex(s: &str) -> Result<SigningKey, KeyError> {
+        Ok(SigningKey::from_bytes(&from_hex(s)?))
+    }
+
+    pub fn public_hex(key: &VerifyingKey) -> String {
+        to_hex(key.as_bytes())
+    }
+}
