@@ -158,10 +158,15 @@ impl Node {
     pub fn satisfies(&self, req: &Requirements) -> bool {
         req.hardware.iter().all(|h| self.hardware.contains(h))
             && req.software.iter().all(|s| self.software.contains(s))
-            && req.datacenter.as_ref().is_none_or(|d| *d == self.datacenter)
+            && req
+                .datacenter
+                .as_ref()
+                .is_none_or(|d| *d == self.datacenter)
             && req.layer.is_none_or(|l| l == self.layer)
             && req.arch.as_ref().is_none_or(|a| *a == self.arch)
-            && req.min_free_disk_mb.is_none_or(|d| self.free_disk_mb() >= d)
+            && req
+                .min_free_disk_mb
+                .is_none_or(|d| self.free_disk_mb() >= d)
     }
 }
 
@@ -181,7 +186,10 @@ impl Cluster {
             }
         }
         if self.nodes.is_empty() {
-            return Err(ModelError::new("nodes", "a cluster needs at least one node"));
+            return Err(ModelError::new(
+                "nodes",
+                "a cluster needs at least one node",
+            ));
         }
         let mut names = HashSet::new();
         for (i, n) in self.nodes.iter().enumerate() {
@@ -214,7 +222,10 @@ impl Cluster {
                 }
             }
             if n.arch.is_empty() {
-                return Err(ModelError::new(format!("nodes[{i}].arch"), "must not be empty"));
+                return Err(ModelError::new(
+                    format!("nodes[{i}].arch"),
+                    "must not be empty",
+                ));
             }
             check_labels(&format!("nodes[{i}].hardware"), &n.hardware)?;
             check_labels(&format!("nodes[{i}].software"), &n.software)?;
@@ -408,15 +419,23 @@ impl Application {
                     format!("duplicate component `{}`", c.name),
                 ));
             }
-            if c.image.trim().is_empty() || c.image.len() > 255 || c.image.contains(char::is_whitespace)
+            if c.image.trim().is_empty()
+                || c.image.len() > 255
+                || c.image.contains(char::is_whitespace)
             {
                 return Err(ModelError::new(
                     format!("components[{i}].image"),
                     "must be an image reference of 1 to 255 characters without spaces",
                 ));
             }
-            check_labels(&format!("components[{i}].requires.hardware"), &c.requires.hardware)?;
-            check_labels(&format!("components[{i}].requires.software"), &c.requires.software)?;
+            check_labels(
+                &format!("components[{i}].requires.hardware"),
+                &c.requires.hardware,
+            )?;
+            check_labels(
+                &format!("components[{i}].requires.software"),
+                &c.requires.software,
+            )?;
         }
         let mut chans: HashMap<&str, &Channel> = HashMap::new();
         for (i, ch) in self.channels.iter().enumerate() {
@@ -497,7 +516,12 @@ impl Application {
                     let edges: Vec<(&str, &str)> = p
                         .channels
                         .iter()
-                        .map(|c| (chans[c.as_str()].from.as_str(), chans[c.as_str()].to.as_str()))
+                        .map(|c| {
+                            (
+                                chans[c.as_str()].from.as_str(),
+                                chans[c.as_str()].to.as_str(),
+                            )
+                        })
                         .collect();
                     if let Some(comp) = find_cycle(&edges) {
                         return Err(ModelError::new(
@@ -545,7 +569,11 @@ fn find_cycle<'a>(edges: &[(&'a str, &'a str)]) -> Option<&'a str> {
         indeg.entry(a).or_default();
         *indeg.entry(b).or_default() += 1;
     }
-    let mut ready: Vec<&str> = indeg.iter().filter(|(_, d)| **d == 0).map(|(v, _)| *v).collect();
+    let mut ready: Vec<&str> = indeg
+        .iter()
+        .filter(|(_, d)| **d == 0)
+        .map(|(v, _)| *v)
+        .collect();
     while let Some(v) = ready.pop() {
         indeg.remove(v);
         for (a, b) in edges {
@@ -567,7 +595,10 @@ fn find_cycle<'a>(edges: &[(&'a str, &'a str)]) -> Option<&'a str> {
 pub fn check_name(field: &str, name: &str) -> Result<(), ModelError> {
     let ok = !name.is_empty()
         && name.len() <= 63
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
@@ -627,7 +658,13 @@ pub fn parse<T: serde::de::DeserializeOwned>(text: &str, format: Format) -> Resu
             let de = serde_yaml_ng::Deserializer::from_str(text);
             serde_path_to_error::deserialize(de).map_err(|e| {
                 let field = field_of(e.path());
-                ModelError::new(field, format!("invalid yaml: {}", e.inner()))
+                // serde_yaml_ng prefixes its message with the path we already name.
+                let msg = e.inner().to_string();
+                let msg = match msg.split_once(": ") {
+                    Some((head, tail)) if !head.contains(' ') => tail.to_string(),
+                    _ => msg,
+                };
+                ModelError::new(field, format!("invalid yaml: {msg}"))
             })
         }
     }
@@ -658,7 +695,8 @@ pub fn parse_cluster(text: &str) -> Result<Cluster, ModelError> {
 
 fn read(path: &Path) -> Result<String, ModelError> {
     std::fs::read_to_string(path).map_err(|e| {
-        ModelError::new("", format!("cannot read the file: {e}")).in_file(path.display().to_string())
+        ModelError::new("", format!("cannot read the file: {e}"))
+            .in_file(path.display().to_string())
     })
 }
 

@@ -53,8 +53,8 @@ pub enum WireError {
 /// Every message of protocol v1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Message {
-    NodeReport(NodeReport),
-    LinkMetrics(LinkMetrics),
+    NodeReport(Box<NodeReport>),
+    LinkMetrics(Box<LinkMetrics>),
     DesiredState(Box<DesiredState>),
     ActualState(Box<ActualState>),
     PeerList(PeerList),

@@ -1,0 +1,332 @@
+//! Reading and validating the models of spec/model.md: the railway scenario reads,
+//! and every class of bad input is refused with the file, the field and the reason.
+
+use acoa_shared::model::{
+    load_application, load_cluster, parse_application, parse_cluster, CriterionKind, Layer,
+};
+use std::path::PathBuf;
+
+fn scenario(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/railway")
+        .join(name)
+}
+
+const APP: &str = r#"
+application: demo
+components:
+- {name: a, image: localhost/acoa/a:1}
+- {name: b, image: localhost/acoa/b:1, resources: {cpu_millis: 100, memory_mb: 64}}
+- name: c
+  image: localhost/acoa/c:1
+  requires: {hardware: [gps], layer: edge, arch: aarch64, min_free_disk_mb: 10}
+channels:
+- {name: ab, from: a, to: b}
+- {name: bc, from: b, to: c}
+paths:
+- {name: p, channels: [ab, bc]}
+criteria:
+- {type: min-e2e-response-time, path: p, weight: 1.0}
+- {type: max-e2e-reliability, path: p, weight: 0.5}
+- {type: least-containers, component: b, weight: 0.2}
+- {type: most-free-memory, target: c, weight: 0.2}
+"#;
+
+#[test]
+fn railway_scenario_reads() {
+    let c = load_cluster(&scenario("cluster.yaml")).unwrap();
+    assert_eq!(c.nodes.len(), 20);
+    assert_eq!(c.links.len(), 400);
+    assert_eq!(c.datacenters.len(), 5);
+    let n13 = c.node("n13").unwrap();
+    assert_eq!(n13.layer, Layer::Edge);
+    assert_eq!(n13.hardware, vec!["smoke-sensor".to_string()]);
+    let smoke = load_application(&scenario("smoke-monitoring.yaml")).unwrap();
+    assert_eq!(smoke.components.len(), 5);
+    assert_eq!(smoke.scheduler, "qos");
+    assert_eq!(smoke.criteria[1].kind, CriterionKind::MinE2eResponseTime);
+    let speed = load_application(&scenario("speed-profiling.yaml")).unwrap();
+    assert_eq!(speed.components.len(), 7);
+    assert_eq!(speed.paths.len(), 2);
+}
+
+#[test]
+fn a_full_application_reads_from_yaml_and_json_alike() {
+    let app = parse_application(APP).unwrap();
+    assert_eq!(app.components[1].resources.unwrap().memory_mb, 64);
+    assert_eq!(app.criteria[3].component.as_deref(), Some("c"));
+    let json = serde_json::to_string(&app).unwrap();
+    assert!(json.starts_with('{'));
+    assert_eq!(parse_application(&json).unwrap(), app);
+}
+
+/// `APP` with `from` replaced by `to`; the result must be refused at `field` with `reason` in it.
+fn refused(from: &str, to: &str, field: &str, reason: &str) {
+    assert!(APP.contains(from), "test bug: {from:?} not in APP");
+    let text = APP.replacen(from, to, 1);
+    let err = parse_application(&text).expect_err(&format!("accepted: {to}"));
+    assert_eq!(err.field, field, "{err}");
+    assert!(err.reason.contains(reason), "{err}");
+}
+
+#[test]
+fn every_class_of_bad_application_is_refused_with_field_and_reason() {
+    // channel end that does not exist
+    refused(
+        "{name: bc, from: b, to: c}",
+        "{name: bc, from: b, to: x}",
+        "channels[1].to",
+        "component `x` does not exist",
+    );
+    // path channel that does not exist
+    refused(
+        "channels: [ab, bc]",
+        "channels: [ab, zz]",
+        "paths[0].channels[1]",
+        "channel `zz` does not exist",
+    );
+    // criterion target that does not exist
+    refused(
+        "path: p, weight: 0.5",
+        "path: q, weight: 0.5",
+        "criteria[1].path",
+        "path `q` does not exist",
+    );
+    refused(
+        "component: b, weight",
+        "component: nope, weight",
+        "criteria[2].component",
+        "does not exist",
+    );
+    // weights
+    refused(
+        "weight: 0.5",
+        "weight: -0.5",
+        "criteria[1].weight",
+        "finite number > 0",
+    );
+    refused(
+        "weight: 0.5",
+        "weight: 0",
+        "criteria[1].weight",
+        "finite number > 0",
+    );
+    refused(
+        "weight: 0.5",
+        "weight: .nan",
+        "criteria[1].weight",
+        "finite number > 0",
+    );
+    refused(
+        "weight: 0.5",
+        "weight: .inf",
+        "criteria[1].weight",
+        "finite number > 0",
+    );
+    // duplicates
+    refused(
+        "{name: b, image",
+        "{name: a, image",
+        "components[1].name",
+        "duplicate component `a`",
+    );
+    refused(
+        "{name: bc, from",
+        "{name: ab, from",
+        "channels[1].name",
+        "duplicate channel `ab`",
+    );
+    refused(
+        "channels: [ab, bc]",
+        "channels: [ab, ab]",
+        "paths[0].channels[1]",
+        "listed twice",
+    );
+    // a cyclic response-time path
+    refused(
+        "{name: bc, from: b, to: c}",
+        "{name: bc, from: b, to: a}",
+        "criteria[0].path",
+        "cycle",
+    );
+    // a criterion with the wrong kind of target
+    refused(
+        "{type: least-containers, component: b",
+        "{type: least-containers, path: p",
+        "criteria[2].path",
+        "targets a component",
+    );
+    refused(
+        "{type: max-e2e-reliability, path: p",
+        "{type: max-e2e-reliability, component: a",
+        "criteria[1].component",
+        "targets a path",
+    );
+    // unknown criterion type, unknown field, wrong type
+    refused(
+        "type: most-free-memory",
+        "type: most-free-cpu",
+        "criteria[3].type",
+        "unknown variant",
+    );
+    refused(
+        "requires: {hardware",
+        "requeries: {hardware",
+        "components[2].requeries",
+        "unknown field `requeries`",
+    );
+    refused(
+        "cpu_millis: 100",
+        "cpu_millis: lots",
+        "components[1].resources.cpu_millis",
+        "invalid",
+    );
+    refused(
+        "layer: edge",
+        "layer: fog",
+        "components[2].requires.layer",
+        "unknown variant",
+    );
+    // names that cannot travel in a topic
+    refused(
+        "application: demo",
+        "application: de/mo",
+        "application",
+        "not a valid name",
+    );
+    refused(
+        "image: localhost/acoa/a:1",
+        "image: ''",
+        "components[0].image",
+        "image reference",
+    );
+}
+
+#[test]
+fn a_cycle_is_fine_on_a_reliability_only_path() {
+    let text = APP
+        .replacen(
+            "{name: bc, from: b, to: c}",
+            "{name: bc, from: b, to: a}",
+            1,
+        )
+        .replacen(
+            "- {type: min-e2e-response-time, path: p, weight: 1.0}\n",
+            "",
+            1,
+        );
+    parse_application(&text).unwrap();
+}
+
+#[test]
+fn empty_and_garbage_documents_are_errors() {
+    assert!(parse_application("").unwrap_err().reason.contains("empty"));
+    assert!(parse_application("{not json").is_err());
+    assert!(parse_application("- a\n- b\n").is_err());
+    assert!(parse_application("application: x\ncomponents: []\n")
+        .unwrap_err()
+        .reason
+        .contains("at least one component"));
+    assert!(parse_application("\u{0}\u{1}binary").is_err());
+}
+
+const CLUSTER: &str = r#"
+cluster: t
+datacenters:
+- {name: dc1, layer: edge}
+nodes:
+- {name: a, datacenter: dc1, layer: edge, arch: aarch64, capacity: {cpu_millis: 1000, memory_mb: 512, disk_mb: 100}}
+- {name: b, datacenter: dc1, layer: edge, arch: aarch64, capacity: {cpu_millis: 1000, memory_mb: 512, disk_mb: 100}}
+links:
+- {from: a, to: b, latency_ms: 1.5, jitter_ms: 0.1, success: 0.99}
+- {from: b, to: a, latency_ms: 1.5, success: 0.99}
+"#;
+
+fn cluster_refused(from: &str, to: &str, field: &str, reason: &str) {
+    assert!(CLUSTER.contains(from), "test bug: {from:?}");
+    let err = parse_cluster(&CLUSTER.replacen(from, to, 1)).expect_err(to);
+    assert_eq!(err.field, field, "{err}");
+    assert!(err.reason.contains(reason), "{err}");
+}
+
+#[test]
+fn every_class_of_bad_cluster_is_refused_with_field_and_reason() {
+    parse_cluster(CLUSTER).unwrap();
+    cluster_refused(
+        "{name: b, datacenter",
+        "{name: a, datacenter",
+        "nodes[1].name",
+        "duplicate node `a`",
+    );
+    cluster_refused(
+        "{from: a, to: b, latency",
+        "{from: a, to: z, latency",
+        "links[0].to",
+        "node `z` does not exist",
+    );
+    cluster_refused(
+        "{from: b, to: a,",
+        "{from: a, to: b,",
+        "links[1]",
+        "duplicate link",
+    );
+    cluster_refused(
+        "latency_ms: 1.5, jitter",
+        "latency_ms: -1, jitter",
+        "links[0].latency_ms",
+        ">= 0",
+    );
+    cluster_refused(
+        "success: 0.99}\n- {from: b",
+        "success: 1.2}\n- {from: b",
+        "links[0].success",
+        "between 0 and 1",
+    );
+    cluster_refused(
+        "jitter_ms: 0.1",
+        "jitter_ms: .nan",
+        "links[0].jitter_ms",
+        "finite",
+    );
+    cluster_refused(
+        "{name: a, datacenter: dc1",
+        "{name: a, datacenter: dc9",
+        "nodes[0].datacenter",
+        "not declared",
+    );
+    cluster_refused(
+        "{name: a, datacenter: dc1, layer: edge",
+        "{name: a, datacenter: dc1, layer: cloud",
+        "nodes[0].layer",
+        "differs",
+    );
+    cluster_refused(
+        "memory_mb: 512",
+        "memory_mb: -5",
+        "nodes[0].capacity.memory_mb",
+        "invalid",
+    );
+}
+
+#[test]
+fn file_errors_name_the_file() {
+    let dir = std::env::temp_dir().join(format!("acoa-model-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad-app.yaml");
+    std::fs::write(&bad, APP.replacen("to: c}", "to: x}", 1)).unwrap();
+    let err = load_application(&bad).unwrap_err();
+    let text = err.to_string();
+    assert!(text.starts_with(&bad.display().to_string()), "{text}");
+    assert!(
+        text.contains("channels[1].to: component `x` does not exist"),
+        "{text}"
+    );
+    let missing = load_cluster(&dir.join("nope.yaml")).unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .contains("nope.yaml: cannot read the file"),
+        "{missing}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,211 @@
+//! Wire frames: every message round-trips; signatures bind; nothing that arrives
+//! makes the decoder panic.
+
+use acoa_shared::model::Layer;
+use acoa_shared::topics;
+use acoa_shared::wire::{self, *};
+use ed25519_dalek::SigningKey;
+use proptest::prelude::*;
+
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+fn labels(items: &[&str]) -> Labels {
+    items.iter().map(|s| name(s).unwrap()).collect()
+}
+
+fn samples() -> Vec<Message> {
+    let spec = ContainerSpec {
+        name: name("smoke.alarm").unwrap(),
+        app: name("smoke").unwrap(),
+        component: name("alarm").unwrap(),
+        image: bounded("image", "localhost/acoa/smoke-alarm:1").unwrap(),
+        cpu_millis: 100,
+        memory_mb: 64,
+        env: [EnvVar {
+            name: bounded("env", "ACOA_NEXT").unwrap(),
+            value: bounded("env", "10.77.0.14:9000").unwrap(),
+        }]
+        .into_iter()
+        .collect(),
+    };
+    vec![
+        Message::NodeReport(Box::new(NodeReport {
+            node: name("n13").unwrap(),
+            seq: 7,
+            timestamp_ms: 1_780_000_000_000,
+            datacenter: name("train1").unwrap(),
+            layer: Layer::Edge,
+            arch: name("aarch64").unwrap(),
+            hardware: labels(&["smoke-sensor"]),
+            software: labels(&[]),
+            capacity: NodeCapacity {
+                cpu_millis: 2000,
+                memory_mb: 2048,
+                disk_mb: 16000,
+                net_mbps: 100,
+            },
+            load: NodeLoad {
+                cpu_millis: 150,
+                memory_used_mb: 300,
+                containers: 1,
+                ..Default::default()
+            },
+            probe_addr: bounded("probe_addr", "10.77.0.13:7878").unwrap(),
+        })),
+        Message::LinkMetrics(Box::new(LinkMetrics {
+            node: name("n13").unwrap(),
+            seq: 1,
+            links: [LinkSample {
+                peer: name("n14").unwrap(),
+                latency_ms: 1.02,
+                jitter_ms: 0.05,
+                success: 0.97,
+                samples: 20,
+            }]
+            .into_iter()
+            .collect(),
+        })),
+        Message::DesiredState(Box::new(DesiredState {
+            node: name("n14").unwrap(),
+            generation: 3,
+            containers: [spec.clone()].into_iter().collect(),
+        })),
+        Message::ActualState(Box::new(ActualState {
+            node: name("n14").unwrap(),
+            generation: 3,
+            seq: 9,
+            containers: [ContainerStatus {
+                name: spec.name.clone(),
+                image: spec.image.clone(),
+                state: ContainerState::Refused,
+                restarts: 0,
+                error: bounded("error", "image outside the allowlist").unwrap(),
+            }]
+            .into_iter()
+            .collect(),
+        })),
+        Message::PeerList(PeerList {
+            generation: 2,
+            peers: vec![Peer {
+                node: name("n01").unwrap(),
+                addr: bounded("addr", "10.77.0.1:7878").unwrap(),
+            }],
+        }),
+    ]
+}
+
+#[test]
+fn every_message_round_trips_signed_and_unsigned() {
+    let k = key(1);
+    for msg in samples() {
+        let signed = encode(&msg, Some(&k)).unwrap();
+        assert_eq!(
+            decode_verified(&signed, &k.verifying_key()).unwrap(),
+            msg,
+            "{}",
+            msg.kind()
+        );
+        let unsigned = encode(&msg, None).unwrap();
+        assert_eq!(decode_unverified(&unsigned).unwrap(), msg);
+        assert_eq!(
+            decode_verified(&unsigned, &k.verifying_key()),
+            Err(WireError::Unsigned)
+        );
+    }
+}
+
+#[test]
+fn a_signature_binds_the_key_and_the_body() {
+    let msg = samples().remove(2);
+    let frame = encode(&msg, Some(&key(1))).unwrap();
+    assert_eq!(
+        decode_verified(&frame, &key(2).verifying_key()),
+        Err(WireError::BadSignature)
+    );
+    // flip one bit anywhere in the frame: it either fails to open or fails to verify
+    for i in 0..frame.len() {
+        let mut bad = frame.clone();
+        bad[i] ^= 0x01;
+        assert!(
+            decode_verified(&bad, &key(1).verifying_key()).is_err(),
+            "bit flip at {i} accepted"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_version_is_named() {
+    let mut frame = encode(&samples()[0], None).unwrap();
+    assert_eq!(frame[0], VERSION as u8);
+    frame[0] = 2;
+    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(2));
+    assert_eq!(
+        WireError::UnknownVersion(2).to_string(),
+        "unknown message version 2 (this build speaks version 1)"
+    );
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    for msg in samples() {
+        let frame = encode(&msg, Some(&key(3))).unwrap();
+        for n in 0..frame.len() {
+            assert!(
+                decode_unverified(&frame[..n]).is_err(),
+                "{} truncated to {n}",
+                msg.kind()
+            );
+        }
+    }
+}
+
+#[test]
+fn bounds_are_enforced_with_a_named_error() {
+    assert_eq!(
+        name(&"x".repeat(65)),
+        Err(WireError::TooLong {
+            field: "name",
+            max: 64
+        })
+    );
+    assert!(name(&"x".repeat(64)).is_ok());
+    assert_eq!(
+        wire::keys::from_hex("zz"),
+        Err(wire::keys::KeyError::Length(2))
+    );
+    let k = key(9);
+    let hex = wire::keys::public_hex(&k.verifying_key());
+    assert_eq!(
+        wire::keys::public_from_hex(&hex).unwrap(),
+        k.verifying_key()
+    );
+}
+
+#[test]
+fn topics_carry_the_node() {
+    assert_eq!(topics::desired("n13"), "acoa/v1/nodes/n13/desired");
+    assert_eq!(
+        topics::parse("acoa/v1/nodes/n13/report"),
+        Some(topics::Topic::Report("n13"))
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #[test]
+    fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = decode_unverified(&bytes);
+        let _ = decode_verified(&bytes, &key(1).verifying_key());
+    }
+
+    #[test]
+    fn mutated_frames_never_panic(i in 0usize..5, pos in 0usize..400, byte in any::<u8>()) {
+        let mut frame = encode(&samples()[i], Some(&key(1))).unwrap();
+        let pos = pos % frame.len();
+        frame[pos] = byte;
+        let _ = decode_verified(&frame, &key(1).verifying_key());
+        let _ = decode_unverified(&frame);
+    }
+}
