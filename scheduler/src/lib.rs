@@ -1,1 +1,347 @@
-//! Placement engine (work in progress).
+//! The ACOA placement engine (ACOA section 3.3.3, `spec/model.md`).
+//!
+//! A pluggable design in the spirit of the Kubernetes scheduling framework:
+//! - constraint plugins ([`filter`]) filter the candidate nodes of each component;
+//! - criterion plugins ([`criteria`]) grade whole deployments, and give optimistic grades
+//!   for partial ones;
+//! - a search finds the deployment of highest score: exhaustive enumeration
+//!   ([`enumerate`], the oracle) or branch and bound.
+//!
+//! The library does no I/O and is deterministic: the same inputs give the same placement.
+
+pub mod criteria;
+pub mod enumerate;
+pub mod filter;
+pub mod infra;
+pub mod ledger;
+pub mod problem;
+pub mod topsis;
+
+use acoa_shared::model::{Application, Cluster, CriterionKind, ModelError};
+use criteria::{Ctx, Objective};
+use problem::{Model, Space};
+use std::collections::BTreeMap;
+
+pub use acoa_shared::model::Resources;
+pub use infra::{Infra, LinkQ};
+pub use ledger::Ledger;
+
+/// The outcome of placing one application: a placement, or why there is none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Placed(Placement),
+    Infeasible(Infeasible),
+}
+
+/// The chosen deployment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    /// Component -> node.
+    pub assignment: BTreeMap<String, String>,
+    /// G, in [0, 1].
+    pub score: f64,
+    /// One grade per criterion, in the application's order.
+    pub criteria: Vec<CriterionGrade>,
+    /// How many feasible deployments there are (see [`Report::feasible_exact`]).
+    pub feasible_deployments: u128,
+}
+
+/// The grade of one criterion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriterionGrade {
+    pub kind: CriterionKind,
+    pub path: Option<String>,
+    pub component: Option<String>,
+    pub weight: f64,
+    pub grade: f64,
+}
+
+/// No deployment exists; the reason names the component or link that blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Infeasible {
+    pub reason: String,
+}
+
+/// What went wrong (an application that does not fit is an [`Outcome`], not an error).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("{0}")]
+    Model(#[from] ModelError),
+    #[error("assignment: component `{0}` is not in the application")]
+    UnknownComponent(String),
+    #[error("assignment: component `{0}` has no node")]
+    Unassigned(String),
+    #[error("assignment: node `{0}` is not in the cluster")]
+    UnknownNode(String),
+    #[error(
+        "assignment: node `{node}` does not satisfy the constraints of component `{component}`"
+    )]
+    Unsatisfied { component: String, node: String },
+    #[error("missing link from `{from}` to `{to}` under channel `{channel}`")]
+    MissingLink {
+        channel: String,
+        from: String,
+        to: String,
+    },
+    #[error("no deployment has a link under every channel, so l_min of path `{0}` is undefined")]
+    NoReference(String),
+    #[error("{0} deployments are too many to enumerate (limit {1})")]
+    TooLarge(u128, u128),
+}
+
+/// The placement algorithms this crate provides.
+pub fn algorithms() -> &'static [&'static str] {
+    &["qos"]
+}
+
+/// How to search.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Enumerate every deployment instead of branch and bound (the oracle); also fills
+    /// [`Report::worst_score`] and [`Report::mean_score`].
+    pub enumerate: bool,
+    /// Enumeration refuses more deployments than this.
+    pub enumerate_limit: u128,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            enumerate: false,
+            enumerate_limit: 50_000_000,
+        }
+    }
+}
+
+/// A placement with what the search saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub outcome: Outcome,
+    /// Whether `feasible_deployments` is the exact count (otherwise it is the product of
+    /// the candidate counts, an upper bound).
+    pub feasible_exact: bool,
+    /// With enumeration: the worst and mean score over the feasible deployments.
+    pub worst_score: Option<f64>,
+    pub mean_score: Option<f64>,
+    /// Search-tree nodes explored (deployments visited, for enumeration).
+    pub explored: u64,
+    /// Whether the placement is proven optimal.
+    pub proven: bool,
+    /// The best upper bound on the optimum the search established (= score when proven).
+    pub upper_bound: f64,
+}
+
+/// Places `app` on `cluster`, around what `ledger` already reserves: the deployment of
+/// highest score (branch and bound, proven optimal).
+pub fn place(
+    cluster: &Cluster,
+    app: &Application,
+    ledger: &Ledger,
+) -> Result<Outcome, ScheduleError> {
+    let infra = Infra::from_cluster(cluster);
+    Ok(place_on(&infra, app, ledger, &Options::default())?.outcome)
+}
+
+/// [`place`] on a prepared [`Infra`], with options and statistics.
+pub fn place_on(
+    infra: &Infra,
+    app: &Application,
+    ledger: &Ledger,
+    opts: &Options,
+) -> Result<Report, ScheduleError> {
+    app.validate()?;
+    let constraints = filter::default_constraints();
+    let model = Model::compile(infra, app, ledger, &constraints);
+    if let Some(r) = model.comps.iter().find_map(|c| c.empty_reason.clone()) {
+        return Ok(infeasible(r));
+    }
+    let space = Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
+    if let Some(r) = dead_channel(&model, &space) {
+        return Ok(infeasible(r));
+    }
+    let total = space.product();
+    if total > opts.enumerate_limit {
+        return Err(ScheduleError::TooLarge(total, opts.enumerate_limit));
+    }
+    let lmin = enumerate::lmin(app, &model);
+    if let Some(r) = missing_reference(app, &lmin) {
+        return Ok(infeasible(r));
+    }
+    let objective = Objective::for_app(app, &model, &space, &lmin);
+    let remaining = model.has_requests().then(|| model.remaining(ledger));
+    let e = enumerate::run(&model, &space, &objective, remaining.as_deref());
+    let Some((best, score)) = e.best else {
+        let reason = match e.first_missing {
+            Some((ch, f, t)) if remaining.is_none() => missing_reason(&model, ch, f, t),
+            _ => {
+                "the resource requests of the components do not fit together on the candidate nodes"
+                    .to_string()
+            }
+        };
+        return Ok(infeasible(reason));
+    };
+    let placement = make_placement(app, &model, &space, &objective, &best, e.feasible);
+    Ok(Report {
+        outcome: Outcome::Placed(Placement { score, ..placement }),
+        feasible_exact: true,
+        worst_score: Some(e.worst),
+        mean_score: Some(e.mean),
+        explored: e.feasible as u64,
+        proven: true,
+        upper_bound: score,
+    })
+}
+
+fn infeasible(reason: String) -> Report {
+    Report {
+        outcome: Outcome::Infeasible(Infeasible { reason }),
+        feasible_exact: true,
+        worst_score: None,
+        mean_score: None,
+        explored: 0,
+        proven: true,
+        upper_bound: 0.0,
+    }
+}
+
+fn missing_reason(model: &Model<'_>, ch: usize, f: u32, t: u32) -> String {
+    let c = &model.chans[ch];
+    format!(
+        "no deployment has a link under every channel: missing link from `{}` to `{}` under channel `{}` (`{}` -> `{}`)",
+        model.infra.node(f).name,
+        model.infra.node(t).name,
+        c.name,
+        model.comps[c.from].name,
+        model.comps[c.to].name
+    )
+}
+
+/// A channel none of whose candidate pairs has a link.
+fn dead_channel(model: &Model<'_>, space: &Space) -> Option<String> {
+    model
+        .chans
+        .iter()
+        .zip(&space.tables)
+        .find(|(_, t)| t.linked_pairs == 0)
+        .map(|(c, _)| {
+            let f = space.cand[c.from][0];
+            let t = if c.from == c.to { f } else { space.cand[c.to][0] };
+            format!(
+                "channel `{}`: no candidate node of `{}` has a link to a candidate node of `{}` (missing link from `{}` to `{}`, among others)",
+                c.name,
+                model.comps[c.from].name,
+                model.comps[c.to].name,
+                model.infra.node(f).name,
+                model.infra.node(t).name
+            )
+        })
+}
+
+fn missing_reference(app: &Application, lmin: &[Option<f64>]) -> Option<String> {
+    app.criteria
+        .iter()
+        .zip(lmin)
+        .find(|(c, l)| c.kind == CriterionKind::MinE2eResponseTime && l.is_none())
+        .map(|(c, _)| {
+            format!(
+                "no deployment that satisfies the constraints has a link under every channel (path `{}` has no reference latency)",
+                c.path.as_deref().unwrap_or_default()
+            )
+        })
+}
+
+fn make_placement(
+    app: &Application,
+    model: &Model<'_>,
+    space: &Space,
+    objective: &Objective,
+    a: &[u32],
+    feasible: u128,
+) -> Placement {
+    let ctx = Ctx { model, space };
+    let grades = objective.grades(&ctx, a);
+    let score = objective.combine(&grades);
+    Placement {
+        assignment: model
+            .comps
+            .iter()
+            .zip(a)
+            .map(|(c, n)| (c.name.clone(), model.infra.node(*n).name.clone()))
+            .collect(),
+        score,
+        criteria: app
+            .criteria
+            .iter()
+            .zip(grades)
+            .map(|(c, g)| CriterionGrade {
+                kind: c.kind,
+                path: c.path.clone(),
+                component: c.component.clone(),
+                weight: c.weight,
+                grade: g,
+            })
+            .collect(),
+        feasible_deployments: feasible,
+    }
+}
+
+/// The score of a given deployment (component -> node) and its grades, by model.md.
+/// Resource requests are not checked; constraints and links are.
+pub fn score(
+    cluster: &Cluster,
+    app: &Application,
+    assignment: &BTreeMap<String, String>,
+) -> Result<(f64, Vec<CriterionGrade>), ScheduleError> {
+    app.validate()?;
+    let infra = Infra::from_cluster(cluster);
+    let ledger = Ledger::new();
+    let constraints = filter::default_constraints();
+    let model = Model::compile(&infra, app, &ledger, &constraints);
+    for k in assignment.keys() {
+        if !model.comp_index.contains_key(k) {
+            return Err(ScheduleError::UnknownComponent(k.clone()));
+        }
+    }
+    let mut a = Vec::with_capacity(model.comps.len());
+    for c in &model.comps {
+        let n = assignment
+            .get(&c.name)
+            .ok_or_else(|| ScheduleError::Unassigned(c.name.clone()))?;
+        let i = infra
+            .index_of(n)
+            .ok_or_else(|| ScheduleError::UnknownNode(n.clone()))?;
+        if !c.req_cand.contains(&i) {
+            return Err(ScheduleError::Unsatisfied {
+                component: c.name.clone(),
+                node: n.clone(),
+            });
+        }
+        a.push(i);
+    }
+    if let Some(ch) = model.missing_link(&a) {
+        let c = &model.chans[ch];
+        return Err(ScheduleError::MissingLink {
+            channel: c.name.clone(),
+            from: infra.node(a[c.from]).name.clone(),
+            to: infra.node(a[c.to]).name.clone(),
+        });
+    }
+    let lmin = enumerate::lmin(app, &model);
+    if let Some((c, _)) = app
+        .criteria
+        .iter()
+        .zip(&lmin)
+        .find(|(c, l)| c.kind == CriterionKind::MinE2eResponseTime && l.is_none())
+    {
+        return Err(ScheduleError::NoReference(
+            c.path.clone().unwrap_or_default(),
+        ));
+    }
+    let space = Space::build(
+        &model,
+        model.comps.iter().map(|c| c.req_cand.clone()).collect(),
+    );
+    let objective = Objective::for_app(app, &model, &space, &lmin);
+    let p = make_placement(app, &model, &space, &objective, &a, 0);
+    Ok((p.score, p.criteria))
+}

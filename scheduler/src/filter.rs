@@ -1,0 +1,176 @@
+//! Constraint plugins: each one filters the candidate nodes of a component (the
+//! "filter" extension point of the Kubernetes scheduling framework).
+
+use crate::infra::Infra;
+use crate::ledger::Ledger;
+use acoa_shared::model::{Component, Node};
+
+/// What a constraint plugin may look at besides the node and the component.
+pub struct FilterCtx<'a> {
+    pub infra: &'a Infra,
+    pub ledger: &'a Ledger,
+}
+
+/// A constraint: a node either may host a component or may not.
+pub trait Constraint: Send + Sync {
+    /// Short name, used in infeasibility reasons.
+    fn name(&self) -> &'static str;
+    /// Whether `node` may host `comp`.
+    fn admits(&self, ctx: &FilterCtx<'_>, node: u32, comp: &Component) -> bool;
+    /// The rule as it applies to `comp`, e.g. "datacenter = train1"; `None` when the
+    /// plugin has nothing to say about `comp` (it then admits every node).
+    fn describe(&self, comp: &Component) -> Option<String>;
+    /// Whether this constraint is one of the component's `requires` (true) or a resource
+    /// constraint (false), which `l_min` ignores.
+    fn is_requirement(&self) -> bool {
+        true
+    }
+}
+
+fn node<'a>(ctx: &'a FilterCtx<'_>, i: u32) -> &'a Node {
+    ctx.infra.node(i)
+}
+
+pub struct Hardware;
+impl Constraint for Hardware {
+    fn name(&self) -> &'static str {
+        "hardware"
+    }
+    fn admits(&self, ctx: &FilterCtx<'_>, n: u32, c: &Component) -> bool {
+        let n = node(ctx, n);
+        c.requires.hardware.iter().all(|h| n.hardware.contains(h))
+    }
+    fn describe(&self, c: &Component) -> Option<String> {
+        (!c.requires.hardware.is_empty())
+            .then(|| format!("hardware [{}]", c.requires.hardware.join(", ")))
+    }
+}
+
+pub struct Software;
+impl Constraint for Software {
+    fn name(&self) -> &'static str {
+        "software"
+    }
+    fn admits(&self, ctx: &FilterCtx<'_>, n: u32, c: &Component) -> bool {
+        let n = node(ctx, n);
+        c.requires.software.iter().all(|s| n.software.contains(s))
+    }
+    fn describe(&self, c: &Component) -> Option<String> {
+        (!c.requires.software.is_empty())
+            .then(|| format!("software [{}]", c.requires.software.join(", ")))
+    }
+}
+
+pub struct Datacenter;
+impl Constraint for Datacenter {
+    fn name(&self) -> &'static str {
+        "datacenter"
+    }
+    fn admits(&self, ctx: &FilterCtx<'_>, n: u32, c: &Component) -> bool {
+        c.requires
+            .datacenter
+            .as_ref()
+            .is_none_or(|d| *d == node(ctx, n).datacenter)
+    }
+    fn describe(&self, c: &Component) -> Option<String> {
+        c.requires
+            .datacenter
+            .as_ref()
+            .map(|d| format!("datacenter {d}"))
+    }
+}
+
+pub struct LayerC;
+impl Constraint for LayerC {
+    fn name(&self) -> &'static str {
+        "layer"
+    }
+    fn admits(&self, ctx: &FilterCtx<'_>, n: u32, c: &Component) -> bool {
+        c.requires.layer.is_none_or(|l| l == node(ctx, n).layer)
+    }
+    fn describe(&self, c: &Component) -> Option<String> {
+        c.requires.layer.map(|l| format!("layer {l}"))
+    }
+}
+
+pub struct Arch;
+impl Constraint for Arch {
+    fn name(&self) -> &'static str {
+        "arch"
+    }
+    fn admits(&self, ctx: &FilterCtx<'_>, n: u32, c: &Component) -> bool {
+        c.requires
+            .arch
+            .as_ref()
+            .is_none_or(|a| *a == node(ctx, n).arch)
+    }
+    fn describe(&self, c: &Component) -> Option<String> {
+        c.requires.arch.as_ref().map(|a| format!("arch {a}"))
+    }
+}
+
+pub struct FreeDisk;
+impl Constraint for FreeDisk {
+    fn name(&self) -> &'static str {
+        "min_free_disk_mb"
+    }
+    fn admits(&self, ctx: &FilterCtx<'_>, n: u32, c: &Component) -> bool {
+        c.requires
+            .min_free_disk_mb
+            .is_none_or(|d| node(ctx, n).free_disk_mb() >= d)
+    }
+    fn describe(&self, c: &Component) -> Option<String> {
+        c.requires
+            .min_free_disk_mb
+            .map(|d| format!("min_free_disk_mb {d}"))
+    }
+}
+
+/// The component's own request fits what the node has left:
+/// request + usage + ledger reservation <= capacity (cpu and memory).
+/// The joint fit of several components on one node is the search's job.
+pub struct ResourceFit;
+impl Constraint for ResourceFit {
+    fn name(&self) -> &'static str {
+        "resources"
+    }
+    fn admits(&self, ctx: &FilterCtx<'_>, n: u32, c: &Component) -> bool {
+        let Some(r) = c.resources else { return true };
+        let (cpu, mem) = remaining(ctx, n);
+        cpu >= r.cpu_millis as i64 && mem >= r.memory_mb as i64
+    }
+    fn describe(&self, c: &Component) -> Option<String> {
+        c.resources.map(|r| {
+            format!(
+                "resources cpu_millis {} memory_mb {} (after usage and reservations)",
+                r.cpu_millis, r.memory_mb
+            )
+        })
+    }
+    fn is_requirement(&self) -> bool {
+        false
+    }
+}
+
+/// capacity - usage - ledger reservation, per resource (may be negative).
+pub fn remaining(ctx: &FilterCtx<'_>, n: u32) -> (i64, i64) {
+    let node = node(ctx, n);
+    let res = ctx.ledger.reserved(&node.name);
+    (
+        node.capacity.cpu_millis as i64 - node.usage.cpu_millis as i64 - res.cpu_millis as i64,
+        node.capacity.memory_mb as i64 - node.usage.memory_mb as i64 - res.memory_mb as i64,
+    )
+}
+
+/// The default constraint plugins, in the order they are applied.
+pub fn default_constraints() -> Vec<Box<dyn Constraint>> {
+    vec![
+        Box::new(Hardware),
+        Box::new(Software),
+        Box::new(Datacenter),
+        Box::new(LayerC),
+        Box::new(Arch),
+        Box::new(FreeDisk),
+        Box::new(ResourceFit),
+    ]
+}

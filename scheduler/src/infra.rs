@@ -1,0 +1,167 @@
+//! The scheduler's own view of the infrastructure: nodes indexed in name order and a
+//! sparse set of directed links (a missing link is unknown, so a channel that needs it
+//! cannot be placed there).
+//!
+//! A full mesh of 10,000 nodes is 10^8 links: that is never a YAML file. [`Infra`] keeps
+//! only the links that exist, in a hash map for point look-ups and in per-node sorted
+//! adjacency lists for the search's "where can the other end of this channel go".
+
+use acoa_shared::model::{Cluster, Node};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A small fast hasher for integer keys (the Fx hash of rustc); not DoS-resistant, which
+/// does not matter for keys we build ourselves.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+const FX_K: u64 = 0x517c_c1b7_2722_0a95;
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(FX_K);
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(FX_K);
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// The measured quality of one directed link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkQ {
+    pub latency_ms: f64,
+    pub success: f64,
+}
+
+/// Nodes (sorted by name, so that index order is name order) and the links that exist.
+#[derive(Debug, Clone)]
+pub struct Infra {
+    nodes: Vec<Node>,
+    index: HashMap<String, u32>,
+    links: FxMap<u64, LinkQ>,
+    out: Vec<Vec<u32>>,
+    inn: Vec<Vec<u32>>,
+}
+
+fn key(from: u32, to: u32) -> u64 {
+    (u64::from(from) << 32) | u64::from(to)
+}
+
+impl Infra {
+    /// Builds the view from `nodes` and links given as indices into `nodes`
+    /// (`(from, to, quality)`). Node names must be unique; a later duplicate link wins.
+    pub fn new(nodes: Vec<Node>, links: impl IntoIterator<Item = (u32, u32, LinkQ)>) -> Infra {
+        let mut order: Vec<u32> = (0..nodes.len() as u32).collect();
+        order.sort_by(|a, b| nodes[*a as usize].name.cmp(&nodes[*b as usize].name));
+        let mut new_of_old = vec![0u32; nodes.len()];
+        for (new, old) in order.iter().enumerate() {
+            new_of_old[*old as usize] = new as u32;
+        }
+        let mut slots: Vec<Option<Node>> = nodes.into_iter().map(Some).collect();
+        let nodes: Vec<Node> = order
+            .iter()
+            .map(|o| slots[*o as usize].take().expect("each node once"))
+            .collect();
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i as u32))
+            .collect();
+        let mut map: FxMap<u64, LinkQ> = FxMap::default();
+        for (f, t, q) in links {
+            map.insert(key(new_of_old[f as usize], new_of_old[t as usize]), q);
+        }
+        let mut out = vec![Vec::new(); nodes.len()];
+        let mut inn = vec![Vec::new(); nodes.len()];
+        for k in map.keys() {
+            let (f, t) = ((k >> 32) as u32, *k as u32);
+            out[f as usize].push(t);
+            inn[t as usize].push(f);
+        }
+        for v in out.iter_mut().chain(inn.iter_mut()) {
+            v.sort_unstable();
+        }
+        Infra {
+            nodes,
+            index,
+            links: map,
+            out,
+            inn,
+        }
+    }
+
+    /// The view of a (validated) cluster snapshot.
+    pub fn from_cluster(cluster: &Cluster) -> Infra {
+        let pos: HashMap<&str, u32> = cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i as u32))
+            .collect();
+        let links: Vec<(u32, u32, LinkQ)> = cluster
+            .links
+            .iter()
+            .filter_map(|l| {
+                Some((
+                    *pos.get(l.from.as_str())?,
+                    *pos.get(l.to.as_str())?,
+                    LinkQ {
+                        latency_ms: l.latency_ms,
+                        success: l.success,
+                    },
+                ))
+            })
+            .collect();
+        Infra::new(cluster.nodes.clone(), links)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn link_count(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn node(&self, i: u32) -> &Node {
+        &self.nodes[i as usize]
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<u32> {
+        self.index.get(name).copied()
+    }
+
+    /// The link from `from` to `to` (`from == to` is the loopback), if it is known.
+    #[inline]
+    pub fn link(&self, from: u32, to: u32) -> Option<LinkQ> {
+        self.links.get(&key(from, to)).copied()
+    }
+
+    /// Nodes `from` has a link to, sorted.
+    pub fn out(&self, from: u32) -> &[u32] {
+        &self.out[from as usize]
+    }
+
+    /// Nodes with a link to `to`, sorted.
+    pub fn inn(&self, to: u32) -> &[u32] {
+        &self.inn[to as usize]
+    }
+}

@@ -1,0 +1,273 @@
+//! An application compiled against an [`Infra`]: components with their candidate nodes
+//! (after the constraint plugins), channels as index pairs, and per-channel tables the
+//! search's bounds read.
+
+use crate::filter::{self, Constraint, FilterCtx};
+use crate::infra::Infra;
+use crate::ledger::Ledger;
+use acoa_shared::model::{Application, Resources};
+use std::collections::HashMap;
+
+/// Marks a component that has no node yet in a partial assignment.
+pub const UNSET: u32 = u32::MAX;
+
+pub struct Comp {
+    pub name: String,
+    /// Nodes that satisfy the component's `requires` (what `l_min` ranges over).
+    pub req_cand: Vec<u32>,
+    /// `req_cand` minus the nodes the component's own resource request does not fit.
+    pub cand: Vec<u32>,
+    pub request: Option<Resources>,
+    /// Why the candidate set is empty, when it is.
+    pub empty_reason: Option<String>,
+}
+
+pub struct Chan {
+    pub name: String,
+    pub from: usize,
+    pub to: usize,
+}
+
+/// The application's components and channels over the infrastructure.
+pub struct Model<'a> {
+    pub infra: &'a Infra,
+    pub comps: Vec<Comp>,
+    pub chans: Vec<Chan>,
+    /// For each component, the channels it is an end of.
+    pub chans_of: Vec<Vec<usize>>,
+    pub comp_index: HashMap<String, usize>,
+    pub chan_index: HashMap<String, usize>,
+}
+
+impl<'a> Model<'a> {
+    /// Runs the constraint plugins over every (component, node) pair.
+    pub fn compile(
+        infra: &'a Infra,
+        app: &Application,
+        ledger: &Ledger,
+        constraints: &[Box<dyn Constraint>],
+    ) -> Model<'a> {
+        let ctx = FilterCtx { infra, ledger };
+        let comps = app
+            .components
+            .iter()
+            .map(|c| {
+                let mut req_cand: Vec<u32> = (0..infra.len() as u32).collect();
+                let mut empty_reason = None;
+                let mut apply = |list: &mut Vec<u32>, k: &dyn Constraint| {
+                    let Some(rule) = k.describe(c) else { return };
+                    let before = list.len();
+                    list.retain(|n| k.admits(&ctx, *n, c));
+                    if list.is_empty() && before > 0 && empty_reason.is_none() {
+                        empty_reason = Some(format!(
+                            "component `{}` has no candidate node: {} of {} nodes pass the constraints before {}, none of them has {}",
+                            c.name,
+                            before,
+                            infra.len(),
+                            k.name(),
+                            rule
+                        ));
+                    }
+                };
+                for k in constraints.iter().filter(|k| k.is_requirement()) {
+                    apply(&mut req_cand, k.as_ref());
+                }
+                let mut cand = req_cand.clone();
+                for k in constraints.iter().filter(|k| !k.is_requirement()) {
+                    apply(&mut cand, k.as_ref());
+                }
+                Comp {
+                    name: c.name.clone(),
+                    req_cand,
+                    cand,
+                    request: c.resources,
+                    empty_reason,
+                }
+            })
+            .collect::<Vec<_>>();
+        let comp_index: HashMap<String, usize> = comps
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect();
+        let chans: Vec<Chan> = app
+            .channels
+            .iter()
+            .map(|ch| Chan {
+                name: ch.name.clone(),
+                from: comp_index[&ch.from],
+                to: comp_index[&ch.to],
+            })
+            .collect();
+        let mut chans_of = vec![Vec::new(); comps.len()];
+        for (i, ch) in chans.iter().enumerate() {
+            chans_of[ch.from].push(i);
+            if ch.to != ch.from {
+                chans_of[ch.to].push(i);
+            }
+        }
+        let chan_index = chans
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect();
+        Model {
+            infra,
+            comps,
+            chans,
+            chans_of,
+            comp_index,
+            chan_index,
+        }
+    }
+
+    /// The first channel whose link is missing under the full assignment `a`.
+    pub fn missing_link(&self, a: &[u32]) -> Option<usize> {
+        self.chans
+            .iter()
+            .position(|ch| self.infra.link(a[ch.from], a[ch.to]).is_none())
+    }
+
+    /// Whether the resource requests of the full assignment `a` fit: per node, the sum of
+    /// the requests placed on it <= `remaining`.
+    pub fn fits(&self, a: &[u32], remaining: &[(i64, i64)]) -> bool {
+        let mut sums: Vec<(u32, i64, i64)> = Vec::new();
+        for (c, n) in self.comps.iter().zip(a) {
+            if let Some(r) = c.request {
+                match sums.iter_mut().find(|s| s.0 == *n) {
+                    Some(s) => {
+                        s.1 += r.cpu_millis as i64;
+                        s.2 += r.memory_mb as i64;
+                    }
+                    None => sums.push((*n, r.cpu_millis as i64, r.memory_mb as i64)),
+                }
+            }
+        }
+        sums.iter().all(|(n, cpu, mem)| {
+            let (rc, rm) = remaining[*n as usize];
+            *cpu <= rc && *mem <= rm
+        })
+    }
+
+    pub fn has_requests(&self) -> bool {
+        self.comps.iter().any(|c| c.request.is_some())
+    }
+
+    /// Per node: capacity - usage - ledger reservation (cpu, memory).
+    pub fn remaining(&self, ledger: &Ledger) -> Vec<(i64, i64)> {
+        let ctx = FilterCtx {
+            infra: self.infra,
+            ledger,
+        };
+        (0..self.infra.len() as u32)
+            .map(|n| filter::remaining(&ctx, n))
+            .collect()
+    }
+}
+
+/// For one channel and one candidate space: the best the link under it can be.
+#[derive(Debug, Clone)]
+pub struct ChanTable {
+    /// Best success / least latency over all linked candidate pairs.
+    pub best_succ: f64,
+    pub min_lat: f64,
+    /// Per source node: best success / least latency to any candidate of the sink.
+    pub succ_out: Vec<f64>,
+    pub lat_out: Vec<f64>,
+    /// Per sink node: best success / least latency from any candidate of the source.
+    pub succ_in: Vec<f64>,
+    pub lat_in: Vec<f64>,
+    /// How many candidate pairs have a link.
+    pub linked_pairs: u128,
+}
+
+/// The candidate nodes of every component (one choice of candidate sets) and the tables
+/// derived from them.
+pub struct Space {
+    pub cand: Vec<Vec<u32>>,
+    pub member: Vec<Vec<bool>>,
+    pub tables: Vec<ChanTable>,
+}
+
+impl Space {
+    pub fn build(model: &Model<'_>, cand: Vec<Vec<u32>>) -> Space {
+        let n = model.infra.len();
+        let member: Vec<Vec<bool>> = cand
+            .iter()
+            .map(|c| {
+                let mut m = vec![false; n];
+                for x in c {
+                    m[*x as usize] = true;
+                }
+                m
+            })
+            .collect();
+        let tables = model
+            .chans
+            .iter()
+            .map(|ch| {
+                let mut t = ChanTable {
+                    best_succ: -1.0,
+                    min_lat: f64::INFINITY,
+                    succ_out: vec![-1.0; n],
+                    lat_out: vec![f64::INFINITY; n],
+                    succ_in: vec![-1.0; n],
+                    lat_in: vec![f64::INFINITY; n],
+                    linked_pairs: 0,
+                };
+                let mut visit = |a: u32, b: u32| {
+                    if let Some(q) = model.infra.link(a, b) {
+                        t.linked_pairs += 1;
+                        let (a, b) = (a as usize, b as usize);
+                        t.best_succ = t.best_succ.max(q.success);
+                        t.min_lat = t.min_lat.min(q.latency_ms);
+                        t.succ_out[a] = t.succ_out[a].max(q.success);
+                        t.lat_out[a] = t.lat_out[a].min(q.latency_ms);
+                        t.succ_in[b] = t.succ_in[b].max(q.success);
+                        t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
+                    }
+                };
+                if ch.from == ch.to {
+                    for a in &cand[ch.from] {
+                        visit(*a, *a);
+                    }
+                } else {
+                    let sink = &member[ch.to];
+                    for a in &cand[ch.from] {
+                        for b in model.infra.out(*a) {
+                            if sink[*b as usize] {
+                                visit(*a, *b);
+                            }
+                        }
+                    }
+                }
+                t
+            })
+            .collect();
+        Space {
+            cand,
+            member,
+            tables,
+        }
+    }
+
+    /// Whether every candidate pair of every channel has a link (then the link-complete
+    /// deployments are exactly the product of the candidate counts).
+    pub fn links_complete(&self, model: &Model<'_>) -> bool {
+        model.chans.iter().zip(&self.tables).all(|(ch, t)| {
+            let want = if ch.from == ch.to {
+                self.cand[ch.from].len() as u128
+            } else {
+                self.cand[ch.from].len() as u128 * self.cand[ch.to].len() as u128
+            };
+            t.linked_pairs == want
+        })
+    }
+
+    /// The product of the candidate counts (saturating).
+    pub fn product(&self) -> u128 {
+        self.cand
+            .iter()
+            .fold(1u128, |p, c| p.saturating_mul(c.len() as u128))
+    }
+}
