@@ -15,12 +15,14 @@ pub mod filter;
 pub mod infra;
 pub mod ledger;
 pub mod problem;
+pub mod search;
 pub mod topsis;
 
 use acoa_shared::model::{Application, Cluster, CriterionKind, ModelError};
 use criteria::{Ctx, Objective};
 use problem::{Model, Space};
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 pub use acoa_shared::model::Resources;
 pub use infra::{Infra, LinkQ};
@@ -102,6 +104,13 @@ pub struct Options {
     pub enumerate: bool,
     /// Enumeration refuses more deployments than this.
     pub enumerate_limit: u128,
+    /// Branch and bound stops after this long with the best deployment found so far
+    /// ([`Report::proven`] is then false and [`Report::upper_bound`] gives the gap).
+    pub time_budget: Option<Duration>,
+    /// Counting the feasible deployments (needed when links are sparse or requests
+    /// apply) gives up after this many search-tree nodes and reports the product of the
+    /// candidate counts instead.
+    pub count_budget: u64,
 }
 
 impl Default for Options {
@@ -109,6 +118,8 @@ impl Default for Options {
         Options {
             enumerate: false,
             enumerate_limit: 50_000_000,
+            time_budget: None,
+            count_budget: 1_000_000,
         }
     }
 }
@@ -159,37 +170,151 @@ pub fn place_on(
     if let Some(r) = dead_channel(&model, &space) {
         return Ok(infeasible(r));
     }
-    let total = space.product();
-    if total > opts.enumerate_limit {
-        return Err(ScheduleError::TooLarge(total, opts.enumerate_limit));
+    let limits = search::Limits {
+        deadline: opts.time_budget.map(|b| Instant::now() + b),
+        max_nodes: None,
+    };
+    let remaining = model.has_requests().then(|| model.remaining(ledger));
+    if opts.enumerate {
+        let total = space.product();
+        if total > opts.enumerate_limit {
+            return Err(ScheduleError::TooLarge(total, opts.enumerate_limit));
+        }
+        let lmin = enumerate::lmin(app, &model);
+        if let Some(r) = missing_reference(app, &lmin) {
+            return Ok(infeasible(r));
+        }
+        let objective = Objective::for_app(app, &model, &space, &lmin);
+        let e = enumerate::run(&model, &space, &objective, remaining.as_deref());
+        let Some((best, _)) = e.best else {
+            return Ok(infeasible(no_deployment(
+                &model,
+                e.first_missing,
+                remaining.is_some(),
+            )));
+        };
+        let placement = make_placement(app, &model, &space, &objective, &best, e.feasible);
+        let score = placement.score;
+        return Ok(Report {
+            outcome: Outcome::Placed(placement),
+            feasible_exact: true,
+            worst_score: Some(e.worst),
+            mean_score: Some(e.mean),
+            explored: space.product().min(u64::MAX as u128) as u64,
+            proven: true,
+            upper_bound: score,
+        });
     }
-    let lmin = enumerate::lmin(app, &model);
+    let (lmin, lmin_proven, mut explored) = lmin_search(app, &model, &space, limits);
     if let Some(r) = missing_reference(app, &lmin) {
-        return Ok(infeasible(r));
+        if lmin_proven {
+            return Ok(infeasible(r));
+        }
     }
     let objective = Objective::for_app(app, &model, &space, &lmin);
-    let remaining = model.has_requests().then(|| model.remaining(ledger));
-    let e = enumerate::run(&model, &space, &objective, remaining.as_deref());
-    let Some((best, score)) = e.best else {
-        let reason = match e.first_missing {
-            Some((ch, f, t)) if remaining.is_none() => missing_reason(&model, ch, f, t),
-            _ => {
-                "the resource requests of the components do not fit together on the candidate nodes"
-                    .to_string()
-            }
+    let found = search::branch_and_bound(&model, &space, &objective, remaining.clone(), limits);
+    explored += found.explored;
+    let Some((best, _)) = found.best else {
+        let reason = if found.proven {
+            no_deployment(&model, found.first_missing, remaining.is_some())
+        } else {
+            "no deployment found within the time budget".to_string()
         };
         return Ok(infeasible(reason));
     };
-    let placement = make_placement(app, &model, &space, &objective, &best, e.feasible);
+    let (feasible, feasible_exact) = if remaining.is_none() && space.links_complete(&model) {
+        (space.product(), true)
+    } else {
+        match search::count(&model, &space, &objective, remaining, opts.count_budget) {
+            Some(n) => (n, true),
+            None => (space.product(), false),
+        }
+    };
+    let placement = make_placement(app, &model, &space, &objective, &best, feasible);
+    let score = placement.score;
+    let proven = found.proven && lmin_proven;
     Ok(Report {
-        outcome: Outcome::Placed(Placement { score, ..placement }),
-        feasible_exact: true,
-        worst_score: Some(e.worst),
-        mean_score: Some(e.mean),
-        explored: e.feasible as u64,
-        proven: true,
-        upper_bound: score,
+        outcome: Outcome::Placed(placement),
+        feasible_exact,
+        worst_score: None,
+        mean_score: None,
+        explored,
+        proven,
+        upper_bound: if proven {
+            score
+        } else {
+            found.upper_bound.max(score)
+        },
     })
+}
+
+/// l_min of every response-time criterion by branch and bound (minimise the path's
+/// longest route over the deployments that satisfy `requires` and have every link,
+/// resource requests aside). Returns the values, whether all are proven, and the
+/// search-tree nodes explored.
+fn lmin_search(
+    app: &Application,
+    model: &Model<'_>,
+    space: &Space,
+    limits: search::Limits,
+) -> (Vec<Option<f64>>, bool, u64) {
+    let mut out = vec![None; app.criteria.len()];
+    let mut proven = true;
+    let mut explored = 0;
+    if !app
+        .criteria
+        .iter()
+        .any(|c| c.kind == CriterionKind::MinE2eResponseTime)
+    {
+        return (out, true, 0);
+    }
+    let same = model.comps.iter().all(|c| c.cand.len() == c.req_cand.len());
+    let owned;
+    let req_space = if same {
+        space
+    } else {
+        owned = Space::build(
+            model,
+            model.comps.iter().map(|c| c.req_cand.clone()).collect(),
+        );
+        &owned
+    };
+    for (j, cr) in app.criteria.iter().enumerate() {
+        if cr.kind != CriterionKind::MinE2eResponseTime {
+            continue;
+        }
+        let pname = cr.path.as_deref().unwrap_or_default();
+        let chans = criteria::path_channels(app, model, pname);
+        let rt = criteria::ResponseTime::new(model, pname, &chans, None);
+        let obj = Objective::new(model.comps.len(), vec![Box::new(rt)], vec![1.0]);
+        let found = search::branch_and_bound(model, req_space, &obj, None, limits);
+        explored += found.explored;
+        proven &= found.proven;
+        if let Some((a, _)) = found.best {
+            let rt = criteria::ResponseTime::new(model, pname, &chans, None);
+            let ctx = Ctx {
+                model,
+                space: req_space,
+            };
+            out[j] = Some(rt.latency(&ctx, &a));
+        }
+    }
+    (out, proven, explored)
+}
+
+fn no_deployment(
+    model: &Model<'_>,
+    first_missing: Option<(usize, u32, u32)>,
+    requests: bool,
+) -> String {
+    match first_missing {
+        Some((ch, f, t)) if !requests => missing_reason(model, ch, f, t),
+        Some((ch, f, t)) => format!(
+            "the resource requests of the components do not fit together on the candidate nodes with a link under every channel ({})",
+            missing_reason(model, ch, f, t)
+        ),
+        None => "the resource requests of the components do not fit together on the candidate nodes".to_string(),
+    }
 }
 
 fn infeasible(reason: String) -> Report {
@@ -326,7 +451,8 @@ pub fn score(
             to: infra.node(a[c.to]).name.clone(),
         });
     }
-    let lmin = enumerate::lmin(app, &model);
+    let space = Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
+    let (lmin, _, _) = lmin_search(app, &model, &space, search::Limits::default());
     if let Some((c, _)) = app
         .criteria
         .iter()
@@ -337,10 +463,6 @@ pub fn score(
             c.path.clone().unwrap_or_default(),
         ));
     }
-    let space = Space::build(
-        &model,
-        model.comps.iter().map(|c| c.req_cand.clone()).collect(),
-    );
     let objective = Objective::for_app(app, &model, &space, &lmin);
     let p = make_placement(app, &model, &space, &objective, &a, 0);
     Ok((p.score, p.criteria))

@@ -1,0 +1,402 @@
+//! Branch and bound over the components' candidate nodes.
+//!
+//! - Variable order (dynamic): the unplaced component with the fewest nodes left, where a
+//!   component next to placed ones only keeps the nodes that have a link to (or from)
+//!   theirs and that its resource request still fits; components that no criterion
+//!   looks at come last. An empty domain ends the branch (forward checking).
+//! - Value order: children sorted by their bound, best first (a greedy dive finds a
+//!   good incumbent at once), ties by node name.
+//! - Bounds: the sum of each criterion plugin's optimistic grade (admissible), so a
+//!   subtree whose bound does not beat the incumbent by more than [`EPS`] is cut.
+//!
+//! The result is optimal to within [`EPS`] when `proven`.
+
+use crate::criteria::{Ctx, Objective};
+use crate::problem::{Model, Space, UNSET};
+use std::time::Instant;
+
+/// Cut a subtree unless its bound beats the incumbent by more than this.
+pub const EPS: f64 = 1e-12;
+
+/// Limits of one search.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// Stop at this instant (the result is then not proven).
+    pub deadline: Option<Instant>,
+    /// Stop after exploring this many search-tree nodes.
+    pub max_nodes: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// The best deployment found and its score.
+    pub best: Option<(Vec<u32>, f64)>,
+    pub explored: u64,
+    /// The search ran to the end: `best` is optimal (or none exists).
+    pub proven: bool,
+    /// An upper bound on the optimum (the best score when proven).
+    pub upper_bound: f64,
+    /// A missing link that cut a branch, the first met: (channel, from node, to node).
+    pub first_missing: Option<(usize, u32, u32)>,
+}
+
+struct Searcher<'s, 'm> {
+    model: &'s Model<'m>,
+    space: &'s Space,
+    obj: &'s Objective,
+    a: Vec<u32>,
+    placed: usize,
+    rem: Option<Vec<(i64, i64)>>,
+    req: Vec<Option<(i64, i64)>>,
+    vals: Vec<f64>,
+    best: Option<(Vec<u32>, f64)>,
+    best_score: f64,
+    explored: u64,
+    limits: Limits,
+    aborted: bool,
+    ub_open: f64,
+    first_missing: Option<(usize, u32, u32)>,
+    /// Components that no criterion looks at (ordered last).
+    idle: Vec<bool>,
+    scratch: Vec<u32>,
+}
+
+impl<'s, 'm> Searcher<'s, 'm> {
+    fn new(
+        model: &'s Model<'m>,
+        space: &'s Space,
+        obj: &'s Objective,
+        rem: Option<Vec<(i64, i64)>>,
+        limits: Limits,
+    ) -> Self {
+        let n = model.comps.len();
+        let a = vec![UNSET; n];
+        let ctx = Ctx { model, space };
+        let vals: Vec<f64> = obj.crits.iter().map(|c| c.bound(&ctx, &a)).collect();
+        Searcher {
+            model,
+            space,
+            obj,
+            a,
+            placed: 0,
+            req: model
+                .comps
+                .iter()
+                .map(|c| c.request.map(|r| (r.cpu_millis as i64, r.memory_mb as i64)))
+                .collect(),
+            rem,
+            vals,
+            best: None,
+            best_score: f64::NEG_INFINITY,
+            explored: 0,
+            limits,
+            aborted: false,
+            ub_open: f64::NEG_INFINITY,
+            first_missing: None,
+            idle: obj.crits_of.iter().map(|c| c.is_empty()).collect(),
+            scratch: Vec::new(),
+        }
+    }
+
+    fn fits(&self, u: usize, b: u32) -> bool {
+        match (&self.rem, self.req[u]) {
+            (Some(rem), Some((c, m))) => {
+                let (rc, rm) = rem[b as usize];
+                c <= rc && m <= rm
+            }
+            _ => true,
+        }
+    }
+
+    fn take(&mut self, u: usize, b: u32) {
+        self.a[u] = b;
+        self.placed += 1;
+        if let (Some(rem), Some((c, m))) = (&mut self.rem, self.req[u]) {
+            rem[b as usize].0 -= c;
+            rem[b as usize].1 -= m;
+        }
+    }
+
+    fn undo(&mut self, u: usize) {
+        let b = self.a[u];
+        self.a[u] = UNSET;
+        self.placed -= 1;
+        if let (Some(rem), Some((c, m))) = (&mut self.rem, self.req[u]) {
+            rem[b as usize].0 += c;
+            rem[b as usize].1 += m;
+        }
+    }
+
+    /// The nodes `u` may take given the placed components, into `out` (sorted).
+    /// Returns false when `u` has no placed neighbour (then `out` is left empty and the
+    /// domain is the candidate list filtered by resources).
+    fn domain(&mut self, u: usize, out: &mut Vec<u32>) -> bool {
+        out.clear();
+        let m = self.model;
+        let infra = m.infra;
+        // The shortest base list among the placed neighbours' adjacency.
+        let mut base: Option<&[u32]> = None;
+        let mut constrained = false;
+        for ch in &m.chans_of[u] {
+            let c = &m.chans[*ch];
+            let list = if c.from == c.to {
+                constrained = true;
+                continue;
+            } else if c.from == u {
+                match self.a[c.to] {
+                    UNSET => continue,
+                    y => infra.inn(y),
+                }
+            } else {
+                match self.a[c.from] {
+                    UNSET => continue,
+                    x => infra.out(x),
+                }
+            };
+            constrained = true;
+            if base.is_none_or(|b| list.len() < b.len()) {
+                base = Some(list);
+            }
+        }
+        if !constrained {
+            return false;
+        }
+        let base = base.unwrap_or(&self.space.cand[u]);
+        let member = &self.space.member[u];
+        'next: for b in base {
+            if !member[*b as usize] || !self.fits(u, *b) {
+                continue;
+            }
+            for ch in &m.chans_of[u] {
+                let c = &m.chans[*ch];
+                let (f, t) = if c.from == c.to {
+                    (*b, *b)
+                } else if c.from == u {
+                    match self.a[c.to] {
+                        UNSET => continue,
+                        y => (*b, y),
+                    }
+                } else {
+                    match self.a[c.from] {
+                        UNSET => continue,
+                        x => (x, *b),
+                    }
+                };
+                if infra.link(f, t).is_none() {
+                    if self.first_missing.is_none() {
+                        self.first_missing = Some((*ch, f, t));
+                    }
+                    continue 'next;
+                }
+            }
+            out.push(*b);
+        }
+        true
+    }
+
+    fn leaf(&mut self) {
+        let ctx = Ctx {
+            model: self.model,
+            space: self.space,
+        };
+        let grades = self.obj.grades(&ctx, &self.a);
+        let s = self.obj.combine(&grades);
+        if s > self.best_score {
+            self.best_score = s;
+            self.best = Some((self.a.clone(), s));
+        }
+    }
+
+    fn dfs(&mut self) {
+        self.explored += 1;
+        if self.explored & 1023 == 0 {
+            let over_time = self.limits.deadline.is_some_and(|d| Instant::now() >= d);
+            let over_nodes = self.limits.max_nodes.is_some_and(|m| self.explored >= m);
+            if over_time || over_nodes {
+                self.aborted = true;
+            }
+        }
+        let n = self.a.len();
+        if self.placed == n {
+            self.leaf();
+            return;
+        }
+        // Choose the variable.
+        let mut chosen: Option<(usize, bool)> = None;
+        let mut chosen_key = (true, usize::MAX);
+        let mut domain: Vec<u32> = Vec::new();
+        let mut tmp = std::mem::take(&mut self.scratch);
+        for u in 0..n {
+            if self.a[u] != UNSET {
+                continue;
+            }
+            let (size, computed) = if self.domain(u, &mut tmp) {
+                (tmp.len(), true)
+            } else {
+                (self.space.cand[u].len(), false)
+            };
+            if size == 0 {
+                self.scratch = tmp;
+                return;
+            }
+            let key = (self.idle[u], size);
+            if key < chosen_key {
+                chosen_key = key;
+                chosen = Some((u, computed));
+                if computed {
+                    std::mem::swap(&mut domain, &mut tmp);
+                }
+            }
+        }
+        self.scratch = tmp;
+        let Some((u, computed)) = chosen else { return };
+        if !computed {
+            domain = self.space.cand[u]
+                .iter()
+                .copied()
+                .filter(|b| self.fits(u, *b))
+                .collect();
+            if domain.is_empty() {
+                return;
+            }
+        }
+        // Bound every child.
+        let ctx = Ctx {
+            model: self.model,
+            space: self.space,
+        };
+        let affected = &self.obj.crits_of[u];
+        let mut children: Vec<(f64, u32)> = Vec::with_capacity(domain.len());
+        let mut saved: Vec<f64> = affected.iter().map(|j| self.vals[*j]).collect();
+        for b in &domain {
+            self.a[u] = *b;
+            for j in affected {
+                self.vals[*j] = self.obj.crits[*j].bound(&ctx, &self.a);
+            }
+            let bound = self.obj.combine(&self.vals);
+            if bound > self.best_score + EPS {
+                children.push((bound, *b));
+            }
+        }
+        self.a[u] = UNSET;
+        for (k, j) in affected.iter().enumerate() {
+            self.vals[*j] = saved[k];
+        }
+        children.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        for (bound, b) in children {
+            if bound <= self.best_score + EPS {
+                break;
+            }
+            if self.aborted {
+                self.ub_open = self.ub_open.max(bound);
+                break;
+            }
+            self.take(u, b);
+            let ctx = Ctx {
+                model: self.model,
+                space: self.space,
+            };
+            for (k, j) in affected.iter().enumerate() {
+                saved[k] = self.vals[*j];
+                self.vals[*j] = self.obj.crits[*j].bound(&ctx, &self.a);
+            }
+            self.dfs();
+            for (k, j) in affected.iter().enumerate() {
+                self.vals[*j] = saved[k];
+            }
+            self.undo(u);
+        }
+    }
+}
+
+/// Finds the deployment of highest score in `space` (links present, resource requests
+/// fitting `remaining` when given).
+pub fn branch_and_bound(
+    model: &Model<'_>,
+    space: &Space,
+    obj: &Objective,
+    remaining: Option<Vec<(i64, i64)>>,
+    limits: Limits,
+) -> Found {
+    let mut s = Searcher::new(model, space, obj, remaining, limits);
+    let root = obj.combine(&s.vals);
+    if space.cand.iter().all(|c| !c.is_empty()) {
+        s.dfs();
+    }
+    let proven = !s.aborted;
+    let upper_bound = if proven {
+        s.best.as_ref().map_or(f64::NEG_INFINITY, |b| b.1)
+    } else {
+        s.ub_open.max(s.best_score).min(root)
+    };
+    Found {
+        best: s.best,
+        explored: s.explored,
+        proven,
+        upper_bound,
+        first_missing: s.first_missing,
+    }
+}
+
+/// Counts the deployments of `space` (links present, requests fitting `remaining`),
+/// giving up (`None`) after `budget` search-tree nodes.
+pub fn count(
+    model: &Model<'_>,
+    space: &Space,
+    obj: &Objective,
+    remaining: Option<Vec<(i64, i64)>>,
+    budget: u64,
+) -> Option<u128> {
+    let mut s = Searcher::new(model, space, obj, remaining, Limits::default());
+    let mut total = 0u128;
+    if space.cand.iter().all(|c| !c.is_empty()) && !count_dfs(&mut s, &mut total, budget) {
+        return None;
+    }
+    Some(total)
+}
+
+fn count_dfs(s: &mut Searcher<'_, '_>, total: &mut u128, budget: u64) -> bool {
+    s.explored += 1;
+    if s.explored > budget {
+        return false;
+    }
+    let n = s.a.len();
+    if s.placed == n {
+        *total += 1;
+        return true;
+    }
+    let mut best: Option<(usize, Vec<u32>)> = None;
+    let mut tmp = Vec::new();
+    for u in 0..n {
+        if s.a[u] != UNSET {
+            continue;
+        }
+        if !s.domain(u, &mut tmp) {
+            tmp = s.space.cand[u]
+                .iter()
+                .copied()
+                .filter(|b| s.fits(u, *b))
+                .collect();
+        }
+        if tmp.is_empty() {
+            return true;
+        }
+        if best.as_ref().is_none_or(|(_, d)| tmp.len() < d.len()) {
+            best = Some((u, std::mem::take(&mut tmp)));
+        }
+    }
+    let Some((u, dom)) = best else { return true };
+    if s.placed + 1 == n {
+        *total += dom.len() as u128;
+        return true;
+    }
+    for b in dom {
+        s.take(u, b);
+        let ok = count_dfs(s, total, budget);
+        s.undo(u);
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
