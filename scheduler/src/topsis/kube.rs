@@ -173,7 +173,6 @@ pub fn select_host(scores: &[(usize, i64)], mut below: impl FnMut(u64) -> u64) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topsis::METRICS;
 
     #[test]
     fn least_requested_matches_the_kubernetes_formula() {
@@ -254,7 +253,6 @@ mod tests {
         assert!(!fits(&no_disk, &pod));
         // BalancedAllocation: both perfectly balanced (100), tie → lowest index.
         assert_eq!(select(&nodes, &pod, KubeScore::BalancedAllocation), Some(0));
-        let _ = METRICS;
     }
 
     #[test]

@@ -15,6 +15,9 @@
 //!
 //! Everything here is pure: plain values in, plain values out, no I/O.
 
+// Index loops read like the formulas they implement.
+#![allow(clippy::needless_range_loop)]
+
 pub mod ahp;
 pub mod closeness;
 pub mod entropy;

@@ -249,7 +249,7 @@ pub struct Run {
 /// Places `pods` in order until one fits nowhere. `seed` drives Kubernetes' random tie-breaking.
 pub fn run(algorithm: &Algorithm, nodes: &[NodeUtil], pods: &[Pod], seed: u64) -> Run {
     let mut nodes = nodes.to_vec();
-    let mut rng = SplitMix64::new(seed ^ 0x5EED_0F_71E5);
+    let mut rng = SplitMix64::new(seed ^ 0x005E_ED0F_71E5);
     let mut per_node: Vec<f64> = nodes.iter().map(NodeUtil::imbalance).collect();
     let mut total: f64 = per_node.iter().sum();
     let mut series = Vec::with_capacity(pods.len());
