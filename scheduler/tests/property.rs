@@ -1,0 +1,275 @@
+//! Property: on random small clusters and applications (random DAGs, branching paths,
+//! mixed criteria, resource requests, sparse links), branch and bound finds the score of
+//! the exhaustive optimum, and its deployment's recomputed score is the reported one.
+
+mod common;
+
+use acoa_scheduler::{place_on, score, Infra, Ledger, Options, Outcome};
+use acoa_shared::model::{Application, Cluster, CriterionKind};
+use common::*;
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+/// splitmix64: a tiny deterministic generator driven by proptest's seed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn generate(seed: u64) -> (Cluster, Application) {
+    let mut r = Rng(seed);
+    let n = 1 + r.below(5) as usize;
+    let link_p = [1.0, 0.85, 0.6][r.below(3) as usize];
+    let discrete = r.chance(0.3); // few distinct values: many ties
+    let names: Vec<String> = (0..n).map(|i| format!("n{}", (i * 7 + 3) % 10)).collect();
+    let nodes = names
+        .iter()
+        .map(|nm| {
+            let dc = format!("d{}", r.below(2));
+            let hw: Vec<&str> = ["h0", "h1"].into_iter().filter(|_| r.chance(0.6)).collect();
+            let mut nd = node(nm, &dc, &hw);
+            nd.usage.containers = r.below(4) as u32;
+            nd.usage.memory_mb = r.below(5) * 150;
+            nd
+        })
+        .collect();
+    let mut links = Vec::new();
+    for f in &names {
+        for t in &names {
+            if r.chance(link_p) {
+                let (lat, succ) = if discrete {
+                    (
+                        [0.5, 1.0, 2.0][r.below(3) as usize],
+                        [0.9, 1.0][r.below(2) as usize],
+                    )
+                } else {
+                    (
+                        if f == t { 0.05 } else { 0.1 + 20.0 * r.unit() },
+                        0.7 + 0.3 * r.unit(),
+                    )
+                };
+                links.push(link(f, t, lat, succ));
+            }
+        }
+    }
+    let nc = 1 + r.below(5) as usize;
+    let comps = (0..nc)
+        .map(|i| {
+            let hw: Vec<&str> = if r.chance(0.25) {
+                vec![["h0", "h1"][r.below(2) as usize]]
+            } else {
+                vec![]
+            };
+            let res = r
+                .chance(0.4)
+                .then(|| (r.below(3) * 300, [200, 400, 600][r.below(3) as usize]));
+            let mut c = comp(&format!("c{i}"), &hw, res);
+            if r.chance(0.15) {
+                c.requires.datacenter = Some(format!("d{}", r.below(2)));
+            }
+            c
+        })
+        .collect();
+    let mut chans = Vec::new();
+    let mut forward = Vec::new();
+    for i in 0..nc {
+        for j in 0..nc {
+            let p = if i < j {
+                0.5
+            } else if i == j {
+                0.03
+            } else {
+                0.08
+            };
+            if r.chance(p) {
+                let name = format!("e{i}-{j}");
+                if i < j {
+                    forward.push(name.clone());
+                }
+                chans.push(chan(&name, &format!("c{i}"), &format!("c{j}")));
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    let mut criteria = Vec::new();
+    for k in 0..(1 + r.below(3)) {
+        if chans.is_empty() {
+            break;
+        }
+        let rt = r.chance(0.6) && !forward.is_empty();
+        let pool: Vec<String> = if rt {
+            forward.clone()
+        } else {
+            chans.iter().map(|c| c.name.clone()).collect()
+        };
+        let mut pick: Vec<&str> = pool
+            .iter()
+            .filter(|_| r.chance(0.6))
+            .map(|s| s.as_str())
+            .collect();
+        if pick.is_empty() {
+            pick.push(&pool[r.below(pool.len() as u64) as usize]);
+        }
+        let pname = format!("p{k}");
+        paths.push(path(&pname, &pick));
+        let w = 0.1 + 2.0 * r.unit();
+        if rt {
+            criteria.push(crit(CriterionKind::MinE2eResponseTime, &pname, w));
+            if r.chance(0.5) {
+                criteria.push(crit(CriterionKind::MaxE2eReliability, &pname, 0.5));
+            }
+        } else {
+            criteria.push(crit(CriterionKind::MaxE2eReliability, &pname, w));
+        }
+    }
+    for i in 0..nc {
+        if r.chance(0.2) {
+            criteria.push(crit(CriterionKind::LeastContainers, &format!("c{i}"), 0.3));
+        }
+        if r.chance(0.2) {
+            criteria.push(crit(CriterionKind::MostFreeMemory, &format!("c{i}"), 0.7));
+        }
+    }
+    (
+        cluster(nodes, links),
+        app("random", comps, chans, paths, criteria),
+    )
+}
+
+fn check(seed: u64) -> Result<(), TestCaseError> {
+    let (cluster, app) = generate(seed);
+    cluster
+        .validate()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    app.validate()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let infra = Infra::from_cluster(&cluster);
+    let ledger = Ledger::new();
+    let oracle = place_on(
+        &infra,
+        &app,
+        &ledger,
+        &Options {
+            enumerate: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let search = place_on(&infra, &app, &ledger, &Options::default()).unwrap();
+    prop_assert!(search.proven);
+    match (&oracle.outcome, &search.outcome) {
+        (Outcome::Infeasible(_), Outcome::Infeasible(_)) => {}
+        (Outcome::Placed(o), Outcome::Placed(s)) => {
+            prop_assert!(
+                (o.score - s.score).abs() < 1e-9,
+                "seed {seed}: enumeration {} vs search {}",
+                o.score,
+                s.score
+            );
+            prop_assert!(search.feasible_exact);
+            prop_assert_eq!(o.feasible_deployments, s.feasible_deployments);
+            let (again, _) = score(&cluster, &app, &s.assignment).unwrap();
+            prop_assert!((again - s.score).abs() < 1e-12);
+            // The requests placed on each node fit it.
+            let mut mem: HashMap<&str, u64> = HashMap::new();
+            for c in &app.components {
+                if let Some(r) = c.resources {
+                    *mem.entry(s.assignment[&c.name].as_str()).or_default() += r.memory_mb;
+                }
+            }
+            for (n, m) in mem {
+                let node = cluster.node(n).unwrap();
+                prop_assert!(m + node.usage.memory_mb <= node.capacity.memory_mb);
+            }
+        }
+        (o, s) => prop_assert!(false, "seed {seed}: enumeration {o:?} vs search {s:?}"),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 600, ..ProptestConfig::default() })]
+
+    #[test]
+    fn branch_and_bound_finds_the_exhaustive_optimum(seed in any::<u64>()) {
+        check(seed)?;
+    }
+}
+
+#[test]
+fn fixed_seeds() {
+    for seed in 0..300 {
+        check(seed).unwrap();
+    }
+}
+
+/// The generator covers what the property is about: placed and infeasible cases,
+/// resource requests that cut deployments, sparse links, branching paths.
+#[test]
+fn the_generator_covers_the_interesting_cases() {
+    let (mut placed, mut infeasible, mut cut_by_requests, mut branching) = (0, 0, 0, 0);
+    for seed in 0..300 {
+        let (cluster, app) = generate(seed);
+        let infra = Infra::from_cluster(&cluster);
+        let r = place_on(&infra, &app, &Ledger::new(), &Options::default()).unwrap();
+        match r.outcome {
+            Outcome::Placed(_) => placed += 1,
+            Outcome::Infeasible(_) => infeasible += 1,
+        }
+        if app.components.iter().any(|c| c.resources.is_some()) {
+            let mut free = app.clone();
+            for c in &mut free.components {
+                c.resources = None;
+            }
+            let f = place_on(&infra, &free, &Ledger::new(), &Options::default()).unwrap();
+            if let (Outcome::Placed(a), Some(b)) = (
+                &f.outcome,
+                match &r.outcome {
+                    Outcome::Placed(p) => Some(p.feasible_deployments),
+                    _ => Some(0),
+                },
+            ) {
+                if b < a.feasible_deployments {
+                    cut_by_requests += 1;
+                }
+            }
+        }
+        let fan_out = app.paths.iter().any(|p| {
+            let froms: Vec<&str> = p
+                .channels
+                .iter()
+                .map(|c| {
+                    app.channels
+                        .iter()
+                        .find(|x| &x.name == c)
+                        .unwrap()
+                        .from
+                        .as_str()
+                })
+                .collect();
+            froms
+                .iter()
+                .any(|f| froms.iter().filter(|g| *g == f).count() > 1)
+        });
+        branching += fan_out as usize;
+    }
+    assert!(placed > 100, "placed {placed}");
+    assert!(infeasible > 10, "infeasible {infeasible}");
+    assert!(cut_by_requests > 10, "cut by requests {cut_by_requests}");
+    assert!(branching > 20, "branching {branching}");
+}
