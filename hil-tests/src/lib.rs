@@ -1,0 +1,20 @@
+//! The ACOA hardware-in-the-loop testbed.
+//!
+//! - [`emu`]: a user-space wide-area network emulator. Every emulated node is a network
+//!   namespace with one TUN device (`emu0`) that the emulator owns; IP packets between nodes are
+//!   forwarded after the configured per-direction delay, with jitter and loss (this kernel has no
+//!   netem). [`emu::Testbed`] brings a set of nodes up and tears them down on drop.
+//! - [`linktable`]: the per-direction link parameters and how delays are drawn.
+//! - [`netns`]: the namespace plumbing (`ip netns`, `ip link`, entering a namespace from a thread).
+//! - [`control`]: the line protocol of the emulator's control socket (`linkemu set ...`).
+#![forbid(unsafe_code)]
+
+pub mod control;
+pub mod emu;
+pub mod forwarder;
+pub mod linktable;
+pub mod netns;
+pub mod probe;
+
+pub use emu::{unavailable_reason, EmuError, Testbed, TestbedBuilder};
+pub use linktable::LinkSpec;
