@@ -15,6 +15,7 @@ pub mod forwarder;
 pub mod linktable;
 pub mod netns;
 pub mod probe;
+pub mod workload;
 
 pub use emu::{unavailable_reason, EmuError, Testbed, TestbedBuilder};
 pub use linktable::LinkSpec;

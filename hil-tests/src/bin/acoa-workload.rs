@@ -1,0 +1,252 @@
+//! `acoa-workload`: the testbed's workload program; one static binary plays any component.
+//!
+//! It forwards timestamped UDP messages along the application's channels, so that the real
+//! end-to-end latency and loss of every path can be measured inside the running application.
+//! A source component (rate > 0) emits a message every 1/rate s on each of its out channels;
+//! every component that receives a message reports it to the collector and forwards it on each
+//! of its out channels, appending the channel to the message's trail. Clocks: the wall clock of
+//! the machine, shared by all the testbed's namespaces and containers.
+//!
+//! Configuration (environment):
+//! - `ACOA_APP`, `ACOA_COMPONENT`: set by the control plane for every container
+//! - `ACOA_CONTROL=ip:port`: the testbed's collector; asked every second for this component's
+//!   port, rate and out channels (so a re-placement is followed), and sent the reports
+//! - or, without a collector: `ACOA_LISTEN=ip:port`, `ACOA_OUT=chan@ip:port,...`,
+//!   `ACOA_RATE_HZ`, `ACOA_REPORT=ip:port` (optional)
+//!
+//! Datagrams (text): data `D1 seq origin_ns trail`; report `R1 app component seq origin_ns
+//! recv_ns trail`; sent `S1 app component seq origin_ns`; config request `C1 app component`,
+//! answer `K1 port=P rate=HZ out=chan@ip:port,...`.
+#![forbid(unsafe_code)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Config {
+    port: u16,
+    rate_hz: f64,
+    out: Vec<(String, SocketAddr)>,
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn parse_out(s: &str) -> Result<Vec<(String, SocketAddr)>, String> {
+    s.split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| {
+            let (c, a) = x
+                .trim()
+                .split_once('@')
+                .ok_or_else(|| format!("out channel {x:?}: expected chan@ip:port"))?;
+            let a: SocketAddr = a
+                .parse()
+                .map_err(|_| format!("out channel {c}: bad address {a}"))?;
+            Ok((c.to_string(), a))
+        })
+        .collect()
+}
+
+fn parse_config(answer: &str) -> Result<Config, String> {
+    let mut words = answer.split_whitespace();
+    if words.next() != Some("K1") {
+        return Err(format!("unexpected answer {answer:?}"));
+    }
+    let mut cfg = Config::default();
+    for w in words {
+        let (k, v) = w.split_once('=').ok_or_else(|| format!("bad field {w}"))?;
+        match k {
+            "port" => cfg.port = v.parse().map_err(|_| format!("bad port {v}"))?,
+            "rate" => cfg.rate_hz = v.parse().map_err(|_| format!("bad rate {v}"))?,
+            "out" => cfg.out = parse_out(v)?,
+            _ => {}
+        }
+    }
+    Ok(cfg)
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn log(app: &str, comp: &str, msg: &str) {
+    eprintln!("acoa-workload {app}/{comp}: {msg}");
+}
+
+fn main() {
+    let app = env("ACOA_APP").unwrap_or_else(|| "app".into());
+    let comp = env("ACOA_COMPONENT").unwrap_or_else(|| "component".into());
+    if let Err(e) = run(&app, &comp) {
+        log(&app, &comp, &format!("error: {e}"));
+        std::process::exit(1);
+    }
+}
+
+fn ask(ctl: &UdpSocket, control: SocketAddr, app: &str, comp: &str) -> Option<Config> {
+    let _ = ctl.send_to(format!("C1 {app} {comp}").as_bytes(), control);
+    let mut buf = [0u8; 2048];
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(500) {
+        if let Ok((n, from)) = ctl.recv_from(&mut buf) {
+            if from == control {
+                return parse_config(&String::from_utf8_lossy(&buf[..n])).ok();
+            }
+        }
+    }
+    None
+}
+
+fn run(app: &str, comp: &str) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
+    let control: Option<SocketAddr> = match env("ACOA_CONTROL") {
+        Some(s) => Some(
+            s.parse()
+                .map_err(|_| format!("ACOA_CONTROL: bad address {s}"))?,
+        ),
+        None => None,
+    };
+    let report: Option<SocketAddr> = match env("ACOA_REPORT") {
+        Some(s) => Some(
+            s.parse()
+                .map_err(|_| format!("ACOA_REPORT: bad address {s}"))?,
+        ),
+        None => control,
+    };
+    let ctl = UdpSocket::bind("0.0.0.0:0").map_err(io)?;
+    ctl.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(io)?;
+    let mut cfg = match control {
+        Some(c) => loop {
+            if let Some(cfg) = ask(&ctl, c, app, comp) {
+                break cfg;
+            }
+            log(
+                app,
+                comp,
+                &format!("no answer from the collector at {c}, retrying"),
+            );
+        },
+        None => {
+            let listen: SocketAddr = env("ACOA_LISTEN")
+                .unwrap_or_else(|| "0.0.0.0:9100".into())
+                .parse()
+                .map_err(|_| "ACOA_LISTEN: bad address".to_string())?;
+            Config {
+                port: listen.port(),
+                rate_hz: env("ACOA_RATE_HZ")
+                    .map(|r| r.parse().map_err(|_| format!("ACOA_RATE_HZ: bad rate {r}")))
+                    .transpose()?
+                    .unwrap_or(0.0),
+                out: parse_out(&env("ACOA_OUT").unwrap_or_default())?,
+            }
+        }
+    };
+    let sock = UdpSocket::bind(("0.0.0.0", cfg.port)).map_err(io)?;
+    log(
+        app,
+        comp,
+        &format!(
+            "listening on {}, rate {} Hz, out [{}]",
+            sock.local_addr().map_err(io)?,
+            cfg.rate_hz,
+            cfg.out
+                .iter()
+                .map(|(c, a)| format!("{c}@{a}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    );
+    let mut seq: u64 = 0;
+    let mut next_emit = Instant::now();
+    let mut next_ask = Instant::now() + Duration::from_secs(1);
+    let mut buf = [0u8; 2048];
+    loop {
+        let now = Instant::now();
+        if let (Some(c), true) = (control, now >= next_ask) {
+            next_ask = now + Duration::from_secs(1);
+            if let Some(new) = ask(&ctl, c, app, comp) {
+                if new.port != cfg.port {
+                    log(app, comp, "port changed; restart to follow it");
+                }
+                if new != cfg {
+                    log(
+                        app,
+                        comp,
+                        &format!(
+                            "new configuration: rate {} Hz, {} out channels",
+                            new.rate_hz,
+                            new.out.len()
+                        ),
+                    );
+                }
+                cfg = Config {
+                    port: cfg.port,
+                    ..new
+                };
+            }
+        }
+        if cfg.rate_hz > 0.0 && now >= next_emit {
+            let origin = now_ns();
+            for (ch, to) in &cfg.out {
+                let _ = sock.send_to(format!("D1 {seq} {origin} {ch}").as_bytes(), to);
+            }
+            if let Some(r) = report {
+                let _ = ctl.send_to(format!("S1 {app} {comp} {seq} {origin}").as_bytes(), r);
+            }
+            seq += 1;
+            next_emit += Duration::from_secs_f64(1.0 / cfg.rate_hz);
+            if next_emit < now {
+                next_emit = now; // do not burst after a stall
+            }
+        }
+        let mut wait = Duration::from_millis(200);
+        if cfg.rate_hz > 0.0 {
+            wait = wait.min(next_emit.saturating_duration_since(Instant::now()));
+        }
+        sock.set_read_timeout(Some(wait.max(Duration::from_micros(100))))
+            .map_err(io)?;
+        let Ok((n, _from)) = sock.recv_from(&mut buf) else {
+            continue;
+        };
+        let recv = now_ns();
+        let text = String::from_utf8_lossy(&buf[..n]);
+        let mut w = text.split_whitespace();
+        let (Some("D1"), Some(s), Some(origin), Some(trail)) =
+            (w.next(), w.next(), w.next(), w.next())
+        else {
+            continue; // not ours: ignored
+        };
+        if let Some(r) = report {
+            let _ = ctl.send_to(
+                format!("R1 {app} {comp} {s} {origin} {recv} {trail}").as_bytes(),
+                r,
+            );
+        }
+        for (ch, to) in &cfg.out {
+            let _ = sock.send_to(format!("D1 {s} {origin} {trail}/{ch}").as_bytes(), to);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_config_answers() {
+        let c = parse_config("K1 port=9101 rate=10 out=a@10.0.0.1:9102,b@10.0.0.2:9103").unwrap();
+        assert_eq!(c.port, 9101);
+        assert_eq!(c.rate_hz, 10.0);
+        assert_eq!(c.out.len(), 2);
+        assert_eq!(c.out[1].0, "b");
+        let c = parse_config("K1 port=9101 rate=0 out=").unwrap();
+        assert!(c.out.is_empty());
+        assert!(parse_config("X").is_err());
+        assert!(parse_out("a@nope").unwrap_err().contains("bad address"));
+    }
+}
