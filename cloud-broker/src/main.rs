@@ -1,1 +1,242 @@
-fn main() {}
+//! `cloud-broker`: the ACOA control plane's command line.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use acoa_shared::wire::keys;
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use cloud_broker::engine::EngineConfig;
+use cloud_broker::identity::{agent_broker_config, DataDir};
+use cloud_broker::serve::{serve, ServeOptions};
+
+#[derive(Parser)]
+#[command(name = "cloud-broker", version, about = "ACOA control plane: broker, store, schedulers, desired states")]
+struct Cli {
+    /// Where the control plane keeps its key, credentials, inventory and store.
+    #[arg(long, global = true, env = "ACOA_DATA_DIR", default_value = "/var/lib/acoa-cloud")]
+    data_dir: PathBuf,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Runs the control plane (embedded broker unless --broker-url is given).
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:1883")]
+        listen: SocketAddr,
+        /// An external broker (e.g. Mosquitto configured with `mosquitto-config`).
+        #[arg(long)]
+        broker_url: Option<String>,
+        /// A node whose reports stop for this long is lost.
+        #[arg(long, default_value_t = 3000)]
+        node_timeout_ms: u64,
+        /// How often placements are evaluated again.
+        #[arg(long, default_value_t = 5000)]
+        reevaluate_ms: u64,
+        /// Relative score gain a better placement must offer before anything moves.
+        #[arg(long, default_value_t = 0.05)]
+        hysteresis: f64,
+        /// ... sustained over this many evaluations.
+        #[arg(long, default_value_t = 3)]
+        sustain: u32,
+        /// How often the ingest statistics are logged (0: never).
+        #[arg(long, default_value_t = 10_000)]
+        stats_every_ms: u64,
+        #[arg(long, default_value_t = 200)]
+        tick_ms: u64,
+    },
+    /// The node inventory.
+    Node {
+        #[command(subcommand)]
+        cmd: NodeCmd,
+    },
+    /// Publishes an application definition and waits for its placement.
+    Apply {
+        file: PathBuf,
+        #[arg(long)]
+        broker_url: Option<String>,
+        #[arg(long, default_value_t = 15)]
+        wait_s: u64,
+    },
+    /// Deletes an application and its containers.
+    Delete {
+        app: String,
+        #[arg(long)]
+        broker_url: Option<String>,
+    },
+    /// Prints the status of one application or of all, one JSON object a line.
+    Status {
+        app: Option<String>,
+        #[arg(long)]
+        broker_url: Option<String>,
+    },
+    /// Writes Mosquitto's password file, ACL and configuration from the inventory.
+    MosquittoConfig {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:1883")]
+        listen: SocketAddr,
+    },
+}
+
+#[derive(Subcommand)]
+enum NodeCmd {
+    /// Enrolls a node; prints the [broker] section of its agent's configuration.
+    Add {
+        name: String,
+        #[arg(long)]
+        public_key: Option<String>,
+        /// The broker URL to print (default: the one `serve` uses, else mqtt://127.0.0.1:1883).
+        #[arg(long)]
+        broker_url: Option<String>,
+    },
+    /// Enrolls a node's public key (from `edge-agent pubkey`).
+    SetKey { name: String, public_key: String },
+    Remove { name: String },
+    List,
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,rumqttd=warn,rumqttc=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+    let dd = DataDir::new(&cli.data_dir);
+    match cli.cmd {
+        Cmd::Serve {
+            listen,
+            broker_url,
+            node_timeout_ms,
+            reevaluate_ms,
+            hysteresis,
+            sustain,
+            stats_every_ms,
+            tick_ms,
+        } => {
+            let opts = ServeOptions {
+                data_dir: cli.data_dir,
+                listen,
+                startup_wait_ms: if broker_url.is_some() { 1000 } else { 100 },
+                broker_url,
+                engine: EngineConfig {
+                    node_timeout_ms,
+                    reevaluate_ms,
+                    hysteresis,
+                    sustain,
+                    stats_every_ms,
+                    ..EngineConfig::default()
+                },
+                tick_ms,
+            };
+            runtime()?.block_on(serve(opts))?;
+        }
+        Cmd::Node { cmd } => match cmd {
+            NodeCmd::Add {
+                name,
+                public_key,
+                broker_url,
+            } => {
+                let e = dd.add_node(&name, public_key.as_deref())?;
+                let url = broker_url
+                    .or_else(|| dd.endpoint())
+                    .unwrap_or_else(|| "mqtt://127.0.0.1:1883".into());
+                let cp = dd.signing_key()?.verifying_key();
+                print!("{}", agent_broker_config(&url, &name, &e, &cp));
+                if e.public_key.is_none() {
+                    eprintln!(
+                        "note: reports from {name} are dropped until its key is enrolled: cloud-broker node set-key {name} $(edge-agent pubkey)"
+                    );
+                }
+            }
+            NodeCmd::SetKey { name, public_key } => {
+                dd.set_key(&name, &public_key)?;
+                println!("node {name}: key {}", public_key.trim());
+            }
+            NodeCmd::Remove { name } => {
+                dd.remove_node(&name)?;
+                println!("node {name} removed");
+            }
+            NodeCmd::List => {
+                for (n, e) in dd.inventory()?.nodes {
+                    println!(
+                        "{n}\t{}",
+                        e.public_key.as_deref().unwrap_or("(no key enrolled)")
+                    );
+                }
+                let cp = dd.signing_key()?.verifying_key();
+                eprintln!("control plane key: {}", keys::public_hex(&cp));
+            }
+        },
+        Cmd::Apply {
+            file,
+            broker_url,
+            wait_s,
+        } => {
+            let st = runtime()?.block_on(cloud_broker::cli::apply(
+                &dd,
+                broker_url.as_deref(),
+                &file,
+                Duration::from_secs(wait_s),
+            ))?;
+            println!("{}", serde_json::to_string(&st)?);
+            if st.state == "rejected" || st.state == "unplaced" {
+                eprintln!(
+                    "{} {}: {}",
+                    st.application,
+                    st.state,
+                    st.reason.as_deref().unwrap_or("")
+                );
+                return Ok(std::process::ExitCode::FAILURE);
+            }
+        }
+        Cmd::Delete { app, broker_url } => {
+            runtime()?.block_on(cloud_broker::cli::delete(&dd, broker_url.as_deref(), &app))?;
+            println!("application {app} deleted");
+        }
+        Cmd::Status { app, broker_url } => {
+            let all = runtime()?.block_on(cloud_broker::cli::status(
+                &dd,
+                broker_url.as_deref(),
+                app.as_deref(),
+            ))?;
+            if let (Some(a), true) = (&app, all.is_empty()) {
+                anyhow::bail!("no status for application {a}");
+            }
+            for st in all.values() {
+                println!("{}", serde_json::to_string(st)?);
+            }
+        }
+        Cmd::MosquittoConfig { out, listen } => {
+            cloud_broker::mosquitto::generate(&dd, &out, listen)
+                .with_context(|| format!("mosquitto configuration in {}", out.display()))?;
+            println!(
+                "wrote {0}/passwd, {0}/acl, {0}/mosquitto.conf (run: mosquitto -c {0}/mosquitto.conf)",
+                out.display()
+            );
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

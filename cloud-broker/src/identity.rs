@@ -1,0 +1,281 @@
+//! Who is who: the control plane's signing key, the broker credentials of the control plane
+//! and of the admin (CLI), and the node inventory (name, broker password, enrolled public key).
+//!
+//! Files in the data directory, all mode 0600 and written atomically:
+//! `control-plane.key` (hex secret), `credentials.json`, `inventory.json`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use acoa_shared::wire::keys;
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+
+use crate::store::{write_atomic, StoreError};
+
+/// The user name the control plane connects with (publishes desired states).
+pub const CONTROL_PLANE_USER: &str = "acoa-control-plane";
+/// The user name of the CLI (publishes application definitions, reads statuses).
+pub const ADMIN_USER: &str = "acoa-admin";
+
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {reason}")]
+    Bad { path: String, reason: String },
+    #[error("node `{0}` is already in the inventory")]
+    Exists(String),
+    #[error("node `{0}` is not in the inventory")]
+    Unknown(String),
+    #[error("`{0}` is reserved for the control plane")]
+    Reserved(String),
+    #[error("invalid node name: {0}")]
+    Name(String),
+    #[error("invalid public key: {0}")]
+    Key(#[from] keys::KeyError),
+}
+
+fn bad(path: &Path, reason: impl ToString) -> IdentityError {
+    IdentityError::Bad {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// A random password of 32 hex digits (128 bits).
+pub fn random_password() -> String {
+    let mut b = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Login {
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credentials {
+    pub control_plane: Login,
+    pub admin: Login,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEntry {
+    pub password: String,
+    /// The node's ed25519 public key, 64 hex digits; reports are dropped until it is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inventory {
+    pub nodes: BTreeMap<String, NodeEntry>,
+}
+
+impl Inventory {
+    /// Enrolled public keys by node name (nodes without a key are absent).
+    pub fn keys(&self) -> BTreeMap<String, Option<VerifyingKey>> {
+        self.nodes
+            .iter()
+            .map(|(n, e)| {
+                (
+                    n.clone(),
+                    e.public_key
+                        .as_deref()
+                        .and_then(|k| keys::public_from_hex(k).ok()),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The data directory and what lives in it.
+#[derive(Debug, Clone)]
+pub struct DataDir {
+    pub root: PathBuf,
+}
+
+impl DataDir {
+    pub fn new(root: impl Into<PathBuf>) -> DataDir {
+        DataDir { root: root.into() }
+    }
+
+    pub fn key_path(&self) -> PathBuf {
+        self.root.join("control-plane.key")
+    }
+    pub fn credentials_path(&self) -> PathBuf {
+        self.root.join("credentials.json")
+    }
+    pub fn inventory_path(&self) -> PathBuf {
+        self.root.join("inventory.json")
+    }
+    /// Where `serve` writes the broker URL it serves or uses, for the CLI.
+    pub fn endpoint_path(&self) -> PathBuf {
+        self.root.join("endpoint")
+    }
+
+    fn ensure_root(&self) -> Result<(), IdentityError> {
+        std::fs::create_dir_all(&self.root).map_err(|e| bad(&self.root, e))
+    }
+
+    /// The control plane's signing key, created on first use.
+    pub fn signing_key(&self) -> Result<SigningKey, IdentityError> {
+        self.ensure_root()?;
+        let p = self.key_path();
+        if p.exists() {
+            let text = std::fs::read_to_string(&p).map_err(|e| bad(&p, e))?;
+            return keys::secret_from_hex(&text).map_err(|e| bad(&p, e));
+        }
+        let key = SigningKey::generate(&mut rand::rngs::OsRng);
+        write_atomic(&p, keys::to_hex(&key.to_bytes()).as_bytes(), 0o600)?;
+        Ok(key)
+    }
+
+    /// The control plane's and the admin's broker credentials, created on first use.
+    pub fn credentials(&self) -> Result<Credentials, IdentityError> {
+        self.ensure_root()?;
+        let p = self.credentials_path();
+        if p.exists() {
+            let text = std::fs::read(&p).map_err(|e| bad(&p, e))?;
+            return serde_json::from_slice(&text).map_err(|e| bad(&p, e));
+        }
+        let c = Credentials {
+            control_plane: Login {
+                username: CONTROL_PLANE_USER.into(),
+                password: random_password(),
+            },
+            admin: Login {
+                username: ADMIN_USER.into(),
+                password: random_password(),
+            },
+        };
+        write_atomic(&p, &serde_json::to_vec_pretty(&c).unwrap(), 0o600)?;
+        Ok(c)
+    }
+
+    pub fn inventory(&self) -> Result<Inventory, IdentityError> {
+        let p = self.inventory_path();
+        if !p.exists() {
+            return Ok(Inventory::default());
+        }
+        let text = std::fs::read(&p).map_err(|e| bad(&p, e))?;
+        serde_json::from_slice(&text).map_err(|e| bad(&p, e))
+    }
+
+    pub fn save_inventory(&self, inv: &Inventory) -> Result<(), IdentityError> {
+        self.ensure_root()?;
+        write_atomic(
+            &self.inventory_path(),
+            &serde_json::to_vec_pretty(inv).unwrap(),
+            0o600,
+        )?;
+        Ok(())
+    }
+
+    /// Enrolls a node; returns its entry (with a fresh password).
+    pub fn add_node(&self, name: &str, public_key: Option<&str>) -> Result<NodeEntry, IdentityError> {
+        acoa_shared::model::check_name("node", name).map_err(|e| IdentityError::Name(e.reason))?;
+        if name == CONTROL_PLANE_USER || name == ADMIN_USER {
+            return Err(IdentityError::Reserved(name.into()));
+        }
+        let mut inv = self.inventory()?;
+        if inv.nodes.contains_key(name) {
+            return Err(IdentityError::Exists(name.into()));
+        }
+        let public_key = match public_key {
+            Some(k) => Some(keys::public_hex(&keys::public_from_hex(k)?)),
+            None => None,
+        };
+        let entry = NodeEntry {
+            password: random_password(),
+            public_key,
+        };
+        inv.nodes.insert(name.into(), entry.clone());
+        self.save_inventory(&inv)?;
+        Ok(entry)
+    }
+
+    pub fn set_key(&self, name: &str, public_key: &str) -> Result<(), IdentityError> {
+        let key = keys::public_hex(&keys::public_from_hex(public_key)?);
+        let mut inv = self.inventory()?;
+        let e = inv
+            .nodes
+            .get_mut(name)
+            .ok_or_else(|| IdentityError::Unknown(name.into()))?;
+        e.public_key = Some(key);
+        self.save_inventory(&inv)
+    }
+
+    pub fn remove_node(&self, name: &str) -> Result<(), IdentityError> {
+        let mut inv = self.inventory()?;
+        if inv.nodes.remove(name).is_none() {
+            return Err(IdentityError::Unknown(name.into()));
+        }
+        self.save_inventory(&inv)
+    }
+
+    /// The broker URL `serve` last wrote, if any.
+    pub fn endpoint(&self) -> Option<String> {
+        std::fs::read_to_string(self.endpoint_path())
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Every login the broker must accept: nodes, control plane, admin.
+    pub fn logins(&self) -> Result<BTreeMap<String, String>, IdentityError> {
+        let creds = self.credentials()?;
+        let inv = self.inventory()?;
+        let mut m: BTreeMap<String, String> = inv
+            .nodes
+            .into_iter()
+            .map(|(n, e)| (n, e.password))
+            .collect();
+        m.insert(creds.control_plane.username, creds.control_plane.password);
+        m.insert(creds.admin.username, creds.admin.password);
+        Ok(m)
+    }
+}
+
+/// The `[broker]` section an agent's configuration needs.
+pub fn agent_broker_config(url: &str, node: &str, entry: &NodeEntry, cp_key: &VerifyingKey) -> String {
+    format!(
+        "[broker]\nurl = \"{url}\"\nusername = \"{node}\"\npassword = \"{}\"\ncontrol_plane_key = \"{}\"\n",
+        entry.password,
+        keys::public_hex(cp_key)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_add_set_key_remove_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let dd = DataDir::new(dir.path());
+        let e = dd.add_node("n13", None).unwrap();
+        assert_eq!(e.password.len(), 32);
+        assert!(matches!(dd.add_node("n13", None), Err(IdentityError::Exists(_))));
+        assert!(matches!(dd.add_node("bad/name", None), Err(IdentityError::Name(_))));
+        assert!(matches!(dd.add_node(ADMIN_USER, None), Err(IdentityError::Reserved(_))));
+        let k = SigningKey::from_bytes(&[7; 32]).verifying_key();
+        dd.set_key("n13", &keys::public_hex(&k)).unwrap();
+        assert!(dd.set_key("n13", "zz").is_err());
+        assert_eq!(dd.inventory().unwrap().keys()["n13"], Some(k));
+        let logins = dd.logins().unwrap();
+        assert_eq!(logins["n13"], e.password);
+        assert!(logins.contains_key(CONTROL_PLANE_USER));
+        dd.remove_node("n13").unwrap();
+        assert!(dd.remove_node("n13").is_err());
+        // the key is stable across calls
+        assert_eq!(dd.signing_key().unwrap(), dd.signing_key().unwrap());
+        let cfg = agent_broker_config("mqtt://127.0.0.1:1883", "n13", &e, &k);
+        let parsed: toml::Value = toml::from_str(&cfg).unwrap();
+        assert_eq!(parsed["broker"]["username"].as_str(), Some("n13"));
+    }
+}

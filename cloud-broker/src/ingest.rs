@@ -1,0 +1,209 @@
+//! From an MQTT publication to an engine event, or to the reason it is dropped. Pure: the
+//! enrolled keys come in as a value. Runs on several workers in parallel (signature checks
+//! are the costly part of ingest); messages of one node always go to the same worker.
+
+use std::collections::BTreeMap;
+
+use acoa_shared::topics::{self, Topic};
+use acoa_shared::wire::{self, Message};
+use ed25519_dalek::VerifyingKey;
+
+use crate::engine::Event;
+
+/// Enrolled nodes: name → public key (None until `node set-key`).
+pub type Keys = BTreeMap<String, Option<VerifyingKey>>;
+
+/// Why a publication was dropped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Dropped {
+    #[error("topic `{0}` is not an acoa/v1 topic")]
+    UnknownTopic(String),
+    #[error("{kind} for unknown node `{node}` (not in the inventory)")]
+    UnknownNode { kind: &'static str, node: String },
+    #[error("{kind} from node `{node}` dropped: no public key enrolled (cloud-broker node set-key)")]
+    NoKey { kind: &'static str, node: String },
+    #[error("{kind} on node `{node}`'s topic dropped: {reason}")]
+    Bad {
+        kind: &'static str,
+        node: String,
+        reason: String,
+    },
+    #[error("{kind} on node `{topic_node}`'s topic names node `{body_node}`: dropped")]
+    WrongNode {
+        kind: &'static str,
+        topic_node: String,
+        body_node: String,
+    },
+    #[error("online marker of node `{node}` is neither `online` nor `offline`")]
+    BadMarker { node: String },
+}
+
+/// What to do with one publication. `Ok(None)`: nothing for the engine (our own echoes).
+pub fn classify(
+    topic: &str,
+    payload: &[u8],
+    keys: &Keys,
+    control_plane: &VerifyingKey,
+) -> Result<Option<Event>, Dropped> {
+    let Some(t) = topics::parse(topic) else {
+        return Err(Dropped::UnknownTopic(topic.chars().take(200).collect()));
+    };
+    match t {
+        Topic::Report(n) | Topic::Links(n) | Topic::Actual(n) => {
+            let kind = match t {
+                Topic::Report(_) => "node report",
+                Topic::Links(_) => "link metrics",
+                _ => "actual state",
+            };
+            let key = match keys.get(n) {
+                None => {
+                    return Err(Dropped::UnknownNode {
+                        kind,
+                        node: n.into(),
+                    })
+                }
+                Some(None) => {
+                    return Err(Dropped::NoKey {
+                        kind,
+                        node: n.into(),
+                    })
+                }
+                Some(Some(k)) => k,
+            };
+            let msg = wire::decode_verified(payload, key).map_err(|e| Dropped::Bad {
+                kind,
+                node: n.into(),
+                reason: e.to_string(),
+            })?;
+            let (body_node, ev) = match (t, msg) {
+                (Topic::Report(_), Message::NodeReport(r)) => (r.node.clone(), Event::Report(*r)),
+                (Topic::Links(_), Message::LinkMetrics(l)) => (l.node.clone(), Event::Links(*l)),
+                (Topic::Actual(_), Message::ActualState(a)) => (a.node.clone(), Event::Actual(*a)),
+                (_, other) => {
+                    return Err(Dropped::Bad {
+                        kind,
+                        node: n.into(),
+                        reason: format!("carries a {}", other.kind()),
+                    })
+                }
+            };
+            if body_node.as_str() != n {
+                return Err(Dropped::WrongNode {
+                    kind,
+                    topic_node: n.into(),
+                    body_node: body_node.to_string(),
+                });
+            }
+            Ok(Some(ev))
+        }
+        Topic::Online(n) => {
+            if !keys.contains_key(n) {
+                return Err(Dropped::UnknownNode {
+                    kind: "online marker",
+                    node: n.into(),
+                });
+            }
+            let online = match payload {
+                p if p == topics::ONLINE => true,
+                p if p == topics::OFFLINE => false,
+                // an empty payload clears a retained marker: nothing to say
+                [] => return Ok(None),
+                _ => return Err(Dropped::BadMarker { node: n.into() }),
+            };
+            Ok(Some(Event::Online {
+                node: n.into(),
+                online,
+            }))
+        }
+        Topic::Desired(n) => {
+            // Our own publications (retained ones at start-up tell what the agents can see).
+            match wire::decode_verified(payload, control_plane) {
+                Ok(Message::DesiredState(d)) if d.node.as_str() == n => {
+                    Ok(Some(Event::RetainedDesired {
+                        node: n.into(),
+                        generation: d.generation,
+                    }))
+                }
+                _ => Ok(None),
+            }
+        }
+        Topic::Peers | Topic::AppStatus(_) => Ok(None),
+        Topic::App(a) => Ok(Some(Event::AppPublished {
+            app: a.into(),
+            payload: payload.to_vec(),
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acoa_shared::model::Layer;
+    use acoa_shared::wire::{NodeLoad, NodeReport};
+    use ed25519_dalek::SigningKey;
+
+    fn report(node: &str) -> Message {
+        Message::NodeReport(Box::new(NodeReport {
+            node: wire::name(node).unwrap(),
+            seq: 1,
+            timestamp_ms: 0,
+            datacenter: wire::name("dc").unwrap(),
+            layer: Layer::Edge,
+            arch: wire::name("aarch64").unwrap(),
+            hardware: Default::default(),
+            software: Default::default(),
+            capacity: Default::default(),
+            load: NodeLoad::default(),
+            probe_addr: wire::bounded("probe", "127.0.0.1:1").unwrap(),
+        }))
+    }
+
+    #[test]
+    fn reports_are_checked_against_the_topic_node_key() {
+        let k1 = SigningKey::from_bytes(&[1; 32]);
+        let k2 = SigningKey::from_bytes(&[2; 32]);
+        let cp = SigningKey::from_bytes(&[9; 32]).verifying_key();
+        let mut keys = Keys::new();
+        keys.insert("n1".into(), Some(k1.verifying_key()));
+        keys.insert("n2".into(), Some(k2.verifying_key()));
+        keys.insert("n3".into(), None);
+
+        let good = wire::encode(&report("n1"), Some(&k1)).unwrap();
+        assert!(matches!(
+            classify("acoa/v1/nodes/n1/report", &good, &keys, &cp),
+            Ok(Some(Event::Report(_)))
+        ));
+        // n2 speaking in n1's name, signed with its own key: dropped
+        let forged = wire::encode(&report("n1"), Some(&k2)).unwrap();
+        assert!(matches!(
+            classify("acoa/v1/nodes/n1/report", &forged, &keys, &cp),
+            Err(Dropped::Bad { .. })
+        ));
+        // n1's signed report replayed on n2's topic: the key does not match
+        assert!(classify("acoa/v1/nodes/n2/report", &good, &keys, &cp).is_err());
+        // n2's own key, body naming n1, on n2's topic: wrong node
+        let wrong = wire::encode(&report("n1"), Some(&k2)).unwrap();
+        assert!(matches!(
+            classify("acoa/v1/nodes/n2/report", &wrong, &keys, &cp),
+            Err(Dropped::WrongNode { .. })
+        ));
+        let unsigned = wire::encode(&report("n1"), None).unwrap();
+        assert!(classify("acoa/v1/nodes/n1/report", &unsigned, &keys, &cp).is_err());
+        assert!(matches!(
+            classify("acoa/v1/nodes/n3/report", &good, &keys, &cp),
+            Err(Dropped::NoKey { .. })
+        ));
+        assert!(matches!(
+            classify("acoa/v1/nodes/zz/report", &good, &keys, &cp),
+            Err(Dropped::UnknownNode { .. })
+        ));
+        assert!(classify("acoa/v1/nodes/n1/report", b"\xff\x00garbage", &keys, &cp).is_err());
+        assert!(classify("acoa/v1/nodes/n1/links", &good, &keys, &cp).is_err());
+        assert!(classify("other/topic", b"", &keys, &cp).is_err());
+        assert!(matches!(
+            classify("acoa/v1/nodes/n1/online", b"offline", &keys, &cp),
+            Ok(Some(Event::Online { online: false, .. }))
+        ));
+        assert!(classify("acoa/v1/nodes/n1/online", b"maybe", &keys, &cp).is_err());
+    }
+}
