@@ -16,6 +16,7 @@ pub mod infra;
 pub mod ledger;
 pub mod problem;
 pub mod search;
+pub mod synth;
 pub mod topsis;
 
 use acoa_shared::model::{Application, Cluster, CriterionKind, ModelError};
@@ -140,6 +141,18 @@ pub struct Report {
     pub proven: bool,
     /// The best upper bound on the optimum the search established (= score when proven).
     pub upper_bound: f64,
+    /// Where the time went: compiling the constraints and tables, finding l_min, the
+    /// branch and bound, counting the feasible deployments.
+    pub phases: Phases,
+}
+
+/// Wall-clock time per phase of [`place_on`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Phases {
+    pub compile: Duration,
+    pub lmin: Duration,
+    pub search: Duration,
+    pub count: Duration,
 }
 
 /// Places `app` on `cluster`, around what `ledger` already reserves: the deployment of
@@ -160,6 +173,7 @@ pub fn place_on(
     ledger: &Ledger,
     opts: &Options,
 ) -> Result<Report, ScheduleError> {
+    let t0 = Instant::now();
     app.validate()?;
     let constraints = filter::default_constraints();
     let model = Model::compile(infra, app, ledger, &constraints);
@@ -203,17 +217,26 @@ pub fn place_on(
             explored: space.product().min(u64::MAX as u128) as u64,
             proven: true,
             upper_bound: score,
+            phases: Phases::default(),
         });
     }
+    let mut phases = Phases {
+        compile: t0.elapsed(),
+        ..Phases::default()
+    };
+    let t = Instant::now();
     let (lmin, lmin_proven, mut explored) = lmin_search(app, &model, &space, limits);
+    phases.lmin = t.elapsed();
     if let Some(r) = missing_reference(app, &lmin) {
         if lmin_proven {
             return Ok(infeasible(r));
         }
     }
     let objective = Objective::for_app(app, &model, &space, &lmin);
+    let t = Instant::now();
     let found = search::branch_and_bound(&model, &space, &objective, remaining.clone(), limits);
     explored += found.explored;
+    phases.search = t.elapsed();
     let Some((best, _)) = found.best else {
         let reason = if found.proven {
             no_deployment(&model, found.first_missing, remaining.is_some())
@@ -222,6 +245,7 @@ pub fn place_on(
         };
         return Ok(infeasible(reason));
     };
+    let t = Instant::now();
     let (feasible, feasible_exact) = if remaining.is_none() && space.links_complete(&model) {
         (space.product(), true)
     } else {
@@ -230,6 +254,7 @@ pub fn place_on(
             None => (space.product(), false),
         }
     };
+    phases.count = t.elapsed();
     let placement = make_placement(app, &model, &space, &objective, &best, feasible);
     let score = placement.score;
     let proven = found.proven && lmin_proven;
@@ -245,6 +270,7 @@ pub fn place_on(
         } else {
             found.upper_bound.max(score)
         },
+        phases,
     })
 }
 
@@ -326,6 +352,7 @@ fn infeasible(reason: String) -> Report {
         explored: 0,
         proven: true,
         upper_bound: 0.0,
+        phases: Phases::default(),
     }
 }
 
