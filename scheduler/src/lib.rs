@@ -120,7 +120,7 @@ impl Default for Options {
             enumerate: false,
             enumerate_limit: 50_000_000,
             time_budget: None,
-            count_budget: 1_000_000,
+            count_budget: 100_000,
         }
     }
 }

@@ -340,6 +340,12 @@ pub fn branch_and_bound(
 
 /// Counts the deployments of `space` (links present, requests fitting `remaining`),
 /// giving up (`None`) after `budget` search-tree nodes.
+///
+/// Components are taken in a static order (each next one, where possible, next to one
+/// already placed). Without resource requests the unplaced components split into
+/// groups with no channel between them, whose counts multiply (they are independent
+/// once their placed neighbours are fixed); with requests they share capacity, so the
+/// count is a plain depth-first search whose last level adds the domain size.
 pub fn count(
     model: &Model<'_>,
     space: &Space,
@@ -347,56 +353,148 @@ pub fn count(
     remaining: Option<Vec<(i64, i64)>>,
     budget: u64,
 ) -> Option<u128> {
-    let mut s = Searcher::new(model, space, obj, remaining, Limits::default());
-    let mut total = 0u128;
-    if space.cand.iter().all(|c| !c.is_empty()) && !count_dfs(&mut s, &mut total, budget) {
-        return None;
+    if space.cand.iter().any(|c| c.is_empty()) {
+        return Some(0);
     }
-    Some(total)
+    let independent = remaining.is_none();
+    let mut s = Searcher::new(model, space, obj, remaining, Limits::default());
+    let order = static_order(model, space);
+    let mut c = Counter {
+        budget,
+        order,
+        scratch: Vec::new(),
+    };
+    let all: Vec<usize> = c.order.clone();
+    if independent {
+        c.split(&mut s, &all)
+    } else {
+        c.dfs(&mut s, 0)
+    }
 }
 
-fn count_dfs(s: &mut Searcher<'_, '_>, total: &mut u128, budget: u64) -> bool {
-    s.explored += 1;
-    if s.explored > budget {
-        return false;
+/// Smallest candidate set first; then the component with most placed neighbours.
+fn static_order(model: &Model<'_>, space: &Space) -> Vec<usize> {
+    let n = model.comps.len();
+    let mut placed = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    for _ in 0..n {
+        let next = (0..n)
+            .filter(|u| !placed[*u])
+            .min_by_key(|u| {
+                let links = model.chans_of[*u]
+                    .iter()
+                    .filter(|ch| {
+                        let c = &model.chans[**ch];
+                        let other = if c.from == *u { c.to } else { c.from };
+                        other != *u && placed[other]
+                    })
+                    .count();
+                (usize::MAX - links, space.cand[*u].len(), *u)
+            })
+            .expect("one left");
+        placed[next] = true;
+        order.push(next);
     }
-    let n = s.a.len();
-    if s.placed == n {
-        *total += 1;
-        return true;
+    order
+}
+
+struct Counter {
+    budget: u64,
+    order: Vec<usize>,
+    scratch: Vec<u32>,
+}
+
+impl Counter {
+    fn tick(&mut self, s: &mut Searcher<'_, '_>) -> bool {
+        s.explored += 1;
+        s.explored <= self.budget
     }
-    let mut best: Option<(usize, Vec<u32>)> = None;
-    let mut tmp = Vec::new();
-    for u in 0..n {
-        if s.a[u] != UNSET {
-            continue;
-        }
-        if !s.domain(u, &mut tmp) {
-            tmp = s.space.cand[u]
+
+    fn domain_of(&mut self, s: &mut Searcher<'_, '_>, u: usize) -> Vec<u32> {
+        let mut d = std::mem::take(&mut self.scratch);
+        if !s.domain(u, &mut d) {
+            d = s.space.cand[u]
                 .iter()
                 .copied()
                 .filter(|b| s.fits(u, *b))
                 .collect();
         }
-        if tmp.is_empty() {
-            return true;
-        }
-        if best.as_ref().is_none_or(|(_, d)| tmp.len() < d.len()) {
-            best = Some((u, std::mem::take(&mut tmp)));
-        }
+        d
     }
-    let Some((u, dom)) = best else { return true };
-    if s.placed + 1 == n {
-        *total += dom.len() as u128;
-        return true;
-    }
-    for b in dom {
-        s.take(u, b);
-        let ok = count_dfs(s, total, budget);
-        s.undo(u);
-        if !ok {
-            return false;
+
+    /// With shared capacity: depth-first over the static order.
+    fn dfs(&mut self, s: &mut Searcher<'_, '_>, depth: usize) -> Option<u128> {
+        if !self.tick(s) {
+            return None;
         }
+        let u = self.order[depth];
+        let dom = self.domain_of(s, u);
+        if depth + 1 == self.order.len() {
+            return Some(dom.len() as u128);
+        }
+        let mut total = 0u128;
+        for b in dom {
+            s.take(u, b);
+            let r = self.dfs(s, depth + 1);
+            s.undo(u);
+            total = total.saturating_add(r?);
+        }
+        Some(total)
     }
-    true
+
+    /// Without shared capacity: the product over the independent groups of `rest`.
+    fn split(&mut self, s: &mut Searcher<'_, '_>, rest: &[usize]) -> Option<u128> {
+        let m = s.model;
+        let mut left: Vec<usize> = rest.to_vec();
+        let mut product = 1u128;
+        while let Some(&seed) = left.first() {
+            // The group of `seed`: reachable through channels between unplaced components.
+            let mut group = vec![seed];
+            let mut k = 0;
+            while k < group.len() {
+                let v = group[k];
+                for ch in &m.chans_of[v] {
+                    let c = &m.chans[*ch];
+                    let w = if c.from == v { c.to } else { c.from };
+                    if s.a[w] == UNSET && !group.contains(&w) && left.contains(&w) {
+                        group.push(w);
+                    }
+                }
+                k += 1;
+            }
+            left.retain(|x| !group.contains(x));
+            // Keep the static order inside the group.
+            let ordered: Vec<usize> = self
+                .order
+                .iter()
+                .copied()
+                .filter(|x| group.contains(x))
+                .collect();
+            let n = self.group(s, &ordered)?;
+            if n == 0 {
+                return Some(0);
+            }
+            product = product.saturating_mul(n);
+        }
+        Some(product)
+    }
+
+    fn group(&mut self, s: &mut Searcher<'_, '_>, group: &[usize]) -> Option<u128> {
+        if !self.tick(s) {
+            return None;
+        }
+        let u = group[0];
+        let dom = self.domain_of(s, u);
+        if group.len() == 1 {
+            return Some(dom.len() as u128);
+        }
+        let mut total = 0u128;
+        for b in dom {
+            s.take(u, b);
+            let r = self.split(s, &group[1..]);
+            s.undo(u);
+            total = total.saturating_add(r?);
+        }
+        Some(total)
+    }
 }
