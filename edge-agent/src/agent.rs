@@ -1,0 +1,549 @@
+//! The thin async driver: MQTT session, reconciler loop, reporter, prober thread.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use acoa_shared::topics;
+use acoa_shared::wire::{self, Message};
+use anyhow::Context;
+use ed25519_dalek::SigningKey;
+use rumqttc::{AsyncClient, Event as MqttEvent, LastWill, MqttOptions, Packet, QoS};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{debug, error, info, warn};
+
+use crate::config::{Config, RuntimeKind};
+use crate::prober::{self, ProbeIo, Prober};
+use crate::reconciler::{Action, Event, Level, Reconciler};
+use crate::report::Reporter;
+use crate::runtime::podman::PodmanRuntime;
+use crate::runtime::{Runtime, RuntimeError};
+use crate::store;
+
+/// Largest MQTT packet accepted (a full desired state is well under 100 KiB).
+pub const MAX_INCOMING_PACKET: usize = 256 * 1024;
+pub const MAX_OUTGOING_PACKET: usize = 64 * 1024;
+/// Requests queued towards the broker at most; past that, reports are dropped.
+const REQUEST_QUEUE: usize = 64;
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// The actual state is published on change and at least this often.
+const ACTUAL_PERIOD_MS: u64 = 10_000;
+
+/// The next reconnect delay: doubling from 100 ms, capped at 10 s.
+pub fn next_backoff(current: Duration) -> Duration {
+    (current * 2).clamp(BACKOFF_MIN, BACKOFF_MAX)
+}
+
+struct Shared {
+    client: AsyncClient,
+    key: SigningKey,
+    node: String,
+    connected: AtomicBool,
+    containers: AtomicU32,
+}
+
+impl Shared {
+    /// Signs and queues a message; dropped (with a debug line) while disconnected or
+    /// when the queue is full: reports are periodic, the next one follows.
+    fn publish(&self, topic: String, qos: QoS, msg: &Message) {
+        if !self.connected.load(Ordering::Relaxed) {
+            return;
+        }
+        match wire::encode(msg, Some(&self.key)) {
+            Ok(bytes) => {
+                if let Err(e) = self.client.try_publish(topic, qos, false, bytes) {
+                    debug!("{} not queued: {e}", msg.kind());
+                }
+            }
+            Err(e) => warn!("cannot encode {}: {e}", msg.kind()),
+        }
+    }
+}
+
+pub fn run(cfg: Config) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(run_async(cfg))
+}
+
+async fn run_async(cfg: Config) -> anyhow::Result<()> {
+    let (key, created) = store::node_key(&cfg.state_dir)
+        .with_context(|| format!("node key in {}", cfg.state_dir.display()))?;
+    info!(
+        "node {} starting: public key {} ({}), broker {}:{}, runtime {:?}",
+        cfg.node,
+        wire::keys::public_hex(&key.verifying_key()),
+        if created {
+            "created now: enroll it"
+        } else {
+            "loaded"
+        },
+        cfg.broker.host,
+        cfg.broker.port,
+        cfg.runtime
+    );
+
+    let mut opts = MqttOptions::new(
+        format!("acoa-agent-{}", cfg.node),
+        cfg.broker.host.clone(),
+        cfg.broker.port,
+    );
+    opts.set_keep_alive(Duration::from_secs(10));
+    opts.set_clean_session(true);
+    opts.set_max_packet_size(MAX_INCOMING_PACKET, MAX_OUTGOING_PACKET);
+    opts.set_request_channel_capacity(REQUEST_QUEUE);
+    opts.set_inflight(16);
+    opts.set_last_will(LastWill::new(
+        topics::online(&cfg.node),
+        topics::OFFLINE,
+        QoS::AtLeastOnce,
+        true,
+    ));
+    if let (Some(u), Some(p)) = (&cfg.broker.username, &cfg.broker.password) {
+        opts.set_credentials(u.clone(), p.clone());
+    }
+    if cfg.broker.tls {
+        anyhow::bail!(
+            "broker.url: mqtts:// needs TLS, which this build leaves out (build with --features tls)"
+        );
+    }
+    let (client, eventloop) = AsyncClient::new(opts, REQUEST_QUEUE);
+    let shared = Arc::new(Shared {
+        client,
+        key: key.clone(),
+        node: cfg.node.clone(),
+        connected: AtomicBool::new(false),
+        containers: AtomicU32::new(0),
+    });
+
+    let (desired_tx, desired_rx) = mpsc::channel::<Vec<u8>>(8);
+    let (session_tx, session_rx) = watch::channel(0u64);
+    let (peers_tx, peers_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+    let (restored_tx, restored_rx) = oneshot::channel();
+
+    // Containers first: restore from disk before any broker contact.
+    let reconciler = Reconciler::new(
+        &cfg.node,
+        cfg.broker.control_plane_key,
+        cfg.image_allowlist.clone(),
+        cfg.netns.clone(),
+        ACTUAL_PERIOD_MS,
+    );
+    let tick = Duration::from_millis(cfg.report_period_ms);
+    match cfg.runtime {
+        RuntimeKind::Podman => {
+            let rt = PodmanRuntime::new(&cfg.podman_socket, &cfg.node, cfg.netns.clone())?;
+            tokio::spawn(reconcile_loop(
+                rt,
+                reconciler,
+                cfg.clone(),
+                desired_rx,
+                session_rx,
+                shared.clone(),
+                restored_tx,
+                tick,
+            ));
+        }
+        RuntimeKind::K3s => {
+            #[cfg(feature = "k3s")]
+            {
+                let rt = crate::runtime::k3s::K3sRuntime::new(
+                    cfg.kubeconfig.as_deref(),
+                    &cfg.k3s_namespace,
+                    &cfg.node,
+                )
+                .await?;
+                tokio::spawn(reconcile_loop(
+                    rt,
+                    reconciler,
+                    cfg.clone(),
+                    desired_rx,
+                    session_rx,
+                    shared.clone(),
+                    restored_tx,
+                    tick,
+                ));
+            }
+            #[cfg(not(feature = "k3s"))]
+            {
+                let _ = (reconciler, desired_rx, session_rx, restored_tx);
+                anyhow::bail!("runtime: k3s needs a build with --features k3s");
+            }
+        }
+    }
+    match tokio::time::timeout(Duration::from_secs(60), restored_rx).await {
+        Ok(_) => {}
+        Err(_) => warn!("restoring containers takes over 60 s: connecting to the broker meanwhile"),
+    }
+
+    start_prober(&cfg, &key, shared.clone(), peers_rx)?;
+    tokio::spawn(report_loop(cfg.clone(), shared.clone()));
+
+    tokio::select! {
+        _ = mqtt_loop(cfg.clone(), eventloop, shared.clone(), desired_tx, peers_tx, session_tx) => {}
+        _ = shutdown_signal() => {
+            info!("shutting down: containers keep running");
+            shared.connected.store(false, Ordering::Relaxed);
+            let _ = shared
+                .client
+                .try_publish(topics::online(&cfg.node), QoS::AtLeastOnce, true, topics::OFFLINE);
+            let _ = shared.client.try_disconnect();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+async fn mqtt_loop(
+    cfg: Config,
+    mut eventloop: rumqttc::EventLoop,
+    shared: Arc<Shared>,
+    desired_tx: mpsc::Sender<Vec<u8>>,
+    peers_tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+    session_tx: watch::Sender<u64>,
+) {
+    let desired_topic = topics::desired(&cfg.node);
+    let mut backoff = Duration::ZERO;
+    let mut down_since: Option<Instant> = None;
+    let mut failures = 0u32;
+    loop {
+        match eventloop.poll().await {
+            Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
+                backoff = Duration::ZERO;
+                match down_since.take() {
+                    Some(t) => info!(
+                        "broker connection back after {:.1} s ({failures} failed attempts)",
+                        t.elapsed().as_secs_f64()
+                    ),
+                    None => info!(
+                        "connected to broker {}:{}",
+                        cfg.broker.host, cfg.broker.port
+                    ),
+                }
+                failures = 0;
+                let c = &shared.client;
+                let _ = c.try_publish(
+                    topics::online(&cfg.node),
+                    QoS::AtLeastOnce,
+                    true,
+                    topics::ONLINE,
+                );
+                let _ = c.try_subscribe(desired_topic.clone(), QoS::AtLeastOnce);
+                let _ = c.try_subscribe(topics::PEERS, QoS::AtLeastOnce);
+                shared.connected.store(true, Ordering::Relaxed);
+                session_tx.send_modify(|n| *n += 1);
+            }
+            Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
+                if p.topic == desired_topic {
+                    if desired_tx.try_send(p.payload.to_vec()).is_err() {
+                        warn!(
+                            "dropped a desired-state frame: the reconciler is busy with 8 already"
+                        );
+                    }
+                } else if p.topic == topics::PEERS {
+                    if peers_tx.try_send(p.payload.to_vec()).is_err() {
+                        warn!("dropped a peer-list frame: the prober is busy with 4 already");
+                    }
+                } else {
+                    debug!("ignored a message on {}", p.topic);
+                }
+            }
+            Ok(MqttEvent::Incoming(Packet::SubAck(s))) => {
+                if s.return_codes
+                    .iter()
+                    .any(|c| matches!(c, rumqttc::SubscribeReasonCode::Failure))
+                {
+                    warn!("broker refused a subscription (check its ACL for this node)");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                shared.connected.store(false, Ordering::Relaxed);
+                failures += 1;
+                if down_since.is_none() {
+                    down_since = Some(Instant::now());
+                    warn!(
+                        "broker connection lost: {e}; retrying with backoff up to {} s",
+                        BACKOFF_MAX.as_secs()
+                    );
+                } else {
+                    debug!("broker still unreachable: {e}");
+                }
+                backoff = next_backoff(backoff);
+                tokio::time::sleep(backoff).await;
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn reconcile_loop<R: Runtime>(
+    rt: R,
+    mut rec: Reconciler,
+    cfg: Config,
+    mut desired_rx: mpsc::Receiver<Vec<u8>>,
+    mut session_rx: watch::Receiver<u64>,
+    shared: Arc<Shared>,
+    restored_tx: oneshot::Sender<()>,
+    tick: Duration,
+) {
+    let epoch = Instant::now();
+    let now_ms = move || epoch.elapsed().as_millis() as u64;
+    match store::read(&cfg.state_dir, store::DESIRED) {
+        Ok(Some(bytes)) => {
+            let first = rec.handle(Event::Restored(bytes));
+            execute(&rt, &mut rec, &cfg, &shared, first).await;
+        }
+        Ok(None) => info!("no persisted desired state: waiting for one"),
+        Err(e) => warn!("cannot read the persisted desired state: {e}"),
+    }
+    let _ = restored_tx.send(());
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut desired_open = true;
+    loop {
+        let ev = tokio::select! {
+            _ = interval.tick() => Event::Tick { now_ms: now_ms() },
+            f = desired_rx.recv(), if desired_open => match f {
+                Some(bytes) => Event::DesiredFrame(bytes),
+                None => { desired_open = false; continue; }
+            },
+            r = session_rx.changed() => {
+                if r.is_err() { return; }
+                Event::Connected
+            }
+        };
+        let actions = rec.handle(ev);
+        execute(&rt, &mut rec, &cfg, &shared, actions).await;
+    }
+}
+
+/// Carries out actions, feeding the results back, until the reconciler is done.
+async fn execute<R: Runtime>(
+    rt: &R,
+    rec: &mut Reconciler,
+    cfg: &Config,
+    shared: &Shared,
+    first: Vec<Action>,
+) {
+    let mut queue: std::collections::VecDeque<Action> = first.into();
+    let mut failed: Vec<String> = Vec::new();
+    let mut changed = false;
+    let mut reobserved = false;
+    let mut steps = 0;
+    while let Some(action) = queue.pop_front() {
+        steps += 1;
+        if steps > 1000 {
+            error!("reconciler produced over 1000 actions in one pass: stopping this pass");
+            break;
+        }
+        if let Some(name) = action.container() {
+            if failed.iter().any(|f| f == name) {
+                continue;
+            }
+        }
+        let result = match &action {
+            Action::Observe => {
+                let ev = match rt.list().await {
+                    Ok(list) => {
+                        shared
+                            .containers
+                            .store(list.len() as u32, Ordering::Relaxed);
+                        Event::RuntimeObserved(list)
+                    }
+                    Err(e) => Event::RuntimeUnavailable(e.to_string()),
+                };
+                queue.extend(rec.handle(ev));
+                None
+            }
+            Action::Create {
+                spec,
+                generation,
+                spec_hash,
+            } => Some(rt.create(spec, *generation, spec_hash).await),
+            Action::Start { name } => Some(rt.start(name).await),
+            Action::Remove { name } => Some(rt.remove(name).await),
+            Action::PersistDesired(bytes) => {
+                if let Err(e) = store::write_atomic(&cfg.state_dir, store::DESIRED, bytes) {
+                    error!("cannot persist the desired state: {e}");
+                }
+                None
+            }
+            Action::PublishActual(a) => {
+                let summary: Vec<String> = a
+                    .containers
+                    .iter()
+                    .map(|c| format!("{}={:?}", c.name, c.state))
+                    .collect();
+                debug!("actual state seq {}: {}", a.seq, summary.join(" "));
+                shared.publish(
+                    topics::actual(&shared.node),
+                    QoS::AtLeastOnce,
+                    &Message::ActualState(Box::new(a.clone())),
+                );
+                None
+            }
+            Action::Log(Level::Info, m) => {
+                info!("{m}");
+                None
+            }
+            Action::Log(Level::Warn, m) => {
+                warn!("{m}");
+                None
+            }
+        };
+        if let Some(r) = result {
+            changed = true;
+            if let Err(e) = r {
+                let name = action.container().unwrap_or_default().to_owned();
+                let what = match &action {
+                    Action::Create { .. } => "create",
+                    Action::Start { .. } => "start",
+                    _ => "remove",
+                };
+                let error = match e {
+                    RuntimeError::Unavailable(m) | RuntimeError::Failed(m) => {
+                        format!("{what} failed: {m}")
+                    }
+                };
+                failed.push(name.clone());
+                queue.extend(rec.handle(Event::ActionFailed { name, error }));
+            }
+        }
+        if queue.is_empty() && changed && !reobserved {
+            // Report the result of what was just done without waiting for the next tick.
+            reobserved = true;
+            queue.push_back(Action::Observe);
+        }
+    }
+}
+
+async fn report_loop(cfg: Config, shared: Arc<Shared>) {
+    let mut reporter = match Reporter::new(&cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            error!("cannot read this machine's resources: {e}; no node reports");
+            return;
+        }
+    };
+    let mut interval = tokio::time::interval(Duration::from_millis(cfg.report_period_ms));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let topic = topics::report(&cfg.node);
+    loop {
+        interval.tick().await;
+        let r = reporter.report(shared.containers.load(Ordering::Relaxed));
+        shared.publish(
+            topic.clone(),
+            QoS::AtMostOnce,
+            &Message::NodeReport(Box::new(r)),
+        );
+    }
+}
+
+struct ThreadIo {
+    peers_rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    shared: Arc<Shared>,
+    state_dir: std::path::PathBuf,
+    topic: String,
+}
+
+impl ProbeIo for ThreadIo {
+    fn new_peers(&mut self) -> Option<Vec<u8>> {
+        self.peers_rx.try_recv().ok()
+    }
+    fn persist_peers(&mut self, frame: &[u8]) {
+        if let Err(e) = store::write_atomic(&self.state_dir, store::PEERS, frame) {
+            warn!("cannot persist the peer list: {e}");
+        }
+    }
+    fn publish(&mut self, metrics: wire::LinkMetrics) {
+        self.shared.publish(
+            self.topic.clone(),
+            QoS::AtMostOnce,
+            &Message::LinkMetrics(Box::new(metrics)),
+        );
+    }
+}
+
+fn start_prober(
+    cfg: &Config,
+    _key: &SigningKey,
+    shared: Arc<Shared>,
+    peers_rx: std::sync::mpsc::Receiver<Vec<u8>>,
+) -> anyhow::Result<()> {
+    let sock = std::net::UdpSocket::bind(cfg.probe.listen)
+        .with_context(|| format!("probe.listen {}", cfg.probe.listen))?;
+    let mut prober = Prober::new(
+        &cfg.node,
+        cfg.broker.control_plane_key,
+        cfg.probe.window,
+        cfg.probe.peers_per_period,
+        cfg.probe.timeout_ms,
+    );
+    match store::read(&cfg.state_dir, store::PEERS) {
+        Ok(Some(frame)) => match prober.set_peers(&frame, true) {
+            Ok(Some(line)) => info!("{line}"),
+            Ok(None) => {}
+            Err(line) => warn!("persisted {line}"),
+        },
+        Ok(None) => {}
+        Err(e) => warn!("cannot read the persisted peer list: {e}"),
+    }
+    info!(
+        "prober listening on {} (advertised {}), {} peers per {} ms, window {}",
+        cfg.probe.listen,
+        cfg.probe.advertise,
+        cfg.probe.peers_per_period,
+        cfg.probe.period_ms,
+        cfg.probe.window
+    );
+    let run_cfg = prober::RunConfig {
+        node: wire::name(&cfg.node).unwrap_or_default(),
+        period: Duration::from_millis(cfg.probe.period_ms),
+        publish_period: Duration::from_millis(cfg.report_period_ms),
+    };
+    let io = ThreadIo {
+        peers_rx,
+        topic: topics::links(&cfg.node),
+        shared,
+        state_dir: cfg.state_dir.clone(),
+    };
+    std::thread::Builder::new()
+        .name("prober".into())
+        .stack_size(256 * 1024)
+        .spawn(move || prober::run(sock, prober, run_cfg, io))
+        .context("cannot start the prober thread")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let mut b = Duration::ZERO;
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            b = next_backoff(b);
+            seen.push(b.as_millis());
+        }
+        assert_eq!(seen[..4], [100, 200, 400, 800]);
+        assert_eq!(*seen.last().unwrap(), 10_000);
+    }
+}

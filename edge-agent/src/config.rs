@@ -1,0 +1,585 @@
+//! Configuration: the TOML file of the brief, overridden by command-line flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use acoa_shared::model::Layer;
+use acoa_shared::wire::keys;
+use clap::{Args, Parser, Subcommand};
+use ed25519_dalek::VerifyingKey;
+use serde::Deserialize;
+
+/// What can be wrong with a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("{field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+// ------------------------------------------------------------------ command line
+
+#[derive(Debug, Parser)]
+#[command(name = "edge-agent", version, about = "ACOA node daemon")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub overrides: Overrides,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Creates the node key if absent and prints its public key (hex).
+    Pubkey {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+    },
+}
+
+/// Flags that override the configuration file.
+#[derive(Debug, Default, Args)]
+pub struct Overrides {
+    /// TOML configuration file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub node: Option<String>,
+    #[arg(long)]
+    pub datacenter: Option<String>,
+    /// cloud | edge
+    #[arg(long)]
+    pub layer: Option<String>,
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Hardware label (repeatable; replaces the file's list).
+    #[arg(long = "hardware")]
+    pub hardware: Vec<String>,
+    /// Software label (repeatable; replaces the file's list).
+    #[arg(long = "software")]
+    pub software: Vec<String>,
+    /// mqtt://host:port or mqtts://host:port
+    #[arg(long)]
+    pub broker: Option<String>,
+    #[arg(long)]
+    pub username: Option<String>,
+    #[arg(long)]
+    pub password: Option<String>,
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// The control plane's ed25519 public key (64 hex digits).
+    #[arg(long)]
+    pub control_plane_key: Option<String>,
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    #[arg(long)]
+    pub report_period_ms: Option<u64>,
+    /// podman | k3s
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// Allowed image prefix (repeatable; replaces the file's list).
+    #[arg(long = "allow-image")]
+    pub allow_image: Vec<String>,
+    #[arg(long)]
+    pub probe_listen: Option<SocketAddr>,
+    #[arg(long)]
+    pub probe_advertise: Option<SocketAddr>,
+    #[arg(long)]
+    pub peers_per_period: Option<usize>,
+    #[arg(long)]
+    pub probe_period_ms: Option<u64>,
+    #[arg(long)]
+    pub probe_window: Option<usize>,
+    #[arg(long)]
+    pub podman_socket: Option<String>,
+    /// Network namespace the containers join (path such as /run/netns/n13).
+    #[arg(long)]
+    pub netns: Option<String>,
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+// ------------------------------------------------------------------ file format
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    node: Option<String>,
+    datacenter: Option<String>,
+    layer: Option<String>,
+    arch: Option<String>,
+    hardware: Option<Vec<String>>,
+    software: Option<Vec<String>>,
+    state_dir: Option<PathBuf>,
+    report_period_ms: Option<u64>,
+    runtime: Option<String>,
+    image_allowlist: Option<Vec<String>>,
+    #[serde(default)]
+    capacity: FileCapacity,
+    #[serde(default)]
+    broker: FileBroker,
+    #[serde(default)]
+    probe: FileProbe,
+    #[serde(default)]
+    podman: FilePodman,
+    #[serde(default)]
+    k3s: FileK3s,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileCapacity {
+    pub cpu_millis: Option<u64>,
+    pub memory_mb: Option<u64>,
+    pub disk_mb: Option<u64>,
+    pub net_mbps: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileBroker {
+    url: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+    ca_file: Option<PathBuf>,
+    control_plane_key: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileProbe {
+    listen: Option<SocketAddr>,
+    advertise: Option<SocketAddr>,
+    peers_per_period: Option<usize>,
+    period_ms: Option<u64>,
+    window: Option<usize>,
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePodman {
+    socket: Option<String>,
+    netns: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileK3s {
+    kubeconfig: Option<PathBuf>,
+    namespace: Option<String>,
+}
+
+// ------------------------------------------------------------------ resolved
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeKind {
+    Podman,
+    K3s,
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub host: String,
+    pub port: u16,
+    pub tls: bool,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub ca_file: Option<PathBuf>,
+    pub control_plane_key: VerifyingKey,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    pub listen: SocketAddr,
+    pub advertise: SocketAddr,
+    pub peers_per_period: usize,
+    pub period_ms: u64,
+    pub window: usize,
+    pub timeout_ms: u64,
+}
+
+/// The agent's complete configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub node: String,
+    pub datacenter: String,
+    pub layer: Layer,
+    pub arch: String,
+    pub hardware: Vec<String>,
+    pub software: Vec<String>,
+    pub state_dir: PathBuf,
+    pub report_period_ms: u64,
+    pub runtime: RuntimeKind,
+    pub image_allowlist: Vec<String>,
+    pub capacity: FileCapacity,
+    pub broker: BrokerConfig,
+    pub probe: ProbeConfig,
+    pub podman_socket: String,
+    pub netns: Option<String>,
+    pub kubeconfig: Option<PathBuf>,
+    pub k3s_namespace: String,
+}
+
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/acoa-agent";
+/// The most peers whose window a prober keeps (bits of a `u64`).
+pub const MAX_WINDOW: usize = 64;
+
+fn read_file(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
+    let Some(path) = path else {
+        return Ok(FileConfig::default());
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_owned(),
+        source: Box::new(e),
+    })
+}
+
+/// The state directory alone (for `edge-agent pubkey`).
+pub fn state_dir_only(
+    config: Option<&Path>,
+    state_dir: Option<PathBuf>,
+) -> Result<PathBuf, ConfigError> {
+    let file = read_file(config)?;
+    Ok(state_dir
+        .or(file.state_dir)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)))
+}
+
+/// Parses `mqtt://host[:port]` or `mqtts://host[:port]`.
+pub fn parse_broker_url(url: &str) -> Result<(String, u16, bool), ConfigError> {
+    let (tls, rest) = if let Some(r) = url.strip_prefix("mqtt://") {
+        (false, r)
+    } else if let Some(r) = url.strip_prefix("mqtts://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("tcp://") {
+        (false, r)
+    } else {
+        return Err(invalid(
+            "broker.url",
+            format!("{url:?} must start with mqtt:// or mqtts://"),
+        ));
+    };
+    let rest = rest.trim_end_matches('/');
+    let default_port = if tls { 8883 } else { 1883 };
+    let (host, port) = if let Some(h) = rest.strip_prefix('[') {
+        // [v6]:port
+        let (h, p) = h
+            .split_once(']')
+            .ok_or_else(|| invalid("broker.url", "unclosed [ in host"))?;
+        let port = match p.strip_prefix(':') {
+            Some(p) => p
+                .parse()
+                .map_err(|_| invalid("broker.url", format!("bad port {p:?}")))?,
+            None => default_port,
+        };
+        (h.to_owned(), port)
+    } else {
+        match rest.rsplit_once(':') {
+            Some((h, p)) => (
+                h.to_owned(),
+                p.parse()
+                    .map_err(|_| invalid("broker.url", format!("bad port {p:?}")))?,
+            ),
+            None => (rest.to_owned(), default_port),
+        }
+    };
+    if host.is_empty() {
+        return Err(invalid("broker.url", "no host"));
+    }
+    Ok((host, port, tls))
+}
+
+fn check_name(field: &'static str, s: &str) -> Result<(), ConfigError> {
+    if s.is_empty() || s.len() > 63 {
+        return Err(invalid(field, "must be 1 to 63 characters"));
+    }
+    if !s
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return Err(invalid(
+            field,
+            format!("{s:?} may hold only letters, digits, '-', '_' and '.'"),
+        ));
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Reads the file named by `--config` (if any) and applies the flags.
+    pub fn load(o: Overrides) -> Result<Config, ConfigError> {
+        let f = read_file(o.config.as_deref())?;
+        let node = o
+            .node
+            .or(f.node)
+            .ok_or_else(|| invalid("node", "missing (set it in the file or with --node)"))?;
+        check_name("node", &node)?;
+        let datacenter = o.datacenter.or(f.datacenter).unwrap_or_default();
+        let layer = match o
+            .layer
+            .or(f.layer)
+            .unwrap_or_else(|| "edge".into())
+            .as_str()
+        {
+            "edge" => Layer::Edge,
+            "cloud" => Layer::Cloud,
+            other => {
+                return Err(invalid(
+                    "layer",
+                    format!("{other:?} is neither cloud nor edge"),
+                ))
+            }
+        };
+        let runtime = match o
+            .runtime
+            .or(f.runtime)
+            .unwrap_or_else(|| "podman".into())
+            .as_str()
+        {
+            "podman" => RuntimeKind::Podman,
+            "k3s" => RuntimeKind::K3s,
+            other => {
+                return Err(invalid(
+                    "runtime",
+                    format!("{other:?} is neither podman nor k3s"),
+                ))
+            }
+        };
+        let pick_list = |flag: Vec<String>, file: Option<Vec<String>>| {
+            if flag.is_empty() {
+                file.unwrap_or_default()
+            } else {
+                flag
+            }
+        };
+        let hardware = pick_list(o.hardware, f.hardware);
+        let software = pick_list(o.software, f.software);
+        if hardware.len() > 16 || software.len() > 16 {
+            return Err(invalid("hardware/software", "at most 16 labels each"));
+        }
+        let image_allowlist = pick_list(o.allow_image, f.image_allowlist);
+
+        let url = o
+            .broker
+            .or(f.broker.url)
+            .unwrap_or_else(|| "mqtt://127.0.0.1:1883".into());
+        let (host, port, tls) = parse_broker_url(&url)?;
+        let cp_hex = o
+            .control_plane_key
+            .or(f.broker.control_plane_key)
+            .ok_or_else(|| {
+                invalid(
+                    "broker.control_plane_key",
+                    "missing: the agent trusts nothing without the control plane's key",
+                )
+            })?;
+        let control_plane_key = keys::public_from_hex(&cp_hex)
+            .map_err(|e| invalid("broker.control_plane_key", e.to_string()))?;
+
+        let listen = o
+            .probe_listen
+            .or(f.probe.listen)
+            .unwrap_or_else(|| "0.0.0.0:7878".parse().expect("literal address"));
+        let advertise = o.probe_advertise.or(f.probe.advertise).unwrap_or(listen);
+        let period_ms = o.probe_period_ms.or(f.probe.period_ms).unwrap_or(1000);
+        if period_ms < 10 {
+            return Err(invalid("probe.period_ms", "must be at least 10"));
+        }
+        let window = o.probe_window.or(f.probe.window).unwrap_or(20);
+        if window == 0 || window > MAX_WINDOW {
+            return Err(invalid(
+                "probe.window",
+                format!("must be 1 to {MAX_WINDOW}"),
+            ));
+        }
+        let peers_per_period = o.peers_per_period.or(f.probe.peers_per_period).unwrap_or(4);
+        if peers_per_period > crate::prober::MAX_PEERS {
+            return Err(invalid(
+                "probe.peers_per_period",
+                format!("at most {}", crate::prober::MAX_PEERS),
+            ));
+        }
+        let report_period_ms = o.report_period_ms.or(f.report_period_ms).unwrap_or(1000);
+        if report_period_ms < 100 {
+            return Err(invalid("report_period_ms", "must be at least 100"));
+        }
+        Ok(Config {
+            node,
+            datacenter,
+            layer,
+            arch: o
+                .arch
+                .or(f.arch)
+                .unwrap_or_else(|| std::env::consts::ARCH.into()),
+            hardware,
+            software,
+            state_dir: o
+                .state_dir
+                .or(f.state_dir)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            report_period_ms,
+            runtime,
+            image_allowlist,
+            capacity: f.capacity,
+            broker: BrokerConfig {
+                host,
+                port,
+                tls,
+                username: o.username.or(f.broker.username),
+                password: o.password.or(f.broker.password),
+                ca_file: o.ca_file.or(f.broker.ca_file),
+                control_plane_key,
+            },
+            probe: ProbeConfig {
+                listen,
+                advertise,
+                peers_per_period,
+                period_ms,
+                window,
+                timeout_ms: f.probe.timeout_ms.unwrap_or(period_ms.max(500)),
+            },
+            podman_socket: o
+                .podman_socket
+                .or(f.podman.socket)
+                .unwrap_or_else(|| "unix:///run/podman/podman.sock".into()),
+            netns: o.netns.or(f.podman.netns),
+            kubeconfig: o.kubeconfig.or(f.k3s.kubeconfig),
+            k3s_namespace: f.k3s.namespace.unwrap_or_else(|| "default".into()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29";
+
+    fn load_str(toml_text: &str, o: Overrides) -> Result<Config, ConfigError> {
+        let dir = std::env::temp_dir().join(format!("acoa-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{:x}.toml", toml_text.len()));
+        std::fs::write(&path, toml_text).unwrap();
+        Config::load(Overrides {
+            config: Some(path),
+            ..o
+        })
+    }
+
+    #[test]
+    fn brief_example_parses_and_flags_override() {
+        let text = format!(
+            r#"
+node = "n13"
+datacenter = "train1"
+layer = "edge"
+arch = "aarch64"
+hardware = ["smoke-sensor"]
+software = []
+state_dir = "/var/lib/acoa-agent"
+report_period_ms = 1000
+runtime = "podman"
+image_allowlist = ["localhost/acoa/"]
+[capacity]
+cpu_millis = 2000
+memory_mb = 2048
+disk_mb = 16000
+[broker]
+url = "mqtt://127.0.0.1:1883"
+username = "n13"
+password = "secret"
+ca_file = "/etc/acoa/ca.pem"
+control_plane_key = "{KEY}"
+[probe]
+listen = "0.0.0.0:7878"
+advertise = "10.0.0.13:7878"
+peers_per_period = 4
+period_ms = 1000
+window = 20
+[podman]
+socket = "unix:///run/podman/podman.sock"
+netns = "/run/netns/n13"
+[k3s]
+kubeconfig = "/etc/rancher/k3s/k3s.yaml"
+"#
+        );
+        let c = load_str(&text, Overrides::default()).unwrap();
+        assert_eq!(c.node, "n13");
+        assert_eq!(c.layer, Layer::Edge);
+        assert_eq!(c.capacity.cpu_millis, Some(2000));
+        assert_eq!(c.broker.port, 1883);
+        assert_eq!(c.probe.advertise.to_string(), "10.0.0.13:7878");
+        assert_eq!(c.netns.as_deref(), Some("/run/netns/n13"));
+        let c = load_str(
+            &text,
+            Overrides {
+                node: Some("n14".into()),
+                broker: Some("mqtt://broker.example:2883".into()),
+                allow_image: vec!["localhost/other/".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(c.node, "n14");
+        assert_eq!(
+            (c.broker.host.as_str(), c.broker.port),
+            ("broker.example", 2883)
+        );
+        assert_eq!(c.image_allowlist, vec!["localhost/other/".to_string()]);
+    }
+
+    #[test]
+    fn bad_values_name_the_field() {
+        let e = load_str(
+            &format!("node = \"a\"\nlayer = \"fog\"\n[broker]\ncontrol_plane_key = \"{KEY}\"\n"),
+            Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("layer:"), "{e}");
+        let e = load_str("node = \"a\"\n", Overrides::default()).unwrap_err();
+        assert!(e.to_string().contains("control_plane_key"), "{e}");
+        let e = load_str("node = \"a\"\nbogus = 1\n", Overrides::default()).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn broker_urls() {
+        assert_eq!(
+            parse_broker_url("mqtt://h").unwrap(),
+            ("h".into(), 1883, false)
+        );
+        assert_eq!(
+            parse_broker_url("mqtts://h:1").unwrap(),
+            ("h".into(), 1, true)
+        );
+        assert_eq!(
+            parse_broker_url("mqtt://[::1]:5").unwrap(),
+            ("::1".into(), 5, false)
+        );
+        assert!(parse_broker_url("http://h").is_err());
+        assert!(parse_broker_url("mqtt://h:x").is_err());
+    }
+}

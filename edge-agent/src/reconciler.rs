@@ -1,0 +1,893 @@
+//! The reconciler: a pure state machine, event in, actions out.
+//!
+//! It owns trust decisions about desired states (signature, node, generation),
+//! the image allowlist, and the comparison of what should run with what runs.
+//! It does no I/O: the driver in `agent.rs` feeds it events (frames from the wire,
+//! observations of the runtime, ticks) and carries out the actions it returns
+//! (create, start, remove containers, persist, publish, log).
+//!
+//! Level-triggered: every observation of the runtime is compared with the whole
+//! desired document, so a missed message, a crash or a reboot heal on the next tick.
+
+use std::collections::BTreeMap;
+
+use acoa_shared::wire::{
+    self, ActualState, ContainerSpec, ContainerState, ContainerStatus, DesiredState, Message,
+    MAX_CONTAINERS,
+};
+use ed25519_dalek::VerifyingKey;
+
+/// What the runtime says about one managed container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// The spec name (`{app}.{component}`), without the `acoa-{node}-` prefix.
+    pub name: String,
+    pub image: String,
+    /// Label `acoa.spec`: hash of the spec it was created from.
+    pub spec_hash: String,
+    pub generation: u64,
+    pub state: RunState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunState {
+    Running,
+    /// Created (or configured) but never started.
+    Created,
+    /// Exited or stopped, with the exit code when known.
+    Exited(Option<i32>),
+    Paused,
+    Other(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A frame from the desired topic: untrusted bytes.
+    DesiredFrame(Vec<u8>),
+    /// The frame persisted by a previous run, read at start: verified again.
+    Restored(Vec<u8>),
+    /// The managed containers the runtime lists now.
+    RuntimeObserved(Vec<Observed>),
+    /// The runtime could not be asked.
+    RuntimeUnavailable(String),
+    /// An action on container `name` failed.
+    ActionFailed { name: String, error: String },
+    /// Time passes; `now_ms` is a monotonic clock.
+    Tick { now_ms: u64 },
+    /// The broker session (re)started: publish the actual state again.
+    Connected,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// List the managed containers and feed back `RuntimeObserved`.
+    Observe,
+    Create {
+        spec: ContainerSpec,
+        generation: u64,
+        spec_hash: String,
+    },
+    Start {
+        name: String,
+    },
+    /// Stop (briefly) and remove.
+    Remove {
+        name: String,
+    },
+    /// Write the accepted frame to disk (atomically).
+    PersistDesired(Vec<u8>),
+    PublishActual(ActualState),
+    /// One line for the operator.
+    Log(Level, String),
+}
+
+impl Action {
+    /// The container an action is about, if any.
+    pub fn container(&self) -> Option<&str> {
+        match self {
+            Action::Create { spec, .. } => Some(spec.name.as_str()),
+            Action::Start { name } | Action::Remove { name } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Track {
+    restarts: u32,
+    /// Consecutive attempts without seeing it run.
+    attempts: u32,
+    next_attempt_ms: u64,
+    error: Option<String>,
+}
+
+/// Backoff before attempt `n + 1` after `n` attempts that did not get it running.
+fn backoff_ms(attempts: u32) -> u64 {
+    (1000u64 << attempts.min(5)).min(30_000)
+}
+
+pub struct Reconciler {
+    node: String,
+    key: VerifyingKey,
+    allowlist: Vec<String>,
+    netns: Option<String>,
+    actual_period_ms: u64,
+
+    desired: Option<DesiredState>,
+    generation: u64,
+    observed: Option<Vec<Observed>>,
+    runtime_error: Option<String>,
+    tracks: BTreeMap<String, Track>,
+    now_ms: u64,
+    seq: u64,
+    last_published: Option<(u64, Vec<ContainerStatus>)>,
+    last_publish_ms: u64,
+    force_publish: bool,
+}
+
+/// FNV-1a, 64 bits: stable across builds and machines.
+fn fnv1a(chunks: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for c in chunks {
+        for b in *c {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The hash that decides whether a running container still matches its spec.
+pub fn spec_hash(spec: &ContainerSpec, netns: Option<&str>) -> String {
+    let body = postcard::to_allocvec(spec).unwrap_or_default();
+    format!(
+        "{:016x}",
+        fnv1a(&[&body, b"\0", netns.unwrap_or("").as_bytes()])
+    )
+}
+
+/// Container names the runtimes accept: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
+pub fn valid_container_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-')
+}
+
+fn truncate<const N: usize>(s: &str) -> heapless::String<N> {
+    let mut out = heapless::String::new();
+    for c in s.chars() {
+        if out.push(c).is_err() {
+            break;
+        }
+    }
+    out
+}
+
+impl Reconciler {
+    pub fn new(
+        node: &str,
+        key: VerifyingKey,
+        allowlist: Vec<String>,
+        netns: Option<String>,
+        actual_period_ms: u64,
+    ) -> Self {
+        Reconciler {
+            node: node.to_owned(),
+            key,
+            allowlist,
+            netns,
+            actual_period_ms,
+            desired: None,
+            generation: 0,
+            observed: None,
+            runtime_error: None,
+            tracks: BTreeMap::new(),
+            now_ms: 0,
+            seq: 0,
+            last_published: None,
+            last_publish_ms: 0,
+            force_publish: false,
+        }
+    }
+
+    /// The generation last applied (0 for none).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn desired(&self) -> Option<&DesiredState> {
+        self.desired.as_ref()
+    }
+
+    /// Managed containers seen at the last observation.
+    pub fn managed_count(&self) -> usize {
+        self.observed.as_ref().map_or(0, Vec::len)
+    }
+
+    pub fn allowed(&self, image: &str) -> bool {
+        self.allowlist.iter().any(|p| image.starts_with(p.as_str()))
+    }
+
+    pub fn handle(&mut self, event: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        match event {
+            Event::DesiredFrame(bytes) => self.on_frame(bytes, false, &mut out),
+            Event::Restored(bytes) => self.on_frame(bytes, true, &mut out),
+            Event::RuntimeObserved(list) => {
+                if let Some(e) = self.runtime_error.take() {
+                    out.push(Action::Log(
+                        Level::Info,
+                        format!("container runtime reachable again (was: {e})"),
+                    ));
+                }
+                self.observed = Some(list);
+                self.converge(&mut out);
+                self.maybe_publish(&mut out);
+            }
+            Event::RuntimeUnavailable(e) => {
+                if self.runtime_error.as_deref() != Some(e.as_str()) {
+                    out.push(Action::Log(
+                        Level::Warn,
+                        format!("container runtime unavailable: {e}"),
+                    ));
+                }
+                self.runtime_error = Some(e);
+                self.maybe_publish(&mut out);
+            }
+            Event::ActionFailed { name, error } => {
+                out.push(Action::Log(
+                    Level::Warn,
+                    format!("container {name}: {error}"),
+                ));
+                let t = self.tracks.entry(name).or_default();
+                t.error = Some(error);
+                self.maybe_publish(&mut out);
+            }
+            Event::Tick { now_ms } => {
+                self.now_ms = now_ms;
+                out.push(Action::Observe);
+            }
+            Event::Connected => {
+                self.force_publish = true;
+                out.push(Action::Observe);
+            }
+        }
+        out
+    }
+
+    fn on_frame(&mut self, bytes: Vec<u8>, restored: bool, out: &mut Vec<Action>) {
+        let what = if restored {
+            "persisted desired state"
+        } else {
+            "desired state"
+        };
+        let env = match wire::open(&bytes) {
+            Ok(env) => env,
+            Err(e) => {
+                out.push(Action::Log(
+                    Level::Warn,
+                    format!("dropped {what} ({} bytes): {e}", bytes.len()),
+                ));
+                return;
+            }
+        };
+        if let Err(e) = env.verify(&self.key) {
+            out.push(Action::Log(
+                Level::Warn,
+                format!("refused {what}: {e} (control plane key)"),
+            ));
+            return;
+        }
+        let ds = match env.message() {
+            Ok(Message::DesiredState(ds)) => *ds,
+            Ok(other) => {
+                out.push(Action::Log(
+                    Level::Warn,
+                    format!("refused {what}: it is a {}", other.kind()),
+                ));
+                return;
+            }
+            Err(e) => {
+                out.push(Action::Log(Level::Warn, format!("dropped {what}: {e}")));
+                return;
+            }
+        };
+        if ds.node.as_str() != self.node {
+            out.push(Action::Log(
+                Level::Warn,
+                format!(
+                    "refused {what} generation {}: it is for node {:?}, this is {:?}",
+                    ds.generation, ds.node, self.node
+                ),
+            ));
+            return;
+        }
+        if !restored && ds.generation <= self.generation {
+            if ds.generation == self.generation && self.desired.as_ref() == Some(&ds) {
+                // The retained copy, delivered again on reconnect: nothing to do.
+                return;
+            }
+            out.push(Action::Log(
+                Level::Warn,
+                format!(
+                    "refused desired state generation {}: not newer than applied generation {}",
+                    ds.generation, self.generation
+                ),
+            ));
+            return;
+        }
+        let mut names: Vec<&str> = ds.containers.iter().map(|c| c.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            out.push(Action::Log(
+                Level::Warn,
+                format!(
+                    "refused {what} generation {}: container name {:?} appears twice",
+                    ds.generation, w[0]
+                ),
+            ));
+            return;
+        }
+        out.push(Action::Log(
+            Level::Info,
+            format!(
+                "{} desired state generation {} ({} containers)",
+                if restored { "restored" } else { "accepted" },
+                ds.generation,
+                ds.containers.len()
+            ),
+        ));
+        for c in &ds.containers {
+            if let Some(reason) = self.refusal(c) {
+                out.push(Action::Log(
+                    Level::Warn,
+                    format!("refused container {}: {reason}", c.name),
+                ));
+            }
+        }
+        // A spec that changed starts with a clean slate.
+        if let Some(old) = &self.desired {
+            for c in &ds.containers {
+                if old.containers.iter().find(|o| o.name == c.name) != Some(c) {
+                    self.tracks.remove(c.name.as_str());
+                }
+            }
+        }
+        self.tracks
+            .retain(|k, _| ds.containers.iter().any(|c| c.name.as_str() == k));
+        self.generation = ds.generation;
+        self.desired = Some(ds);
+        if !restored {
+            out.push(Action::PersistDesired(bytes));
+        }
+        out.push(Action::Observe);
+    }
+
+    /// Why a container must not run, if it must not.
+    fn refusal(&self, c: &ContainerSpec) -> Option<String> {
+        if !valid_container_name(&c.name) {
+            return Some(format!("{:?} is not a valid container name", c.name));
+        }
+        if !self.allowed(&c.image) {
+            return Some(format!("image {} is outside the allowlist", c.image));
+        }
+        None
+    }
+
+    fn converge(&mut self, out: &mut Vec<Action>) {
+        let (Some(desired), Some(observed)) = (&self.desired, &self.observed) else {
+            // Without a desired state (nothing received, nothing persisted) the agent
+            // leaves whatever runs alone.
+            return;
+        };
+        let now = self.now_ms;
+        for spec in &desired.containers {
+            let name = spec.name.as_str();
+            let seen = observed.iter().find(|o| o.name == name);
+            if self.refusal(spec).is_some() {
+                if seen.is_some() {
+                    out.push(Action::Remove { name: name.into() });
+                }
+                continue;
+            }
+            let hash = spec_hash(spec, self.netns.as_deref());
+            let track = self.tracks.entry(name.to_owned()).or_default();
+            let attempt = |_: &mut Vec<Action>, track: &mut Track| {
+                track.next_attempt_ms = now + backoff_ms(track.attempts);
+                track.attempts += 1;
+            };
+            match seen {
+                None => {
+                    if now >= track.next_attempt_ms {
+                        out.push(Action::Log(
+                            Level::Info,
+                            format!("creating container {name} ({})", spec.image),
+                        ));
+                        out.push(Action::Create {
+                            spec: spec.clone(),
+                            generation: desired.generation,
+                            spec_hash: hash,
+                        });
+                        out.push(Action::Start { name: name.into() });
+                        attempt(out, track);
+                    }
+                }
+                Some(o) if o.spec_hash != hash => {
+                    if now >= track.next_attempt_ms {
+                        out.push(Action::Log(
+                            Level::Info,
+                            format!("recreating container {name}: its spec changed"),
+                        ));
+                        out.push(Action::Remove { name: name.into() });
+                        out.push(Action::Create {
+                            spec: spec.clone(),
+                            generation: desired.generation,
+                            spec_hash: hash,
+                        });
+                        out.push(Action::Start { name: name.into() });
+                        attempt(out, track);
+                    }
+                }
+                Some(o) => match &o.state {
+                    RunState::Running => {
+                        track.attempts = 0;
+                        track.error = None;
+                    }
+                    RunState::Paused => {}
+                    RunState::Created => {
+                        if now >= track.next_attempt_ms {
+                            out.push(Action::Start { name: name.into() });
+                            attempt(out, track);
+                        }
+                    }
+                    RunState::Exited(_) | RunState::Other(_) => {
+                        if now >= track.next_attempt_ms {
+                            let how = match &o.state {
+                                RunState::Exited(Some(code)) => format!("exited with code {code}"),
+                                RunState::Exited(None) => "exited".into(),
+                                RunState::Other(s) => format!("is {s}"),
+                                _ => unreachable!(),
+                            };
+                            track.restarts += 1;
+                            out.push(Action::Log(
+                                Level::Warn,
+                                format!(
+                                    "container {name} {how}: restarting (restart {})",
+                                    track.restarts
+                                ),
+                            ));
+                            out.push(Action::Start { name: name.into() });
+                            attempt(out, track);
+                        }
+                    }
+                },
+            }
+        }
+        for o in observed {
+            if !desired.containers.iter().any(|c| c.name.as_str() == o.name) {
+                out.push(Action::Log(
+                    Level::Info,
+                    format!(
+                        "removing container {}: not in desired generation {}",
+                        o.name, desired.generation
+                    ),
+                ));
+                out.push(Action::Remove {
+                    name: o.name.clone(),
+                });
+            }
+        }
+    }
+
+    /// The container states to report now.
+    pub fn actual(&self) -> Vec<ContainerStatus> {
+        let Some(desired) = &self.desired else {
+            return Vec::new();
+        };
+        let observed = self.observed.as_deref().unwrap_or(&[]);
+        desired
+            .containers
+            .iter()
+            .map(|spec| {
+                let track = self.tracks.get(spec.name.as_str());
+                let restarts = track.map_or(0, |t| t.restarts);
+                let (state, error) = if let Some(r) = self.refusal(spec) {
+                    (ContainerState::Refused, r)
+                } else {
+                    let seen = observed.iter().find(|o| o.name == spec.name.as_str());
+                    let hash_ok =
+                        seen.is_some_and(|o| o.spec_hash == spec_hash(spec, self.netns.as_deref()));
+                    match (seen.map(|o| &o.state), track.and_then(|t| t.error.clone())) {
+                        (Some(RunState::Running), _) if hash_ok => {
+                            (ContainerState::Running, String::new())
+                        }
+                        (_, Some(e)) => (ContainerState::Failed, e),
+                        (Some(RunState::Exited(code)), None) if hash_ok => (
+                            ContainerState::Exited,
+                            match code {
+                                Some(c) => format!("exited with code {c}"),
+                                None => "exited".into(),
+                            },
+                        ),
+                        _ => (ContainerState::Pending, String::new()),
+                    }
+                };
+                ContainerStatus {
+                    name: spec.name.clone(),
+                    image: spec.image.clone(),
+                    state,
+                    restarts,
+                    error: truncate(&error),
+                }
+            })
+            .collect()
+    }
+
+    fn maybe_publish(&mut self, out: &mut Vec<Action>) {
+        let now = self.current();
+        let changed = self.last_published.as_ref() != Some(&(self.generation, now.clone()));
+        let due = self.now_ms >= self.last_publish_ms + self.actual_period_ms;
+        if !(changed || due || self.force_publish || self.last_published.is_none()) {
+            return;
+        }
+        self.force_publish = false;
+        self.seq += 1;
+        self.last_publish_ms = self.now_ms;
+        let mut containers = heapless::Vec::new();
+        for c in now.iter().take(MAX_CONTAINERS) {
+            let _ = containers.push(c.clone());
+        }
+        self.last_published = Some((self.generation, now));
+        out.push(Action::PublishActual(ActualState {
+            node: truncate(&self.node),
+            generation: self.generation,
+            seq: self.seq,
+            containers,
+        }));
+    }
+
+    fn current(&self) -> Vec<ContainerStatus> {
+        self.actual()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acoa_shared::wire::{encode, name, EnvVar};
+    use ed25519_dalek::SigningKey;
+
+    fn cp() -> SigningKey {
+        SigningKey::from_bytes(&[7; 32])
+    }
+
+    fn spec(n: &str, image: &str) -> ContainerSpec {
+        ContainerSpec {
+            name: name(n).unwrap(),
+            app: name("app").unwrap(),
+            component: name(n.split('.').next_back().unwrap()).unwrap(),
+            image: wire::bounded("image", image).unwrap(),
+            cpu_millis: 100,
+            memory_mb: 32,
+            env: heapless::Vec::new(),
+        }
+    }
+
+    fn frame(
+        node: &str,
+        generation: u64,
+        specs: &[ContainerSpec],
+        key: Option<&SigningKey>,
+    ) -> Vec<u8> {
+        let ds = DesiredState {
+            node: name(node).unwrap(),
+            generation,
+            containers: specs.iter().cloned().collect(),
+        };
+        encode(&Message::DesiredState(Box::new(ds)), key).unwrap()
+    }
+
+    fn rec() -> Reconciler {
+        Reconciler::new(
+            "n1",
+            cp().verifying_key(),
+            vec!["localhost/acoa/".into()],
+            None,
+            10_000,
+        )
+    }
+
+    fn running(s: &ContainerSpec) -> Observed {
+        Observed {
+            name: s.name.to_string(),
+            image: s.image.to_string(),
+            spec_hash: spec_hash(s, None),
+            generation: 1,
+            state: RunState::Running,
+        }
+    }
+
+    fn kinds(actions: &[Action]) -> Vec<String> {
+        actions
+            .iter()
+            .filter(|a| !matches!(a, Action::Log(..)))
+            .map(|a| match a {
+                Action::Observe => "observe".to_string(),
+                Action::Create { spec, .. } => format!("create {}", spec.name),
+                Action::Start { name } => format!("start {name}"),
+                Action::Remove { name } => format!("remove {name}"),
+                Action::PersistDesired(_) => "persist".into(),
+                Action::PublishActual(a) => format!("publish g{}", a.generation),
+                Action::Log(..) => unreachable!(),
+            })
+            .collect()
+    }
+
+    fn logs(actions: &[Action]) -> Vec<String> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Log(_, m) => Some(m.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_containers_are_created_then_kept() {
+        let mut r = rec();
+        let a = spec("app.a", "localhost/acoa/x:1");
+        let b = spec("app.b", "localhost/acoa/x:1");
+        let acts = r.handle(Event::DesiredFrame(frame(
+            "n1",
+            1,
+            &[a.clone(), b.clone()],
+            Some(&cp()),
+        )));
+        assert_eq!(kinds(&acts), ["persist", "observe"]);
+        assert_eq!(r.generation(), 1);
+        let acts = r.handle(Event::RuntimeObserved(vec![]));
+        assert_eq!(
+            kinds(&acts),
+            [
+                "create app.a",
+                "start app.a",
+                "create app.b",
+                "start app.b",
+                "publish g1"
+            ]
+        );
+        // Both run: nothing to do but report the change.
+        r.handle(Event::Tick { now_ms: 1000 });
+        let acts = r.handle(Event::RuntimeObserved(vec![running(&a), running(&b)]));
+        assert_eq!(kinds(&acts), ["publish g1"]);
+        match &acts[0] {
+            Action::PublishActual(s) => {
+                assert!(s
+                    .containers
+                    .iter()
+                    .all(|c| c.state == ContainerState::Running))
+            }
+            _ => unreachable!(),
+        }
+        // Same again: no change, no publish.
+        let acts = r.handle(Event::RuntimeObserved(vec![running(&a), running(&b)]));
+        assert!(kinds(&acts).is_empty());
+        // Periodic publish.
+        r.handle(Event::Tick { now_ms: 11_000 });
+        let acts = r.handle(Event::RuntimeObserved(vec![running(&a), running(&b)]));
+        assert_eq!(kinds(&acts), ["publish g1"]);
+    }
+
+    #[test]
+    fn new_generation_removes_and_changed_spec_recreates() {
+        let mut r = rec();
+        let a = spec("app.a", "localhost/acoa/x:1");
+        let b = spec("app.b", "localhost/acoa/x:1");
+        r.handle(Event::DesiredFrame(frame(
+            "n1",
+            1,
+            &[a.clone(), b.clone()],
+            Some(&cp()),
+        )));
+        r.handle(Event::RuntimeObserved(vec![running(&a), running(&b)]));
+        let mut a2 = a.clone();
+        a2.env
+            .push(EnvVar {
+                name: wire::bounded("n", "X").unwrap(),
+                value: wire::bounded("v", "1").unwrap(),
+            })
+            .unwrap();
+        r.handle(Event::DesiredFrame(frame("n1", 2, &[a2], Some(&cp()))));
+        let acts = r.handle(Event::RuntimeObserved(vec![running(&a), running(&b)]));
+        assert_eq!(
+            kinds(&acts),
+            [
+                "remove app.a",
+                "create app.a",
+                "start app.a",
+                "remove app.b",
+                "publish g2"
+            ]
+        );
+    }
+
+    #[test]
+    fn same_spec_in_new_generation_is_kept() {
+        let mut r = rec();
+        let a = spec("app.a", "localhost/acoa/x:1");
+        r.handle(Event::DesiredFrame(frame(
+            "n1",
+            1,
+            &[a.clone()],
+            Some(&cp()),
+        )));
+        r.handle(Event::RuntimeObserved(vec![running(&a)]));
+        r.handle(Event::DesiredFrame(frame(
+            "n1",
+            5,
+            &[a.clone()],
+            Some(&cp()),
+        )));
+        let acts = r.handle(Event::RuntimeObserved(vec![running(&a)]));
+        assert_eq!(kinds(&acts), ["publish g5"]);
+    }
+
+    #[test]
+    fn dead_container_is_restarted_with_backoff() {
+        let mut r = rec();
+        let a = spec("app.a", "localhost/acoa/x:1");
+        r.handle(Event::DesiredFrame(frame(
+            "n1",
+            1,
+            &[a.clone()],
+            Some(&cp()),
+        )));
+        r.handle(Event::RuntimeObserved(vec![running(&a)]));
+        let mut dead = running(&a);
+        dead.state = RunState::Exited(Some(137));
+        r.handle(Event::Tick { now_ms: 100 });
+        let acts = r.handle(Event::RuntimeObserved(vec![dead.clone()]));
+        assert_eq!(kinds(&acts), ["start app.a", "publish g1"]);
+        assert!(logs(&acts)[0].contains("exited with code 137"));
+        // Still dead 500 ms later: wait for the backoff.
+        r.handle(Event::Tick { now_ms: 600 });
+        let acts = r.handle(Event::RuntimeObserved(vec![dead.clone()]));
+        assert!(!kinds(&acts).contains(&"start app.a".to_string()));
+        r.handle(Event::Tick { now_ms: 1200 });
+        let acts = r.handle(Event::RuntimeObserved(vec![dead.clone()]));
+        assert!(kinds(&acts).contains(&"start app.a".to_string()));
+        assert_eq!(r.actual()[0].restarts, 2);
+    }
+
+    #[test]
+    fn untrusted_frames_change_nothing() {
+        let mut r = rec();
+        let a = spec("app.a", "localhost/acoa/x:1");
+        r.handle(Event::DesiredFrame(frame(
+            "n1",
+            3,
+            &[a.clone()],
+            Some(&cp()),
+        )));
+        let other = SigningKey::from_bytes(&[9; 32]);
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (b"garbage".to_vec(), "dropped desired state"),
+            (frame("n1", 4, &[], None), "not signed"),
+            (
+                frame("n1", 4, &[], Some(&other)),
+                "signature does not verify",
+            ),
+            (
+                frame("n1", 2, &[], Some(&cp())),
+                "not newer than applied generation 3",
+            ),
+            (frame("n2", 9, &[], Some(&cp())), "for node \"n2\""),
+        ];
+        for (bytes, expect) in cases {
+            let acts = r.handle(Event::DesiredFrame(bytes));
+            assert_eq!(kinds(&acts), Vec::<String>::new(), "{expect}");
+            let l = logs(&acts);
+            assert_eq!(l.len(), 1);
+            assert!(l[0].contains(expect), "{l:?} vs {expect}");
+            assert_eq!(r.generation(), 3);
+            assert_eq!(r.desired().unwrap().containers.len(), 1);
+        }
+        // The retained copy again: silent.
+        let acts = r.handle(Event::DesiredFrame(frame("n1", 3, &[a], Some(&cp()))));
+        assert!(acts.is_empty());
+    }
+
+    #[test]
+    fn image_outside_allowlist_is_refused_and_reported() {
+        let mut r = rec();
+        let bad = spec("app.bad", "docker.io/evil:1");
+        let acts = r.handle(Event::DesiredFrame(frame(
+            "n1",
+            1,
+            &[bad.clone()],
+            Some(&cp()),
+        )));
+        assert!(logs(&acts)
+            .iter()
+            .any(|l| l.contains("outside the allowlist")));
+        let acts = r.handle(Event::RuntimeObserved(vec![]));
+        assert_eq!(kinds(&acts), ["publish g1"]);
+        let s = &r.actual()[0];
+        assert_eq!(s.state, ContainerState::Refused);
+        assert!(s.error.contains("allowlist"));
+        // One that somehow runs is removed.
+        let acts = r.handle(Event::RuntimeObserved(vec![running(&bad)]));
+        assert_eq!(kinds(&acts), ["remove app.bad"]);
+    }
+
+    #[test]
+    fn restored_state_converges_before_any_broker_contact() {
+        let mut r = rec();
+        let a = spec("app.a", "localhost/acoa/x:1");
+        let acts = r.handle(Event::Restored(frame("n1", 7, &[a.clone()], Some(&cp()))));
+        assert_eq!(kinds(&acts), ["observe"]);
+        let acts = r.handle(Event::RuntimeObserved(vec![running(&a)]));
+        assert_eq!(kinds(&acts), ["publish g7"]);
+        // A forged persisted file is ignored.
+        let mut r = rec();
+        let acts = r.handle(Event::Restored(frame("n1", 7, &[a], None)));
+        assert!(kinds(&acts).is_empty());
+        assert_eq!(r.generation(), 0);
+    }
+
+    #[test]
+    fn nothing_desired_means_nothing_touched() {
+        let mut r = rec();
+        let a = spec("app.a", "localhost/acoa/x:1");
+        let acts = r.handle(Event::RuntimeObserved(vec![running(&a)]));
+        assert!(!kinds(&acts).iter().any(|k| k.starts_with("remove")));
+    }
+
+    #[test]
+    fn failures_are_reported_and_retried_later() {
+        let mut r = rec();
+        let a = spec("app.a", "localhost/acoa/missing:1");
+        r.handle(Event::DesiredFrame(frame(
+            "n1",
+            1,
+            &[a.clone()],
+            Some(&cp()),
+        )));
+        r.handle(Event::RuntimeObserved(vec![]));
+        let acts = r.handle(Event::ActionFailed {
+            name: "app.a".into(),
+            error: "image not known".into(),
+        });
+        match acts.iter().find(|a| matches!(a, Action::PublishActual(_))) {
+            Some(Action::PublishActual(s)) => {
+                assert_eq!(s.containers[0].state, ContainerState::Failed);
+                assert_eq!(s.containers[0].error.as_str(), "image not known");
+            }
+            _ => panic!("no publish: {acts:?}"),
+        }
+        r.handle(Event::Tick { now_ms: 500 });
+        assert!(kinds(&r.handle(Event::RuntimeObserved(vec![]))).is_empty());
+        r.handle(Event::Tick { now_ms: 1000 });
+        assert!(
+            kinds(&r.handle(Event::RuntimeObserved(vec![]))).contains(&"create app.a".to_string())
+        );
+    }
+
+    #[test]
+    fn runtime_outage_is_logged_once() {
+        let mut r = rec();
+        assert_eq!(
+            logs(&r.handle(Event::RuntimeUnavailable("no socket".into()))).len(),
+            1
+        );
+        assert!(logs(&r.handle(Event::RuntimeUnavailable("no socket".into()))).is_empty());
+        assert_eq!(logs(&r.handle(Event::RuntimeObserved(vec![]))).len(), 1);
+    }
+}

@@ -1,0 +1,149 @@
+//! Local state on disk: the node key and the last applied signed documents.
+//!
+//! Documents are kept as the signed frames that arrived, so that on start they are
+//! verified again against the pinned control-plane key before anything is restored.
+//! Every write is atomic: a temporary file, flushed, then renamed over the old one.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::SigningKey;
+
+pub const NODE_KEY: &str = "node.key";
+pub const DESIRED: &str = "desired.bin";
+pub const PEERS: &str = "peers.bin";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a node key (expected 64 hexadecimal digits)")]
+    BadKey { path: PathBuf },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Loads the node key from `dir/node.key`, creating it (mode 0600) when absent.
+/// Returns the key and whether it was created now.
+pub fn node_key(dir: &Path) -> Result<(SigningKey, bool), StoreError> {
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join(NODE_KEY);
+    match fs::read_to_string(&path) {
+        Ok(text) => {
+            let key = acoa_shared::wire::keys::secret_from_hex(text.trim())
+                .map_err(|_| StoreError::BadKey { path: path.clone() })?;
+            // Tighten permissions that someone loosened.
+            let meta = fs::metadata(&path).map_err(io(&path))?;
+            if meta.permissions().mode() & 0o077 != 0 {
+                fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).map_err(io(&path))?;
+            }
+            Ok((key, false))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = SigningKey::generate(&mut rand::rngs::OsRng);
+            let tmp = dir.join(format!("{NODE_KEY}.tmp"));
+            let _ = fs::remove_file(&tmp);
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(io(&tmp))?;
+            let hex = acoa_shared::wire::keys::to_hex(&key.to_bytes());
+            f.write_all(format!("{hex}\n").as_bytes())
+                .and_then(|_| f.sync_all())
+                .map_err(io(&tmp))?;
+            drop(f);
+            // Two agents racing on one state dir: the first rename wins for both.
+            fs::rename(&tmp, &path).map_err(io(&path))?;
+            sync_dir(dir);
+            let (key, _) = node_key(dir)?;
+            Ok((key, true))
+        }
+        Err(e) => Err(io(&path)(e)),
+    }
+}
+
+/// Writes `bytes` to `dir/name` atomically (temporary file + rename).
+pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(io(&tmp))?;
+    drop(f);
+    fs::rename(&tmp, &path).map_err(io(&path))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Reads `dir/name`, `None` when it does not exist.
+pub fn read(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    let path = dir.join(name);
+    match fs::read(&path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(&path)(e)),
+    }
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("acoa-store-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn node_key_is_created_once_with_0600() {
+        let d = tmpdir("key");
+        let (k1, created) = node_key(&d).unwrap();
+        assert!(created);
+        let mode = fs::metadata(d.join(NODE_KEY)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let (k2, created) = node_key(&d).unwrap();
+        assert!(!created);
+        assert_eq!(k1.to_bytes(), k2.to_bytes());
+        fs::write(d.join(NODE_KEY), "zz").unwrap();
+        assert!(matches!(node_key(&d), Err(StoreError::BadKey { .. })));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn atomic_write_replaces() {
+        let d = tmpdir("atomic");
+        assert_eq!(read(&d, DESIRED).unwrap(), None);
+        write_atomic(&d, DESIRED, b"one").unwrap();
+        write_atomic(&d, DESIRED, b"two").unwrap();
+        assert_eq!(read(&d, DESIRED).unwrap().as_deref(), Some(&b"two"[..]));
+        assert!(!d.join("desired.bin.tmp").exists());
+        let _ = fs::remove_dir_all(&d);
+    }
+}
