@@ -31,6 +31,51 @@ pub trait CriterionPlugin: Send + Sync {
 
 // ------------------------------------------------------------ response time
 
+/// Relaxes `out[y] = min(out[y], val[x] + cost(link))` over the links between the nodes
+/// `x` of `src` (with a finite `val[x]`) and the nodes `y` that `dst_member` admits:
+/// links `x -> y` when `forward`, `y -> x` otherwise. `val` and `out` are per node.
+fn propagate(
+    ctx: &Ctx<'_, '_>,
+    src: &[u32],
+    val: &[f64],
+    dst_member: &[bool],
+    forward: bool,
+    cost: impl Fn(crate::infra::LinkQ) -> f64,
+    out: &mut [f64],
+) {
+    let infra = ctx.model.infra;
+    for x in src {
+        let vx = val[*x as usize];
+        if !vx.is_finite() {
+            continue;
+        }
+        let (ys, ls) = if forward {
+            infra.out_links(*x)
+        } else {
+            infra.inn_links(*x)
+        };
+        for (y, l) in ys.iter().zip(ls) {
+            if dst_member[*y as usize] {
+                let c = vx + cost(infra.quality(*l));
+                if c < out[*y as usize] {
+                    out[*y as usize] = c;
+                }
+            }
+        }
+    }
+}
+
+/// Per slot of a response-time path: `g[v][b]`, a lower bound on the longest route that
+/// ends at `v` when `v` is on node `b`, and `h[v][b]`, on the longest route that starts
+/// there (each predecessor / successor takes its best node independently, which relaxes
+/// the shared choices, so both are admissible). Infinite: no route at all.
+struct RtPot {
+    g: Vec<Vec<f64>>,
+    h: Vec<Vec<f64>>,
+    gmin: Vec<f64>,
+    hmin: Vec<f64>,
+}
+
 /// `min-e2e-response-time`: g = l_min / l, l the longest source-to-sink route of the
 /// path (latencies are >= 0, so that is the longest path of the path's DAG).
 pub struct ResponseTime {
@@ -42,6 +87,7 @@ pub struct ResponseTime {
     comps: Vec<usize>,
     /// `Some(l_min)`: grade l_min / l. `None`: the raw objective -l (used to find l_min).
     pub lmin: Option<f64>,
+    pot: Option<RtPot>,
 }
 
 impl ResponseTime {
@@ -89,7 +135,59 @@ impl ResponseTime {
             edges: raw,
             comps,
             lmin,
+            pot: None,
         }
+    }
+
+    /// Precomputes the route potentials the bound uses, over the candidates of `space`.
+    pub fn with_potentials(mut self, ctx: &Ctx<'_, '_>) -> Self {
+        let n = ctx.model.infra.len();
+        let nv = self.comps.len();
+        let lat = |q: crate::infra::LinkQ| q.latency_ms;
+        let cand = |slot: usize| &ctx.space.cand[self.comps[slot]][..];
+        let member = |slot: usize| &ctx.space.member[self.comps[slot]][..];
+        let mut has_in = vec![false; nv];
+        let mut has_out = vec![false; nv];
+        for (_, s, t) in &self.edges {
+            has_out[*s] = true;
+            has_in[*t] = true;
+        }
+        let init = |slot: usize, zero: bool| {
+            let mut v = vec![f64::INFINITY; n];
+            for b in cand(slot) {
+                v[*b as usize] = if zero { 0.0 } else { f64::NEG_INFINITY };
+            }
+            v
+        };
+        let mut g: Vec<Vec<f64>> = (0..nv).map(|v| init(v, !has_in[v])).collect();
+        let mut msg = vec![f64::INFINITY; n];
+        for (_, s, t) in &self.edges {
+            msg.iter_mut().for_each(|m| *m = f64::INFINITY);
+            propagate(ctx, cand(*s), &g[*s], member(*t), true, lat, &mut msg);
+            for b in cand(*t) {
+                let b = *b as usize;
+                g[*t][b] = g[*t][b].max(msg[b]);
+            }
+        }
+        let mut h: Vec<Vec<f64>> = (0..nv).map(|v| init(v, !has_out[v])).collect();
+        for (_, s, t) in self.edges.iter().rev() {
+            msg.iter_mut().for_each(|m| *m = f64::INFINITY);
+            propagate(ctx, cand(*t), &h[*t], member(*s), false, lat, &mut msg);
+            for b in cand(*s) {
+                let b = *b as usize;
+                h[*s][b] = h[*s][b].max(msg[b]);
+            }
+        }
+        let min_over = |v: &[f64], slot: usize| {
+            cand(slot)
+                .iter()
+                .map(|b| v[*b as usize])
+                .fold(f64::INFINITY, f64::min)
+        };
+        let gmin = (0..nv).map(|v| min_over(&g[v], v)).collect();
+        let hmin = (0..nv).map(|v| min_over(&h[v], v)).collect();
+        self.pot = Some(RtPot { g, h, gmin, hmin });
+        self
     }
 
     /// The longest route with channel weights `w`.
@@ -127,10 +225,12 @@ impl ResponseTime {
         })
     }
 
-    /// A lower bound on l over the completions of `a`.
+    /// A lower bound on l over the completions of `a`: the longest route with each
+    /// channel at its least possible latency, and, with potentials, the largest
+    /// (into v) + (out of v) bound over the path's components.
     pub fn latency_lb(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
         let m = ctx.model;
-        self.longest(|ch| {
+        let w = |ch: usize| {
             let c = &m.chans[ch];
             let t = &ctx.space.tables[ch];
             match (a[c.from], a[c.to]) {
@@ -139,7 +239,58 @@ impl ResponseTime {
                 (UNSET, y) => t.lat_in[y as usize],
                 (x, y) => m.infra.link(x, y).map_or(f64::INFINITY, |q| q.latency_ms),
             }
-        })
+        };
+        let Some(p) = &self.pot else {
+            return self.longest(w);
+        };
+        let nv = self.comps.len();
+        let mut small = [0f64; 64];
+        let mut big;
+        let buf: &mut [f64] = if 2 * nv <= 64 {
+            &mut small[..2 * nv]
+        } else {
+            big = vec![0f64; 2 * nv];
+            &mut big
+        };
+        let (d, hh) = buf.split_at_mut(nv);
+        for v in 0..nv {
+            match a[self.comps[v]] {
+                UNSET => {
+                    d[v] = p.gmin[v];
+                    hh[v] = p.hmin[v];
+                }
+                b => {
+                    d[v] = p.g[v][b as usize];
+                    hh[v] = p.h[v][b as usize];
+                }
+            }
+        }
+        let mut ws = [0f64; 64];
+        let mut wbig;
+        let wv: &mut [f64] = if self.edges.len() <= 64 {
+            &mut ws[..self.edges.len()]
+        } else {
+            wbig = vec![0f64; self.edges.len()];
+            &mut wbig
+        };
+        for (k, (ch, s, t)) in self.edges.iter().enumerate() {
+            wv[k] = w(*ch);
+            let x = d[*s] + wv[k];
+            if x > d[*t] {
+                d[*t] = x;
+            }
+        }
+        for (k, (_, s, t)) in self.edges.iter().enumerate().rev() {
+            let x = wv[k] + hh[*t];
+            if x > hh[*s] {
+                hh[*s] = x;
+            }
+        }
+        let mut lb = 0f64;
+        for v in 0..nv {
+            lb = lb.max(d[v] + hh[v]);
+        }
+        lb
     }
 
     fn ratio(&self, l: f64) -> f64 {
@@ -355,7 +506,10 @@ impl Objective {
                     let pname = cr.path.as_deref().unwrap_or_default();
                     let chans = path_channels(app, model, pname);
                     if cr.kind == CriterionKind::MinE2eResponseTime {
-                        Box::new(ResponseTime::new(model, pname, &chans, lmin[j]))
+                        let ctx = Ctx { model, space };
+                        Box::new(
+                            ResponseTime::new(model, pname, &chans, lmin[j]).with_potentials(&ctx),
+                        )
                     } else {
                         Box::new(Reliability::new(model, pname, &chans))
                     }

@@ -48,9 +48,12 @@ pub struct LinkQ {
 pub struct Infra {
     nodes: Vec<Node>,
     index: HashMap<String, u32>,
-    links: FxMap<u64, LinkQ>,
+    links: Vec<LinkQ>,
+    map: FxMap<u64, u32>,
     out: Vec<Vec<u32>>,
+    out_l: Vec<Vec<u32>>,
     inn: Vec<Vec<u32>>,
+    inn_l: Vec<Vec<u32>>,
 }
 
 fn key(from: u32, to: u32) -> u64 {
@@ -77,26 +80,44 @@ impl Infra {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i as u32))
             .collect();
-        let mut map: FxMap<u64, LinkQ> = FxMap::default();
+        let mut map: FxMap<u64, u32> = FxMap::default();
+        let mut qs: Vec<LinkQ> = Vec::new();
         for (f, t, q) in links {
-            map.insert(key(new_of_old[f as usize], new_of_old[t as usize]), q);
+            let k = key(new_of_old[f as usize], new_of_old[t as usize]);
+            match map.get(&k) {
+                Some(i) => qs[*i as usize] = q,
+                None => {
+                    map.insert(k, qs.len() as u32);
+                    qs.push(q);
+                }
+            }
         }
-        let mut out = vec![Vec::new(); nodes.len()];
-        let mut inn = vec![Vec::new(); nodes.len()];
-        for k in map.keys() {
+        let mut out: Vec<Vec<(u32, u32)>> = vec![Vec::new(); nodes.len()];
+        let mut inn: Vec<Vec<(u32, u32)>> = vec![Vec::new(); nodes.len()];
+        for (k, i) in &map {
             let (f, t) = ((k >> 32) as u32, *k as u32);
-            out[f as usize].push(t);
-            inn[t as usize].push(f);
+            out[f as usize].push((t, *i));
+            inn[t as usize].push((f, *i));
         }
-        for v in out.iter_mut().chain(inn.iter_mut()) {
-            v.sort_unstable();
-        }
+        let split = |v: Vec<Vec<(u32, u32)>>| -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+            v.into_iter()
+                .map(|mut l| {
+                    l.sort_unstable();
+                    l.into_iter().unzip()
+                })
+                .unzip()
+        };
+        let (out, out_l) = split(out);
+        let (inn, inn_l) = split(inn);
         Infra {
             nodes,
             index,
-            links: map,
+            links: qs,
+            map,
             out,
+            out_l,
             inn,
+            inn_l,
         }
     }
 
@@ -152,7 +173,24 @@ impl Infra {
     /// The link from `from` to `to` (`from == to` is the loopback), if it is known.
     #[inline]
     pub fn link(&self, from: u32, to: u32) -> Option<LinkQ> {
-        self.links.get(&key(from, to)).copied()
+        self.map.get(&key(from, to)).map(|i| self.links[*i as usize])
+    }
+
+    /// Nodes `from` has a link to (sorted) and the links, by index ([`Infra::quality`]).
+    pub fn out_links(&self, from: u32) -> (&[u32], &[u32]) {
+        (&self.out[from as usize], &self.out_l[from as usize])
+    }
+
+    /// Nodes with a link to `to` (sorted) and the links, by index.
+    pub fn inn_links(&self, to: u32) -> (&[u32], &[u32]) {
+        (&self.inn[to as usize], &self.inn_l[to as usize])
+    }
+
+    /// The quality of the link of index `i` (from [`Infra::out_links`] or
+    /// [`Infra::inn_links`]).
+    #[inline]
+    pub fn quality(&self, i: u32) -> LinkQ {
+        self.links[i as usize]
     }
 
     /// Nodes `from` has a link to, sorted.

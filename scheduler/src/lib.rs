@@ -311,7 +311,11 @@ fn lmin_search(
         }
         let pname = cr.path.as_deref().unwrap_or_default();
         let chans = criteria::path_channels(app, model, pname);
-        let rt = criteria::ResponseTime::new(model, pname, &chans, None);
+        let ctx = Ctx {
+            model,
+            space: req_space,
+        };
+        let rt = criteria::ResponseTime::new(model, pname, &chans, None).with_potentials(&ctx);
         let obj = Objective::new(model.comps.len(), vec![Box::new(rt)], vec![1.0]);
         let found = search::branch_and_bound(model, req_space, &obj, None, limits);
         explored += found.explored;

@@ -215,28 +215,29 @@ impl Space {
                     lat_in: vec![f64::INFINITY; n],
                     linked_pairs: 0,
                 };
-                let mut visit = |a: u32, b: u32| {
-                    if let Some(q) = model.infra.link(a, b) {
-                        t.linked_pairs += 1;
-                        let (a, b) = (a as usize, b as usize);
-                        t.best_succ = t.best_succ.max(q.success);
-                        t.min_lat = t.min_lat.min(q.latency_ms);
-                        t.succ_out[a] = t.succ_out[a].max(q.success);
-                        t.lat_out[a] = t.lat_out[a].min(q.latency_ms);
-                        t.succ_in[b] = t.succ_in[b].max(q.success);
-                        t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
-                    }
+                let mut visit = |a: u32, b: u32, q: crate::infra::LinkQ| {
+                    t.linked_pairs += 1;
+                    let (a, b) = (a as usize, b as usize);
+                    t.best_succ = t.best_succ.max(q.success);
+                    t.min_lat = t.min_lat.min(q.latency_ms);
+                    t.succ_out[a] = t.succ_out[a].max(q.success);
+                    t.lat_out[a] = t.lat_out[a].min(q.latency_ms);
+                    t.succ_in[b] = t.succ_in[b].max(q.success);
+                    t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
                 };
                 if ch.from == ch.to {
                     for a in &cand[ch.from] {
-                        visit(*a, *a);
+                        if let Some(q) = model.infra.link(*a, *a) {
+                            visit(*a, *a, q);
+                        }
                     }
                 } else {
                     let sink = &member[ch.to];
                     for a in &cand[ch.from] {
-                        for b in model.infra.out(*a) {
+                        let (bs, ls) = model.infra.out_links(*a);
+                        for (b, l) in bs.iter().zip(ls) {
                             if sink[*b as usize] {
-                                visit(*a, *b);
+                                visit(*a, *b, model.infra.quality(*l));
                             }
                         }
                     }
