@@ -332,6 +332,28 @@ pub struct Reliability {
     path: String,
     chans: Vec<usize>,
     comps: Vec<usize>,
+    forest: Option<Forest>,
+}
+
+/// A spanning forest of the path's channels (as undirected edges between components)
+/// with, per component and node, the least total `-ln success` over the forest's
+/// channels when the component is on that node (exact max-marginals of a tree, computed
+/// by two message passes). Channels left out of the forest only make the bound looser.
+struct Forest {
+    /// Channels outside the forest (closing a cycle, or from a component to itself).
+    rest: Vec<usize>,
+    /// Per slot, per node: the least forest cost with the slot on the node.
+    m: Vec<Vec<f64>>,
+    /// The least forest cost overall.
+    mmin: f64,
+}
+
+fn cost(q: crate::infra::LinkQ) -> f64 {
+    if q.success > 0.0 {
+        -q.success.ln()
+    } else {
+        f64::INFINITY
+    }
 }
 
 impl Reliability {
@@ -348,7 +370,160 @@ impl Reliability {
             path: path.to_string(),
             chans: channels.to_vec(),
             comps,
+            forest: None,
         }
+    }
+
+    /// Precomputes the forest bound over the candidates of `ctx.space`.
+    pub fn with_forest(mut self, ctx: &Ctx<'_, '_>) -> Self {
+        let m = ctx.model;
+        let n = m.infra.len();
+        let nv = self.comps.len();
+        let slot = |c: usize| self.comps.iter().position(|x| *x == c).expect("path comp");
+        let cand = |v: usize| &ctx.space.cand[self.comps[v]][..];
+        let member = |v: usize| &ctx.space.member[self.comps[v]][..];
+        // Union-find for the spanning forest.
+        let mut uf: Vec<usize> = (0..nv).collect();
+        fn find(uf: &mut [usize], x: usize) -> usize {
+            let mut r = x;
+            while uf[r] != r {
+                r = uf[r];
+            }
+            uf[x] = r;
+            r
+        }
+        let mut adj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nv]; // (channel, other slot)
+        let mut rest = Vec::new();
+        for ch in &self.chans {
+            let c = &m.chans[*ch];
+            let (x, y) = (slot(c.from), slot(c.to));
+            let (rx, ry) = (find(&mut uf, x), find(&mut uf, y));
+            if x == y || rx == ry {
+                rest.push(*ch);
+            } else {
+                uf[rx] = ry;
+                adj[x].push((*ch, y));
+                adj[y].push((*ch, x));
+            }
+        }
+        // Orient each tree from its first slot: BFS order, parents before children.
+        let mut parent: Vec<Option<(usize, usize)>> = vec![None; nv]; // (channel, parent)
+        let mut seen = vec![false; nv];
+        let mut order = Vec::with_capacity(nv);
+        let mut roots = Vec::new();
+        for r in 0..nv {
+            if seen[r] {
+                continue;
+            }
+            seen[r] = true;
+            roots.push(r);
+            let start = order.len();
+            order.push(r);
+            let mut k = start;
+            while k < order.len() {
+                let v = order[k];
+                for (ch, w) in &adj[v] {
+                    if !seen[*w] {
+                        seen[*w] = true;
+                        parent[*w] = Some((*ch, v));
+                        order.push(*w);
+                    }
+                }
+                k += 1;
+            }
+        }
+        // Links between child x and parent y under channel ch: x -> y when the channel
+        // goes from the child's component.
+        let child_to_parent = |ch: usize, v: usize| m.chans[ch].from == self.comps[v];
+        let init = |v: usize| {
+            let mut t = vec![f64::INFINITY; n];
+            for b in cand(v) {
+                t[*b as usize] = 0.0;
+            }
+            t
+        };
+        let mut inner: Vec<Vec<f64>> = (0..nv).map(init).collect();
+        let mut up: Vec<Vec<f64>> = vec![Vec::new(); nv];
+        for v in order.iter().rev() {
+            let Some((ch, p)) = parent[*v] else { continue };
+            let mut msg = vec![f64::INFINITY; n];
+            propagate(
+                ctx,
+                cand(*v),
+                &inner[*v],
+                member(p),
+                child_to_parent(ch, *v),
+                cost,
+                &mut msg,
+            );
+            for b in cand(p) {
+                let b = *b as usize;
+                inner[p][b] += msg[b];
+            }
+            up[*v] = msg;
+        }
+        let mut down: Vec<Vec<f64>> = (0..nv)
+            .map(|v| {
+                let mut t = vec![f64::INFINITY; n];
+                for b in cand(v) {
+                    t[*b as usize] = 0.0;
+                }
+                t
+            })
+            .collect();
+        for v in &order {
+            let Some((ch, p)) = parent[*v] else { continue };
+            // Everything at the parent but this child's own message.
+            let mut excl = down[p].clone();
+            for w in 0..nv {
+                if w != *v && parent[w].is_some_and(|(_, q)| q == p) {
+                    for b in cand(p) {
+                        let b = *b as usize;
+                        excl[b] += up[w][b];
+                    }
+                }
+            }
+            let mut msg = vec![f64::INFINITY; n];
+            propagate(
+                ctx,
+                cand(p),
+                &excl,
+                member(*v),
+                !child_to_parent(ch, *v),
+                cost,
+                &mut msg,
+            );
+            down[*v] = msg;
+        }
+        let tree_min: Vec<(usize, f64)> = roots
+            .iter()
+            .map(|r| {
+                let best = cand(*r)
+                    .iter()
+                    .map(|b| inner[*r][*b as usize])
+                    .fold(f64::INFINITY, f64::min);
+                (find(&mut uf, *r), best)
+            })
+            .collect();
+        let mmin: f64 = tree_min.iter().map(|(_, t)| t).sum();
+        let mm = (0..nv)
+            .map(|v| {
+                let root = find(&mut uf, v);
+                let others: f64 = tree_min
+                    .iter()
+                    .filter(|(r, _)| *r != root)
+                    .map(|(_, t)| t)
+                    .sum();
+                let mut t = vec![f64::INFINITY; n];
+                for b in cand(v) {
+                    let b = *b as usize;
+                    t[b] = inner[v][b] + down[v][b] + others;
+                }
+                t
+            })
+            .collect();
+        self.forest = Some(Forest { rest, m: mm, mmin });
+        self
     }
 }
 
@@ -374,19 +549,35 @@ impl CriterionPlugin for Reliability {
     }
     fn bound(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
         let m = ctx.model;
-        let mut p = 1.0;
-        for ch in &self.chans {
-            let c = &m.chans[*ch];
-            let t = &ctx.space.tables[*ch];
+        let best = |ch: usize| {
+            let c = &m.chans[ch];
+            let t = &ctx.space.tables[ch];
             let s = match (a[c.from], a[c.to]) {
                 (UNSET, UNSET) => t.best_succ,
                 (x, UNSET) => t.succ_out[x as usize],
                 (UNSET, y) => t.succ_in[y as usize],
                 (x, y) => m.infra.link(x, y).map_or(0.0, |q| q.success),
             };
-            p *= s.max(0.0);
+            s.max(0.0)
+        };
+        let mut p = 1.0;
+        for ch in &self.chans {
+            p *= best(*ch);
         }
-        p
+        let Some(f) = &self.forest else { return p };
+        // The forest's least cost given the placed components, plus the other channels'.
+        let mut lb = f.mmin;
+        for (v, comp) in self.comps.iter().enumerate() {
+            let b = a[*comp];
+            if b != UNSET {
+                lb = lb.max(f.m[v][b as usize]);
+            }
+        }
+        for ch in &f.rest {
+            let s = best(*ch);
+            lb += if s > 0.0 { -s.ln() } else { f64::INFINITY };
+        }
+        p.min((-lb).exp())
     }
 }
 
@@ -511,7 +702,8 @@ impl Objective {
                             ResponseTime::new(model, pname, &chans, lmin[j]).with_potentials(&ctx),
                         )
                     } else {
-                        Box::new(Reliability::new(model, pname, &chans))
+                        let ctx = Ctx { model, space };
+                        Box::new(Reliability::new(model, pname, &chans).with_forest(&ctx))
                     }
                 }
                 CriterionKind::LeastContainers | CriterionKind::MostFreeMemory => {

@@ -4,7 +4,9 @@
 
 mod common;
 
-use acoa_scheduler::{place_on, score, Infra, Ledger, Options, Outcome};
+use acoa_scheduler::criteria::{Ctx, Objective};
+use acoa_scheduler::problem::{Model, Space, UNSET};
+use acoa_scheduler::{enumerate, filter, place_on, score, Infra, Ledger, Options, Outcome};
 use acoa_shared::model::{Application, Cluster, CriterionKind};
 use common::*;
 use proptest::prelude::*;
@@ -272,4 +274,81 @@ fn the_generator_covers_the_interesting_cases() {
     assert!(infeasible > 10, "infeasible {infeasible}");
     assert!(cut_by_requests > 10, "cut by requests {cut_by_requests}");
     assert!(branching > 20, "branching {branching}");
+}
+
+/// Every criterion plugin's bound is admissible: for random partial assignments it is at
+/// least the best grade over the completions (checked by enumerating them).
+#[test]
+fn bounds_are_admissible() {
+    let mut checked = 0;
+    for seed in 0..400u64 {
+        let (cluster, app) = generate(seed);
+        let infra = Infra::from_cluster(&cluster);
+        let ledger = Ledger::new();
+        let constraints = filter::default_constraints();
+        let model = Model::compile(&infra, &app, &ledger, &constraints);
+        if model.comps.iter().any(|c| c.cand.is_empty()) {
+            continue;
+        }
+        let lmin = enumerate::lmin(&app, &model);
+        if lmin
+            .iter()
+            .zip(&app.criteria)
+            .any(|(l, c)| l.is_none() && c.kind == CriterionKind::MinE2eResponseTime)
+        {
+            continue;
+        }
+        let space = Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
+        let obj = Objective::for_app(&app, &model, &space, &lmin);
+        let ctx = Ctx {
+            model: &model,
+            space: &space,
+        };
+        let mut r = Rng(seed ^ 0xadd);
+        for _ in 0..4 {
+            let partial: Vec<u32> = model
+                .comps
+                .iter()
+                .map(|c| {
+                    if r.chance(0.5) {
+                        c.cand[r.below(c.cand.len() as u64) as usize]
+                    } else {
+                        UNSET
+                    }
+                })
+                .collect();
+            let restricted: Vec<Vec<u32>> = model
+                .comps
+                .iter()
+                .zip(&partial)
+                .map(|(c, p)| {
+                    if *p == UNSET {
+                        c.cand.clone()
+                    } else {
+                        vec![*p]
+                    }
+                })
+                .collect();
+            let mut best = vec![f64::NEG_INFINITY; obj.crits.len()];
+            enumerate::for_each(&restricted, |a| {
+                if model.missing_link(a).is_some() {
+                    return;
+                }
+                for (j, c) in obj.crits.iter().enumerate() {
+                    best[j] = best[j].max(c.grade(&ctx, a));
+                }
+            });
+            for (j, c) in obj.crits.iter().enumerate() {
+                let b = c.bound(&ctx, &partial);
+                assert!(
+                    b >= best[j] - 1e-9,
+                    "seed {seed}: criterion {j} ({:?}) bound {b} < best completion {}",
+                    c.kind(),
+                    best[j]
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 500, "checked {checked}");
 }
