@@ -84,6 +84,20 @@ pub fn paper_node_kinds() -> Vec<NodeKind> {
     ]
 }
 
+/// A control setup: three kinds of the same shape as [`MEAN_NODE`], at 0.5×, 1× and 1.5× its size
+/// (20 each, so the cluster totals are those of [`paper_node_kinds`]). Kubernetes, blind to
+/// bandwidth and I/O, can only go wrong there through the pod mix, not through node shape.
+pub fn proportional_node_kinds() -> Vec<NodeKind> {
+    [("small", 0.5), ("medium", 1.0), ("large", 1.5)]
+        .iter()
+        .map(|&(name, f)| NodeKind {
+            name,
+            count: 20,
+            capacity: MEAN_NODE.map(|c| c * f),
+        })
+        .collect()
+}
+
 /// Share of [`MEAN_NODE`] a pod requests in its heavy metric, in the others, and in every metric
 /// for a balanced pod. With six kinds drawn uniformly a pod requests on average
 /// (0.025 + 4·0.003 + 0.008)/6 = 0.75 % of the mean node per metric, so 7,200 pods ask for 90 %
@@ -126,6 +140,20 @@ pub fn paper_pod_kinds() -> Vec<PodKind> {
         ahp_matrix: ahp::consistent_matrix(&[1.0; METRICS]),
     });
     kinds
+}
+
+/// The same pod kinds with each metric's demand multiplied by `scale`.
+pub fn scale_pods(kinds: &[PodKind], scale: Vector) -> Vec<PodKind> {
+    kinds
+        .iter()
+        .map(|k| {
+            let mut k = k.clone();
+            for j in 0..METRICS {
+                k.demand[j] *= scale[j];
+            }
+            k
+        })
+        .collect()
 }
 
 /// The cluster: nodes of each kind in turn, empty.
@@ -238,6 +266,9 @@ pub struct Run {
     pub label: String,
     /// `imbalance[k]`: mean over all nodes of the node imbalance after k + 1 pods.
     pub imbalance: Vec<f64>,
+    /// `load_spread[k]`: standard deviation over the nodes of each node's integrated load (the
+    /// mean of its five utilisations) after k + 1 pods: balance *between* nodes.
+    pub load_spread: Vec<f64>,
     /// The nodes at the end.
     pub nodes: Vec<NodeUtil>,
     /// Pods placed.
@@ -253,6 +284,7 @@ pub fn run(algorithm: &Algorithm, nodes: &[NodeUtil], pods: &[Pod], seed: u64) -
     let mut per_node: Vec<f64> = nodes.iter().map(NodeUtil::imbalance).collect();
     let mut total: f64 = per_node.iter().sum();
     let mut series = Vec::with_capacity(pods.len());
+    let mut load_spread = Vec::with_capacity(pods.len());
     let mut saturated = false;
     for pod in pods {
         let Some(i) = algorithm.choose(&nodes, pod, &mut rng) else {
@@ -264,11 +296,13 @@ pub fn run(algorithm: &Algorithm, nodes: &[NodeUtil], pods: &[Pod], seed: u64) -
         total += new - per_node[i];
         per_node[i] = new;
         series.push(total / nodes.len() as f64);
+        load_spread.push(integrated_load_spread(&nodes));
     }
     Run {
         label: algorithm.label().to_string(),
         placed: series.len(),
         imbalance: series,
+        load_spread,
         nodes,
         saturated,
     }
@@ -281,6 +315,17 @@ pub fn mean_imbalance(nodes: &[NodeUtil]) -> f64 {
         .map(|n| imbalance(&n.utilisation()))
         .sum::<f64>()
         / nodes.len().max(1) as f64
+}
+
+/// Standard deviation over the nodes of each node's integrated load (mean of its utilisations).
+pub fn integrated_load_spread(nodes: &[NodeUtil]) -> f64 {
+    let loads: Vec<f64> = nodes
+        .iter()
+        .map(|n| n.utilisation().iter().sum::<f64>() / METRICS as f64)
+        .collect();
+    let n = loads.len().max(1) as f64;
+    let mean = loads.iter().sum::<f64>() / n;
+    (loads.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt()
 }
 
 /// Distribution of one metric's utilisation over the nodes.
@@ -361,11 +406,12 @@ mod tests {
 
     #[test]
     fn setup_totals_match_the_documentation() {
-        let kinds = paper_node_kinds();
-        assert_eq!(kinds.iter().map(|k| k.count).sum::<usize>(), 60);
-        for j in 0..METRICS {
-            let total: f64 = kinds.iter().map(|k| k.count as f64 * k.capacity[j]).sum();
-            assert!((total - 60.0 * MEAN_NODE[j]).abs() < 1e-6, "metric {j}");
+        for kinds in [paper_node_kinds(), proportional_node_kinds()] {
+            assert_eq!(kinds.iter().map(|k| k.count).sum::<usize>(), 60);
+            for j in 0..METRICS {
+                let total: f64 = kinds.iter().map(|k| k.count as f64 * k.capacity[j]).sum();
+                assert!((total - 60.0 * MEAN_NODE[j]).abs() < 1e-6, "metric {j}");
+            }
         }
         let pods = paper_pod_kinds();
         assert_eq!(pods.len(), 6);
