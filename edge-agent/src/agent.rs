@@ -488,13 +488,13 @@ fn start_prober(
 ) -> anyhow::Result<()> {
     let sock = std::net::UdpSocket::bind(cfg.probe.listen)
         .with_context(|| format!("probe.listen {}", cfg.probe.listen))?;
-    let mut prober = Prober::new(
+    let mut prober = Box::new(Prober::new(
         &cfg.node,
         cfg.broker.control_plane_key,
         cfg.probe.window,
         cfg.probe.peers_per_period,
         cfg.probe.timeout_ms,
-    );
+    ));
     match store::read(&cfg.state_dir, store::PEERS) {
         Ok(Some(frame)) => match prober.set_peers(&frame, true) {
             Ok(Some(line)) => info!("{line}"),
@@ -525,8 +525,10 @@ fn start_prober(
     };
     std::thread::Builder::new()
         .name("prober".into())
-        .stack_size(256 * 1024)
-        .spawn(move || prober::run(sock, prober, run_cfg, io))
+        // The tables are fixed-size and live on this stack: 1 MiB of address space,
+        // only what is touched becomes resident.
+        .stack_size(1024 * 1024)
+        .spawn(move || prober::run(sock, *prober, run_cfg, io))
         .context("cannot start the prober thread")?;
     Ok(())
 }

@@ -51,7 +51,7 @@ pub fn node_key(dir: &Path) -> Result<(SigningKey, bool), StoreError> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = SigningKey::generate(&mut rand::rngs::OsRng);
-            let tmp = dir.join(format!("{NODE_KEY}.tmp"));
+            let tmp = dir.join(format!("{NODE_KEY}.{}.tmp", std::process::id()));
             let _ = fs::remove_file(&tmp);
             let mut f = fs::OpenOptions::new()
                 .write(true)
@@ -64,10 +64,18 @@ pub fn node_key(dir: &Path) -> Result<(SigningKey, bool), StoreError> {
                 .and_then(|_| f.sync_all())
                 .map_err(io(&tmp))?;
             drop(f);
-            // Two agents racing on one state dir: the first rename wins for both.
-            fs::rename(&tmp, &path).map_err(io(&path))?;
-            sync_dir(dir);
-            let (key, _) = node_key(dir)?;
+            // A link never replaces: when two processes race on one state dir, the
+            // first key wins and both use it.
+            let linked = fs::hard_link(&tmp, &path);
+            let _ = fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => sync_dir(dir),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let (key, _) = node_key(dir)?;
+                    return Ok((key, false));
+                }
+                Err(e) => return Err(io(&path)(e)),
+            }
             Ok((key, true))
         }
         Err(e) => Err(io(&path)(e)),

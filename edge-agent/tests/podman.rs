@@ -1,0 +1,296 @@
+//! The agent binary against real Podman (REST socket) and a real Mosquitto.
+//!
+//! Needs: podman + runc configured (see shared/notes/machine.md), the Podman service on
+//! /run/podman/podman.sock, mosquitto and mosquitto-clients, busybox-static. Each test
+//! fails with a clear message when one is missing, unless ACOA_SKIP_PODMAN=1.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use acoa_shared::topics;
+use acoa_shared::wire::ContainerState;
+use common::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+const PROBE: &str = "listen = \"127.0.0.1:0\"\nperiod_ms = 500";
+
+struct Rig {
+    broker: Broker,
+    agent: Agent,
+    watcher: Watcher,
+    _cleanup: Cleanup,
+}
+
+fn rig(tag: &str) -> Option<Rig> {
+    if skip_or_require(tag, true) {
+        return None;
+    }
+    let node = node_name(tag);
+    remove_all(&node);
+    let dir = scratch_dir(tag);
+    let broker = Broker::start(&dir);
+    let watcher = Watcher::new(
+        &broker.host,
+        broker.port,
+        &format!("acoa/v1/nodes/{node}/+"),
+    );
+    let mut agent = Agent::new(&node, &dir, &broker.url(), "", PROBE);
+    agent.start();
+    Some(Rig {
+        broker,
+        agent,
+        watcher,
+        _cleanup: Cleanup(node),
+    })
+}
+
+fn cname(node: &str, spec: &str) -> String {
+    format!("acoa-{node}-{spec}")
+}
+
+#[test]
+fn desired_containers_run_are_removed_and_restarted() {
+    let Some(mut r) = rig("life") else { return };
+    let node = r.agent.node.clone();
+    let key = r.agent.public_key();
+    r.agent.wait_log("connected to broker", WAIT);
+    let a = spec("app.a", IMAGE);
+    let b = spec("app.b", IMAGE);
+    r.broker.publish(
+        &topics::desired(&node),
+        &desired(&node, 1, &[a.clone(), b.clone()], Some(&cp_key())),
+        true,
+    );
+    wait_until("both containers to run", WAIT, || {
+        running_names(&node) == [cname(&node, "app.a"), cname(&node, "app.b")]
+    });
+    // Labels as the contract says.
+    let labels = run(std::process::Command::new("podman").args([
+        "inspect",
+        &cname(&node, "app.a"),
+        "--format",
+        "{{json .Config.Labels}}",
+    ]));
+    for l in [
+        "\"acoa.managed\":\"true\"",
+        &format!("\"acoa.node\":\"{node}\""),
+        "\"acoa.app\":\"app\"",
+        "\"acoa.component\":\"a\"",
+        "\"acoa.generation\":\"1\"",
+    ] {
+        assert!(labels.contains(l), "{l} missing in {labels}");
+    }
+    // The actual state reports both running, signed by the node key.
+    wait_until("actual state: both running", WAIT, || {
+        r.watcher.last(&topics::actual(&node)).is_some_and(|p| {
+            let s = actual(&p, &key);
+            s.generation == 1
+                && s.containers.len() == 2
+                && s.containers
+                    .iter()
+                    .all(|c| c.state == ContainerState::Running)
+        })
+    });
+    assert!(
+        r.watcher.count(&topics::report(&node)) > 0,
+        "node reports arrive"
+    );
+    assert_eq!(
+        r.watcher.last(&topics::online(&node)).as_deref(),
+        Some(&b"online"[..])
+    );
+
+    // Killed by hand: restarted.
+    let before = ps(&node);
+    run(std::process::Command::new("podman").args(["kill", &cname(&node, "app.b")]));
+    r.agent.wait_log(&format!("container app.b exited"), WAIT);
+    wait_until("app.b running again", WAIT, || {
+        running_names(&node).contains(&cname(&node, "app.b"))
+    });
+    let ids = |v: &[Ps]| {
+        v.iter()
+            .map(|p| (p.name.clone(), p.id.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(&before),
+        ids(&ps(&node)),
+        "same containers (restarted, not recreated)"
+    );
+    wait_until("actual state: restart counted", WAIT, || {
+        r.watcher.last(&topics::actual(&node)).is_some_and(|p| {
+            actual(&p, &key).containers.iter().any(|c| {
+                c.name.as_str() == "app.b" && c.restarts >= 1 && c.state == ContainerState::Running
+            })
+        })
+    });
+
+    // A new generation without app.b: removed; app.a kept as it is.
+    let id_a = ps(&node)[0].id.clone();
+    r.broker.publish(
+        &topics::desired(&node),
+        &desired(&node, 2, &[a.clone()], Some(&cp_key())),
+        true,
+    );
+    wait_until("app.b removed", WAIT, || {
+        ps(&node).iter().map(|p| p.name.clone()).collect::<Vec<_>>() == [cname(&node, "app.a")]
+    });
+    assert_eq!(ps(&node)[0].id, id_a, "app.a not recreated");
+    assert!(r.agent.is_running());
+}
+
+#[test]
+fn untrusted_desired_states_change_nothing() {
+    let Some(mut r) = rig("trust") else { return };
+    let node = r.agent.node.clone();
+    r.agent.wait_log("connected to broker", WAIT);
+    let a = spec("app.a", IMAGE);
+    r.broker.publish(
+        &topics::desired(&node),
+        &desired(&node, 5, &[a.clone()], Some(&cp_key())),
+        true,
+    );
+    wait_until("app.a to run", WAIT, || {
+        running_names(&node) == [cname(&node, "app.a")]
+    });
+    let before = ps(&node);
+    let b = spec("app.b", IMAGE);
+    let intruder = ed25519_dalek::SigningKey::from_bytes(&[13; 32]);
+    let attempts: Vec<(Vec<u8>, &str)> = vec![
+        (
+            b"\x01\xff\xff\xff\xffgarbage".to_vec(),
+            "message does not decode",
+        ),
+        (
+            desired(&node, 6, &[b.clone()], None),
+            "refused desired state: message is not signed",
+        ),
+        (
+            desired(&node, 7, &[b.clone()], Some(&intruder)),
+            "refused desired state: signature does not verify",
+        ),
+        (
+            desired(&node, 4, &[b.clone()], Some(&cp_key())),
+            "refused desired state generation 4: not newer than applied generation 5",
+        ),
+        (
+            desired("someone-else", 8, &[b.clone()], Some(&cp_key())),
+            "it is for node \"someone-else\"",
+        ),
+        (
+            vec![0u8; 70_000],
+            "(70000 bytes): unknown message version 0",
+        ),
+    ];
+    for (payload, line) in attempts {
+        r.broker.publish(&topics::desired(&node), &payload, true);
+        r.agent.wait_log(line, WAIT);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(ps(&node), before, "nothing changed");
+    assert!(r.agent.is_running(), "the agent is still up");
+    // And a valid newer one still works.
+    r.broker.publish(
+        &topics::desired(&node),
+        &desired(&node, 9, &[a, b], Some(&cp_key())),
+        true,
+    );
+    wait_until("app.b to run", WAIT, || running_names(&node).len() == 2);
+}
+
+#[test]
+fn image_outside_allowlist_is_refused_and_reported() {
+    let Some(r) = rig("allow") else { return };
+    let node = r.agent.node.clone();
+    let key = r.agent.public_key();
+    r.agent.wait_log("connected to broker", WAIT);
+    let bad = spec("app.bad", "docker.io/library/busybox:latest");
+    let good = spec("app.good", IMAGE);
+    r.broker.publish(
+        &topics::desired(&node),
+        &desired(&node, 1, &[bad, good], Some(&cp_key())),
+        true,
+    );
+    r.agent.wait_log("refused container app.bad: image docker.io/library/busybox:latest is outside the allowlist", WAIT);
+    wait_until("actual state: bad refused, good running", WAIT, || {
+        r.watcher.last(&topics::actual(&node)).is_some_and(|p| {
+            let s = actual(&p, &key);
+            s.containers.iter().any(|c| {
+                c.name.as_str() == "app.bad"
+                    && c.state == ContainerState::Refused
+                    && c.error.contains("allowlist")
+            }) && s
+                .containers
+                .iter()
+                .any(|c| c.name.as_str() == "app.good" && c.state == ContainerState::Running)
+        })
+    });
+    assert_eq!(running_names(&node), [cname(&node, "app.good")]);
+}
+
+#[test]
+fn broker_outage_leaves_containers_alone_and_agent_reconnects() {
+    let Some(mut r) = rig("outage") else { return };
+    let node = r.agent.node.clone();
+    r.agent.wait_log("connected to broker", WAIT);
+    let a = spec("app.a", IMAGE);
+    let b = spec("app.b", IMAGE);
+    r.broker.publish(
+        &topics::desired(&node),
+        &desired(&node, 1, &[a, b], Some(&cp_key())),
+        true,
+    );
+    wait_until("both to run", WAIT, || running_names(&node).len() == 2);
+    let before = ps(&node);
+    r.broker.stop();
+    r.agent.wait_log("broker connection lost", WAIT);
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(ps(&node), before, "containers untouched during the outage");
+    assert!(r.agent.is_running());
+    r.broker.restart();
+    let back = Instant::now();
+    r.agent.wait_log("broker connection back", WAIT);
+    wait_until("reports after the outage", WAIT, || {
+        !r.watcher.since(&topics::report(&node), back).is_empty()
+    });
+    wait_until("online marker after the outage", WAIT, || {
+        r.watcher
+            .since(&topics::online(&node), back)
+            .last()
+            .is_some_and(|p| p == b"online")
+    });
+    assert_eq!(ps(&node), before, "containers untouched after reconnecting");
+}
+
+#[test]
+fn restart_with_broker_down_restores_containers_from_disk() {
+    let Some(mut r) = rig("restore") else { return };
+    let node = r.agent.node.clone();
+    r.agent.wait_log("connected to broker", WAIT);
+    let a = spec("app.a", IMAGE);
+    let b = spec("app.b", IMAGE);
+    r.broker.publish(
+        &topics::desired(&node),
+        &desired(&node, 3, &[a, b], Some(&cp_key())),
+        true,
+    );
+    wait_until("both to run", WAIT, || running_names(&node).len() == 2);
+    let before = ps(&node);
+    // Power cut: the agent dies, the broker is gone, one container is lost too.
+    r.agent.kill();
+    r.broker.stop();
+    run(std::process::Command::new("podman").args(["rm", "-f", "-t", "0", &cname(&node, "app.b")]));
+    r.agent.start();
+    r.agent
+        .wait_log("restored desired state generation 3 (2 containers)", WAIT);
+    wait_until("app.b restored", WAIT, || running_names(&node).len() == 2);
+    let after = ps(&node);
+    assert_eq!(after[0].id, before[0].id, "app.a, already right, is kept");
+    assert_ne!(after[1].id, before[1].id, "app.b was recreated");
+    // The broker comes back: nothing is recreated.
+    r.broker.restart();
+    r.agent.wait_log("broker connection back", WAIT);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(ps(&node), after);
+}
