@@ -1,0 +1,444 @@
+//! `acoa-wire`: host-side helpers of the cross/ scripts.
+//!
+//! ```text
+//! acoa-wire decode [--key HEX] [FILE]            # one wire frame (FILE or stdin) -> kind line + JSON line
+//! acoa-wire check-config --cluster FILE [--templates] CONFIG.toml...
+//! acoa-wire render --cluster FILE --profiles DIR --node NAME [--role ROLE] [--set KEY=VALUE]...
+//! ```
+//!
+//! `decode` uses `acoa_shared::wire`: it opens the frame, verifies the signature when a key is
+//! given (a frame that is unsigned or does not verify is an error), and prints
+//! `<kind> from <node> (<signed|unsigned>[, verified])` then the message as JSON.
+//!
+//! `check-config` reads agent configurations in the format of the brief (unknown keys are an
+//! error) and checks them against the cluster file: the node exists, and datacenter, layer, arch,
+//! labels and capacity agree. With `--templates`, `CHANGE-ME` placeholders are allowed for the
+//! password and the control plane key.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use acoa_shared::model::{self, Cluster, Layer};
+use acoa_shared::wire::{self, keys, Message};
+use anyhow::{anyhow, bail, Context};
+use serde::Deserialize;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("acoa-wire: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> anyhow::Result<()> {
+    match args.first().map(String::as_str) {
+        Some("decode") => decode(&args[1..]),
+        Some("check-config") => check_config(&args[1..]),
+        Some("render") => render(&args[1..]),
+        Some("-h") | Some("--help") | None => {
+            println!("usage: acoa-wire decode [--key HEX] [FILE]");
+            println!("       acoa-wire check-config --cluster FILE [--templates] CONFIG.toml...");
+            println!("       acoa-wire render --cluster FILE --profiles DIR --node NAME [--role ROLE] [--set KEY=VALUE]...");
+            Ok(())
+        }
+        Some(other) => bail!("unknown command {other:?} (decode, check-config, render)"),
+    }
+}
+
+fn decode(args: &[String]) -> anyhow::Result<()> {
+    let mut key = None;
+    let mut file = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--key" => {
+                let hex = it.next().ok_or_else(|| anyhow!("--key needs a value"))?;
+                key = Some(keys::public_from_hex(hex).context("--key")?);
+            }
+            f if file.is_none() => file = Some(f.to_string()),
+            f => bail!("unexpected argument {f:?}"),
+        }
+    }
+    let bytes = match file.as_deref() {
+        None | Some("-") => {
+            let mut b = Vec::new();
+            std::io::stdin().read_to_end(&mut b).context("reading stdin")?;
+            b
+        }
+        Some(f) => std::fs::read(f).with_context(|| format!("reading {f}"))?,
+    };
+    if bytes.is_empty() {
+        bail!("empty frame");
+    }
+    let env = wire::open(&bytes).context("opening the frame")?;
+    let verified = match &key {
+        Some(k) => {
+            env.verify(k).context("checking the signature")?;
+            true
+        }
+        None => false,
+    };
+    let msg = env.message().context("decoding the body")?;
+    let from = match &msg {
+        Message::NodeReport(r) => r.node.as_str().to_string(),
+        Message::LinkMetrics(l) => l.node.as_str().to_string(),
+        Message::DesiredState(d) => d.node.as_str().to_string(),
+        Message::ActualState(a) => a.node.as_str().to_string(),
+        Message::PeerList(_) => "control plane".to_string(),
+    };
+    println!(
+        "{} from {} ({}{})",
+        msg.kind(),
+        from,
+        if env.is_signed() { "signed" } else { "unsigned" },
+        if verified { ", verified" } else { "" }
+    );
+    println!("{}", serde_json::to_string(&msg)?);
+    Ok(())
+}
+
+/// The agent configuration of the brief; unknown keys are an error here so that profiles stay
+/// within the contract.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentConfig {
+    node: String,
+    datacenter: String,
+    layer: Layer,
+    arch: Option<String>,
+    #[serde(default)]
+    hardware: Vec<String>,
+    #[serde(default)]
+    software: Vec<String>,
+    state_dir: Option<String>,
+    report_period_ms: Option<u64>,
+    runtime: Option<String>,
+    image_allowlist: Option<Vec<String>>,
+    capacity: Option<CapacityCfg>,
+    broker: BrokerCfg,
+    probe: Option<ProbeCfg>,
+    podman: Option<PodmanCfg>,
+    #[allow(dead_code)] // checked by deserialising it
+    k3s: Option<K3sCfg>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CapacityCfg {
+    cpu_millis: Option<u64>,
+    memory_mb: Option<u64>,
+    disk_mb: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BrokerCfg {
+    url: String,
+    username: Option<String>,
+    password: Option<String>,
+    ca_file: Option<String>,
+    control_plane_key: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // the counts are checked by deserialising them
+struct ProbeCfg {
+    listen: Option<String>,
+    advertise: Option<String>,
+    peers_per_period: Option<u32>,
+    period_ms: Option<u64>,
+    window: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PodmanCfg {
+    socket: Option<String>,
+    netns: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct K3sCfg {
+    kubeconfig: Option<String>,
+}
+
+const PLACEHOLDER: &str = "CHANGE-ME";
+
+fn check_config(args: &[String]) -> anyhow::Result<()> {
+    let mut cluster_file = None;
+    let mut templates = false;
+    let mut files = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--cluster" => {
+                cluster_file = Some(PathBuf::from(
+                    it.next().ok_or_else(|| anyhow!("--cluster needs a value"))?,
+                ))
+            }
+            "--templates" => templates = true,
+            f => files.push(PathBuf::from(f)),
+        }
+    }
+    let cluster_file = cluster_file.ok_or_else(|| anyhow!("--cluster FILE is required"))?;
+    if files.is_empty() {
+        bail!("no configuration files given");
+    }
+    let cluster = model::load_cluster(&cluster_file).map_err(|e| anyhow!("{e}"))?;
+    let mut failed = 0;
+    for f in &files {
+        match check_one(&cluster, f, templates) {
+            Ok(summary) => println!("ok {}: {summary}", f.display()),
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {}: {e:#}", f.display());
+            }
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} configurations do not match", files.len());
+    }
+    Ok(())
+}
+
+fn check_one(cluster: &Cluster, file: &Path, templates: bool) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(file).context("reading")?;
+    let cfg: AgentConfig = toml::from_str(&text).context("parsing")?;
+    let node = cluster
+        .node(&cfg.node)
+        .ok_or_else(|| anyhow!("node {:?} is not in cluster {}", cfg.node, cluster.cluster))?;
+    let mut errs = Vec::new();
+    if cfg.datacenter != node.datacenter {
+        errs.push(format!(
+            "datacenter {:?}, cluster says {:?}",
+            cfg.datacenter, node.datacenter
+        ));
+    }
+    if cfg.layer != node.layer {
+        errs.push(format!("layer {}, cluster says {}", cfg.layer, node.layer));
+    }
+    if let Some(arch) = &cfg.arch {
+        if *arch != node.arch {
+            errs.push(format!("arch {arch:?}, cluster says {:?}", node.arch));
+        }
+    }
+    let set = |v: &[String]| v.iter().cloned().collect::<BTreeSet<_>>();
+    if set(&cfg.hardware) != set(&node.hardware) {
+        errs.push(format!(
+            "hardware {:?}, cluster says {:?}",
+            cfg.hardware, node.hardware
+        ));
+    }
+    if set(&cfg.software) != set(&node.software) {
+        errs.push(format!(
+            "software {:?}, cluster says {:?}",
+            cfg.software, node.software
+        ));
+    }
+    if let Some(c) = &cfg.capacity {
+        let pairs = [
+            ("cpu_millis", c.cpu_millis, node.capacity.cpu_millis),
+            ("memory_mb", c.memory_mb, node.capacity.memory_mb),
+            ("disk_mb", c.disk_mb, node.capacity.disk_mb),
+        ];
+        for (name, got, want) in pairs {
+            if let Some(got) = got {
+                if got != want {
+                    errs.push(format!("capacity.{name} {got}, cluster says {want}"));
+                }
+            }
+        }
+    }
+    if let Some(rt) = &cfg.runtime {
+        if rt != "podman" && rt != "k3s" {
+            errs.push(format!("runtime {rt:?} is neither podman nor k3s"));
+        }
+    }
+    if cfg.report_period_ms == Some(0) {
+        errs.push("report_period_ms is 0".to_string());
+    }
+    if !(cfg.broker.url.starts_with("mqtt://") || cfg.broker.url.starts_with("mqtts://")) {
+        errs.push(format!(
+            "broker.url {:?} is neither mqtt:// nor mqtts://",
+            cfg.broker.url
+        ));
+    }
+    if cfg.broker.url.starts_with("mqtts://") && cfg.broker.ca_file.is_none() {
+        // allowed (system roots), but worth a word
+        eprintln!(
+            "note {}: mqtts without ca_file uses the system roots",
+            file.display()
+        );
+    }
+    let placeholder = |s: &str| templates && s.starts_with(PLACEHOLDER);
+    if !placeholder(&cfg.broker.control_plane_key) {
+        if let Err(e) = keys::public_from_hex(&cfg.broker.control_plane_key) {
+            errs.push(format!("broker.control_plane_key: {e}"));
+        }
+    }
+    if let Some(u) = &cfg.broker.username {
+        if *u != cfg.node {
+            errs.push(format!(
+                "broker.username {u:?} is not the node name (the ACL keys on it)"
+            ));
+        }
+    }
+    match &cfg.broker.password {
+        Some(p) if p.starts_with(PLACEHOLDER) && !templates => {
+            errs.push("broker.password is still a placeholder".to_string())
+        }
+        _ => {}
+    }
+    if let Some(list) = &cfg.image_allowlist {
+        if list.is_empty() {
+            errs.push("image_allowlist is empty: the node would run nothing".to_string());
+        }
+    }
+    if let Some(p) = &cfg.podman {
+        if let Some(s) = &p.socket {
+            if !s.starts_with("unix://") {
+                errs.push(format!("podman.socket {s:?} is not unix://"));
+            }
+        }
+        if let Some(n) = &p.netns {
+            if !n.starts_with('/') {
+                errs.push(format!("podman.netns {n:?} is not an absolute path"));
+            }
+        }
+    }
+    if let Some(p) = &cfg.probe {
+        for (name, addr) in [("probe.listen", &p.listen), ("probe.advertise", &p.advertise)] {
+            if let Some(a) = addr {
+                if a.parse::<std::net::SocketAddr>().is_err() {
+                    errs.push(format!("{name} {a:?} is not ip:port"));
+                }
+            }
+        }
+    }
+    if let Some(d) = &cfg.state_dir {
+        if !d.starts_with('/') {
+            errs.push(format!("state_dir {d:?} is not an absolute path"));
+        }
+    }
+    if !errs.is_empty() {
+        bail!("{}", errs.join("; "));
+    }
+    Ok(format!(
+        "{} {} {} {:?}",
+        cfg.node,
+        cfg.datacenter,
+        cfg.layer,
+        node.hardware.iter().chain(&node.software).collect::<Vec<_>>()
+    ))
+}
+
+/// The railway role of a node, which names its profile in `targets/profiles/`.
+fn role_of(node: &model::Node) -> &'static str {
+    let has = |l: &str| node.hardware.iter().any(|h| h == l);
+    if node.layer == Layer::Cloud {
+        "cloud-node"
+    } else if has("smoke-sensor") {
+        "train-security"
+    } else if has("dashboard") {
+        "train-dashboard"
+    } else if has("gps") {
+        "train-telemetry"
+    } else {
+        "station"
+    }
+}
+
+/// One node's configuration: its role's profile with the node's facts from the cluster file,
+/// then `--set` overrides (dotted keys; values in TOML syntax, or plain strings).
+fn render(args: &[String]) -> anyhow::Result<()> {
+    let (mut cluster_file, mut profiles, mut node_name, mut role) = (None, None, None, None);
+    let mut sets = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| anyhow!("{a} needs a value"))
+        };
+        match a.as_str() {
+            "--cluster" => cluster_file = Some(PathBuf::from(val()?)),
+            "--profiles" => profiles = Some(PathBuf::from(val()?)),
+            "--node" => node_name = Some(val()?),
+            "--role" => role = Some(val()?),
+            "--set" => sets.push(val()?),
+            f => bail!("unexpected argument {f:?}"),
+        }
+    }
+    let cluster_file = cluster_file.ok_or_else(|| anyhow!("--cluster FILE is required"))?;
+    let profiles = profiles.ok_or_else(|| anyhow!("--profiles DIR is required"))?;
+    let node_name = node_name.ok_or_else(|| anyhow!("--node NAME is required"))?;
+    let cluster = model::load_cluster(&cluster_file).map_err(|e| anyhow!("{e}"))?;
+    let node = cluster
+        .node(&node_name)
+        .ok_or_else(|| anyhow!("node {node_name:?} is not in cluster {}", cluster.cluster))?;
+    let role = role.unwrap_or_else(|| role_of(node).to_string());
+    let profile = profiles.join(format!("{role}.toml"));
+    let text = std::fs::read_to_string(&profile)
+        .with_context(|| format!("reading profile {}", profile.display()))?;
+    let mut t: toml::Table = toml::from_str(&text)
+        .with_context(|| format!("parsing profile {}", profile.display()))?;
+    let strs = |v: &[String]| toml::Value::Array(v.iter().cloned().map(toml::Value::String).collect());
+    t.insert("node".into(), node.name.clone().into());
+    t.insert("datacenter".into(), node.datacenter.clone().into());
+    t.insert("layer".into(), node.layer.to_string().into());
+    t.insert("arch".into(), node.arch.clone().into());
+    t.insert("hardware".into(), strs(&node.hardware));
+    t.insert("software".into(), strs(&node.software));
+    let mut cap = toml::Table::new();
+    cap.insert("cpu_millis".into(), toml::Value::Integer(node.capacity.cpu_millis as i64));
+    cap.insert("memory_mb".into(), toml::Value::Integer(node.capacity.memory_mb as i64));
+    cap.insert("disk_mb".into(), toml::Value::Integer(node.capacity.disk_mb as i64));
+    t.insert("capacity".into(), cap.into());
+    if let Some(toml::Value::Table(b)) = t.get_mut("broker") {
+        b.insert("username".into(), node.name.clone().into());
+    }
+    for s in &sets {
+        let (key, raw) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--set {s:?}: expected KEY=VALUE"))?;
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        set_path(&mut t, key, value).with_context(|| format!("--set {key}"))?;
+    }
+    println!(
+        "# {} ({}) of cluster {}: rendered from targets/profiles/{role}.toml by acoa-wire render",
+        node.name, role, cluster.cluster
+    );
+    print!("{}", toml::to_string(&t)?);
+    Ok(())
+}
+
+fn set_path(t: &mut toml::Table, key: &str, value: toml::Value) -> anyhow::Result<()> {
+    match key.split_once('.') {
+        None => {
+            t.insert(key.to_string(), value);
+            Ok(())
+        }
+        Some((head, rest)) => {
+            let sub = t
+                .entry(head.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            match sub {
+                toml::Value::Table(st) => set_path(st, rest, value),
+                _ => bail!("{head} is not a table"),
+            }
+        }
+    }
+}
