@@ -7,6 +7,7 @@
 //! - `links`: every link that is not ideal
 //! - `stats`: counters and delivery lateness
 //! - `reset-stats`
+//! - `compensate US`: subtract US µs from every non-zero delay (the emulator's own overhead)
 //! - `nodes`: name, namespace and address of every node
 //! - `reload`: reads the link table again from the scenario file the emulator was started with
 //!
@@ -102,6 +103,18 @@ fn handle_inner(
             Ok(json!({"ok": true, "links": out}))
         }
         "stats" => Ok(json!({"ok": true, "stats": shared.stats()})),
+        "compensate" => {
+            let us: f64 = words
+                .next()
+                .ok_or("expected compensate MICROSECONDS")?
+                .parse()
+                .map_err(|_| "compensation: not a number".to_string())?;
+            if !(0.0..=10_000.0).contains(&us) {
+                return Err("compensation must be within 0..=10000 µs".into());
+            }
+            shared.set_compensation(Duration::from_secs_f64(us / 1e6));
+            Ok(json!({"ok": true, "compensate_us": us}))
+        }
         "reset-stats" => {
             shared.reset_stats();
             Ok(json!({"ok": true}))

@@ -18,6 +18,7 @@ use std::process::Command;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use acoa_shared::model::Link;
 
@@ -435,6 +436,42 @@ impl Testbed {
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Measures the emulator's own one-way overhead: half the median round trip of 300 UDP
+    /// echoes between `a` and `b` with ideal links and no compensation (their links are restored
+    /// afterwards). Use it with [`Shared::set_compensation`] (see there).
+    pub fn calibrate(&self, a: &str, b: &str) -> Result<Duration, EmuError> {
+        let (ab, ba) = (self.link(a, b)?, self.link(b, a)?);
+        let comp = self.shared().compensation();
+        self.shared().set_compensation(Duration::ZERO);
+        self.set_link(a, b, LinkSpec::IDEAL)?;
+        self.set_link(b, a, LinkSpec::IDEAL)?;
+        let run = || -> Result<f64, EmuError> {
+            let echo = crate::probe::EchoServer::start(self.udp_socket(b, 0)?)?;
+            let port = echo.local.port();
+            let sock = self.udp_socket(a, 0)?;
+            let dst = std::net::SocketAddr::new(self.addr(b)?.into(), port);
+            let r = crate::probe::measure(
+                &sock,
+                dst,
+                300,
+                Duration::from_millis(2),
+                Duration::from_millis(200),
+            )?;
+            Ok(r.median())
+        };
+        let res = run();
+        self.set_link(a, b, ab)?;
+        self.set_link(b, a, ba)?;
+        self.shared().set_compensation(comp);
+        let rtt_ms = res?;
+        Ok(Duration::from_secs_f64(rtt_ms / 2.0 / 1000.0))
+    }
+
+    /// See [`Shared::set_compensation`].
+    pub fn set_compensation(&self, d: Duration) {
+        self.shared().set_compensation(d)
     }
 
     pub fn stats(&self) -> StatsSnapshot {

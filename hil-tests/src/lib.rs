@@ -9,12 +9,15 @@
 //! - [`control`]: the line protocol of the emulator's control socket (`linkemu set ...`).
 #![forbid(unsafe_code)]
 
+pub mod agents;
 pub mod control;
 pub mod emu;
+pub mod fidelity;
 pub mod forwarder;
 pub mod linktable;
 pub mod netns;
 pub mod probe;
+pub mod report;
 pub mod workload;
 
 pub use emu::{unavailable_reason, EmuError, Testbed, TestbedBuilder};

@@ -1,1 +1,271 @@
-fn main() {}
+//! `hil`: runs the testbed's experiments (issue 6) and writes their reports.
+//!
+//! ```text
+//! hil fidelity [--prober reference|agent] [--cluster FILE] [--nodes n01,..] [--out DIR]
+//! hil down [--prefix hil-]        # deletes the namespaces a killed run left
+//! ```
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use hil_tests::emu::Testbed;
+use hil_tests::{fidelity, netns, report};
+
+#[derive(Parser)]
+#[command(
+    name = "hil",
+    about = "ACOA hardware-in-the-loop testbed: experiments and reports"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+enum Prober {
+    /// The testbed's own UDP echo prober (checks the emulator)
+    Reference,
+    /// The edge agents' probers, read from their link-metrics messages over MQTT
+    Agent,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Experiment 1: measured link metrics against the emulated ones, every directed pair
+    Fidelity {
+        #[arg(long, value_enum, default_value = "reference")]
+        prober: Prober,
+        #[arg(long, default_value = "scenarios/railway/cluster.yaml")]
+        cluster: PathBuf,
+        /// Only these nodes (comma-separated); default all
+        #[arg(long, value_delimiter = ',')]
+        nodes: Vec<String>,
+        /// Reference prober: probes per pair
+        #[arg(long, default_value_t = 200)]
+        probes: usize,
+        /// Reference prober: interval between probes of one pair, ms
+        #[arg(long, default_value_t = 50)]
+        interval_ms: u64,
+        /// Agent prober: how long the agents run before their last metrics are taken, s
+        #[arg(long, default_value_t = 120)]
+        duration_s: u64,
+        /// The edge-agent binary (agent prober)
+        #[arg(long, default_value = "target/release/edge-agent")]
+        agent_bin: PathBuf,
+        /// aarch64 build of the agent for the aarch64 nodes, run under qemu-aarch64-static
+        #[arg(long)]
+        agent_bin_aarch64: Option<PathBuf>,
+        /// Namespace prefix
+        #[arg(long, default_value = "hil-")]
+        prefix: String,
+        /// Do not subtract the emulator's calibrated own overhead from the delays
+        #[arg(long)]
+        no_compensate: bool,
+        #[arg(long, default_value = "10.77.0.0/16")]
+        subnet: String,
+        /// Report directory (default results/fidelity-<prober>-<UTC time>)
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Deletes the namespaces of a run that was killed
+    Down {
+        #[arg(long, default_value = "hil-")]
+        prefix: String,
+    },
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Down { prefix } => {
+            let n = down(&prefix)?;
+            println!("hil: deleted {n} namespaces with prefix {prefix}");
+            Ok(())
+        }
+        Cmd::Fidelity {
+            prober,
+            cluster,
+            nodes,
+            probes,
+            interval_ms,
+            duration_s,
+            agent_bin,
+            agent_bin_aarch64,
+            prefix,
+            no_compensate,
+            subnet,
+            out,
+        } => {
+            if prefix.is_empty() {
+                bail!("--prefix must not be empty (teardown deletes namespaces by prefix)");
+            }
+            guard_signals(&prefix)?;
+            let cl =
+                acoa_shared::model::load_cluster(&cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let names: Vec<String> = if nodes.is_empty() {
+                cl.nodes.iter().map(|n| n.name.clone()).collect()
+            } else {
+                nodes
+            };
+            let numbered: Vec<(String, u32)> = names
+                .iter()
+                .map(|n| {
+                    cl.nodes
+                        .iter()
+                        .position(|x| &x.name == n)
+                        .map(|i| (n.clone(), i as u32 + 1))
+                        .with_context(|| format!("unknown node {n}"))
+                })
+                .collect::<Result<_>>()?;
+            down(&prefix)?;
+            let dir = out.unwrap_or_else(|| {
+                PathBuf::from(format!(
+                    "results/fidelity-{}-{}",
+                    format!("{prober:?}").to_lowercase(),
+                    utc_stamp()
+                ))
+            });
+            let t0 = Instant::now();
+            let tb = Testbed::builder()
+                .prefix(&prefix)
+                .subnet(subnet.parse()?)
+                .host(prober == Prober::Agent)
+                .up_numbered(&numbered, &cl.links)
+                .context("bringing the testbed up")?;
+            println!(
+                "hil: {} nodes up in {:.1} s",
+                names.len(),
+                t0.elapsed().as_secs_f64()
+            );
+            let comp = if no_compensate || names.len() < 2 {
+                Duration::ZERO
+            } else {
+                tb.calibrate(&names[0], &names[1])?
+            };
+            tb.set_compensation(comp);
+            println!(
+                "hil: emulator overhead compensation {:.0} µs per packet",
+                comp.as_secs_f64() * 1e6
+            );
+            let (rows, how) = match prober {
+                Prober::Reference => {
+                    let rows = fidelity::reference(
+                        &tb,
+                        &names,
+                        &cl.links,
+                        probes,
+                        Duration::from_millis(interval_ms),
+                    )?;
+                    let how = format!(
+                        "Prober: the testbed's reference UDP echo prober, {probes} probes per directed pair every {interval_ms} ms, all {} pairs at once; latency = median round trip / 2 (includes the kernel's and emulator's own path, ~0.15 ms each way). Emulated: `{}` through `linkemu` (one TUN per namespace, user-space delay/jitter/loss).",
+                        names.len() * (names.len() - 1),
+                        cluster.display()
+                    );
+                    (rows, how)
+                }
+                Prober::Agent => {
+                    let mut o = hil_tests::agents::AgentOptions::new(&agent_bin);
+                    o.aarch64_bin = agent_bin_aarch64.clone();
+                    let rows = hil_tests::agents::fidelity(
+                        &tb,
+                        &cl,
+                        &names,
+                        &o,
+                        Duration::from_secs(duration_s),
+                        &dir.join("run"),
+                    )?;
+                    let how = format!(
+                        "Prober: the edge agents (`{}`), one per node namespace, reporting link metrics over MQTT (Mosquitto on the testbed's host endpoint); the last metrics of every pair after {duration_s} s. Emulated: `{}` through `linkemu`.",
+                        agent_bin.display(),
+                        cluster.display()
+                    );
+                    (rows, how)
+                }
+            };
+            let emu = tb.stats();
+            drop(tb);
+            let summary = fidelity::summarize(&rows);
+            let how = format!(
+                "{how}\n\nEmulator overhead compensation: {:.0} µs subtracted from every non-zero one-way delay (calibrated: half the median ideal-link round trip; `--no-compensate` to disable).\n\nEmulator during the run: {} packets delivered, {} dropped by emulated loss; delivery lateness p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs, max {:.0} µs.",
+                comp.as_secs_f64() * 1e6,
+                emu.delivered, emu.dropped, emu.lateness_us.p50, emu.lateness_us.p99, emu.lateness_us.p999, emu.lateness_us.max
+            );
+            let md = report::fidelity_report(
+                &dir,
+                "Experiment 1: measurement fidelity",
+                &how,
+                &rows,
+                &summary,
+            )?;
+            println!("{md}");
+            println!("hil: report in {}", dir.join("report.md").display());
+            Ok(())
+        }
+    }
+}
+
+/// Deletes every namespace whose name starts with `prefix`.
+fn down(prefix: &str) -> Result<usize> {
+    let mut n = 0;
+    for ns in netns::list_netns() {
+        if ns.starts_with(prefix) {
+            netns::del_netns(&ns)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// On SIGINT/SIGTERM: delete the run's namespaces and exit (the TUN devices go with the process).
+fn guard_signals(prefix: &str) -> Result<()> {
+    let term = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, term.clone())?;
+    let prefix = prefix.to_string();
+    std::thread::spawn(move || loop {
+        if term.load(Ordering::Relaxed) {
+            eprintln!("hil: interrupted, tearing down");
+            hil_tests::agents::kill_all();
+            let _ = down(&prefix);
+            std::process::exit(130);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    });
+    Ok(())
+}
+
+/// `YYYYmmddTHHMMSSZ` of now.
+fn utc_stamp() -> String {
+    let s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let (days, rem) = (s.div_euclid(86_400), s.rem_euclid(86_400));
+    // civil from days (H. Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}

@@ -4,6 +4,7 @@
 //! linkemu up --cluster FILE [--nodes n01,n02] [--subnet 10.77.0.0/16] [--prefix P] [--host]
 //! linkemu down [--name NAME] [--cluster FILE --prefix P]
 //! linkemu set FROM TO [--latency-ms X] [--jitter-ms J] [--loss L | --success S] [--both]
+//! linkemu compensate US     # subtract the emulator's own overhead from every non-zero delay
 //! linkemu get FROM TO | links | stats | reset-stats | nodes | reload | gc
 //! ```
 #![forbid(unsafe_code)]
@@ -65,6 +66,9 @@ enum Cmd {
         reorder: bool,
         #[arg(long, default_value_t = 0xac0a00)]
         seed: u64,
+        /// Subtract this many µs (the emulator's own overhead) from every non-zero delay
+        #[arg(long, default_value_t = 0.0)]
+        compensate_us: f64,
     },
     /// Stops a running emulator of this name and deletes its namespaces (idempotent)
     Down {
@@ -105,6 +109,10 @@ enum Cmd {
     Nodes,
     /// Reads the link table again from the cluster file
     Reload,
+    /// Subtracts US µs (the emulator's own overhead) from every non-zero delay
+    Compensate {
+        us: f64,
+    },
     /// Deletes namespaces left by library testbeds whose process died
     Gc,
 }
@@ -154,6 +162,7 @@ fn main() -> Result<()> {
             no_realtime,
             reorder,
             seed,
+            compensate_us,
         } => up(
             &cli.name,
             &socket,
@@ -165,6 +174,7 @@ fn main() -> Result<()> {
             !no_realtime,
             !reorder,
             seed,
+            compensate_us,
         ),
         Cmd::Down { cluster, prefix } => down(&cli.name, &socket, cluster.as_deref(), &prefix),
         Cmd::Set {
@@ -200,6 +210,7 @@ fn main() -> Result<()> {
         Cmd::ResetStats => req("reset-stats"),
         Cmd::Nodes => req("nodes"),
         Cmd::Reload => req("reload"),
+        Cmd::Compensate { us } => req(&format!("compensate {us}")),
         Cmd::Gc => {
             println!("deleted {} stale namespaces", emu::gc_stale_testbeds());
             Ok(())
@@ -225,6 +236,7 @@ fn up(
     realtime: bool,
     keep_order: bool,
     seed: u64,
+    compensate_us: f64,
 ) -> Result<()> {
     let cluster =
         acoa_shared::model::load_cluster(cluster_file).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -269,6 +281,9 @@ fn up(
         .seed(seed)
         .up_numbered(&numbered, &cluster.links)
         .context("bringing the emulated network up")?;
+    tb.set_compensation(Duration::from_secs_f64(
+        compensate_us.clamp(0.0, 10_000.0) / 1e6,
+    ));
     let tb = Arc::new(tb);
     let reload: Arc<control::ReloadFn> = {
         let tb = tb.clone();
