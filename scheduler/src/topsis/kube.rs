@@ -8,8 +8,9 @@
 //! * `NodeResourcesBalancedAllocation` (the older `BalancedResourceAllocation`):
 //!   `cpuFraction = requested/allocatable` (1 if allocatable is 0), likewise memory; 0 if either
 //!   fraction is ≥ 1, else `int64((1 − |cpuFraction − memFraction|) · MaxNodeScore)`.
-//!   (From v1.24 on this became `1 − std` over the configured resources, std = |a − b|/2 for two;
-//!   [`balanced_allocation_v124`] has that form for comparison, the simulation uses the v1.20 one.)
+//!   (From v1.22 on, kubernetes/kubernetes PR #101946, this became `1 − std` over the configured
+//!   resources, std = |a − b|/2 for two; [`balanced_allocation_v122`] has that form for
+//!   comparison, the simulation uses the v1.20 one.)
 //!
 //! `MaxNodeScore` is 100 in the scheduling framework ([`MAX_NODE_SCORE`]); the legacy priority
 //! functions (≤ v1.17) used `MaxPriority` = 10 ([`MAX_PRIORITY`]); both are accepted.
@@ -72,8 +73,8 @@ pub fn balanced_allocation(requested: [i64; 2], allocatable: [i64; 2], max_score
     ((1.0 - diff) * max_score as f64) as i64
 }
 
-/// BalancedAllocation (v1.24+ form): fractions capped at 1, `(1 − std) · max_score`.
-pub fn balanced_allocation_v124(requested: &[i64], allocatable: &[i64], max_score: i64) -> i64 {
+/// BalancedAllocation (v1.22+ form): fractions capped at 1, `(1 − std) · max_score`.
+pub fn balanced_allocation_v122(requested: &[i64], allocatable: &[i64], max_score: i64) -> i64 {
     let fractions: Vec<f64> = requested
         .iter()
         .zip(allocatable)
@@ -216,13 +217,13 @@ mod tests {
             balanced_allocation([4000, 10000], [4000, 10000], MAX_NODE_SCORE),
             0
         );
-        // v1.24 form: std of (0.75, 0.5) = 0.125 → 87; three fractions (0.2, 0.4, 0.6):
+        // v1.22 form: std of (0.75, 0.5) = 0.125 → 87; three fractions (0.2, 0.4, 0.6):
         // mean 0.4, std √(0.08/3) = 0.163299 → 83.
         assert_eq!(
-            balanced_allocation_v124(&[3000, 5000], &[4000, 10000], 100),
+            balanced_allocation_v122(&[3000, 5000], &[4000, 10000], 100),
             87
         );
-        assert_eq!(balanced_allocation_v124(&[2, 4, 6], &[10, 10, 10], 100), 83);
+        assert_eq!(balanced_allocation_v122(&[2, 4, 6], &[10, 10, 10], 100), 83);
     }
 
     fn node(cpu: f64, mem: f64, used_cpu: f64, used_mem: f64) -> NodeUtil {
