@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The packages (arm64 and amd64) and the node profiles: contents, binary architecture, unit
+# (static checks + `systemd-analyze verify` where the tool exists), default configuration read by
+# the agent itself, and, as root with dpkg and no acoa-agent installed yet, a real
+# `dpkg -i` / `dpkg --purge` of the amd64 package. Exits non-zero on any failure; last line:
+#   cross deb: N passed, M failed
+# ACOA_SKIP_BUILD=1 uses the .debs in target-cross/dist as they are.
+# ACOA_DEB_INSTALL_TEST=0 skips the install test.
+set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$CROSS_ROOT"
+
+DIST="${ACOA_DIST:-$CROSS_ROOT/target-cross/dist}"
+work="$(mktemp -d /tmp/acoa-deb.XXXXXX)"
+trap 'if [ "$FAILED" = 0 ]; then rm -rf "$work"; else echo "cross deb: files kept in $work"; fi' EXIT
+
+echo "cross deb: packages and profiles"
+for t in aarch64 x86_64; do
+    if [ "${ACOA_SKIP_BUILD:-0}" != 1 ] || ! ls "$DIST"/acoa-agent_*_"$(. targets/$t.env; echo "$DEB_ARCH")".deb >/dev/null 2>&1; then
+        check "cross/build.sh --target $t --deb" bash -c "cross/build.sh --target $t --deb > '$work/build-$t.log' 2>&1 || { tail -30 '$work/build-$t.log'; exit 1; }"
+    fi
+done
+
+wire="$(acoa_wire)" || { fail "acoa-wire (cross/tools) builds"; summary "cross deb"; exit 1; }
+
+# --- the role profiles and the per-node configurations match the railway cluster file
+cluster=scenarios/railway/cluster.yaml
+check "role profiles (targets/profiles) match $cluster" "$wire" check-config --cluster "$cluster" --templates targets/profiles/*.toml
+check "node configs (targets/nodes) match $cluster" "$wire" check-config --cluster "$cluster" --templates targets/nodes/*.toml
+check "targets/nodes is up to date (cross/render-nodes.sh)" bash -c "cross/render-nodes.sh --out '$work/nodes' 2>/dev/null && diff -r targets/nodes '$work/nodes'"
+check "every node of the cluster has a config" bash -c "[ \$(ls targets/nodes/*.toml | wc -l) = \$(grep -c '^- name: ' $cluster) ]"
+
+for t in aarch64 x86_64; do
+    . "targets/$t.env"
+    case "$t" in
+        aarch64) file_pat='ARM aarch64'; machine='AArch64'; run=("$QEMU" -L "$QEMU_LD_PREFIX") ;;
+        x86_64) file_pat='x86-64'; machine='X86-64'; run=() ;;
+    esac
+    deb="$(ls -t "$DIST"/acoa-agent_*_"$DEB_ARCH".deb 2>/dev/null | head -n 1)"
+    if [ -z "$deb" ]; then fail "$DEB_ARCH: a package in $DIST"; continue; fi
+    echo " $DEB_ARCH: $(basename "$deb")"
+    x="$work/$DEB_ARCH"
+    check "$DEB_ARCH: dpkg-deb extracts the package" dpkg-deb -R "$deb" "$x"
+    check "$DEB_ARCH: control says Package acoa-agent, Architecture $DEB_ARCH" \
+        bash -c "[ \"\$(dpkg-deb -f '$deb' Package)\" = acoa-agent ] && [ \"\$(dpkg-deb -f '$deb' Architecture)\" = '$DEB_ARCH' ]"
+    check "$DEB_ARCH: Depends names libc6" bash -c "dpkg-deb -f '$deb' Depends | grep -q 'libc6 (>= '"
+    list="$(dpkg-deb -c "$deb")"
+    for f in ./usr/bin/edge-agent ./etc/acoa/agent.toml ./lib/systemd/system/acoa-agent.service \
+        ./usr/share/acoa-agent/profiles/train-security.toml ./usr/share/doc/acoa-agent/README.md; do
+        if grep -q " $f\$" <<<"$list"; then pass "$DEB_ARCH: holds $f"; else fail "$DEB_ARCH: holds $f"; fi
+    done
+    check "$DEB_ARCH: files owned by root:root" bash -c "! dpkg-deb -c '$deb' | awk '{print \$2}' | grep -v '^root/root\$'"
+    check "$DEB_ARCH: /etc/acoa/agent.toml is a conffile" grep -qx /etc/acoa/agent.toml "$x/DEBIAN/conffiles"
+    check "$DEB_ARCH: maintainer scripts parse (sh -n)" bash -c "for s in postinst prerm postrm; do sh -n '$x/DEBIAN/'\$s || exit 1; done"
+
+    b="$x/usr/bin/edge-agent"
+    check "$DEB_ARCH: binary is $file_pat (file)" bash -c "file -b '$b' | grep -q '$file_pat'"
+    check "$DEB_ARCH: ELF machine is $machine (readelf)" bash -c "readelf -h '$b' | grep -q 'Machine:.*$machine'"
+    check "$DEB_ARCH: binary is stripped (no .symtab)" bash -c "! readelf -S '$b' | grep -q '\.symtab'"
+    check "$DEB_ARCH: binary is 0755" bash -c "[ \"\$(stat -c %a '$b')\" = 755 ]"
+    echo "        size: $(stat -c %s "$b") bytes"
+
+    u="$x/lib/systemd/system/acoa-agent.service"
+    for want in 'ExecStart=/usr/bin/edge-agent --config /etc/acoa/agent.toml' 'Restart=always' 'RestartSec=' \
+        'StateDirectory=acoa-agent' 'NoNewPrivileges=yes' 'ProtectSystem=strict' 'ProtectHome=yes' \
+        'PrivateTmp=yes' 'ReadWritePaths=-/run/podman' 'WantedBy=multi-user.target'; do
+        if grep -q "^$want" "$u"; then pass "$DEB_ARCH: unit has $want"; else fail "$DEB_ARCH: unit has $want"; fi
+    done
+    if command -v systemd-analyze >/dev/null; then
+        # verify wants ExecStart's binary on this host: point it at the extracted one
+        sed "s|/usr/bin/edge-agent|$b|" "$u" > "$work/acoa-agent.service"
+        check "$DEB_ARCH: systemd-analyze verify accepts the unit" systemd-analyze verify "$work/acoa-agent.service"
+    else
+        echo "  skip  $DEB_ARCH: systemd-analyze verify (no systemd-analyze here)"
+    fi
+
+    # the default configuration as the agent itself reads it
+    st="$work/state-$DEB_ARCH"
+    mkdir -p "$st"
+    key="$("${run[@]}" "$b" pubkey --config "$x/etc/acoa/agent.toml" --state-dir "$st" 2>"$work/pubkey.err")"
+    if [[ "$key" =~ ^[0-9a-f]{64}$ ]]; then pass "$DEB_ARCH: agent reads the default config (pubkey)"; else fail "$DEB_ARCH: agent reads the default config (pubkey)" "$key $(cat "$work/pubkey.err")"; fi
+    # ...and refuses to run it before the CHANGE-ME values are edited, naming what is wrong
+    out="$(timeout 20 "${run[@]}" "$b" --config "$x/etc/acoa/agent.toml" --state-dir "$st" 2>&1)"
+    rc=$?
+    if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qi 'control_plane_key\|CHANGE-ME' <<<"$out"; then
+        pass "$DEB_ARCH: unedited default config is refused with a clear error"
+    else
+        fail "$DEB_ARCH: unedited default config is refused with a clear error" "rc=$rc: $(tail -2 <<<"$out")"
+    fi
+    check "$DEB_ARCH: shipped profiles match $cluster" "$wire" check-config --cluster "$cluster" --templates "$x"/usr/share/acoa-agent/profiles/*.toml
+done
+
+# --- a real install of the amd64 package on this machine (root, dpkg, nothing installed yet)
+deb="$(ls -t "$DIST"/acoa-agent_*_amd64.deb 2>/dev/null | head -n 1)"
+if [ "${ACOA_DEB_INSTALL_TEST:-1}" = 1 ] && [ "$(id -u)" = 0 ] && [ "$(dpkg --print-architecture)" = amd64 ] \
+    && [ -n "$deb" ] && ! dpkg-query -W acoa-agent >/dev/null 2>&1 && [ ! -e /var/lib/acoa-agent ]; then
+    out="$(dpkg -i "$deb" 2>&1)"
+    rc=$?
+    echo "$out" | grep 'acoa-agent:' | sed 's/^/        /'
+    [ "$rc" = 0 ] && pass "dpkg -i installs the amd64 package" || fail "dpkg -i installs the amd64 package" "$out"
+    k="$(sed -n 's/.*node public key: \([0-9a-f]\{64\}\).*/\1/p' <<<"$out")"
+    [ -n "$k" ] && pass "postinst prints the node's public key" || fail "postinst prints the node's public key"
+    check "postinst created /var/lib/acoa-agent/node.key (0600 or stricter, dir 0700)" \
+        bash -c "[ -s /var/lib/acoa-agent/node.key ] && [ \"\$(stat -c %a /var/lib/acoa-agent)\" = 700 ] && [ \$(( 0\$(stat -c %a /var/lib/acoa-agent/node.key) & 077 )) = 0 ]"
+    check "installed edge-agent pubkey prints the same key" bash -c "[ \"\$(/usr/bin/edge-agent pubkey)\" = '$k' ]"
+    check "dpkg --purge removes binary, unit and state" \
+        bash -c "dpkg --purge acoa-agent >/dev/null 2>&1 && [ ! -e /usr/bin/edge-agent ] && [ ! -e /lib/systemd/system/acoa-agent.service ] && [ ! -e /var/lib/acoa-agent ] && [ ! -e /etc/acoa/agent.toml ]"
+else
+    echo "  skip  dpkg -i / --purge of the amd64 package (needs root on amd64, no acoa-agent installed, ACOA_DEB_INSTALL_TEST!=0)"
+fi
+
+summary "cross deb"
