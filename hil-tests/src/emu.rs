@@ -438,15 +438,18 @@ impl Testbed {
         Ok(n)
     }
 
-    /// Measures the emulator's own one-way overhead: half the median round trip of 300 UDP
-    /// echoes between `a` and `b` with ideal links and no compensation (their links are restored
-    /// afterwards). Use it with [`Shared::set_compensation`] (see there).
+    /// Measures the emulator's own one-way overhead on a delayed link: with `a <-> b` set to
+    /// exactly 1 ms each way (no jitter, no loss, no compensation), half the median round trip
+    /// of 300 UDP echoes minus 1 ms. Their links are restored afterwards. Use it with
+    /// [`Shared::set_compensation`] (see there).
     pub fn calibrate(&self, a: &str, b: &str) -> Result<Duration, EmuError> {
+        const PROBE_DELAY_MS: f64 = 1.0;
         let (ab, ba) = (self.link(a, b)?, self.link(b, a)?);
         let comp = self.shared().compensation();
         self.shared().set_compensation(Duration::ZERO);
-        self.set_link(a, b, LinkSpec::IDEAL)?;
-        self.set_link(b, a, LinkSpec::IDEAL)?;
+        let fixed = LinkSpec::new(PROBE_DELAY_MS, 0.0, 0.0);
+        self.set_link(a, b, fixed)?;
+        self.set_link(b, a, fixed)?;
         let run = || -> Result<f64, EmuError> {
             let echo = crate::probe::EchoServer::start(self.udp_socket(b, 0)?)?;
             let port = echo.local.port();
@@ -456,7 +459,7 @@ impl Testbed {
                 &sock,
                 dst,
                 300,
-                Duration::from_millis(2),
+                Duration::from_millis(5),
                 Duration::from_millis(200),
             )?;
             Ok(r.median())
@@ -465,8 +468,8 @@ impl Testbed {
         self.set_link(a, b, ab)?;
         self.set_link(b, a, ba)?;
         self.shared().set_compensation(comp);
-        let rtt_ms = res?;
-        Ok(Duration::from_secs_f64(rtt_ms / 2.0 / 1000.0))
+        let one_way_ms = (res? / 2.0 - PROBE_DELAY_MS).max(0.0);
+        Ok(Duration::from_secs_f64(one_way_ms / 1000.0))
     }
 
     /// See [`Shared::set_compensation`].

@@ -123,6 +123,8 @@ pub fn reference(
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     pub pairs: usize,
+    /// Pairs with a measurement (an agent may not have reported some).
+    pub measured: usize,
     pub latency_within_goal: usize,
     pub max_abs_latency_error_ms: f64,
     pub mean_abs_latency_error_ms: f64,
@@ -139,6 +141,7 @@ pub fn summarize(rows: &[PairRow]) -> Summary {
     let n = valid.len().max(1) as f64;
     Summary {
         pairs: rows.len(),
+        measured: valid.len(),
         latency_within_goal: valid.iter().filter(|r| r.latency_ok()).count(),
         max_abs_latency_error_ms: valid
             .iter()

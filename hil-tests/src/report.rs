@@ -249,6 +249,7 @@ pub fn fidelity_report(
     let _ = writeln!(md, "# {title}\n\n{how}\n");
     let _ = writeln!(md, "| figure | value |\n|---|---|");
     let _ = writeln!(md, "| directed pairs | {} |", summary.pairs);
+    let _ = writeln!(md, "| pairs with a measurement | {} |", summary.measured);
     let _ = writeln!(
         md,
         "| latency within goal (5 % or 0.1 ms) | {} of {} |",
