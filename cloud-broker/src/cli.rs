@@ -58,7 +58,8 @@ pub async fn apply(
     let name = app.application;
     let d = digest(&text);
     let (c, mut el) = connect(dd, broker_url).await?;
-    c.subscribe(topics::app_status(&name), QoS::AtLeastOnce).await?;
+    c.subscribe(topics::app_status(&name), QoS::AtLeastOnce)
+        .await?;
     c.publish(topics::app(&name), QoS::AtLeastOnce, true, text)
         .await?;
     let deadline = Instant::now() + wait;

@@ -8,9 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use acoa_shared::model::{
-    self, Application, Capacity, Cluster, Layer, Link, Resources, Usage,
-};
+use acoa_shared::model::{self, Application, Capacity, Cluster, Layer, Link, Resources, Usage};
 use acoa_shared::topics;
 use acoa_shared::wire::{
     self, ActualState, ContainerSpec, ContainerState, DesiredState, EnvVar, LinkMetrics, Message,
@@ -108,11 +106,11 @@ pub struct AppRecord {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A verified node report.
-    Report(NodeReport),
+    Report(Box<NodeReport>),
     /// Verified link metrics.
-    Links(LinkMetrics),
+    Links(Box<LinkMetrics>),
     /// A verified container-state report.
-    Actual(ActualState),
+    Actual(Box<ActualState>),
     /// The online marker (or last will) of a node.
     Online { node: String, online: bool },
     /// A desired state the broker holds (retained), seen at start-up.
@@ -426,9 +424,9 @@ impl Engine {
         self.now = self.now.max(now_ms);
         let mut out = Vec::new();
         match ev {
-            Event::Report(r) => self.on_report(r, &mut out),
-            Event::Links(l) => self.on_links(l),
-            Event::Actual(a) => self.on_actual(a, &mut out),
+            Event::Report(r) => self.on_report(*r, &mut out),
+            Event::Links(l) => self.on_links(&l),
+            Event::Actual(a) => self.on_actual(*a, &mut out),
             Event::Online { node, online } => {
                 if !online {
                     self.lose(&node, "last will: offline", &mut out);
@@ -523,7 +521,7 @@ impl Engine {
         }
     }
 
-    fn on_links(&mut self, l: LinkMetrics) {
+    fn on_links(&mut self, l: &LinkMetrics) {
         self.stats.links += 1;
         let from = l.node.to_string();
         if !self.nodes.get(&from).is_some_and(|n| n.online) {
@@ -847,7 +845,10 @@ impl Engine {
                 let Some(comp) = a.rec.application.component(c) else {
                     continue;
                 };
-                if cluster.node(n).is_some_and(|node| node.satisfies(&comp.requires)) {
+                if cluster
+                    .node(n)
+                    .is_some_and(|node| node.satisfies(&comp.requires))
+                {
                     keep.insert(c.clone(), n.clone());
                 }
             }
@@ -938,7 +939,10 @@ impl Engine {
         if a.revision != r.revision {
             // a newer definition came in: its own job decides
             if a.job.is_none() {
-                let p = a.rerun.take().unwrap_or(Purpose::Place("definition updated".into()));
+                let p = a
+                    .rerun
+                    .take()
+                    .unwrap_or(Purpose::Place("definition updated".into()));
                 self.request(&r.app, p, out);
             }
             return;
@@ -1014,7 +1018,10 @@ impl Engine {
                 moved.join(", ")
             );
         } else if moved.is_empty() {
-            info!("application {app} stays where it is ({reason}), score {:.6}", chosen.score);
+            info!(
+                "application {app} stays where it is ({reason}), score {:.6}",
+                chosen.score
+            );
         } else {
             info!(
                 "application {app} re-placed ({reason}) with score {:.6}: {}",
@@ -1035,11 +1042,7 @@ impl Engine {
         let a = self.apps.get_mut(app).unwrap();
         a.unplaced = None;
         let res = reservations_of(&a.rec.application, &p.assignment);
-        let nodes: BTreeSet<String> = old
-            .values()
-            .chain(p.assignment.values())
-            .cloned()
-            .collect();
+        let nodes: BTreeSet<String> = old.values().chain(p.assignment.values()).cloned().collect();
         a.rec.placement = Some(p);
         out.push(Action::Persist(PersistOp::PutApp(Box::new(a.rec.clone()))));
         self.set_reservations(app, res);
@@ -1054,7 +1057,12 @@ impl Engine {
         let JobOutcome::Placed(best) = &r.outcome else {
             return;
         };
-        let Some(cur_assignment) = self.apps[&app].rec.placement.as_ref().map(|p| p.assignment.clone()) else {
+        let Some(cur_assignment) = self.apps[&app]
+            .rec
+            .placement
+            .as_ref()
+            .map(|p| p.assignment.clone())
+        else {
             return;
         };
         let cur = r.current_score.unwrap_or(0.0);
@@ -1192,7 +1200,11 @@ impl Engine {
                     if specs.is_empty() {
                         "nothing".to_string()
                     } else {
-                        specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                        specs
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     }
                 );
                 self.desired.insert(node.into(), d);
@@ -1236,7 +1248,15 @@ impl Engine {
         }
         let d = &a.rec.digest;
         let Some(p) = &a.rec.placement else {
-            let mut st = AppStatus::new(app, if a.unplaced.is_some() { "unplaced" } else { "accepted" }, d);
+            let mut st = AppStatus::new(
+                app,
+                if a.unplaced.is_some() {
+                    "unplaced"
+                } else {
+                    "accepted"
+                },
+                d,
+            );
             st.reason = a.unplaced.clone();
             return Some(st);
         };
@@ -1261,12 +1281,21 @@ impl Engine {
                 None => not_running.push(NotRunning {
                     component: c.clone(),
                     node: n.clone(),
-                    state: if self.is_online(n) { "unknown" } else { "node lost" }.into(),
+                    state: if self.is_online(n) {
+                        "unknown"
+                    } else {
+                        "node lost"
+                    }
+                    .into(),
                     error: String::new(),
                 }),
             }
         }
-        let state = if not_running.is_empty() { "running" } else { "placed" };
+        let state = if not_running.is_empty() {
+            "running"
+        } else {
+            "placed"
+        };
         let mut st = AppStatus::new(app, state, d);
         st.reason = a.unplaced.clone();
         st.placement = Some(p.assignment.clone());
@@ -1284,7 +1313,7 @@ impl Engine {
                 .status_sent
                 .get(app)
                 .is_some_and(|s| s.contains("\"state\":\"running\""));
-            if st.state == "running" && !was_running && self.status_sent.get(app).is_some() {
+            if st.state == "running" && !was_running && self.status_sent.contains_key(app) {
                 info!(
                     "application {app} running: {}",
                     st.placement
@@ -1322,7 +1351,9 @@ impl Engine {
             if self.retained_seen.get(&n) == Some(&d.generation) {
                 continue;
             }
-            if let Ok(bytes) = wire::encode(&Message::DesiredState(Box::new(d.clone())), Some(&self.key)) {
+            if let Ok(bytes) =
+                wire::encode(&Message::DesiredState(Box::new(d.clone())), Some(&self.key))
+            {
                 out.push(Action::Publish {
                     topic: topics::desired(&n),
                     payload: bytes,
@@ -1360,29 +1391,35 @@ impl Engine {
         }
         let max_age = self.cfg.link_max_age_ms;
         let before = self.links.len();
-        self.links.retain(|_, e| now.saturating_sub(e.at) <= max_age);
+        self.links
+            .retain(|_, e| now.saturating_sub(e.at) <= max_age);
         if self.links.len() != before {
             self.model_version += 1;
         }
-        if self.peers_dirty && now.saturating_sub(self.last_peers_pub) >= self.cfg.peers_debounce_ms {
+        if self.peers_dirty && now.saturating_sub(self.last_peers_pub) >= self.cfg.peers_debounce_ms
+        {
             self.publish_peers(out);
         }
         if now.saturating_sub(self.last_reeval) >= self.cfg.reevaluate_ms {
             self.last_reeval = now;
-            let apps: Vec<(String, bool, bool)> = self
-                .apps
-                .iter()
-                .map(|(n, a)| {
-                    let placed = a.rec.placement.is_some();
-                    let broken = a.rec.placement.as_ref().is_some_and(|p| {
-                        p.assignment.values().any(|node| !self.is_online(node))
-                    });
-                    (n.clone(), placed && a.unplaced.is_none(), broken)
-                })
-                .collect();
+            let apps: Vec<(String, bool, bool)> =
+                self.apps
+                    .iter()
+                    .map(|(n, a)| {
+                        let placed = a.rec.placement.is_some();
+                        let broken = a.rec.placement.as_ref().is_some_and(|p| {
+                            p.assignment.values().any(|node| !self.is_online(node))
+                        });
+                        (n.clone(), placed && a.unplaced.is_none(), broken)
+                    })
+                    .collect();
             for (app, placed, broken) in apps {
                 if broken {
-                    self.request(&app, Purpose::Place("a node it uses is not available".into()), out);
+                    self.request(
+                        &app,
+                        Purpose::Place("a node it uses is not available".into()),
+                        out,
+                    );
                 } else if placed {
                     self.request(&app, Purpose::Reevaluate, out);
                 } else {
@@ -1390,7 +1427,9 @@ impl Engine {
                 }
             }
         }
-        if self.cfg.stats_every_ms > 0 && now.saturating_sub(self.last_stats) >= self.cfg.stats_every_ms {
+        if self.cfg.stats_every_ms > 0
+            && now.saturating_sub(self.last_stats) >= self.cfg.stats_every_ms
+        {
             let secs = (now - self.last_stats) as f64 / 1000.0;
             let d = |a: u64, b: u64| (a - b) as f64 / secs;
             let online = self.nodes.values().filter(|n| n.online).count();

@@ -177,7 +177,11 @@ impl DataDir {
     }
 
     /// Enrolls a node; returns its entry (with a fresh password).
-    pub fn add_node(&self, name: &str, public_key: Option<&str>) -> Result<NodeEntry, IdentityError> {
+    pub fn add_node(
+        &self,
+        name: &str,
+        public_key: Option<&str>,
+    ) -> Result<NodeEntry, IdentityError> {
         acoa_shared::model::check_name("node", name).map_err(|e| IdentityError::Name(e.reason))?;
         if name == CONTROL_PLANE_USER || name == ADMIN_USER {
             return Err(IdentityError::Reserved(name.into()));
@@ -242,7 +246,12 @@ impl DataDir {
 }
 
 /// The `[broker]` section an agent's configuration needs.
-pub fn agent_broker_config(url: &str, node: &str, entry: &NodeEntry, cp_key: &VerifyingKey) -> String {
+pub fn agent_broker_config(
+    url: &str,
+    node: &str,
+    entry: &NodeEntry,
+    cp_key: &VerifyingKey,
+) -> String {
     format!(
         "[broker]\nurl = \"{url}\"\nusername = \"{node}\"\npassword = \"{}\"\ncontrol_plane_key = \"{}\"\n",
         entry.password,
@@ -260,9 +269,18 @@ mod tests {
         let dd = DataDir::new(dir.path());
         let e = dd.add_node("n13", None).unwrap();
         assert_eq!(e.password.len(), 32);
-        assert!(matches!(dd.add_node("n13", None), Err(IdentityError::Exists(_))));
-        assert!(matches!(dd.add_node("bad/name", None), Err(IdentityError::Name(_))));
-        assert!(matches!(dd.add_node(ADMIN_USER, None), Err(IdentityError::Reserved(_))));
+        assert!(matches!(
+            dd.add_node("n13", None),
+            Err(IdentityError::Exists(_))
+        ));
+        assert!(matches!(
+            dd.add_node("bad/name", None),
+            Err(IdentityError::Name(_))
+        ));
+        assert!(matches!(
+            dd.add_node(ADMIN_USER, None),
+            Err(IdentityError::Reserved(_))
+        ));
         let k = SigningKey::from_bytes(&[7; 32]).verifying_key();
         dd.set_key("n13", &keys::public_hex(&k)).unwrap();
         assert!(dd.set_key("n13", "zz").is_err());

@@ -20,7 +20,9 @@ pub enum Dropped {
     UnknownTopic(String),
     #[error("{kind} for unknown node `{node}` (not in the inventory)")]
     UnknownNode { kind: &'static str, node: String },
-    #[error("{kind} from node `{node}` dropped: no public key enrolled (cloud-broker node set-key)")]
+    #[error(
+        "{kind} from node `{node}` dropped: no public key enrolled (cloud-broker node set-key)"
+    )]
     NoKey { kind: &'static str, node: String },
     #[error("{kind} on node `{node}`'s topic dropped: {reason}")]
     Bad {
@@ -76,9 +78,9 @@ pub fn classify(
                 reason: e.to_string(),
             })?;
             let (body_node, ev) = match (t, msg) {
-                (Topic::Report(_), Message::NodeReport(r)) => (r.node.clone(), Event::Report(*r)),
-                (Topic::Links(_), Message::LinkMetrics(l)) => (l.node.clone(), Event::Links(*l)),
-                (Topic::Actual(_), Message::ActualState(a)) => (a.node.clone(), Event::Actual(*a)),
+                (Topic::Report(_), Message::NodeReport(r)) => (r.node.clone(), Event::Report(r)),
+                (Topic::Links(_), Message::LinkMetrics(l)) => (l.node.clone(), Event::Links(l)),
+                (Topic::Actual(_), Message::ActualState(a)) => (a.node.clone(), Event::Actual(a)),
                 (_, other) => {
                     return Err(Dropped::Bad {
                         kind,

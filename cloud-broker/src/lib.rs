@@ -26,3 +26,4 @@ pub mod sched;
 pub mod serve;
 pub mod status;
 pub mod store;
+pub mod testkit;

@@ -13,10 +13,19 @@ use cloud_broker::identity::{agent_broker_config, DataDir};
 use cloud_broker::serve::{serve, ServeOptions};
 
 #[derive(Parser)]
-#[command(name = "cloud-broker", version, about = "ACOA control plane: broker, store, schedulers, desired states")]
+#[command(
+    name = "cloud-broker",
+    version,
+    about = "ACOA control plane: broker, store, schedulers, desired states"
+)]
 struct Cli {
     /// Where the control plane keeps its key, credentials, inventory and store.
-    #[arg(long, global = true, env = "ACOA_DATA_DIR", default_value = "/var/lib/acoa-cloud")]
+    #[arg(
+        long,
+        global = true,
+        env = "ACOA_DATA_DIR",
+        default_value = "/var/lib/acoa-cloud"
+    )]
     data_dir: PathBuf,
     #[command(subcommand)]
     cmd: Cmd,
@@ -95,8 +104,13 @@ enum NodeCmd {
         broker_url: Option<String>,
     },
     /// Enrolls a node's public key (from `edge-agent pubkey`).
-    SetKey { name: String, public_key: String },
-    Remove { name: String },
+    SetKey {
+        name: String,
+        public_key: String,
+    },
+    Remove {
+        name: String,
+    },
     List,
 }
 
@@ -118,8 +132,11 @@ fn main() -> std::process::ExitCode {
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    // Desired states are large fixed-size values (heapless): debug builds copy them on the
+    // stack, so the threads get room (virtual memory; only what is touched is resident).
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(64 << 20)
         .build()?)
 }
 
@@ -151,7 +168,9 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 },
                 tick_ms,
             };
-            runtime()?.block_on(serve(opts))?;
+            let rt = runtime()?;
+            // on a worker thread (large stack), not on the main thread
+            rt.block_on(async { tokio::spawn(serve(opts)).await })??;
         }
         Cmd::Node { cmd } => match cmd {
             NodeCmd::Add {

@@ -41,7 +41,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StoreErr
     fs::create_dir_all(dir).map_err(io_err(dir))?;
     let tmp = dir.join(format!(
         ".{}.tmp{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("record"),
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("record"),
         std::process::id()
     ));
     {

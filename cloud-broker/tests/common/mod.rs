@@ -1,0 +1,183 @@
+//! Helpers for the tests that run the real `cloud-broker` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use acoa_shared::wire::keys;
+use ed25519_dalek::{SigningKey, VerifyingKey};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cloud-broker")
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs a test body on a multi-thread runtime whose threads have large stacks.
+pub fn run<F: std::future::Future<Output = ()> + Send + 'static>(f: F) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_stack_size(64 << 20)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async { tokio::spawn(f).await.unwrap() });
+}
+
+pub fn cli(data: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap()
+}
+
+/// Enrolls `name` with a fresh key; returns (key, password, control plane key).
+pub fn enroll(data: &Path, name: &str) -> (SigningKey, String, VerifyingKey) {
+    let key = SigningKey::generate(&mut rand::rngs::OsRng);
+    let out = cli(
+        data,
+        &[
+            "node",
+            "add",
+            name,
+            "--public-key",
+            &keys::public_hex(&key.verifying_key()),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg: toml::Value = toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let b = &cfg["broker"];
+    assert_eq!(b["username"].as_str(), Some(name));
+    let cp = keys::public_from_hex(b["control_plane_key"].as_str().unwrap()).unwrap();
+    (key, b["password"].as_str().unwrap().to_string(), cp)
+}
+
+/// A running control plane whose log goes to a file.
+pub struct ControlPlane {
+    pub child: Child,
+    pub data: PathBuf,
+    pub log: PathBuf,
+    pub url: String,
+}
+
+impl ControlPlane {
+    pub fn start(data: &Path, port: u16, extra: &[&str]) -> ControlPlane {
+        Self::start_logged(data, port, extra, &data.join("cp.log"))
+    }
+
+    pub fn start_logged(data: &Path, port: u16, extra: &[&str], log: &Path) -> ControlPlane {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let listen = format!("127.0.0.1:{port}");
+        let child = Command::new(bin())
+            .arg("--data-dir")
+            .arg(data)
+            .args([
+                "serve",
+                "--listen",
+                &listen,
+                "--node-timeout-ms",
+                "2000",
+                "--reevaluate-ms",
+                "1000",
+            ])
+            .args(extra)
+            .env("RUST_LOG", "info,rumqttd=warn,rumqttc=warn")
+            .stdout(Stdio::null())
+            .stderr(f)
+            .spawn()
+            .unwrap();
+        let url = extra
+            .windows(2)
+            .find(|w| w[0] == "--broker-url")
+            .map(|w| w[1].to_string())
+            .unwrap_or(format!("mqtt://127.0.0.1:{port}"));
+        let cp = ControlPlane {
+            child,
+            data: data.to_path_buf(),
+            log: log.to_path_buf(),
+            url,
+        };
+        cp.wait_log("connected to the broker", Duration::from_secs(20));
+        cp
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn has_log(&self, s: &str) -> bool {
+        self.log_text().contains(s)
+    }
+
+    pub fn wait_log(&self, s: &str, timeout: Duration) {
+        let t = Instant::now();
+        while t.elapsed() < timeout {
+            if self.has_log(s) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "log line `{s}` did not come within {timeout:?}; log:\n{}",
+            self.log_text()
+        );
+    }
+
+    pub async fn wait_log_async(&self, s: &str, timeout: Duration) {
+        let t = Instant::now();
+        while t.elapsed() < timeout {
+            if self.has_log(s) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "log line `{s}` did not come within {timeout:?}; log:\n{}",
+            self.log_text()
+        );
+    }
+
+    /// Lines of the log that contain `s`.
+    pub fn count_log(&self, s: &str) -> usize {
+        self.log_text().lines().filter(|l| l.contains(s)).count()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn scenario(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/railway")
+        .join(name)
+}

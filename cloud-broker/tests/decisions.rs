@@ -1,0 +1,783 @@
+//! The control plane's decisions as a pure state machine, driven with plain values: events in,
+//! actions out. Placement jobs are run inline with `run_job` (the real scheduler).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use acoa_shared::model::{self, Cluster};
+use acoa_shared::topics;
+use acoa_shared::wire::{
+    self, ActualState, ContainerState, ContainerStatus, LinkMetrics, LinkSample, Message,
+    NodeCapacity, NodeLoad, NodeReport,
+};
+use cloud_broker::engine::{run_job, Action, Engine, EngineConfig, Event, Job, Purpose};
+use cloud_broker::status::AppStatus;
+use cloud_broker::store::{PersistOp, Snapshot};
+use ed25519_dalek::SigningKey;
+
+/// Desired states are large fixed-size values (heapless); debug builds copy them on the stack.
+fn big_stack(f: fn()) {
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+fn railway() -> Cluster {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/railway/cluster.yaml");
+    model::load_cluster(&p).unwrap()
+}
+
+fn app_text(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../scenarios/railway/{name}.yaml"));
+    std::fs::read(p).unwrap()
+}
+
+fn report(n: &model::Node) -> NodeReport {
+    let labels = |v: &[String]| {
+        let mut l = wire::Labels::new();
+        for s in v {
+            l.push(wire::name(s).unwrap()).unwrap();
+        }
+        l
+    };
+    NodeReport {
+        node: wire::name(&n.name).unwrap(),
+        seq: 1,
+        timestamp_ms: 0,
+        datacenter: wire::name(&n.datacenter).unwrap(),
+        layer: n.layer,
+        arch: wire::name(&n.arch).unwrap(),
+        hardware: labels(&n.hardware),
+        software: labels(&n.software),
+        capacity: NodeCapacity {
+            cpu_millis: n.capacity.cpu_millis,
+            memory_mb: n.capacity.memory_mb,
+            disk_mb: n.capacity.disk_mb,
+            net_mbps: 0,
+        },
+        load: NodeLoad {
+            cpu_millis: n.usage.cpu_millis,
+            memory_used_mb: n.usage.memory_mb,
+            disk_used_mb: n.usage.disk_mb,
+            containers: n.usage.containers,
+            ..Default::default()
+        },
+        probe_addr: wire::bounded("probe", &format!("10.0.0.{}:7878", &n.name[1..])).unwrap(),
+    }
+}
+
+fn links_of(c: &Cluster, from: &str) -> LinkMetrics {
+    let mut l = LinkMetrics {
+        node: wire::name(from).unwrap(),
+        seq: 1,
+        links: Default::default(),
+    };
+    for k in c.links.iter().filter(|k| k.from == from) {
+        l.links
+            .push(LinkSample {
+                peer: wire::name(&k.to).unwrap(),
+                latency_ms: k.latency_ms as f32,
+                jitter_ms: k.jitter_ms as f32,
+                success: k.success as f32,
+                samples: 20,
+            })
+            .unwrap();
+    }
+    l
+}
+
+/// An engine with a clock; jobs run inline; persisted ops kept in a snapshot, as the store would.
+struct Sim {
+    e: Engine,
+    now: u64,
+    snap: Snapshot,
+    key: SigningKey,
+    log: Vec<Action>,
+    run_jobs: bool,
+    pending_jobs: Vec<Job>,
+}
+
+impl Sim {
+    fn new(cfg: EngineConfig) -> Sim {
+        let key = SigningKey::from_bytes(&[42; 32]);
+        Sim::restore(cfg, key, Snapshot::default())
+    }
+
+    fn restore(cfg: EngineConfig, key: SigningKey, snap: Snapshot) -> Sim {
+        Sim {
+            e: Engine::new(cfg, key.clone(), snap.clone(), 0),
+            now: 0,
+            snap,
+            key,
+            log: vec![],
+            run_jobs: true,
+            pending_jobs: vec![],
+        }
+    }
+
+    fn feed(&mut self, ev: Event) -> Vec<Action> {
+        let mut all = vec![];
+        let mut queue = vec![ev];
+        while let Some(ev) = queue.pop() {
+            for a in self.e.handle(self.now, ev) {
+                match &a {
+                    Action::Persist(op) => apply(&mut self.snap, op),
+                    Action::Schedule(j) if self.run_jobs => {
+                        queue.push(Event::Scheduled(Box::new(run_job(j))))
+                    }
+                    Action::Schedule(j) => self.pending_jobs.push((**j).clone()),
+                    _ => {}
+                }
+                all.push(a);
+            }
+        }
+        self.log.extend(all.clone());
+        all
+    }
+
+    fn join_cluster(&mut self, c: &Cluster) {
+        for n in &c.nodes {
+            self.feed(Event::Report(Box::new(report(n))));
+        }
+        for n in &c.nodes {
+            self.feed(Event::Links(Box::new(links_of(c, &n.name))));
+        }
+    }
+
+    fn tick(&mut self, ms: u64) -> Vec<Action> {
+        self.now += ms;
+        self.feed(Event::Tick)
+    }
+}
+
+fn apply(s: &mut Snapshot, op: &PersistOp) {
+    match op {
+        PersistOp::PutApp(a) => {
+            s.apps.insert(a.name.clone(), (**a).clone());
+        }
+        PersistOp::DeleteApp(n) => {
+            s.apps.remove(n);
+        }
+        PersistOp::PutDesired(d) => {
+            s.desired.insert(d.node.to_string(), (**d).clone());
+        }
+        PersistOp::PutNode(n) => {
+            s.nodes.insert(n.name.clone(), (**n).clone());
+        }
+        PersistOp::PutMeta(m) => s.meta = m.clone(),
+    }
+}
+
+fn desired_published(actions: &[Action], key: &SigningKey) -> BTreeMap<String, wire::DesiredState> {
+    let mut m = BTreeMap::new();
+    for a in actions {
+        if let Action::Publish {
+            topic,
+            payload,
+            retain,
+        } = a
+        {
+            if let Some(topics::Topic::Desired(n)) = topics::parse(topic) {
+                assert!(retain);
+                match wire::decode_verified(payload, &key.verifying_key()).unwrap() {
+                    Message::DesiredState(d) => {
+                        m.insert(n.to_string(), *d);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
+    m
+}
+
+fn statuses(actions: &[Action], app: &str) -> Vec<AppStatus> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Publish { topic, payload, .. }
+                if *topic == topics::app_status(app) && !payload.is_empty() =>
+            {
+                Some(serde_json::from_slice(payload).unwrap())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn placed(sim: &mut Sim, c: &Cluster, app: &str) -> Vec<Action> {
+    sim.join_cluster(c);
+    sim.feed(Event::StartupDone);
+    sim.feed(Event::AppPublished {
+        app: app.into(),
+        payload: app_text(app),
+    })
+}
+
+#[test]
+fn railway_app_is_placed_as_the_scheduler_says_and_desired_states_follow() {
+    big_stack(railway_app_is_placed_as_the_scheduler_says_and_desired_states_follow_body);
+}
+
+fn railway_app_is_placed_as_the_scheduler_says_and_desired_states_follow_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    let acts = placed(&mut sim, &c, "smoke-monitoring");
+    // The same placement as the scheduler computes offline on the same snapshot.
+    let app = model::parse_application(&String::from_utf8(app_text("smoke-monitoring")).unwrap())
+        .unwrap();
+    let acoa_scheduler::Outcome::Placed(best) =
+        acoa_scheduler::place(&c, &app, &acoa_scheduler::Ledger::new()).unwrap()
+    else {
+        panic!("infeasible")
+    };
+    let p = sim.e.placement("smoke-monitoring").unwrap().clone();
+    assert_eq!(p.assignment, best.assignment);
+    assert!((p.score - 0.985122).abs() < 1e-6, "score {}", p.score);
+    // One desired state per node used, persisted before it is published, signed.
+    let d = desired_published(&acts, &sim.key);
+    let nodes: std::collections::BTreeSet<_> = p.assignment.values().cloned().collect();
+    assert_eq!(
+        d.keys().cloned().collect::<std::collections::BTreeSet<_>>(),
+        nodes
+    );
+    for (n, ds) in &d {
+        assert_eq!(ds.generation, 1);
+        assert_eq!(sim.snap.desired[n], *ds);
+        for s in &ds.containers {
+            assert_eq!(p.assignment[s.component.as_str()], *n);
+            assert_eq!(s.name.as_str(), format!("smoke-monitoring.{}", s.component));
+        }
+        let persist = acts
+            .iter()
+            .position(
+                |a| matches!(a, Action::Persist(PersistOp::PutDesired(x)) if x.node.as_str() == n),
+            )
+            .unwrap();
+        let publish = acts
+            .iter()
+            .position(
+                |a| matches!(a, Action::Publish { topic, .. } if *topic == topics::desired(n)),
+            )
+            .unwrap();
+        assert!(persist < publish, "persist before publish");
+    }
+    let st = statuses(&acts, "smoke-monitoring");
+    assert_eq!(st.first().unwrap().state, "accepted");
+    let last = st.last().unwrap();
+    assert_eq!(last.state, "placed");
+    assert_eq!(last.placement.as_ref().unwrap(), &p.assignment);
+    assert_eq!(last.criteria.len(), 3);
+    assert_eq!(last.feasible_deployments, Some(4800));
+
+    // The same definition again (a retained copy) changes nothing.
+    let again = sim.feed(Event::AppPublished {
+        app: "smoke-monitoring".into(),
+        payload: app_text("smoke-monitoring"),
+    });
+    assert!(again.is_empty(), "{again:?}");
+}
+
+#[test]
+fn containers_running_make_the_status_running() {
+    big_stack(containers_running_make_the_status_running_body);
+}
+
+fn containers_running_make_the_status_running_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    placed(&mut sim, &c, "smoke-monitoring");
+    let p = sim.e.placement("smoke-monitoring").unwrap().clone();
+    let mut by_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (comp, n) in &p.assignment {
+        by_node.entry(n.clone()).or_default().push(comp.clone());
+    }
+    let mut last = vec![];
+    for (n, comps) in &by_node {
+        let mut a = ActualState {
+            node: wire::name(n).unwrap(),
+            generation: 1,
+            seq: 1,
+            containers: Default::default(),
+        };
+        for comp in comps {
+            a.containers
+                .push(ContainerStatus {
+                    name: wire::name(&format!("smoke-monitoring.{comp}")).unwrap(),
+                    image: wire::bounded("image", "x").unwrap(),
+                    state: ContainerState::Running,
+                    restarts: 0,
+                    error: Default::default(),
+                })
+                .unwrap();
+        }
+        last = sim.feed(Event::Actual(Box::new(a)));
+    }
+    let st = statuses(&last, "smoke-monitoring");
+    assert_eq!(st.last().unwrap().state, "running");
+    assert_eq!(st.last().unwrap().running.len(), 5);
+}
+
+#[test]
+fn invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed() {
+    big_stack(invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed_body);
+}
+
+fn invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    sim.join_cluster(&c);
+    sim.feed(Event::StartupDone);
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("broken", b"application: [unclosed".to_vec(), "invalid yaml"),
+        ("binary", vec![0xff, 0xfe, 0x00, 0x01], "not UTF-8"),
+        (
+            "other-name",
+            app_text("smoke-monitoring"),
+            "differs from the topic's name",
+        ),
+        (
+            "smoke-monitoring",
+            String::from_utf8(app_text("smoke-monitoring"))
+                .unwrap()
+                .replace("scheduler: qos", "scheduler: magic")
+                .into_bytes(),
+            "unknown algorithm `magic`",
+        ),
+        (
+            "smoke-monitoring",
+            String::from_utf8(app_text("smoke-monitoring"))
+                .unwrap()
+                .replace("to: storage}", "to: nowhere}")
+                .into_bytes(),
+            "component `nowhere` does not exist",
+        ),
+    ];
+    for (app, payload, why) in cases {
+        let acts = sim.feed(Event::AppPublished {
+            app: app.into(),
+            payload,
+        });
+        let st = statuses(&acts, app);
+        assert_eq!(st.len(), 1, "{app}: {acts:?}");
+        assert_eq!(st[0].state, "rejected");
+        assert!(
+            st[0].reason.as_deref().unwrap().contains(why),
+            "{:?}",
+            st[0].reason
+        );
+        assert!(!acts
+            .iter()
+            .any(|a| matches!(a, Action::Schedule(_) | Action::Persist(_))));
+        assert!(desired_published(&acts, &sim.key).is_empty());
+    }
+}
+
+#[test]
+fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out() {
+    big_stack(a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out_body);
+}
+
+fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    placed(&mut sim, &c, "smoke-monitoring");
+    let before = sim
+        .e
+        .placement("smoke-monitoring")
+        .unwrap()
+        .assignment
+        .clone();
+    let lost = before["storage"].clone();
+    let acts = sim.feed(Event::Online {
+        node: lost.clone(),
+        online: false,
+    });
+    assert!(!sim.e.is_online(&lost));
+    let after = sim
+        .e
+        .placement("smoke-monitoring")
+        .unwrap()
+        .assignment
+        .clone();
+    for (comp, n) in &before {
+        if *n == lost {
+            assert_ne!(after[comp], lost, "{comp} must leave the lost node");
+        } else {
+            assert_eq!(after[comp], *n, "{comp} should stay");
+        }
+    }
+    let d = desired_published(&acts, &sim.key);
+    assert_eq!(d[&lost].generation, 2);
+    assert!(d[&lost].containers.is_empty());
+    let gained: std::collections::BTreeSet<_> = before
+        .iter()
+        .filter(|(_, n)| **n == lost)
+        .map(|(c, _)| after[c].clone())
+        .collect();
+    let mut expect = gained.clone();
+    expect.insert(lost.clone());
+    assert_eq!(
+        d.keys().cloned().collect::<std::collections::BTreeSet<_>>(),
+        expect
+    );
+}
+
+#[test]
+fn a_node_whose_reports_stop_is_lost_after_the_timeout() {
+    big_stack(a_node_whose_reports_stop_is_lost_after_the_timeout_body);
+}
+
+fn a_node_whose_reports_stop_is_lost_after_the_timeout_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig {
+        node_timeout_ms: 3000,
+        reevaluate_ms: 1_000_000,
+        ..Default::default()
+    });
+    placed(&mut sim, &c, "smoke-monitoring");
+    let before = sim
+        .e
+        .placement("smoke-monitoring")
+        .unwrap()
+        .assignment
+        .clone();
+    // everyone but the storage node keeps reporting
+    for _ in 0..5 {
+        sim.now += 1000;
+        for n in &c.nodes {
+            if n.name != before["storage"] {
+                sim.feed(Event::Report(Box::new(report(n))));
+            }
+        }
+        sim.feed(Event::Tick);
+    }
+    assert!(!sim.e.is_online(&before["storage"]));
+    assert_ne!(
+        sim.e.placement("smoke-monitoring").unwrap().assignment["storage"],
+        before["storage"]
+    );
+    // the others are still there
+    assert!(sim.e.is_online(&before["measurement"]));
+}
+
+#[test]
+fn an_update_moves_only_what_changed_and_delete_stops_everything() {
+    big_stack(an_update_moves_only_what_changed_and_delete_stops_everything_body);
+}
+
+fn an_update_moves_only_what_changed_and_delete_stops_everything_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    placed(&mut sim, &c, "smoke-monitoring");
+    let before = sim
+        .e
+        .placement("smoke-monitoring")
+        .unwrap()
+        .assignment
+        .clone();
+    let text = String::from_utf8(app_text("smoke-monitoring"))
+        .unwrap()
+        .replace("smoke-alarm:1", "smoke-alarm:2");
+    let acts = sim.feed(Event::AppPublished {
+        app: "smoke-monitoring".into(),
+        payload: text.into_bytes(),
+    });
+    assert_eq!(
+        sim.e.placement("smoke-monitoring").unwrap().assignment,
+        before
+    );
+    let d = desired_published(&acts, &sim.key);
+    assert_eq!(d.keys().collect::<Vec<_>>(), vec![&before["alarm"]]);
+    assert_eq!(d[&before["alarm"]].generation, 2);
+
+    let acts = sim.feed(Event::AppPublished {
+        app: "smoke-monitoring".into(),
+        payload: vec![],
+    });
+    let d = desired_published(&acts, &sim.key);
+    assert!(d.values().all(|x| x.containers.is_empty()));
+    assert_eq!(
+        d.len(),
+        before
+            .values()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    );
+    assert!(acts.iter().any(|a| matches!(a, Action::Publish { topic, payload, retain: true } if *topic == topics::app_status("smoke-monitoring") && payload.is_empty())));
+    assert!(sim.snap.apps.is_empty());
+}
+
+#[test]
+fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has() {
+    big_stack(a_restart_loses_nothing_and_republishes_nothing_the_broker_has_body);
+}
+
+fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    placed(&mut sim, &c, "smoke-monitoring");
+    sim.feed(Event::AppPublished {
+        app: "speed-profiling".into(),
+        payload: app_text("speed-profiling"),
+    });
+    let snap = sim.snap.clone();
+    assert_eq!(snap.apps.len(), 2);
+
+    // external broker: it still holds every desired state (retained)
+    let mut s2 = Sim::restore(EngineConfig::default(), sim.key.clone(), snap.clone());
+    for (n, d) in &snap.desired {
+        s2.feed(Event::RetainedDesired {
+            node: n.clone(),
+            generation: d.generation,
+        });
+    }
+    let acts = s2.feed(Event::StartupDone);
+    assert!(desired_published(&acts, &s2.key).is_empty());
+    assert!(!acts.iter().any(|a| matches!(a, Action::Schedule(_))));
+    // the same apps re-published (retained) change nothing
+    s2.join_cluster(&c);
+    let acts = s2.feed(Event::AppPublished {
+        app: "smoke-monitoring".into(),
+        payload: app_text("smoke-monitoring"),
+    });
+    assert!(acts.is_empty());
+    assert_eq!(
+        s2.e.placement("smoke-monitoring"),
+        sim.e.placement("smoke-monitoring")
+    );
+
+    // a fresh (embedded) broker lacks them: republished with the same generations
+    let mut s3 = Sim::restore(EngineConfig::default(), sim.key.clone(), snap.clone());
+    let acts = s3.feed(Event::StartupDone);
+    let d = desired_published(&acts, &s3.key);
+    assert_eq!(d.len(), snap.desired.len());
+    for (n, ds) in d {
+        assert_eq!(ds.generation, snap.desired[&n].generation);
+    }
+    // and a later change gets a newer generation than any before
+    s3.join_cluster(&c);
+    let node = sim.e.placement("smoke-monitoring").unwrap().assignment["storage"].clone();
+    let acts = s3.feed(Event::Online {
+        node: node.clone(),
+        online: false,
+    });
+    let d = desired_published(&acts, &s3.key);
+    assert_eq!(d[&node].generation, snap.desired[&node].generation + 1);
+}
+
+fn with_requests(text: &[u8], app: &str, cpu: u64) -> Vec<u8> {
+    let y = format!(
+        "application: {app}\nscheduler: qos\ncomponents:\n- name: worker\n  image: localhost/acoa/w:1\n  requires: {{layer: cloud}}\n  resources: {{cpu_millis: {cpu}, memory_mb: 64}}\n"
+    );
+    let _ = text;
+    y.into_bytes()
+}
+
+#[test]
+fn racing_schedulers_cannot_both_win_the_same_capacity() {
+    big_stack(racing_schedulers_cannot_both_win_the_same_capacity_body);
+}
+
+fn racing_schedulers_cannot_both_win_the_same_capacity_body() {
+    // two cloud-layer nodes with 1000 mCPU each; two apps each wanting 800 mCPU
+    let mut c = railway();
+    c.nodes.retain(|n| n.name == "n01" || n.name == "n13");
+    for n in &mut c.nodes {
+        n.capacity.cpu_millis = 1000;
+    }
+    c.links
+        .retain(|l| (l.from == "n01" || l.from == "n13") && (l.to == "n01" || l.to == "n13"));
+    let mut sim = Sim::new(EngineConfig::default());
+    sim.join_cluster(&c);
+    sim.feed(Event::StartupDone);
+    sim.run_jobs = false;
+    for app in ["a1", "a2"] {
+        sim.feed(Event::AppPublished {
+            app: app.into(),
+            payload: with_requests(b"", app, 800),
+        });
+    }
+    // both computed against the same ledger version, concurrently
+    let jobs = std::mem::take(&mut sim.pending_jobs);
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[0].ledger_version, jobs[1].ledger_version);
+    let r: Vec<_> = jobs.iter().map(run_job).collect();
+    sim.feed(Event::Scheduled(Box::new(r[0].clone())));
+    assert_eq!(sim.e.collisions(), 0);
+    sim.feed(Event::Scheduled(Box::new(r[1].clone())));
+    assert_eq!(sim.e.collisions(), 1, "the loser is counted");
+    // the loser recomputes against the new ledger: no room left on n01
+    let again = std::mem::take(&mut sim.pending_jobs);
+    assert_eq!(again.len(), 1);
+    sim.feed(Event::Scheduled(Box::new(run_job(&again[0]))));
+    assert!(sim.e.placement("a1").is_some());
+    assert!(sim.e.placement("a2").is_none(), "only one fits");
+    let st = statuses(&sim.log, "a2");
+    assert_eq!(st.last().unwrap().state, "unplaced");
+}
+
+#[test]
+fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_gain() {
+    big_stack(
+        the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_gain_body,
+    );
+}
+
+fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_gain_body() {
+    let c = railway();
+    let cfg = EngineConfig {
+        reevaluate_ms: 1000,
+        hysteresis: 0.05,
+        sustain: 3,
+        node_timeout_ms: 1_000_000,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    placed(&mut sim, &c, "smoke-monitoring");
+    let before = sim
+        .e
+        .placement("smoke-monitoring")
+        .unwrap()
+        .assignment
+        .clone();
+    // noise: every link 2 % slower, many evaluations: nothing moves
+    let mut noisy = c.clone();
+    for l in &mut noisy.links {
+        l.latency_ms *= 1.02;
+    }
+    for n in &noisy.nodes {
+        sim.feed(Event::Links(Box::new(links_of(&noisy, &n.name))));
+    }
+    for _ in 0..6 {
+        sim.tick(1000);
+    }
+    assert_eq!(
+        sim.e.placement("smoke-monitoring").unwrap().assignment,
+        before
+    );
+
+    // the link level-detection → alarm uses degrades badly: a clearly better placement exists
+    let (ld, al) = (before["level-detection"].clone(), before["alarm"].clone());
+    let mut bad = c.clone();
+    for l in &mut bad.links {
+        if l.from == ld && l.to == al {
+            l.latency_ms *= 50.0;
+            l.success *= 0.5;
+        }
+    }
+    for n in &bad.nodes {
+        sim.feed(Event::Links(Box::new(links_of(&bad, &n.name))));
+    }
+    sim.tick(1000);
+    sim.tick(1000);
+    assert_eq!(
+        sim.e.placement("smoke-monitoring").unwrap().assignment,
+        before,
+        "not sustained yet"
+    );
+    let acts = sim.tick(1000);
+    let after = sim
+        .e
+        .placement("smoke-monitoring")
+        .unwrap()
+        .assignment
+        .clone();
+    let moved: Vec<_> = after.iter().filter(|(k, v)| before[*k] != **v).collect();
+    assert_eq!(moved.len(), 1, "one component at a time: {moved:?}");
+    assert!(!desired_published(&acts, &sim.key).is_empty());
+    assert!(sim.e.placement("smoke-monitoring").unwrap().score > 0.0);
+}
+
+#[test]
+fn peer_list_is_signed_debounced_and_follows_membership() {
+    big_stack(peer_list_is_signed_debounced_and_follows_membership_body);
+}
+
+fn peer_list_is_signed_debounced_and_follows_membership_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    sim.join_cluster(&c);
+    let acts = sim.tick(1000);
+    let peers: Vec<_> = acts
+        .iter()
+        .filter_map(|a| match a {
+            Action::Publish {
+                topic,
+                payload,
+                retain: true,
+            } if topic == topics::PEERS => Some(payload.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(peers.len(), 1, "one publication for all joins");
+    let Message::PeerList(pl) = wire::decode_verified(&peers[0], &sim.key.verifying_key()).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(pl.peers.len(), c.nodes.len());
+    // nothing changed: nothing published
+    let acts = sim.tick(1000);
+    assert!(!acts
+        .iter()
+        .any(|a| matches!(a, Action::Publish { topic, .. } if topic == topics::PEERS)));
+    sim.feed(Event::Online {
+        node: "n05".into(),
+        online: false,
+    });
+    let acts = sim.tick(1000);
+    let p: Vec<_> = acts
+        .iter()
+        .filter_map(|a| match a {
+            Action::Publish { topic, payload, .. } if topic == topics::PEERS => {
+                Some(payload.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    let Message::PeerList(pl2) = wire::decode_verified(&p[0], &sim.key.verifying_key()).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(pl2.peers.len(), c.nodes.len() - 1);
+    assert!(pl2.generation > pl.generation);
+}
+
+#[test]
+fn jobs_for_an_outdated_definition_are_discarded() {
+    big_stack(jobs_for_an_outdated_definition_are_discarded_body);
+}
+
+fn jobs_for_an_outdated_definition_are_discarded_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    sim.join_cluster(&c);
+    sim.feed(Event::StartupDone);
+    sim.run_jobs = false;
+    sim.feed(Event::AppPublished {
+        app: "smoke-monitoring".into(),
+        payload: app_text("smoke-monitoring"),
+    });
+    let old = std::mem::take(&mut sim.pending_jobs);
+    let text = String::from_utf8(app_text("smoke-monitoring"))
+        .unwrap()
+        .replace("smoke-alarm:1", "smoke-alarm:3");
+    sim.feed(Event::AppPublished {
+        app: "smoke-monitoring".into(),
+        payload: text.into_bytes(),
+    });
+    let newer = std::mem::take(&mut sim.pending_jobs);
+    sim.feed(Event::Scheduled(Box::new(run_job(&old[0]))));
+    assert!(sim.e.placement("smoke-monitoring").is_none());
+    sim.feed(Event::Scheduled(Box::new(run_job(&newer[0]))));
+    let p = sim.e.placement("smoke-monitoring").unwrap();
+    let d = sim.e.desired(&p.assignment["alarm"]).unwrap();
+    assert!(d
+        .containers
+        .iter()
+        .any(|s| s.image.as_str().ends_with("smoke-alarm:3")));
+    let _ = Purpose::Reevaluate;
+}
