@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agents;
+pub mod bench;
 pub mod control;
 pub mod emu;
 pub mod fidelity;

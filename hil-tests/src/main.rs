@@ -72,6 +72,18 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The emulator's precision as the packet rate grows (one-way error of a 10 ms link)
+    EmuBench {
+        /// Packets per second, comma-separated
+        #[arg(long, value_delimiter = ',', default_value = "100,1000,5000,10000")]
+        rates: Vec<u64>,
+        #[arg(long, default_value_t = 5.0)]
+        secs: f64,
+        #[arg(long, default_value_t = 10.0)]
+        delay_ms: f64,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Deletes the namespaces of a run that was killed
     Down {
         #[arg(long, default_value = "hil-")]
@@ -91,6 +103,41 @@ fn main() -> Result<()> {
         Cmd::Down { prefix } => {
             let n = down(&prefix)?;
             println!("hil: deleted {n} namespaces with prefix {prefix}");
+            Ok(())
+        }
+        Cmd::EmuBench {
+            rates,
+            secs,
+            delay_ms,
+            out,
+        } => {
+            guard_signals("hil-bench-")?;
+            down("hil-bench-")?;
+            let tb = Testbed::builder()
+                .prefix("hil-bench-")
+                .subnet("10.76.0.0/16".parse()?)
+                .up(&["a", "b"], &[])?;
+            let comp = tb.calibrate("a", "b")?;
+            tb.set_compensation(comp);
+            let res = hil_tests::bench::rate_sweep(&tb, "a", "b", delay_ms, &rates, secs)?;
+            drop(tb);
+            let mut md = format!(
+                "# Emulator precision against packet rate\n\nOne link of {delay_ms} ms (no jitter, no loss), {secs} s per rate, 64-byte UDP datagrams stamped by the sender; one-way error = receive time - send time - {delay_ms} ms (one clock), with {:.0} µs calibrated compensation. Lateness: the delivery thread's write time minus due time.\n\n| rate (pkt/s) | sent | received | error p50 (ms) | error p99 (ms) | error max (ms) | lateness p50 / p99 / p99.9 / max (µs) |\n|---|---|---|---|---|---|---|\n",
+                comp.as_secs_f64() * 1e6
+            );
+            for r in &res {
+                md += &format!(
+                    "| {} | {} | {} | {:+.3} | {:+.3} | {:+.3} | {:.0} / {:.0} / {:.0} / {:.0} |\n",
+                    r.rate_pps, r.sent, r.received, r.error_p50_ms, r.error_p99_ms, r.error_max_ms,
+                    r.lateness_us.p50, r.lateness_us.p99, r.lateness_us.p999, r.lateness_us.max
+                );
+            }
+            println!("{md}");
+            if let Some(dir) = out {
+                std::fs::create_dir_all(&dir)?;
+                std::fs::write(dir.join("report.md"), &md)?;
+                println!("hil: report in {}", dir.join("report.md").display());
+            }
             Ok(())
         }
         Cmd::Fidelity {
