@@ -59,6 +59,10 @@ pub fn generate(dd: &DataDir, out: &Path, listen: SocketAddr) -> anyhow::Result<
         let _ = std::fs::remove_file(&passwd);
         bail!("mosquitto_passwd -U {} failed: {st}", passwd.display());
     }
+    // Mosquitto started as root drops to the `mosquitto` user: let that user read the hashes.
+    if let Some((uid, gid)) = system_user("mosquitto") {
+        let _ = std::os::unix::fs::chown(&passwd, Some(uid), Some(gid));
+    }
     let acl_path = out.join("acl");
     write_atomic(&acl_path, acl(&creds, &inv).as_bytes(), 0o644)?;
     let conf = format!(
@@ -76,4 +80,13 @@ pub fn generate(dd: &DataDir, out: &Path, listen: SocketAddr) -> anyhow::Result<
     );
     write_atomic(&out.join("mosquitto.conf"), conf.as_bytes(), 0o644)?;
     Ok(())
+}
+
+/// uid and gid of a system user, from /etc/passwd.
+fn system_user(name: &str) -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 3 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+    })
 }

@@ -1,0 +1,232 @@
+//! The control plane on an external Mosquitto configured by `cloud-broker mosquitto-config`:
+//! the whole flow works through it, and the broker itself refuses what the ACL forbids.
+//! Needs the `mosquitto` and `mosquitto_passwd` binaries (Debian: apt-get install mosquitto).
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use acoa_shared::model;
+use acoa_shared::topics;
+use acoa_shared::wire::{self, DesiredState, Message};
+use cloud_broker::status::AppStatus;
+use cloud_broker::testkit::{report_of, AgentSpec, SimAgent};
+use common::*;
+use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
+
+fn find(bin: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .chain(["/usr/sbin", "/usr/bin", "/usr/local/sbin"])
+        .map(|d| std::path::Path::new(d).join(bin))
+        .find(|p| p.exists());
+    found
+}
+
+struct Mosquitto(Child);
+impl Drop for Mosquitto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
+    let Some(mosquitto) = find("mosquitto") else {
+        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
+        return;
+    };
+    if find("mosquitto_passwd").is_none() {
+        eprintln!("SKIPPED: mosquitto_passwd is not installed");
+        return;
+    }
+    run(async move {
+        let dir = tempfile::tempdir().unwrap();
+        // mosquitto drops to its own user: it must be able to reach its files
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let data = dir.path().join("data");
+        let (k1, pw1, cpk) = enroll(&data, "n1");
+        let (k2, pw2, _) = enroll(&data, "n2");
+        let port = free_port();
+        let conf = dir.path().join("mosquitto");
+        let out = cli(
+            &data,
+            &[
+                "mosquitto-config",
+                "--out",
+                conf.to_str().unwrap(),
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let acl = std::fs::read_to_string(conf.join("acl")).unwrap();
+        assert!(acl.contains("user n1\ntopic write acoa/v1/nodes/n1/report"));
+        assert!(!acl.contains("topic write acoa/v1/nodes/n1/desired"));
+        let mlog = std::fs::File::create(dir.path().join("mosquitto.log")).unwrap();
+        let _m = Mosquitto(
+            Command::new(&mosquitto)
+                .arg("-c")
+                .arg(conf.join("mosquitto.conf"))
+                .arg("-v")
+                .stdout(Stdio::null())
+                .stderr(mlog)
+                .spawn()
+                .unwrap(),
+        );
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "mosquitto did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let url = format!("mqtt://127.0.0.1:{port}");
+        let cp = ControlPlane::start(&data, free_port(), &["--broker-url", &url]);
+
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let mut n1 = cluster.nodes[0].clone();
+        n1.name = "n1".into();
+        let mut n2 = cluster.nodes[1].clone();
+        n2.name = "n2".into();
+        let spec = |node: model::Node, pw: String, key| AgentSpec {
+            url: url.clone(),
+            node,
+            password: pw,
+            key,
+            control_plane: cpk,
+            probe_addr: "127.0.0.1:1".into(),
+            links: vec![],
+            period: Duration::from_millis(300),
+            subscribe_desired: true,
+        };
+        let mut a1 = SimAgent::start(spec(n1.clone(), pw1, k1.clone()));
+        let a2 = SimAgent::start(spec(n2.clone(), pw2.clone(), k2.clone()));
+        cp.wait_log_async("node n1 joined", Duration::from_secs(10))
+            .await;
+        cp.wait_log_async("node n2 joined", Duration::from_secs(10))
+            .await;
+
+        // the flow works through Mosquitto: apply, placed, the agent gets its desired state
+        let app = dir.path().join("tiny.yaml");
+        std::fs::write(
+            &app,
+            "application: tiny\ncomponents:\n- name: one\n  image: localhost/acoa/one:1\n  requires: {layer: cloud}\n",
+        )
+        .unwrap();
+        let d = data.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            cli(&d, &["apply", app.to_str().unwrap(), "--wait-s", "10"])
+        })
+        .await
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            cp.log_text()
+        );
+        let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
+        let node = st.placement.unwrap()["one"].clone();
+        assert!(node == "n1" || node == "n2");
+
+        // an eavesdropper with n2's login subscribes to n1's desired state: nothing comes
+        let seen = Arc::new(AtomicU64::new(0));
+        let mut o = MqttOptions::new("n2-eavesdrop", "127.0.0.1", port);
+        o.set_credentials("n2", &pw2);
+        let (spy, mut el) = AsyncClient::new(o, 16);
+        let s2 = seen.clone();
+        tokio::spawn(async move {
+            while let Ok(ev) = el.poll().await {
+                // its own node's topics it may read; anything else is a leak
+                if let MqttEvent::Incoming(Packet::Publish(p)) = ev {
+                    if !p.topic.starts_with("acoa/v1/nodes/n2/") {
+                        eprintln!("leaked to n2: {}", p.topic);
+                        s2.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+        });
+        spy.subscribe(topics::desired("n1"), QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        spy.subscribe(topics::NODES_WILDCARD, QoS::AtLeastOnce)
+            .await
+            .unwrap();
+
+        // n2 tries to speak for n1 and to command n1: the broker drops both
+        let forged = wire::encode(
+            &Message::NodeReport(Box::new(report_of(&n1, 5, "6.6.6.6:1"))),
+            Some(&k2),
+        )
+        .unwrap();
+        a2.publish_raw(&topics::report("n1"), forged, false).await;
+        let fake = DesiredState {
+            node: wire::name("n1").unwrap(),
+            generation: 999_999,
+            containers: Default::default(),
+        };
+        let fake = wire::encode(&Message::DesiredState(Box::new(fake)), Some(&k2)).unwrap();
+        a2.publish_raw(&topics::desired("n1"), fake, true).await;
+        // positive control: the same kind of garbage on n2's own topic does reach the control plane
+        a2.publish_raw(&topics::report("n2"), vec![0xde, 0xad], false)
+            .await;
+        cp.wait_log_async(
+            "node report on node `n2`'s topic dropped",
+            Duration::from_secs(5),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(
+            !cp.has_log("node report on node `n1`'s topic dropped"),
+            "the broker let n2 publish on n1's topic"
+        );
+        assert!(!cp.has_log("6.6.6.6"));
+        assert_eq!(
+            a1.refused.load(Ordering::SeqCst),
+            0,
+            "n1 never saw the forged desired state"
+        );
+        while let Ok(d) = a1.desired.try_recv() {
+            assert!(d.generation < 999_999);
+        }
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            0,
+            "n2 could read n1's or others' topics"
+        );
+        let mlog = std::fs::read_to_string(dir.path().join("mosquitto.log")).unwrap();
+        assert!(mlog.contains("Denied PUBLISH from sim-n2"), "{mlog}");
+
+        // wrong password: refused by Mosquitto
+        let mut o = MqttOptions::new("intruder", "127.0.0.1", port);
+        o.set_credentials("n1", "wrong");
+        let (_c, mut el) = AsyncClient::new(o, 4);
+        let ok = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match el.poll().await {
+                    Ok(MqttEvent::Incoming(Packet::ConnAck(a))) => {
+                        return a.code == rumqttc::ConnectReturnCode::Success
+                    }
+                    Ok(_) => {}
+                    Err(_) => return false,
+                }
+            }
+        })
+        .await
+        .unwrap_or(false);
+        assert!(!ok);
+        drop(a2);
+    });
+}
