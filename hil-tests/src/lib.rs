@@ -17,6 +17,7 @@ pub mod fidelity;
 pub mod forwarder;
 pub mod linktable;
 pub mod netns;
+pub mod placement;
 pub mod probe;
 pub mod report;
 pub mod workload;

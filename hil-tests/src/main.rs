@@ -84,6 +84,43 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Experiment 2: placements from measured links, scored under the true table, and run
+    /// (the workload program) against random feasible placements
+    Placement {
+        #[arg(long, default_value = "scenarios/railway/cluster.yaml")]
+        cluster: PathBuf,
+        /// Application definitions, comma-separated
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "scenarios/railway/smoke-monitoring.yaml,scenarios/railway/speed-profiling.yaml"
+        )]
+        apps: Vec<PathBuf>,
+        /// Random feasible placements per application
+        #[arg(long, default_value_t = 20)]
+        random: usize,
+        /// Placements run at once
+        #[arg(long, default_value_t = 7)]
+        batch: usize,
+        /// Seconds each batch is measured
+        #[arg(long, default_value_t = 10.0)]
+        secs: f64,
+        /// Messages per second of every source component
+        #[arg(long, default_value_t = 10.0)]
+        rate_hz: f64,
+        /// Reference-prober probes per pair for the measured link table
+        #[arg(long, default_value_t = 100)]
+        probes: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The workload program (default: beside this binary)
+        #[arg(long)]
+        workload_bin: Option<PathBuf>,
+        #[arg(long, default_value = "hil-")]
+        prefix: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Deletes the namespaces of a run that was killed
     Down {
         #[arg(long, default_value = "hil-")]
@@ -103,6 +140,106 @@ fn main() -> Result<()> {
         Cmd::Down { prefix } => {
             let n = down(&prefix)?;
             println!("hil: deleted {n} namespaces with prefix {prefix}");
+            Ok(())
+        }
+        Cmd::Placement {
+            cluster,
+            apps,
+            random,
+            batch,
+            secs,
+            rate_hz,
+            probes,
+            seed,
+            workload_bin,
+            prefix,
+            out,
+        } => {
+            use rand::SeedableRng;
+            if prefix.is_empty() {
+                bail!("--prefix must not be empty");
+            }
+            guard_signals(&prefix)?;
+            let workload_bin = match workload_bin {
+                Some(p) => p,
+                None => std::env::current_exe()?.with_file_name("acoa-workload"),
+            };
+            let cl =
+                acoa_shared::model::load_cluster(&cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let apps: Vec<_> = apps
+                .iter()
+                .map(|p| {
+                    acoa_shared::model::load_application(p).map_err(|e| anyhow::anyhow!("{e}"))
+                })
+                .collect::<Result<_>>()?;
+            let names: Vec<String> = cl.nodes.iter().map(|n| n.name.clone()).collect();
+            let numbered: Vec<(String, u32)> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i as u32 + 1))
+                .collect();
+            down(&prefix)?;
+            let dir =
+                out.unwrap_or_else(|| PathBuf::from(format!("results/placement-{}", utc_stamp())));
+            let tb = Testbed::builder()
+                .prefix(&prefix)
+                .host(true)
+                .up_numbered(&numbered, &cl.links)?;
+            let comp = tb.calibrate(&names[0], &names[1])?;
+            tb.set_compensation(comp);
+            println!(
+                "hil: testbed up, compensation {:.0} µs; measuring every pair",
+                comp.as_secs_f64() * 1e6
+            );
+            let rows =
+                fidelity::reference(&tb, &names, &cl.links, probes, Duration::from_millis(50))?;
+            let measured = hil_tests::placement::measured_cluster(&cl, &rows);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut md = format!(
+                "# Experiment 2: placements from measurements\n\nLink table measured on the emulated railway network (reference prober, {probes} probes per directed pair; latency = RTT/2, success = round-trip success, as the control plane takes the agents' metrics). ACOA's placement (`acoa_scheduler::place`, qos) from that table is scored under the true table against the optimum and the worst (enumeration). Then every placement runs: the workload program plays every component in its node's namespace, sources send {rate_hz} msg/s, and each path's end-to-end latency (origin to last component, one clock) and success are measured for {secs} s; the baseline is {random} random feasible placements (each component on a uniformly drawn node meeting its constraints, as a scheduler that only filters would place it; seed {seed}).\n\n"
+            );
+            for app in &apps {
+                let ev = hil_tests::placement::evaluate(&cl, &measured, app)?;
+                println!(
+                    "hil: {}: score {:.4} under the true table, optimum {:.4} (gap {:.2} %), {} feasible",
+                    app.application, ev.score_true, ev.optimum_true, 100.0 * ev.gap(), ev.feasible
+                );
+                let mut placements = vec![("acoa".to_string(), ev.assignment.clone())];
+                for k in 0..random {
+                    placements.push((
+                        format!("random-{k}"),
+                        hil_tests::placement::random_feasible(&cl, app, &mut rng)?,
+                    ));
+                }
+                let mut runs = Vec::new();
+                for (bi, chunk) in placements.chunks(batch.max(1)).enumerate() {
+                    println!(
+                        "hil: {}: running placements batch {} ({} placements)",
+                        app.application,
+                        bi + 1,
+                        chunk.len()
+                    );
+                    runs.extend(hil_tests::placement::run_placements(
+                        &tb,
+                        app,
+                        chunk,
+                        &workload_bin,
+                        rate_hz,
+                        secs,
+                        &dir.join("logs"),
+                    )?);
+                }
+                md += &report::placement_section(&dir, app, &ev, &runs)?;
+            }
+            let emu = tb.stats();
+            drop(tb);
+            md += &format!(
+                "Emulator: compensation {:.0} µs; {} packets delivered, {} dropped by emulated loss; lateness p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs.\n",
+                comp.as_secs_f64() * 1e6, emu.delivered, emu.dropped, emu.lateness_us.p50, emu.lateness_us.p99, emu.lateness_us.max
+            );
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("report.md"), &md)?;
+            println!("{md}\nhil: report in {}", dir.join("report.md").display());
             Ok(())
         }
         Cmd::EmuBench {
@@ -126,7 +263,8 @@ fn main() -> Result<()> {
                 comp.as_secs_f64() * 1e6
             );
             for r in &res {
-                md += &format!(
+                md +=
+                    &format!(
                     "| {} | {} | {} | {:+.3} | {:+.3} | {:+.3} | {:.0} / {:.0} / {:.0} / {:.0} |\n",
                     r.rate_pps, r.sent, r.received, r.error_p50_ms, r.error_p99_ms, r.error_max_ms,
                     r.lateness_us.p50, r.lateness_us.p99, r.lateness_us.p999, r.lateness_us.max

@@ -317,3 +317,118 @@ pub fn fidelity_report(
     std::fs::write(dir.join("report.md"), &md)?;
     Ok(md)
 }
+
+/// Writes the report of experiment 2 for one application into `dir` (Markdown section returned).
+pub fn placement_section(
+    dir: &Path,
+    app: &acoa_shared::model::Application,
+    ev: &crate::placement::Evaluation,
+    runs: &[crate::placement::RunResult],
+) -> std::io::Result<String> {
+    std::fs::create_dir_all(dir)?;
+    let mut md = String::new();
+    let _ = writeln!(md, "## {}\n", app.application);
+    let _ = writeln!(md, "| figure | value |\n|---|---|");
+    let _ = writeln!(md, "| feasible deployments | {} |", ev.feasible);
+    let _ = writeln!(
+        md,
+        "| ACOA's score under the measured table | {:.4} |",
+        ev.score_measured
+    );
+    let _ = writeln!(
+        md,
+        "| ACOA's score under the true table | {:.4} |",
+        ev.score_true
+    );
+    let _ = writeln!(
+        md,
+        "| optimum under the true table | {:.4} |",
+        ev.optimum_true
+    );
+    let _ = writeln!(md, "| gap to the optimum | {:.2} % |", 100.0 * ev.gap());
+    let _ = writeln!(
+        md,
+        "| for comparison: score (gap) of the placement from a perfect round-trip prober's table | {:.4} ({:.2} %) |",
+        ev.score_true_from_round_trip_view,
+        100.0 * (ev.optimum_true - ev.score_true_from_round_trip_view) / ev.optimum_true
+    );
+    let _ = writeln!(
+        md,
+        "| worst / mean under the true table | {:.4} / {:.4} |",
+        ev.worst_true, ev.mean_true
+    );
+    md.push('\n');
+    let _ = writeln!(
+        md,
+        "| component | ACOA (from measurements) | optimum (true table) |\n|---|---|---|"
+    );
+    for c in &app.components {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} |",
+            c.name,
+            ev.assignment.get(&c.name).map_or("-", |s| s.as_str()),
+            ev.optimum_assignment
+                .get(&c.name)
+                .map_or("-", |s| s.as_str())
+        );
+    }
+    md.push('\n');
+    let acoa = runs.iter().find(|r| r.label == "acoa");
+    let randoms: Vec<&crate::placement::RunResult> =
+        runs.iter().filter(|r| r.label != "acoa").collect();
+    let _ = writeln!(md, "Measured inside the running application (workload program, {} random feasible placements as the baseline):\n", randoms.len());
+    let _ = writeln!(md, "| path | ACOA median latency (ms) | ACOA success | random: mean of median latencies (ms) | random: min / max (ms) | random: mean success | random mean / ACOA |\n|---|---|---|---|---|---|---|");
+    let mut bars = Vec::new();
+    for p in &app.paths {
+        let a = acoa.and_then(|r| r.paths.get(&p.name));
+        let meds: Vec<f64> = randoms
+            .iter()
+            .filter_map(|r| r.paths.get(&p.name))
+            .map(|s| s.median_ms())
+            .filter(|v| v.is_finite())
+            .collect();
+        let succ: Vec<f64> = randoms
+            .iter()
+            .filter_map(|r| r.paths.get(&p.name))
+            .map(|s| s.success())
+            .filter(|v| v.is_finite())
+            .collect();
+        let rmean = crate::probe::mean(&meds);
+        let rmin = meds.iter().copied().fold(f64::INFINITY, f64::min);
+        let rmax = meds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let am = a.map_or(f64::NAN, |s| s.median_ms());
+        let _ = writeln!(
+            md,
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} / {:.3} | {:.3} | {:.1}× |",
+            p.name,
+            am,
+            a.map_or(f64::NAN, |s| s.success()),
+            rmean,
+            rmin,
+            rmax,
+            crate::probe::mean(&succ),
+            rmean / am
+        );
+        bars.push((format!("{} ACOA", p.name), am));
+        bars.push((format!("{} random", p.name), rmean));
+    }
+    let file = format!("{}-paths.png", app.application);
+    match bars_png(
+        &dir.join(&file),
+        &format!(
+            "{}: median path latency, ACOA vs random mean",
+            app.application
+        ),
+        "ms",
+        &bars,
+    ) {
+        Ok(()) => {
+            let _ = writeln!(md, "\n![path latency]({file})\n");
+        }
+        Err(e) => {
+            let _ = writeln!(md, "\n(plot not drawn: {e})\n");
+        }
+    }
+    Ok(md)
+}

@@ -44,8 +44,20 @@ pub fn app_confs(
     addr_of: impl Fn(&str) -> Option<Ipv4Addr>,
     rate_hz: f64,
 ) -> HashMap<String, ComponentConf> {
+    app_confs_at(app, placement, addr_of, rate_hz, BASE_PORT)
+}
+
+/// [`app_confs`] with component ports from `base_port` (several copies of an application side
+/// by side on the same nodes).
+pub fn app_confs_at(
+    app: &Application,
+    placement: &BTreeMap<String, String>,
+    addr_of: impl Fn(&str) -> Option<Ipv4Addr>,
+    rate_hz: f64,
+    base_port: u16,
+) -> HashMap<String, ComponentConf> {
     let port =
-        |c: &str| BASE_PORT + app.components.iter().position(|x| x.name == c).unwrap_or(0) as u16;
+        |c: &str| base_port + app.components.iter().position(|x| x.name == c).unwrap_or(0) as u16;
     let mut m = HashMap::new();
     for c in &app.components {
         let is_source = !app.channels.iter().any(|ch| ch.to == c.name);
