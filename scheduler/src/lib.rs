@@ -180,9 +180,12 @@ pub fn place_on(
     if let Some(r) = model.comps.iter().find_map(|c| c.empty_reason.clone()) {
         return Ok(infeasible(r));
     }
-    let space = Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
+    let mut space = Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
     if let Some(r) = dead_channel(&model, &space) {
         return Ok(infeasible(r));
+    }
+    if let Some(c) = space.prune(&model) {
+        return Ok(infeasible(unsupported(&model, c)));
     }
     let limits = search::Limits {
         deadline: opts.time_budget.map(|b| Instant::now() + b),
@@ -278,7 +281,7 @@ pub fn place_on(
 /// longest route over the deployments that satisfy `requires` and have every link,
 /// resource requests aside). Returns the values, whether all are proven, and the
 /// search-tree nodes explored.
-fn lmin_search(
+pub fn lmin_search(
     app: &Application,
     model: &Model<'_>,
     space: &Space,
@@ -299,10 +302,14 @@ fn lmin_search(
     let req_space = if same {
         space
     } else {
-        owned = Space::build(
+        let mut s = Space::build(
             model,
             model.comps.iter().map(|c| c.req_cand.clone()).collect(),
         );
+        if s.prune(model).is_some() {
+            return (out, true, 0);
+        }
+        owned = s;
         &owned
     };
     for (j, cr) in app.criteria.iter().enumerate() {
@@ -369,6 +376,19 @@ fn missing_reason(model: &Model<'_>, ch: usize, f: u32, t: u32) -> String {
         c.name,
         model.comps[c.from].name,
         model.comps[c.to].name
+    )
+}
+
+/// Why arc consistency emptied the candidates of component `c`.
+fn unsupported(model: &Model<'_>, c: usize) -> String {
+    let chans: Vec<&str> = model.chans_of[c]
+        .iter()
+        .map(|ch| model.chans[*ch].name.as_str())
+        .collect();
+    format!(
+        "component `{}` has no candidate node with a link under each of its channels ({}) to a node its other ends can take: the links are missing",
+        model.comps[c].name,
+        chans.join(", ")
     )
 }
 

@@ -252,6 +252,39 @@ impl Space {
         }
     }
 
+    /// Arc consistency on the channels: drops every candidate that has no link to (or
+    /// from) any candidate of a channel's other end, until nothing changes. Exact: a
+    /// dropped node is in no deployment with every link. Returns a component whose
+    /// candidates ran out, if one did.
+    pub fn prune(&mut self, model: &Model<'_>) -> Option<usize> {
+        loop {
+            let mut changed = false;
+            for (ch, t) in model.chans.iter().zip(&self.tables) {
+                let before = (self.cand[ch.from].len(), self.cand[ch.to].len());
+                if ch.from == ch.to {
+                    self.cand[ch.from].retain(|a| t.succ_out[*a as usize] >= 0.0);
+                } else {
+                    self.cand[ch.from].retain(|a| t.succ_out[*a as usize] >= 0.0);
+                    self.cand[ch.to].retain(|b| t.succ_in[*b as usize] >= 0.0);
+                }
+                if before != (self.cand[ch.from].len(), self.cand[ch.to].len()) {
+                    changed = true;
+                }
+                if self.cand[ch.from].is_empty() {
+                    return Some(ch.from);
+                }
+                if self.cand[ch.to].is_empty() {
+                    return Some(ch.to);
+                }
+            }
+            if !changed {
+                return None;
+            }
+            let cand = std::mem::take(&mut self.cand);
+            *self = Space::build(model, cand);
+        }
+    }
+
     /// Whether every candidate pair of every channel has a link (then the link-complete
     /// deployments are exactly the product of the candidate counts).
     pub fn links_complete(&self, model: &Model<'_>) -> bool {
