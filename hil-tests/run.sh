@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The railway testbed of issue 6 in one command: builds the testbed (release), brings up the
+# 20-node railway network (namespaces + user-space WAN emulator from scenarios/railway/cluster.yaml)
+# for each experiment, runs it, tears everything down (also after a failure or Ctrl-C) and writes
+# Markdown reports with PNG plots under results/<UTC time>/.
+#
+#   sudo hil-tests/run.sh                 # emulator bench, experiment 1 (reference prober), experiment 2
+#   sudo hil-tests/run.sh --agents        # + experiment 1 with the real edge agents
+#   AGENT_BIN_AARCH64=/path/to/aarch64/edge-agent sudo hil-tests/run.sh --agents
+#                                         # aarch64 nodes run the ARM build under qemu-aarch64-static
+# Needs: root, /dev/net/tun, iproute2, mosquitto (--agents), fonts-dejavu-core (plot text).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+agents=0
+for a in "$@"; do
+  case "$a" in
+    --agents) agents=1 ;;
+    *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-hil}
+cargo build --release -p hil-tests --bins
+bin=$CARGO_TARGET_DIR/release
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+out=${OUT:-results/$stamp}
+mkdir -p "$out"
+
+cleanup() {
+  "$bin/hil" down --prefix hil- >/dev/null 2>&1 || true
+  "$bin/hil" down --prefix hil-bench- >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
+cleanup
+
+status=()
+run() {
+  local name=$1; shift
+  echo "== $name"
+  if "$@" > "$out/$name.log" 2>&1; then
+    status+=("| $name | ok | [report]($name/report.md) |")
+  else
+    status+=("| $name | FAILED (see $name.log) | |")
+    echo "run.sh: $name failed, see $out/$name.log" >&2
+  fi
+  cleanup
+}
+
+run emulator "$bin/hil" emu-bench --out "$out/emulator"
+run fidelity-reference "$bin/hil" fidelity --prober reference --out "$out/fidelity-reference"
+if [ "$agents" = 1 ]; then
+  cargo build --release -p edge-agent
+  extra=()
+  if [ -n "${AGENT_BIN_AARCH64:-}" ]; then extra=(--agent-bin-aarch64 "$AGENT_BIN_AARCH64"); fi
+  run fidelity-agent "$bin/hil" fidelity --prober agent --agent-bin "$bin/edge-agent" \
+    --duration-s "${AGENT_SECS:-120}" "${extra[@]}" --out "$out/fidelity-agent"
+fi
+run placement "$bin/hil" placement --out "$out/placement"
+
+{
+  echo "# Railway testbed run $stamp"
+  echo
+  echo "Host: $(uname -srm), $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
+  echo
+  echo "| experiment | result | report |"
+  echo "|---|---|---|"
+  printf '%s\n' "${status[@]}"
+} > "$out/README.md"
+cat "$out/README.md"
+echo "run.sh: results in $out"
