@@ -33,7 +33,7 @@ check "every node of the cluster has a config" bash -c "[ \$(ls targets/nodes/*.
 for t in aarch64 x86_64; do
     . "targets/$t.env"
     case "$t" in
-        aarch64) file_pat='ARM aarch64'; machine='AArch64'; run=("$QEMU" -L "$QEMU_LD_PREFIX") ;;
+        aarch64) file_pat='ARM aarch64'; machine='AArch64'; run=("$QEMU" -L "$QEMU_LD_PREFIX" -E "LD_LIBRARY_PATH=$QEMU_LD_PREFIX/lib") ;;
         x86_64) file_pat='x86-64'; machine='X86-64'; run=() ;;
     esac
     deb="$(ls -t "$DIST"/acoa-agent_*_"$DEB_ARCH".deb 2>/dev/null | head -n 1)"

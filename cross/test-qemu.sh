@@ -36,7 +36,9 @@ for tool in "$QEMU" mosquitto mosquitto_sub mosquitto_passwd; do
     command -v "$tool" >/dev/null || fail "$tool on PATH" "install qemu-user-static mosquitto mosquitto-clients"
 done
 [ "$FAILED" = 0 ] || { summary "cross qemu"; exit 1; }
-run_a64() { "$QEMU" -L "$QEMU_LD_PREFIX" "$bin" "$@"; }
+# LD_LIBRARY_PATH: see targets/aarch64.env (mixed glibc builds hang at the first thread)
+qemu_run=("$QEMU" -L "$QEMU_LD_PREFIX" -E "LD_LIBRARY_PATH=$QEMU_LD_PREFIX/lib")
+run_a64() { "${qemu_run[@]}" "$bin" "$@"; }
 
 check "starts under qemu (--help)" run_a64 --help
 
@@ -95,7 +97,7 @@ sub_pid=$!
 pids+=($sub_pid)
 sleep 0.5
 start_ms=$(date +%s%3N)
-RUST_LOG=info "$QEMU" -L "$QEMU_LD_PREFIX" "$bin" --config "$work/n13.toml" > "$work/agent.log" 2>&1 &
+RUST_LOG=info "${qemu_run[@]}" "$bin" --config "$work/n13.toml" > "$work/agent.log" 2>&1 &
 agent_pid=$!
 pids+=($agent_pid)
 wait "$sub_pid"
