@@ -394,7 +394,7 @@ async fn execute<R: Runtime>(
                 shared.publish(
                     topics::actual(&shared.node),
                     QoS::AtLeastOnce,
-                    &Message::ActualState(Box::new(a.clone())),
+                    &Message::ActualState(a.clone()),
                 );
                 None
             }

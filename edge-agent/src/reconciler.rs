@@ -69,7 +69,7 @@ pub enum Action {
     /// List the managed containers and feed back `RuntimeObserved`.
     Observe,
     Create {
-        spec: ContainerSpec,
+        spec: Box<ContainerSpec>,
         generation: u64,
         spec_hash: String,
     },
@@ -82,7 +82,7 @@ pub enum Action {
     },
     /// Write the accepted frame to disk (atomically).
     PersistDesired(Vec<u8>),
-    PublishActual(ActualState),
+    PublishActual(Box<ActualState>),
     /// One line for the operator.
     Log(Level, String),
 }
@@ -410,7 +410,7 @@ impl Reconciler {
                             format!("creating container {name} ({})", spec.image),
                         ));
                         out.push(Action::Create {
-                            spec: spec.clone(),
+                            spec: Box::new(spec.clone()),
                             generation: desired.generation,
                             spec_hash: hash,
                         });
@@ -426,7 +426,7 @@ impl Reconciler {
                         ));
                         out.push(Action::Remove { name: name.into() });
                         out.push(Action::Create {
-                            spec: spec.clone(),
+                            spec: Box::new(spec.clone()),
                             generation: desired.generation,
                             spec_hash: hash,
                         });
@@ -544,12 +544,12 @@ impl Reconciler {
             let _ = containers.push(c.clone());
         }
         self.last_published = Some((self.generation, now));
-        out.push(Action::PublishActual(ActualState {
+        out.push(Action::PublishActual(Box::new(ActualState {
             node: truncate(&self.node),
             generation: self.generation,
             seq: self.seq,
             containers,
-        }));
+        })));
     }
 
     fn current(&self) -> Vec<ContainerStatus> {
@@ -725,14 +725,14 @@ mod tests {
         r.handle(Event::DesiredFrame(frame(
             "n1",
             1,
-            &[a.clone()],
+            std::slice::from_ref(&a),
             Some(&cp()),
         )));
         r.handle(Event::RuntimeObserved(vec![running(&a)]));
         r.handle(Event::DesiredFrame(frame(
             "n1",
             5,
-            &[a.clone()],
+            std::slice::from_ref(&a),
             Some(&cp()),
         )));
         let acts = r.handle(Event::RuntimeObserved(vec![running(&a)]));
@@ -746,7 +746,7 @@ mod tests {
         r.handle(Event::DesiredFrame(frame(
             "n1",
             1,
-            &[a.clone()],
+            std::slice::from_ref(&a),
             Some(&cp()),
         )));
         r.handle(Event::RuntimeObserved(vec![running(&a)]));
@@ -773,7 +773,7 @@ mod tests {
         r.handle(Event::DesiredFrame(frame(
             "n1",
             3,
-            &[a.clone()],
+            std::slice::from_ref(&a),
             Some(&cp()),
         )));
         let other = SigningKey::from_bytes(&[9; 32]);
@@ -811,7 +811,7 @@ mod tests {
         let acts = r.handle(Event::DesiredFrame(frame(
             "n1",
             1,
-            &[bad.clone()],
+            std::slice::from_ref(&bad),
             Some(&cp()),
         )));
         assert!(logs(&acts)
@@ -831,7 +831,12 @@ mod tests {
     fn restored_state_converges_before_any_broker_contact() {
         let mut r = rec();
         let a = spec("app.a", "localhost/acoa/x:1");
-        let acts = r.handle(Event::Restored(frame("n1", 7, &[a.clone()], Some(&cp()))));
+        let acts = r.handle(Event::Restored(frame(
+            "n1",
+            7,
+            std::slice::from_ref(&a),
+            Some(&cp()),
+        )));
         assert_eq!(kinds(&acts), ["observe"]);
         let acts = r.handle(Event::RuntimeObserved(vec![running(&a)]));
         assert_eq!(kinds(&acts), ["publish g7"]);
@@ -857,7 +862,7 @@ mod tests {
         r.handle(Event::DesiredFrame(frame(
             "n1",
             1,
-            &[a.clone()],
+            std::slice::from_ref(&a),
             Some(&cp()),
         )));
         r.handle(Event::RuntimeObserved(vec![]));

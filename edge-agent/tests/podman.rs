@@ -104,7 +104,7 @@ fn desired_containers_run_are_removed_and_restarted() {
     // Killed by hand: restarted.
     let before = ps(&node);
     run(std::process::Command::new("podman").args(["kill", &cname(&node, "app.b")]));
-    r.agent.wait_log(&format!("container app.b exited"), WAIT);
+    r.agent.wait_log("container app.b exited", WAIT);
     wait_until("app.b running again", WAIT, || {
         running_names(&node).contains(&cname(&node, "app.b"))
     });
@@ -130,7 +130,7 @@ fn desired_containers_run_are_removed_and_restarted() {
     let id_a = ps(&node)[0].id.clone();
     r.broker.publish(
         &topics::desired(&node),
-        &desired(&node, 2, &[a.clone()], Some(&cp_key())),
+        &desired(&node, 2, std::slice::from_ref(&a), Some(&cp_key())),
         true,
     );
     wait_until("app.b removed", WAIT, || {
@@ -148,7 +148,7 @@ fn untrusted_desired_states_change_nothing() {
     let a = spec("app.a", IMAGE);
     r.broker.publish(
         &topics::desired(&node),
-        &desired(&node, 5, &[a.clone()], Some(&cp_key())),
+        &desired(&node, 5, std::slice::from_ref(&a), Some(&cp_key())),
         true,
     );
     wait_until("app.a to run", WAIT, || {
@@ -163,19 +163,19 @@ fn untrusted_desired_states_change_nothing() {
             "message does not decode",
         ),
         (
-            desired(&node, 6, &[b.clone()], None),
+            desired(&node, 6, std::slice::from_ref(&b), None),
             "refused desired state: message is not signed",
         ),
         (
-            desired(&node, 7, &[b.clone()], Some(&intruder)),
+            desired(&node, 7, std::slice::from_ref(&b), Some(&intruder)),
             "refused desired state: signature does not verify",
         ),
         (
-            desired(&node, 4, &[b.clone()], Some(&cp_key())),
+            desired(&node, 4, std::slice::from_ref(&b), Some(&cp_key())),
             "refused desired state generation 4: not newer than applied generation 5",
         ),
         (
-            desired("someone-else", 8, &[b.clone()], Some(&cp_key())),
+            desired("someone-else", 8, std::slice::from_ref(&b), Some(&cp_key())),
             "it is for node \"someone-else\"",
         ),
         (

@@ -251,9 +251,12 @@ impl Drop for Broker {
 
 // ------------------------------------------------------------------ watcher
 
+/// Topic, payload, time of arrival.
+pub type Received = (String, Vec<u8>, Instant);
+
 /// Collects every message under a topic filter, reconnecting after outages.
 pub struct Watcher {
-    pub msgs: Arc<Mutex<Vec<(String, Vec<u8>, Instant)>>>,
+    pub msgs: Arc<Mutex<Vec<Received>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 }
 

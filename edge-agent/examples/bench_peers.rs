@@ -1,0 +1,56 @@
+//! Helper of `bench/footprint.sh`: N tiny UDP echo responders on loopback, and a
+//! peer list naming them, signed with a throwaway control-plane key.
+//!
+//! `bench_peers N BASE_PORT OUT_DIR` writes OUT_DIR/cp.pub (the key's hex) and
+//! OUT_DIR/peers.bin (the signed frame), then answers probes until killed.
+
+use std::net::UdpSocket;
+
+use acoa_shared::wire::{self, encode, keys, Message, Peer, PeerList};
+use edge_agent::prober::{decode_probe, PROBE_LEN};
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    anyhow::ensure!(args.len() == 4, "usage: bench_peers N BASE_PORT OUT_DIR");
+    let n: u16 = args[1].parse()?;
+    let base: u16 = args[2].parse()?;
+    let out = std::path::Path::new(&args[3]);
+    let cp = ed25519_dalek::SigningKey::from_bytes(&[77; 32]);
+    let mut peers = Vec::new();
+    let mut socks = Vec::new();
+    for i in 0..n {
+        let addr = format!("127.0.0.1:{}", base + i);
+        socks.push(UdpSocket::bind(&addr)?);
+        peers.push(Peer {
+            node: wire::name(&format!("peer{i:02}"))?,
+            addr: wire::bounded("addr", &addr)?,
+        });
+    }
+    let frame = encode(
+        &Message::PeerList(PeerList {
+            generation: 1,
+            peers,
+        }),
+        Some(&cp),
+    )?;
+    std::fs::write(out.join("peers.bin"), frame)?;
+    std::fs::write(out.join("cp.pub"), keys::public_hex(&cp.verifying_key()))?;
+    let threads: Vec<_> = socks
+        .into_iter()
+        .map(|s| {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 64];
+                while let Ok((len, from)) = s.recv_from(&mut buf) {
+                    if len == PROBE_LEN && decode_probe(&buf[..len]).is_some_and(|p| p.0 == 1) {
+                        buf[4] = 2; // pong
+                        let _ = s.send_to(&buf[..len], from);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}
