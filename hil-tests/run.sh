@@ -2,7 +2,7 @@
 # The railway testbed of issue 6 in one command: builds the testbed (release), brings up the
 # 20-node railway network (namespaces + user-space WAN emulator from scenarios/railway/cluster.yaml)
 # for each experiment, runs it, tears everything down (also after a failure or Ctrl-C) and writes
-# Markdown reports with PNG plots under results/<UTC time>/.
+# Markdown reports with PNG plots under hil-tests/results/<UTC time>/.
 #
 #   sudo hil-tests/run.sh                 # emulator bench, experiment 1 (reference prober), experiment 2
 #   sudo hil-tests/run.sh --agents        # + experiment 1 with the real edge agents
@@ -23,7 +23,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-hil}
 cargo build --release -p hil-tests --bins
 bin=$CARGO_TARGET_DIR/release
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-out=${OUT:-results/$stamp}
+out=${OUT:-hil-tests/results/$stamp}
 mkdir -p "$out"
 
 cleanup() {

@@ -106,6 +106,9 @@ pub struct AgentOptions {
     pub period_ms: u64,
     pub window: usize,
     pub report_period_ms: u64,
+    /// Run the agents with `chrt -f 20` (SCHED_FIFO), as the emulator and the reference prober
+    /// run: on a loaded 2-core machine a normal thread's wake-up adds tenths of a millisecond.
+    pub realtime: bool,
 }
 
 impl AgentOptions {
@@ -117,6 +120,7 @@ impl AgentOptions {
             period_ms: 1000,
             window: 64,
             report_period_ms: 1000,
+            realtime: false,
         }
     }
 }
@@ -273,14 +277,24 @@ pub fn fidelity(
         let cfg_path = dir.join("agent.toml");
         std::fs::write(&cfg_path, cfg)?;
         let arch = cluster.node(n).map(|x| x.arch.as_str()).unwrap_or("");
-        let mut cmd = match (&o.aarch64_bin, arch) {
-            (Some(b), "aarch64") => {
-                let mut c = tb.command(n, "qemu-aarch64-static");
-                c.arg("-L").arg("/usr/aarch64-linux-gnu").arg(b);
-                c
-            }
-            _ => tb.command(n, &o.bin),
+        let mut cmd = if o.realtime {
+            let mut c = tb.command(n, "chrt");
+            c.args(["-f", "20"]);
+            c
+        } else {
+            tb.command(n, "env")
         };
+        match (&o.aarch64_bin, arch) {
+            (Some(b), "aarch64") => {
+                cmd.arg("qemu-aarch64-static")
+                    .arg("-L")
+                    .arg("/usr/aarch64-linux-gnu")
+                    .arg(b);
+            }
+            _ => {
+                cmd.arg(&o.bin);
+            }
+        }
         cmd.arg("--config").arg(&cfg_path);
         agents.push(Proc::spawn(
             &format!("agent {n}"),

@@ -60,6 +60,9 @@ enum Cmd {
         /// aarch64 build of the agent for the aarch64 nodes, run under qemu-aarch64-static
         #[arg(long)]
         agent_bin_aarch64: Option<PathBuf>,
+        /// Run the agents SCHED_FIFO (chrt -f 20), like the emulator
+        #[arg(long)]
+        agent_rt: bool,
         /// Namespace prefix
         #[arg(long, default_value = "hil-")]
         prefix: String,
@@ -180,7 +183,7 @@ fn main() -> Result<()> {
                 .collect();
             down(&prefix)?;
             let dir =
-                out.unwrap_or_else(|| PathBuf::from(format!("results/placement-{}", utc_stamp())));
+                out.unwrap_or_else(|| PathBuf::from(format!("hil-tests/results/placement-{}", utc_stamp())));
             let tb = Testbed::builder()
                 .prefix(&prefix)
                 .host(true)
@@ -287,6 +290,7 @@ fn main() -> Result<()> {
             duration_s,
             agent_bin,
             agent_bin_aarch64,
+            agent_rt,
             prefix,
             no_compensate,
             subnet,
@@ -316,7 +320,7 @@ fn main() -> Result<()> {
             down(&prefix)?;
             let dir = out.unwrap_or_else(|| {
                 PathBuf::from(format!(
-                    "results/fidelity-{}-{}",
+                    "hil-tests/results/fidelity-{}-{}",
                     format!("{prober:?}").to_lowercase(),
                     utc_stamp()
                 ))
@@ -362,6 +366,7 @@ fn main() -> Result<()> {
                 Prober::Agent => {
                     let mut o = hil_tests::agents::AgentOptions::new(&agent_bin);
                     o.aarch64_bin = agent_bin_aarch64.clone();
+                    o.realtime = agent_rt;
                     let rows = hil_tests::agents::fidelity(
                         &tb,
                         &cl,
@@ -371,8 +376,9 @@ fn main() -> Result<()> {
                         &dir.join("run"),
                     )?;
                     let how = format!(
-                        "Prober: the edge agents (`{}`), one per node namespace, reporting link metrics over MQTT (Mosquitto on the testbed's host endpoint); the last metrics of every pair after {duration_s} s. Emulated: `{}` through `linkemu`.",
+                        "Prober: the edge agents (`{}`{}), one per node namespace, reporting link metrics over MQTT (Mosquitto on the testbed's host endpoint); the last metrics of every pair after {duration_s} s. Emulated: `{}` through `linkemu`.",
                         agent_bin.display(),
+                        if agent_rt { ", SCHED_FIFO" } else { "" },
                         cluster.display()
                     );
                     (rows, how)
