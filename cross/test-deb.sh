@@ -22,6 +22,7 @@ for t in aarch64 x86_64; do
 done
 
 wire="$(acoa_wire)" || { fail "acoa-wire (cross/tools) builds"; summary "cross deb"; exit 1; }
+check "acoa-wire's own tests (cargo test, cross/tools)" env CARGO_TARGET_DIR="${ACOA_TOOLS_TARGET_DIR:-$CROSS_ROOT/target-cross}" cargo test -q --manifest-path cross/tools/Cargo.toml
 
 # --- the role profiles and the per-node configurations match the railway cluster file
 cluster=scenarios/railway/cluster.yaml

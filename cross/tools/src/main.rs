@@ -69,22 +69,31 @@ fn decode(args: &[String]) -> anyhow::Result<()> {
     let bytes = match file.as_deref() {
         None | Some("-") => {
             let mut b = Vec::new();
-            std::io::stdin().read_to_end(&mut b).context("reading stdin")?;
+            std::io::stdin()
+                .read_to_end(&mut b)
+                .context("reading stdin")?;
             b
         }
         Some(f) => std::fs::read(f).with_context(|| format!("reading {f}"))?,
     };
+    let (line, json) = describe(&bytes, key.as_ref())?;
+    println!("{line}");
+    println!("{json}");
+    Ok(())
+}
+
+/// Opens, verifies (when a key is given) and decodes one frame: a summary line and the JSON.
+fn describe(
+    bytes: &[u8],
+    key: Option<&ed25519_dalek::VerifyingKey>,
+) -> anyhow::Result<(String, String)> {
     if bytes.is_empty() {
         bail!("empty frame");
     }
-    let env = wire::open(&bytes).context("opening the frame")?;
-    let verified = match &key {
-        Some(k) => {
-            env.verify(k).context("checking the signature")?;
-            true
-        }
-        None => false,
-    };
+    let env = wire::open(bytes).context("opening the frame")?;
+    if let Some(k) = key {
+        env.verify(k).context("checking the signature")?;
+    }
     let msg = env.message().context("decoding the body")?;
     let from = match &msg {
         Message::NodeReport(r) => r.node.as_str().to_string(),
@@ -93,15 +102,18 @@ fn decode(args: &[String]) -> anyhow::Result<()> {
         Message::ActualState(a) => a.node.as_str().to_string(),
         Message::PeerList(_) => "control plane".to_string(),
     };
-    println!(
+    let line = format!(
         "{} from {} ({}{})",
         msg.kind(),
         from,
-        if env.is_signed() { "signed" } else { "unsigned" },
-        if verified { ", verified" } else { "" }
+        if env.is_signed() {
+            "signed"
+        } else {
+            "unsigned"
+        },
+        if key.is_some() { ", verified" } else { "" }
     );
-    println!("{}", serde_json::to_string(&msg)?);
-    Ok(())
+    Ok((line, serde_json::to_string(&msg)?))
 }
 
 /// The agent configuration of the brief; unknown keys are an error here so that profiles stay
@@ -183,7 +195,8 @@ fn check_config(args: &[String]) -> anyhow::Result<()> {
         match a.as_str() {
             "--cluster" => {
                 cluster_file = Some(PathBuf::from(
-                    it.next().ok_or_else(|| anyhow!("--cluster needs a value"))?,
+                    it.next()
+                        .ok_or_else(|| anyhow!("--cluster needs a value"))?,
                 ))
             }
             "--templates" => templates = true,
@@ -317,7 +330,10 @@ fn check_one(cluster: &Cluster, file: &Path, templates: bool) -> anyhow::Result<
         }
     }
     if let Some(p) = &cfg.probe {
-        for (name, addr) in [("probe.listen", &p.listen), ("probe.advertise", &p.advertise)] {
+        for (name, addr) in [
+            ("probe.listen", &p.listen),
+            ("probe.advertise", &p.advertise),
+        ] {
             if let Some(a) = addr {
                 if a.parse::<std::net::SocketAddr>().is_err() {
                     errs.push(format!("{name} {a:?} is not ip:port"));
@@ -338,7 +354,10 @@ fn check_one(cluster: &Cluster, file: &Path, templates: bool) -> anyhow::Result<
         cfg.node,
         cfg.datacenter,
         cfg.layer,
-        node.hardware.iter().chain(&node.software).collect::<Vec<_>>()
+        node.hardware
+            .iter()
+            .chain(&node.software)
+            .collect::<Vec<_>>()
     ))
 }
 
@@ -390,9 +409,10 @@ fn render(args: &[String]) -> anyhow::Result<()> {
     let profile = profiles.join(format!("{role}.toml"));
     let text = std::fs::read_to_string(&profile)
         .with_context(|| format!("reading profile {}", profile.display()))?;
-    let mut t: toml::Table = toml::from_str(&text)
-        .with_context(|| format!("parsing profile {}", profile.display()))?;
-    let strs = |v: &[String]| toml::Value::Array(v.iter().cloned().map(toml::Value::String).collect());
+    let mut t: toml::Table =
+        toml::from_str(&text).with_context(|| format!("parsing profile {}", profile.display()))?;
+    let strs =
+        |v: &[String]| toml::Value::Array(v.iter().cloned().map(toml::Value::String).collect());
     t.insert("node".into(), node.name.clone().into());
     t.insert("datacenter".into(), node.datacenter.clone().into());
     t.insert("layer".into(), node.layer.to_string().into());
@@ -400,9 +420,18 @@ fn render(args: &[String]) -> anyhow::Result<()> {
     t.insert("hardware".into(), strs(&node.hardware));
     t.insert("software".into(), strs(&node.software));
     let mut cap = toml::Table::new();
-    cap.insert("cpu_millis".into(), toml::Value::Integer(node.capacity.cpu_millis as i64));
-    cap.insert("memory_mb".into(), toml::Value::Integer(node.capacity.memory_mb as i64));
-    cap.insert("disk_mb".into(), toml::Value::Integer(node.capacity.disk_mb as i64));
+    cap.insert(
+        "cpu_millis".into(),
+        toml::Value::Integer(node.capacity.cpu_millis as i64),
+    );
+    cap.insert(
+        "memory_mb".into(),
+        toml::Value::Integer(node.capacity.memory_mb as i64),
+    );
+    cap.insert(
+        "disk_mb".into(),
+        toml::Value::Integer(node.capacity.disk_mb as i64),
+    );
     t.insert("capacity".into(), cap.into());
     if let Some(toml::Value::Table(b)) = t.get_mut("broker") {
         b.insert("username".into(), node.name.clone().into());
@@ -440,5 +469,100 @@ fn set_path(t: &mut toml::Table, key: &str, value: toml::Value) -> anyhow::Resul
                 _ => bail!("{head} is not a table"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ed25519_dalek::SigningKey;
+
+    fn cluster() -> Cluster {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/railway/cluster.yaml");
+        model::load_cluster(&path).expect("railway cluster")
+    }
+
+    fn report(node: &str) -> Message {
+        Message::NodeReport(Box::new(wire::NodeReport {
+            node: wire::name(node).unwrap(),
+            seq: 1,
+            timestamp_ms: 2,
+            datacenter: wire::name("train1").unwrap(),
+            layer: Layer::Edge,
+            arch: wire::name("aarch64").unwrap(),
+            hardware: Default::default(),
+            software: Default::default(),
+            capacity: Default::default(),
+            load: Default::default(),
+            probe_addr: wire::bounded("probe_addr", "127.0.0.1:7878").unwrap(),
+        }))
+    }
+
+    #[test]
+    fn describe_verifies_and_prints_json() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let frame = wire::encode(&report("n13"), Some(&key)).unwrap();
+        let (line, json) = describe(&frame, Some(&key.verifying_key())).unwrap();
+        assert_eq!(line, "node report from n13 (signed, verified)");
+        assert!(json.contains(r#""arch":"aarch64""#), "{json}");
+        let (line, _) = describe(&frame, None).unwrap();
+        assert_eq!(line, "node report from n13 (signed)");
+    }
+
+    #[test]
+    fn describe_rejects_other_keys_unsigned_and_garbage() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let other = SigningKey::from_bytes(&[8; 32]).verifying_key();
+        let frame = wire::encode(&report("n13"), Some(&key)).unwrap();
+        assert!(describe(&frame, Some(&other)).is_err());
+        let unsigned = wire::encode(&report("n13"), None).unwrap();
+        assert!(describe(&unsigned, Some(&key.verifying_key())).is_err());
+        assert!(describe(&[], None).is_err());
+        assert!(describe(&[0xff, 0xff, 0xff], None).is_err());
+    }
+
+    #[test]
+    fn roles_follow_the_labels() {
+        let c = cluster();
+        let role = |n: &str| role_of(c.node(n).unwrap());
+        assert_eq!(role("n01"), "cloud-node");
+        assert_eq!(role("n12"), "cloud-node");
+        assert_eq!(role("n13"), "train-security");
+        assert_eq!(role("n16"), "train-security");
+        assert_eq!(role("n14"), "train-dashboard");
+        assert_eq!(role("n15"), "train-telemetry");
+        assert_eq!(role("n18"), "train-telemetry");
+        assert_eq!(role("n19"), "station");
+        assert_eq!(role("n20"), "station");
+    }
+
+    #[test]
+    fn set_path_creates_tables_and_refuses_non_tables() {
+        let mut t = toml::Table::new();
+        set_path(&mut t, "broker.url", "mqtt://x".into()).unwrap();
+        set_path(&mut t, "node", "n1".into()).unwrap();
+        assert_eq!(t["broker"]["url"].as_str(), Some("mqtt://x"));
+        assert!(set_path(&mut t, "node.x", 1.into()).is_err());
+    }
+
+    #[test]
+    fn a_config_that_disagrees_with_the_cluster_names_the_field() {
+        let dir = std::env::temp_dir().join(format!("acoa-wire-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("bad.toml");
+        std::fs::write(
+            &f,
+            "node = \"n13\"\ndatacenter = \"train2\"\nlayer = \"edge\"\nhardware = [\"gps\"]\n\
+             [broker]\nurl = \"mqtt://127.0.0.1:1883\"\ncontrol_plane_key = \"00\"\n",
+        )
+        .unwrap();
+        let err = check_one(&cluster(), &f, false).unwrap_err().to_string();
+        assert!(err.contains("datacenter \"train2\""), "{err}");
+        assert!(err.contains("hardware"), "{err}");
+        assert!(err.contains("control_plane_key"), "{err}");
+        std::fs::write(&f, "node = \"n13\"\nbogus = 1\n").unwrap();
+        assert!(check_one(&cluster(), &f, false).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
