@@ -125,7 +125,7 @@ fn sweep(sizes: &[usize], budget: Duration) {
         "## Synthetic sweep (one run each; time budget {} ms per search)\n",
         budget.as_millis()
     );
-    println!("| nodes | datacenters | links | components | channels | paths | criteria | candidate product | build Infra (ms) | place time (ms) | of which l_min / B&B / count (ms) | nodes explored | proven | gap (upper bound - score) | score | feasible deployments | enumeration (est.) | speed-up (est.) |");
+    println!("| nodes | datacenters | links | components | channels | paths | criteria | candidate product | build Infra (ms) | place time (ms) | of which compile / l_min / bounds / B&B / count (ms) | nodes explored | proven | gap (upper bound - score) | score | feasible deployments | enumeration (est.) | speed-up (est.) |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &size in sizes {
         let (dcs, per_dc) = match size {
@@ -171,7 +171,7 @@ fn sweep(sizes: &[usize], budget: Duration) {
                 }
             };
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {:.3e} | {} | {} | {} / {} / {} | {} | {} | {} | {} | {} | {:.3e} s | {:.1e}x |",
+                "| {} | {} | {} | {} | {} | {} | {} | {:.3e} | {} | {} | {} / {} / {} / {} / {} | {} | {} | {} | {} | {} | {:.3e} s | {:.1e}x |",
                 infra.len(),
                 dcs,
                 infra.link_count(),
@@ -182,7 +182,9 @@ fn sweep(sizes: &[usize], budget: Duration) {
                 product,
                 ms(t_build),
                 ms(t_bb),
+                ms(r.phases.compile),
                 ms(r.phases.lmin),
+                ms(r.phases.bounds),
                 ms(r.phases.search),
                 ms(r.phases.count),
                 r.explored,

@@ -1,6 +1,7 @@
 //! Criterion plugins: each one grades a whole deployment in [0, 1] (model.md, "Scoring"),
 //! and gives the search an optimistic grade (an upper bound) for a partial one.
 
+use crate::infra::LinkQ;
 use crate::problem::{Model, Space, UNSET};
 use acoa_shared::model::{Application, CriterionKind, Node};
 
@@ -27,6 +28,13 @@ pub trait CriterionPlugin: Send + Sync {
     /// An upper bound on the grade of every completion of the partial assignment `a`
     /// (`UNSET` marks unplaced components) within the candidate space.
     fn bound(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64;
+    /// [`CriterionPlugin::bound`], given in `fixed` the link under every channel whose
+    /// two ends are placed (indexed by channel; other entries are not read), which spares
+    /// the search the look-ups.
+    fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
+        let _ = fixed;
+        self.bound(ctx, a)
+    }
 }
 
 // ------------------------------------------------------------ response time
@@ -229,6 +237,15 @@ impl ResponseTime {
     /// channel at its least possible latency, and, with potentials, the largest
     /// (into v) + (out of v) bound over the path's components.
     pub fn latency_lb(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
+        self.latency_lb_with(ctx, a, |_, x, y| ctx.model.infra.link(x, y))
+    }
+
+    fn latency_lb_with(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        link: impl Fn(usize, u32, u32) -> Option<LinkQ>,
+    ) -> f64 {
         let m = ctx.model;
         let w = |ch: usize| {
             let c = &m.chans[ch];
@@ -237,7 +254,7 @@ impl ResponseTime {
                 (UNSET, UNSET) => t.min_lat,
                 (x, UNSET) => t.lat_out[x as usize],
                 (UNSET, y) => t.lat_in[y as usize],
-                (x, y) => m.infra.link(x, y).map_or(f64::INFINITY, |q| q.latency_ms),
+                (x, y) => link(ch, x, y).map_or(f64::INFINITY, |q| q.latency_ms),
             }
         };
         let Some(p) = &self.pot else {
@@ -322,6 +339,9 @@ impl CriterionPlugin for ResponseTime {
     }
     fn bound(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
         self.ratio(self.latency_lb(ctx, a))
+    }
+    fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
+        self.ratio(self.latency_lb_with(ctx, a, |ch, _, _| Some(fixed[ch])))
     }
 }
 
@@ -548,6 +568,20 @@ impl CriterionPlugin for Reliability {
             .product()
     }
     fn bound(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
+        self.bound_with(ctx, a, |_, x, y| ctx.model.infra.link(x, y))
+    }
+    fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
+        self.bound_with(ctx, a, |ch, _, _| Some(fixed[ch]))
+    }
+}
+
+impl Reliability {
+    fn bound_with(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        link: impl Fn(usize, u32, u32) -> Option<LinkQ>,
+    ) -> f64 {
         let m = ctx.model;
         let best = |ch: usize| {
             let c = &m.chans[ch];
@@ -556,7 +590,7 @@ impl CriterionPlugin for Reliability {
                 (UNSET, UNSET) => t.best_succ,
                 (x, UNSET) => t.succ_out[x as usize],
                 (UNSET, y) => t.succ_in[y as usize],
-                (x, y) => m.infra.link(x, y).map_or(0.0, |q| q.success),
+                (x, y) => link(ch, x, y).map_or(0.0, |q| q.success),
             };
             s.max(0.0)
         };

@@ -146,11 +146,14 @@ pub struct Report {
     pub phases: Phases,
 }
 
-/// Wall-clock time per phase of [`place_on`].
+/// Wall-clock time per phase of [`place_on`] (compile: constraint plugins, channel
+/// tables and arc consistency).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Phases {
     pub compile: Duration,
     pub lmin: Duration,
+    /// Precomputing the criteria's bound tables (route potentials, forests).
+    pub bounds: Duration,
     pub search: Duration,
     pub count: Duration,
 }
@@ -235,7 +238,9 @@ pub fn place_on(
             return Ok(infeasible(r));
         }
     }
+    let t = Instant::now();
     let objective = Objective::for_app(app, &model, &space, &lmin);
+    phases.bounds = t.elapsed();
     let t = Instant::now();
     let found = search::branch_and_bound(&model, &space, &objective, remaining.clone(), limits);
     explored += found.explored;
@@ -249,8 +254,14 @@ pub fn place_on(
         return Ok(infeasible(reason));
     };
     let t = Instant::now();
+    let largest = space.cand.iter().map(|c| c.len() as u128).max().unwrap_or(1);
     let (feasible, feasible_exact) = if remaining.is_none() && space.links_complete(&model) {
         (space.product(), true)
+    } else if remaining.is_some() && space.product() / largest.max(1) > opts.count_budget as u128
+    {
+        // With requests the count visits every feasible deployment but the last
+        // component's: hopeless within the budget, so do not start.
+        (space.product(), false)
     } else {
         match search::count(&model, &space, &objective, remaining, opts.count_budget) {
             Some(n) => (n, true),

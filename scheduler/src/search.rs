@@ -16,6 +16,7 @@
 //! The result is optimal to within [`EPS`] when `proven`.
 
 use crate::criteria::{Ctx, Objective};
+use crate::infra::LinkQ;
 use crate::problem::{Model, Space, UNSET};
 use std::time::Instant;
 
@@ -65,7 +66,31 @@ struct Searcher<'s, 'm> {
     /// Per component: the total weight of the criteria it affects, as an ordered key
     /// (variable order: heaviest first).
     weight_key: Vec<u64>,
-    scratch: Vec<u32>,
+    /// Per channel: the link under it, valid while both its ends are placed.
+    fixed: Vec<LinkQ>,
+    /// Per component: its domain once a neighbour is placed (sorted nodes with a link
+    /// to / from every placed neighbour, that its request still fits); `None`: every
+    /// candidate (requests checked when it is chosen).
+    doms: Vec<Option<Vec<u32>>>,
+    /// Domains to restore on backtracking.
+    trail: Vec<(usize, Option<Vec<u32>>)>,
+}
+
+/// The sorted intersection of two sorted lists.
+fn intersect(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
+    out.clear();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
 }
 
 impl<'s, 'm> Searcher<'s, 'm> {
@@ -109,7 +134,284 @@ impl<'s, 'm> Searcher<'s, 'm> {
                     (w / obj.total_weight.max(f64::MIN_POSITIVE) * 1e9) as u64
                 })
                 .collect(),
-            scratch: Vec::new(),
+            fixed: vec![
+                LinkQ {
+                    latency_ms: f64::INFINITY,
+                    success: 0.0
+                };
+                model.chans.len()
+            ],
+            doms: vec![None; n],
+            trail: Vec::new(),
+        }
+    }
+
+    /// Places `u` on `b` and narrows the domains of the unplaced components: its
+    /// neighbours keep the nodes linked with `b`; any other that can no longer fit on
+    /// `b` loses it. Returns the trail mark for [`Searcher::unplace`].
+    fn place(&mut self, u: usize, b: u32) -> usize {
+        let mark = self.trail.len();
+        self.take(u, b);
+        let m = self.model;
+        let infra = m.infra;
+        for ch in &m.chans_of[u] {
+            let c = &m.chans[*ch];
+            let w = if c.from == u { c.to } else { c.from };
+            if w == u || self.a[w] != UNSET {
+                continue;
+            }
+            let list = if c.from == u {
+                infra.out(b)
+            } else {
+                infra.inn(b)
+            };
+            let mut new = Vec::new();
+            match &self.doms[w] {
+                Some(d) => intersect(d, list, &mut new),
+                None => {
+                    let member = &self.space.member[w];
+                    new.extend(
+                        list.iter()
+                            .copied()
+                            .filter(|x| member[*x as usize] && self.fits(w, *x)),
+                    );
+                }
+            }
+            if new.is_empty() && self.first_missing.is_none() {
+                let other = self.doms[w]
+                    .as_ref()
+                    .and_then(|d| d.first().copied())
+                    .unwrap_or(self.space.cand[w][0]);
+                self.first_missing = Some(if c.from == u {
+                    (*ch, b, other)
+                } else {
+                    (*ch, other, b)
+                });
+            }
+            let old = std::mem::replace(&mut self.doms[w], Some(new));
+            self.trail.push((w, old));
+        }
+        if self.rem.is_some() && self.req[u].is_some() {
+            for w in 0..self.a.len() {
+                if self.a[w] != UNSET || self.req[w].is_none() {
+                    continue;
+                }
+                let Some(d) = &self.doms[w] else { continue };
+                if let Ok(i) = d.binary_search(&b) {
+                    if !self.fits(w, b) {
+                        let mut new = d.clone();
+                        new.remove(i);
+                        let old = std::mem::replace(&mut self.doms[w], Some(new));
+                        self.trail.push((w, old));
+                    }
+                }
+            }
+        }
+        mark
+    }
+
+    fn unplace(&mut self, u: usize, mark: usize) {
+        while self.trail.len() > mark {
+            let (w, old) = self.trail.pop().expect("trail entry");
+            self.doms[w] = old;
+        }
+        self.undo(u);
+    }
+
+    /// For each channel of `u` whose other end is placed: the link under it for every
+    /// node of `domain` (sorted), by a merge with the placed end's adjacency.
+    fn links_for(&self, u: usize, domain: &[u32]) -> Vec<(usize, Vec<LinkQ>)> {
+        let m = self.model;
+        let infra = m.infra;
+        let missing = LinkQ {
+            latency_ms: f64::INFINITY,
+            success: 0.0,
+        };
+        let mut out = Vec::new();
+        for ch in &m.chans_of[u] {
+            let c = &m.chans[*ch];
+            let qs: Vec<LinkQ> = if c.from == c.to {
+                domain
+                    .iter()
+                    .map(|b| infra.link(*b, *b).unwrap_or(missing))
+                    .collect()
+            } else {
+                let (nodes, idx) = if c.to == u {
+                    match self.a[c.from] {
+                        UNSET => continue,
+                        x => infra.out_links(x),
+                    }
+                } else {
+                    match self.a[c.to] {
+                        UNSET => continue,
+                        y => infra.inn_links(y),
+                    }
+                };
+                let mut j = 0;
+                domain
+                    .iter()
+                    .map(|b| {
+                        while j < nodes.len() && nodes[j] < *b {
+                            j += 1;
+                        }
+                        if j < nodes.len() && nodes[j] == *b {
+                            infra.quality(idx[j])
+                        } else {
+                            missing
+                        }
+                    })
+                    .collect()
+            };
+            out.push((*ch, qs));
+        }
+        out
+    }
+
+    fn set_links(&mut self, _u: usize, links: &[(usize, Vec<LinkQ>)], k: usize) {
+        for (ch, qs) in links {
+            self.fixed[*ch] = qs[k];
+        }
+    }
+
+    /// Places `u` on `b` and narrows the domains of the unplaced components: its
+    /// neighbours keep the nodes linked with `b`; any other that can no longer fit on
+    /// `b` loses it. Returns the trail mark for [`Searcher::unplace`].
+    fn place(&mut self, u: usize, b: u32) -> usize {
+        let mark = self.trail.len();
+        self.take(u, b);
+        let m = self.model;
+        let infra = m.infra;
+        for ch in &m.chans_of[u] {
+            let c = &m.chans[*ch];
+            let w = if c.from == u { c.to } else { c.from };
+            if w == u || self.a[w] != UNSET {
+                continue;
+            }
+            let list = if c.from == u {
+                infra.out(b)
+            } else {
+                infra.inn(b)
+            };
+            let mut new = Vec::new();
+            match &self.doms[w] {
+                Some(d) => intersect(d, list, &mut new),
+                None => {
+                    let member = &self.space.member[w];
+                    new.extend(
+                        list.iter()
+                            .copied()
+                            .filter(|x| member[*x as usize] && self.fits(w, *x)),
+                    );
+                }
+            }
+            if new.is_empty() && self.first_missing.is_none() {
+                let other = self.doms[w]
+                    .as_ref()
+                    .and_then(|d| d.first().copied())
+                    .unwrap_or(self.space.cand[w][0]);
+                self.first_missing = Some(if c.from == u {
+                    (*ch, b, other)
+                } else {
+                    (*ch, other, b)
+                });
+            }
+            let old = std::mem::replace(&mut self.doms[w], Some(new));
+            self.trail.push((w, old));
+        }
+        if self.rem.is_some() && self.req[u].is_some() {
+            for w in 0..self.a.len() {
+                if self.a[w] != UNSET || self.req[w].is_none() {
+                    continue;
+                }
+                let Some(d) = &self.doms[w] else { continue };
+                if let Ok(i) = d.binary_search(&b) {
+                    if !self.fits(w, b) {
+                        let mut new = d.clone();
+                        new.remove(i);
+                        let old = std::mem::replace(&mut self.doms[w], Some(new));
+                        self.trail.push((w, old));
+                    }
+                }
+            }
+        }
+        mark
+    }
+
+    fn unplace(&mut self, u: usize, mark: usize) {
+        while self.trail.len() > mark {
+            let (w, old) = self.trail.pop().expect("trail entry");
+            self.doms[w] = old;
+        }
+        self.undo(u);
+    }
+
+    /// For each channel of `u` whose other end is placed: the link under it for every
+    /// node of `domain` (sorted), by a merge with the placed end's adjacency.
+    fn links_for(&self, u: usize, domain: &[u32]) -> Vec<(usize, Vec<LinkQ>)> {
+        let m = self.model;
+        let infra = m.infra;
+        let missing = LinkQ {
+            latency_ms: f64::INFINITY,
+            success: 0.0,
+        };
+        let mut out = Vec::new();
+        for ch in &m.chans_of[u] {
+            let c = &m.chans[*ch];
+            let qs: Vec<LinkQ> = if c.from == c.to {
+                domain
+                    .iter()
+                    .map(|b| infra.link(*b, *b).unwrap_or(missing))
+                    .collect()
+            } else {
+                let (nodes, idx) = if c.to == u {
+                    match self.a[c.from] {
+                        UNSET => continue,
+                        x => infra.out_links(x),
+                    }
+                } else {
+                    match self.a[c.to] {
+                        UNSET => continue,
+                        y => infra.inn_links(y),
+                    }
+                };
+                let mut j = 0;
+                domain
+                    .iter()
+                    .map(|b| {
+                        while j < nodes.len() && nodes[j] < *b {
+                            j += 1;
+                        }
+                        if j < nodes.len() && nodes[j] == *b {
+                            infra.quality(idx[j])
+                        } else {
+                            missing
+                        }
+                    })
+                    .collect()
+            };
+            out.push((*ch, qs));
+        }
+        out
+    }
+
+    fn set_links(&mut self, _u: usize, links: &[(usize, Vec<LinkQ>)], k: usize) {
+        for (ch, qs) in links {
+            self.fixed[*ch] = qs[k];
+        }
+    }
+
+    /// Records the links under `u`'s channels whose other end is placed (`u` is placed).
+    fn cache_links(&mut self, u: usize) {
+        let m = self.model;
+        for ch in &m.chans_of[u] {
+            let c = &m.chans[*ch];
+            let (x, y) = (self.a[c.from], self.a[c.to]);
+            if x != UNSET && y != UNSET {
+                self.fixed[*ch] = m.infra.link(x, y).unwrap_or(LinkQ {
+                    latency_ms: f64::INFINITY,
+                    success: 0.0,
+                });
+            }
         }
     }
 
@@ -224,7 +526,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
 
     fn dfs(&mut self) {
         self.explored += 1;
-        if self.explored & 1023 == 0 {
+        if self.explored & 63 == 0 {
             let over_time = self.limits.deadline.is_some_and(|d| Instant::now() >= d);
             let over_nodes = self.limits.max_nodes.is_some_and(|m| self.explored >= m);
             if over_time || over_nodes {
@@ -237,60 +539,57 @@ impl<'s, 'm> Searcher<'s, 'm> {
             return;
         }
         // Choose the variable.
-        let mut chosen: Option<(usize, bool)> = None;
+        let mut chosen: Option<usize> = None;
         let mut chosen_key = (true, std::cmp::Reverse(0u64), usize::MAX);
-        let mut domain: Vec<u32> = Vec::new();
-        let mut tmp = std::mem::take(&mut self.scratch);
         for u in 0..n {
             if self.a[u] != UNSET {
                 continue;
             }
-            let (size, computed) = if self.domain(u, &mut tmp) {
-                (tmp.len(), true)
-            } else {
-                (self.space.cand[u].len(), false)
+            let size = match &self.doms[u] {
+                Some(d) => d.len(),
+                None => self.space.cand[u].len(),
             };
             if size == 0 {
-                self.scratch = tmp;
                 return;
             }
             let key = (self.idle[u], std::cmp::Reverse(self.weight_key[u]), size);
             if key < chosen_key {
                 chosen_key = key;
-                chosen = Some((u, computed));
-                if computed {
-                    std::mem::swap(&mut domain, &mut tmp);
-                }
+                chosen = Some(u);
             }
         }
-        self.scratch = tmp;
-        let Some((u, computed)) = chosen else { return };
-        if !computed {
-            domain = self.space.cand[u]
+        let Some(u) = chosen else { return };
+        let domain: Vec<u32> = match &self.doms[u] {
+            Some(d) => d.clone(),
+            None => self.space.cand[u]
                 .iter()
                 .copied()
                 .filter(|b| self.fits(u, *b))
-                .collect();
-            if domain.is_empty() {
-                return;
-            }
+                .collect(),
+        };
+        if domain.is_empty() {
+            return;
         }
+        // The links under `u`'s channels to placed neighbours, per domain entry, read off
+        // the neighbours' sorted adjacency (the domain is a subset of it).
+        let links = self.links_for(u, &domain);
         // Bound every child.
         let ctx = Ctx {
             model: self.model,
             space: self.space,
         };
         let affected = &self.obj.crits_of[u];
-        let mut children: Vec<(f64, u32)> = Vec::with_capacity(domain.len());
+        let mut children: Vec<(f64, u32, usize)> = Vec::with_capacity(domain.len());
         let mut saved: Vec<f64> = affected.iter().map(|j| self.vals[*j]).collect();
-        for b in &domain {
+        for (k, b) in domain.iter().enumerate() {
             self.a[u] = *b;
+            self.set_links(u, &links, k);
             for j in affected {
-                self.vals[*j] = self.obj.crits[*j].bound(&ctx, &self.a);
+                self.vals[*j] = self.obj.crits[*j].bound_cached(&ctx, &self.a, &self.fixed);
             }
             let bound = self.obj.combine(&self.vals);
             if bound > self.best_score + EPS {
-                children.push((bound, *b));
+                children.push((bound, *b, k));
             }
         }
         self.a[u] = UNSET;
@@ -298,7 +597,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
             self.vals[*j] = saved[k];
         }
         children.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
-        for (bound, b) in children {
+        for (bound, b, k) in children {
             if bound <= self.best_score + EPS {
                 break;
             }
@@ -306,20 +605,21 @@ impl<'s, 'm> Searcher<'s, 'm> {
                 self.ub_open = self.ub_open.max(bound);
                 break;
             }
-            self.take(u, b);
+            let mark = self.place(u, b);
+            self.set_links(u, &links, k);
             let ctx = Ctx {
                 model: self.model,
                 space: self.space,
             };
             for (k, j) in affected.iter().enumerate() {
                 saved[k] = self.vals[*j];
-                self.vals[*j] = self.obj.crits[*j].bound(&ctx, &self.a);
+                self.vals[*j] = self.obj.crits[*j].bound_cached(&ctx, &self.a, &self.fixed);
             }
             self.dfs();
             for (k, j) in affected.iter().enumerate() {
                 self.vals[*j] = saved[k];
             }
-            self.undo(u);
+            self.unplace(u, mark);
         }
     }
 }
