@@ -61,6 +61,28 @@ impl Shared {
     }
 }
 
+#[cfg(feature = "tls")]
+fn tls_transport(cfg: &Config) -> anyhow::Result<rumqttc::Transport> {
+    let path = cfg.broker.ca_file.as_ref().context(
+        "broker.ca_file: mqtts:// needs the CA certificate (PEM) that signed the broker's",
+    )?;
+    let ca = std::fs::read(path).with_context(|| format!("broker.ca_file {}", path.display()))?;
+    Ok(rumqttc::Transport::tls_with_config(
+        rumqttc::TlsConfiguration::Simple {
+            ca,
+            alpn: None,
+            client_auth: None,
+        },
+    ))
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_transport(_cfg: &Config) -> anyhow::Result<rumqttc::Transport> {
+    anyhow::bail!(
+        "broker.url: mqtts:// needs TLS, which this build leaves out (build with --features tls)"
+    )
+}
+
 pub fn run(cfg: Config) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -106,9 +128,7 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         opts.set_credentials(u.clone(), p.clone());
     }
     if cfg.broker.tls {
-        anyhow::bail!(
-            "broker.url: mqtts:// needs TLS, which this build leaves out (build with --features tls)"
-        );
+        opts.set_transport(tls_transport(&cfg)?);
     }
     let (client, eventloop) = AsyncClient::new(opts, REQUEST_QUEUE);
     let shared = Arc::new(Shared {
