@@ -1,0 +1,399 @@
+//! Load benchmark of the control plane (not a test): N simulated agents — lightweight MQTT
+//! clients publishing real signed node reports and link metrics every second — against the
+//! real `cloud-broker serve` (embedded broker) in its own process. Prints the control plane's
+//! ingest rate, CPU and peak memory, and the time from an application's publication to the
+//! last of its desired states being published (p50, p99).
+//!
+//! ```text
+//! cargo build --release -p cloud-broker --examples
+//! target/release/examples/loadgen --nodes 1000 --measure-s 30 --apps 40
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use acoa_shared::model::{self, Capacity, Layer, Usage};
+use acoa_shared::topics;
+use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message};
+use clap::Parser;
+use cloud_broker::identity::{DataDir, Inventory, NodeEntry};
+use cloud_broker::testkit::report_of;
+use ed25519_dalek::SigningKey;
+use rand::{Rng, SeedableRng};
+use rumqttc::{AsyncClient, Event as MqttEvent, LastWill, MqttOptions, Packet, QoS};
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// Seconds of steady state over which ingest and CPU are measured.
+    #[arg(long, default_value_t = 30)]
+    measure_s: u64,
+    /// Applications published one after another (latency samples).
+    #[arg(long, default_value_t = 40)]
+    apps: usize,
+    #[arg(long, default_value_t = 1000)]
+    period_ms: u64,
+    /// Sign every message afresh (default: each agent re-sends its pre-signed messages;
+    /// the control plane verifies every one either way).
+    #[arg(long)]
+    fresh_sign: bool,
+    /// The control plane binary (default: next to this example's directory).
+    #[arg(long)]
+    bin: Option<PathBuf>,
+}
+
+fn proc_cpu_ticks(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // fields after the name: state(0) ... utime(11) stime(12)
+    f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+}
+
+fn proc_status_kb(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0)
+}
+
+fn node_profile(i: usize, n: usize) -> model::Node {
+    let clouds = (n / 20).max(4);
+    if i < clouds {
+        model::Node {
+            name: format!("c{i:05}"),
+            datacenter: format!("cloud{}", i % 2 + 1),
+            layer: Layer::Cloud,
+            arch: "x86_64".into(),
+            hardware: vec!["fast-cpu".into()],
+            software: vec!["database".into()],
+            capacity: Capacity { cpu_millis: 8000, memory_mb: 16384, disk_mb: 200_000 },
+            usage: Usage { cpu_millis: 500, memory_mb: 2000, disk_mb: 10_000, containers: 0 },
+        }
+    } else {
+        let e = i - clouds;
+        model::Node {
+            name: format!("e{i:05}"),
+            datacenter: format!("train{}", e / 10),
+            layer: Layer::Edge,
+            arch: "aarch64".into(),
+            hardware: if e % 10 == 0 { vec!["sensor".into()] } else { vec![] },
+            software: vec![],
+            capacity: Capacity { cpu_millis: 2000, memory_mb: 2048, disk_mb: 16_000 },
+            usage: Usage { cpu_millis: 200, memory_mb: 300, disk_mb: 2000, containers: 0 },
+        }
+    }
+}
+
+/// Peers of node i: its datacenter group, and four cloud nodes; clouds: eight other clouds.
+fn peers(i: usize, n: usize, names: &[String], rng: &mut impl Rng) -> Vec<LinkSample> {
+    let clouds = (n / 20).max(4);
+    let mut out = vec![];
+    let mut push = |j: usize, lat: f32, rng: &mut dyn rand::RngCore| {
+        let jitter: f32 = rng.gen_range(0.0..0.2);
+        out.push(LinkSample {
+            peer: wire::name(&names[j]).unwrap(),
+            latency_ms: lat,
+            jitter_ms: jitter,
+            success: 0.95 + (rng.next_u32() % 50) as f32 / 1000.0,
+            samples: 20,
+        });
+    };
+    if i < clouds {
+        for k in 1..=8 {
+            let j = (i + k) % clouds;
+            push(j, rng.gen_range(0.5..3.0), rng);
+        }
+    } else {
+        let e = i - clouds;
+        let g0 = clouds + (e / 10) * 10;
+        for j in g0..(g0 + 10).min(n) {
+            if j != i {
+                push(j, rng.gen_range(0.2..2.0), rng);
+            }
+        }
+        for k in 0..4 {
+            let j = (e * 7 + k * 13) % clouds;
+            push(j, rng.gen_range(20.0..80.0), rng);
+        }
+    }
+    out
+}
+
+fn app_yaml(name: &str, train: usize) -> String {
+    format!(
+        "application: {name}\nscheduler: qos\ncomponents:\n\
+- name: sense\n  image: localhost/acoa/sense:1\n  requires: {{hardware: [sensor], datacenter: train{train}}}\n\
+- name: detect\n  image: localhost/acoa/detect:1\n  requires: {{layer: cloud}}\n  resources: {{cpu_millis: 100, memory_mb: 64}}\n\
+- name: store\n  image: localhost/acoa/store:1\n  requires: {{software: [database]}}\n\
+channels:\n- {{name: raw, from: sense, to: detect}}\n- {{name: keep, from: sense, to: store}}\n\
+paths:\n- {{name: alarm, channels: [raw]}}\n- {{name: archive, channels: [keep]}}\n\
+criteria:\n- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n- {{type: max-e2e-reliability, path: archive, weight: 0.5}}\n"
+    )
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let k = ((p / 100.0) * (s.len() as f64 - 1.0)).round() as usize;
+    s[k.min(s.len() - 1)]
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_stack_size(16 << 20)
+        .enable_all()
+        .build()?;
+    rt.block_on(async { tokio::spawn(bench(args)).await? })
+}
+
+async fn bench(args: Args) -> anyhow::Result<()> {
+    let n = args.nodes;
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join("data");
+    let dd = DataDir::new(&data);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let profiles: Vec<model::Node> = (0..n).map(|i| node_profile(i, n)).collect();
+    let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
+    let keys: Vec<SigningKey> = (0..n).map(|_| SigningKey::generate(&mut rng)).collect();
+    let mut inv = Inventory::default();
+    for (i, p) in profiles.iter().enumerate() {
+        inv.nodes.insert(
+            p.name.clone(),
+            NodeEntry {
+                password: format!("pw-{i}"),
+                public_key: Some(wire::keys::public_hex(&keys[i].verifying_key())),
+            },
+        );
+    }
+    dd.save_inventory(&inv)?;
+    let creds = dd.credentials()?;
+
+    let bin = args.bin.clone().unwrap_or_else(|| {
+        let exe = std::env::current_exe().unwrap();
+        exe.parent().unwrap().parent().unwrap().join("cloud-broker")
+    });
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut child = Command::new(&bin)
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--stats-every-ms", "5000", "--node-timeout-ms", "10000", "--reevaluate-ms", "3600000"])
+        .env("RUST_LOG", "warn,cloud_broker::engine=info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let pid = child.id();
+    // the control plane's log: keep the stats lines, count the rest
+    let last_stats = Arc::new(Mutex::new(Vec::<String>::new()));
+    let joined = Arc::new(AtomicU64::new(0));
+    let collisions_line = Arc::new(Mutex::new(String::new()));
+    {
+        let stderr = child.stderr.take().unwrap();
+        let last_stats = last_stats.clone();
+        let joined = joined.clone();
+        let _ = collisions_line;
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains(" joined: ") {
+                    joined.fetch_add(1, Ordering::Relaxed);
+                } else if line.contains("stats: ") {
+                    last_stats.lock().unwrap().push(line);
+                } else if line.contains("ERROR") || line.contains("WARN") {
+                    eprintln!("cp: {line}");
+                }
+            }
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // observer: every desired state, as the admin sees it (the embedded broker has no ACL)
+    let desired_seen: Arc<Mutex<HashMap<String, (Instant, usize)>>> = Arc::new(Mutex::new(HashMap::new()));
+    let published_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
+    {
+        let mut o = MqttOptions::new("loadgen-observer", "127.0.0.1", port);
+        o.set_credentials(&creds.admin.username, &creds.admin.password);
+        o.set_max_packet_size(4 << 20, 4 << 20);
+        let (c, mut el) = AsyncClient::new(o, 100);
+        let seen = desired_seen.clone();
+        tokio::spawn(async move {
+            loop {
+                match el.poll().await {
+                    Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
+                        let _ = c.subscribe("acoa/v1/nodes/+/desired", QoS::AtLeastOnce).await;
+                    }
+                    Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
+                        let now = Instant::now();
+                        if let Ok(Message::DesiredState(d)) = wire::decode_unverified(&p.payload) {
+                            let mut s = seen.lock().unwrap();
+                            for cs in d.containers.iter() {
+                                let e = s.entry(cs.app.to_string()).or_insert((now, 0));
+                                e.0 = now;
+                                e.1 += 1;
+                            }
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        });
+    }
+
+    // the simulated agents
+    let sent = Arc::new(AtomicU64::new(0));
+    let t_connect = Instant::now();
+    for i in 0..n {
+        let node = profiles[i].clone();
+        let key = keys[i].clone();
+        let samples = peers(i, n, &names, &mut rng);
+        let sent = sent.clone();
+        let period = Duration::from_millis(args.period_ms);
+        let fresh = args.fresh_sign;
+        let offset = Duration::from_millis(rng.gen_range(0..args.period_ms));
+        tokio::spawn(async move {
+            let name = node.name.clone();
+            let mut o = MqttOptions::new(format!("lg-{name}"), "127.0.0.1", port);
+            o.set_credentials(&name, format!("pw-{i}"));
+            o.set_keep_alive(Duration::from_secs(30));
+            o.set_last_will(LastWill::new(topics::online(&name), topics::OFFLINE.to_vec(), QoS::AtLeastOnce, true));
+            let (c, mut el) = AsyncClient::new(o, 16);
+            let probe = format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256);
+            let mk_report = |seq: u64| {
+                wire::encode(&Message::NodeReport(Box::new(report_of(&node, seq, &probe))), Some(&key)).unwrap()
+            };
+            let mk_links = |seq: u64| {
+                let mut l = LinkMetrics { node: wire::name(&name).unwrap(), seq, links: Default::default() };
+                for s in samples.iter().take(wire::MAX_LINKS_PER_MESSAGE) {
+                    let _ = l.links.push(s.clone());
+                }
+                wire::encode(&Message::LinkMetrics(Box::new(l)), Some(&key)).unwrap()
+            };
+            let (pre_r, pre_l) = (mk_report(1), mk_links(1));
+            // the event loop in its own task: polling it must never be cancelled mid-connect
+            {
+                let c = c.clone();
+                let name = name.clone();
+                tokio::spawn(async move {
+                    loop {
+                        match el.poll().await {
+                            Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
+                                let _ = c.try_publish(topics::online(&name), QoS::AtLeastOnce, true, topics::ONLINE.to_vec());
+                            }
+                            Ok(_) => {}
+                            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                        }
+                    }
+                });
+            }
+            tokio::time::sleep(offset).await;
+            let mut iv = tokio::time::interval(period);
+            let mut seq = 1u64;
+            loop {
+                iv.tick().await;
+                seq += 1;
+                let (r, l) = if fresh { (mk_report(seq), mk_links(seq)) } else { (pre_r.clone(), pre_l.clone()) };
+                if c.try_publish(topics::report(&name), QoS::AtMostOnce, false, r).is_ok() {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+                if c.try_publish(topics::links(&name), QoS::AtMostOnce, false, l).is_ok() {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        if i % 200 == 199 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    while (joined.load(Ordering::Relaxed) as usize) < n {
+        if t_connect.elapsed() > Duration::from_secs(300) {
+            anyhow::bail!("only {} of {n} nodes joined", joined.load(Ordering::Relaxed));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("all {n} nodes joined in {:.1} s", t_connect.elapsed().as_secs_f64());
+    // settle, then measure
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let hz = 100.0; // USER_HZ
+    let (c0, t0, s0) = (proc_cpu_ticks(pid), Instant::now(), sent.load(Ordering::Relaxed));
+    let stats_before = last_stats.lock().unwrap().len();
+    let mut rss_samples = vec![];
+    while t0.elapsed() < Duration::from_secs(args.measure_s) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        rss_samples.push(proc_status_kb(pid, "VmRSS:"));
+    }
+    let (c1, wall, s1) = (proc_cpu_ticks(pid), t0.elapsed().as_secs_f64(), sent.load(Ordering::Relaxed));
+    let cpu = (c1 - c0) as f64 / hz / wall;
+    let offered = (s1 - s0) as f64 / wall;
+    let ingest: Vec<f64> = last_stats.lock().unwrap()[stats_before..]
+        .iter()
+        .filter_map(|l| l.split("ingest ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+
+    // latency: publish applications one by one while the load goes on
+    let mut o = MqttOptions::new("loadgen-admin", "127.0.0.1", port);
+    o.set_credentials(&creds.admin.username, &creds.admin.password);
+    let (admin, mut el) = AsyncClient::new(o, 100);
+    tokio::spawn(async move { while el.poll().await.is_ok() {} });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let trains = (n - (n / 20).max(4)) / 10;
+    let mut lat = vec![];
+    let mut unplaced = 0;
+    for k in 0..args.apps {
+        let name = format!("bench-{k}");
+        let t = Instant::now();
+        published_at.lock().unwrap().insert(name.clone(), t);
+        admin.publish(topics::app(&name), QoS::AtLeastOnce, true, app_yaml(&name, k % trains.max(1))).await?;
+        let mut done = false;
+        while t.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            if let Some((at, count)) = desired_seen.lock().unwrap().get(&name).copied() {
+                if count >= 3 {
+                    lat.push(at.duration_since(t).as_secs_f64() * 1000.0);
+                    done = true;
+                    break;
+                }
+            }
+        }
+        if !done {
+            unplaced += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let peak_kb = proc_status_kb(pid, "VmHWM:");
+    let rss_kb = proc_status_kb(pid, "VmRSS:");
+    println!(
+        "nodes {n}: offered {:.0} msg/s, control plane ingest {:.0} msg/s (stats lines: {:?}), CPU {:.2} cores, RSS {:.0} MiB now, peak {:.0} MiB (during measure max {:.0} MiB); publish→desired p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} apps ({} not placed within 10 s)",
+        offered,
+        if ingest.is_empty() { f64::NAN } else { ingest.iter().sum::<f64>() / ingest.len() as f64 },
+        ingest,
+        cpu,
+        rss_kb as f64 / 1024.0,
+        peak_kb as f64 / 1024.0,
+        rss_samples.iter().max().copied().unwrap_or(0) as f64 / 1024.0,
+        pct(&lat, 50.0),
+        pct(&lat, 99.0),
+        lat.iter().cloned().fold(f64::NAN, f64::max),
+        lat.len(),
+        unplaced
+    );
+    let last: Vec<String> = last_stats.lock().unwrap().iter().rev().take(1).cloned().collect();
+    println!("last control plane stats line: {}", last.first().map(|s| s.as_str()).unwrap_or(""));
+    let _ = BTreeMap::<u8, u8>::new();
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(())
+}
