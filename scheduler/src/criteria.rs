@@ -64,7 +64,7 @@ fn propagate(
         };
         for (y, l) in ys.iter().zip(ls) {
             if dst_member[*y as usize] {
-                let c = vx + cost(infra.quality(*l));
+                let c = vx + cost(*l);
                 if c < out[*y as usize] {
                     out[*y as usize] = c;
                 }

@@ -51,9 +51,9 @@ pub struct Infra {
     links: Vec<LinkQ>,
     map: FxMap<u64, u32>,
     out: Vec<Vec<u32>>,
-    out_l: Vec<Vec<u32>>,
+    out_q: Vec<Vec<LinkQ>>,
     inn: Vec<Vec<u32>>,
-    inn_l: Vec<Vec<u32>>,
+    inn_q: Vec<Vec<LinkQ>>,
 }
 
 fn key(from: u32, to: u32) -> u64 {
@@ -99,25 +99,25 @@ impl Infra {
             out[f as usize].push((t, *i));
             inn[t as usize].push((f, *i));
         }
-        let split = |v: Vec<Vec<(u32, u32)>>| -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+        let split = |v: Vec<Vec<(u32, u32)>>| -> (Vec<Vec<u32>>, Vec<Vec<LinkQ>>) {
             v.into_iter()
                 .map(|mut l| {
                     l.sort_unstable();
-                    l.into_iter().unzip()
+                    l.into_iter().map(|(n, i)| (n, qs[i as usize])).unzip()
                 })
                 .unzip()
         };
-        let (out, out_l) = split(out);
-        let (inn, inn_l) = split(inn);
+        let (out, out_q) = split(out);
+        let (inn, inn_q) = split(inn);
         Infra {
             nodes,
             index,
             links: qs,
             map,
             out,
-            out_l,
+            out_q,
             inn,
-            inn_l,
+            inn_q,
         }
     }
 
@@ -176,21 +176,14 @@ impl Infra {
         self.map.get(&key(from, to)).map(|i| self.links[*i as usize])
     }
 
-    /// Nodes `from` has a link to (sorted) and the links, by index ([`Infra::quality`]).
-    pub fn out_links(&self, from: u32) -> (&[u32], &[u32]) {
-        (&self.out[from as usize], &self.out_l[from as usize])
+    /// Nodes `from` has a link to (sorted) and those links.
+    pub fn out_links(&self, from: u32) -> (&[u32], &[LinkQ]) {
+        (&self.out[from as usize], &self.out_q[from as usize])
     }
 
-    /// Nodes with a link to `to` (sorted) and the links, by index.
-    pub fn inn_links(&self, to: u32) -> (&[u32], &[u32]) {
-        (&self.inn[to as usize], &self.inn_l[to as usize])
-    }
-
-    /// The quality of the link of index `i` (from [`Infra::out_links`] or
-    /// [`Infra::inn_links`]).
-    #[inline]
-    pub fn quality(&self, i: u32) -> LinkQ {
-        self.links[i as usize]
+    /// Nodes with a link to `to` (sorted) and those links.
+    pub fn inn_links(&self, to: u32) -> (&[u32], &[LinkQ]) {
+        (&self.inn[to as usize], &self.inn_q[to as usize])
     }
 
     /// Nodes `from` has a link to, sorted.

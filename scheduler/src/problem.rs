@@ -205,45 +205,7 @@ impl Space {
         let tables = model
             .chans
             .iter()
-            .map(|ch| {
-                let mut t = ChanTable {
-                    best_succ: -1.0,
-                    min_lat: f64::INFINITY,
-                    succ_out: vec![-1.0; n],
-                    lat_out: vec![f64::INFINITY; n],
-                    succ_in: vec![-1.0; n],
-                    lat_in: vec![f64::INFINITY; n],
-                    linked_pairs: 0,
-                };
-                let mut visit = |a: u32, b: u32, q: crate::infra::LinkQ| {
-                    t.linked_pairs += 1;
-                    let (a, b) = (a as usize, b as usize);
-                    t.best_succ = t.best_succ.max(q.success);
-                    t.min_lat = t.min_lat.min(q.latency_ms);
-                    t.succ_out[a] = t.succ_out[a].max(q.success);
-                    t.lat_out[a] = t.lat_out[a].min(q.latency_ms);
-                    t.succ_in[b] = t.succ_in[b].max(q.success);
-                    t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
-                };
-                if ch.from == ch.to {
-                    for a in &cand[ch.from] {
-                        if let Some(q) = model.infra.link(*a, *a) {
-                            visit(*a, *a, q);
-                        }
-                    }
-                } else {
-                    let sink = &member[ch.to];
-                    for a in &cand[ch.from] {
-                        let (bs, ls) = model.infra.out_links(*a);
-                        for (b, l) in bs.iter().zip(ls) {
-                            if sink[*b as usize] {
-                                visit(*a, *b, model.infra.quality(*l));
-                            }
-                        }
-                    }
-                }
-                t
-            })
+            .map(|ch| table(model, ch, &cand, &member))
             .collect();
         Space {
             cand,
@@ -258,18 +220,15 @@ impl Space {
     /// candidates ran out, if one did.
     pub fn prune(&mut self, model: &Model<'_>) -> Option<usize> {
         loop {
-            let mut changed = false;
+            let mut changed = vec![false; self.cand.len()];
             for (ch, t) in model.chans.iter().zip(&self.tables) {
                 let before = (self.cand[ch.from].len(), self.cand[ch.to].len());
-                if ch.from == ch.to {
-                    self.cand[ch.from].retain(|a| t.succ_out[*a as usize] >= 0.0);
-                } else {
-                    self.cand[ch.from].retain(|a| t.succ_out[*a as usize] >= 0.0);
+                self.cand[ch.from].retain(|a| t.succ_out[*a as usize] >= 0.0);
+                if ch.from != ch.to {
                     self.cand[ch.to].retain(|b| t.succ_in[*b as usize] >= 0.0);
                 }
-                if before != (self.cand[ch.from].len(), self.cand[ch.to].len()) {
-                    changed = true;
-                }
+                changed[ch.from] |= self.cand[ch.from].len() != before.0;
+                changed[ch.to] |= self.cand[ch.to].len() != before.1;
                 if self.cand[ch.from].is_empty() {
                     return Some(ch.from);
                 }
@@ -277,11 +236,23 @@ impl Space {
                     return Some(ch.to);
                 }
             }
-            if !changed {
+            if !changed.iter().any(|c| *c) {
                 return None;
             }
-            let cand = std::mem::take(&mut self.cand);
-            *self = Space::build(model, cand);
+            // Rebuild what depends on the components that lost candidates.
+            for (c, m) in self.member.iter_mut().enumerate() {
+                if changed[c] {
+                    m.iter_mut().for_each(|x| *x = false);
+                    for x in &self.cand[c] {
+                        m[*x as usize] = true;
+                    }
+                }
+            }
+            for (i, ch) in model.chans.iter().enumerate() {
+                if changed[ch.from] || changed[ch.to] {
+                    self.tables[i] = table(model, ch, &self.cand, &self.member);
+                }
+            }
         }
     }
 
@@ -304,4 +275,46 @@ impl Space {
             .iter()
             .fold(1u128, |p, c| p.saturating_mul(c.len() as u128))
     }
+}
+
+/// The table of channel `ch` over the candidate sets `cand` (`member`: the same as flags).
+fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], member: &[Vec<bool>]) -> ChanTable {
+    let n = model.infra.len();
+        let mut t = ChanTable {
+            best_succ: -1.0,
+            min_lat: f64::INFINITY,
+            succ_out: vec![-1.0; n],
+            lat_out: vec![f64::INFINITY; n],
+            succ_in: vec![-1.0; n],
+            lat_in: vec![f64::INFINITY; n],
+            linked_pairs: 0,
+        };
+        let mut visit = |a: u32, b: u32, q: crate::infra::LinkQ| {
+            t.linked_pairs += 1;
+            let (a, b) = (a as usize, b as usize);
+            t.best_succ = t.best_succ.max(q.success);
+            t.min_lat = t.min_lat.min(q.latency_ms);
+            t.succ_out[a] = t.succ_out[a].max(q.success);
+            t.lat_out[a] = t.lat_out[a].min(q.latency_ms);
+            t.succ_in[b] = t.succ_in[b].max(q.success);
+            t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
+        };
+        if ch.from == ch.to {
+            for a in &cand[ch.from] {
+                if let Some(q) = model.infra.link(*a, *a) {
+                    visit(*a, *a, q);
+                }
+            }
+        } else {
+            let sink = &member[ch.to];
+            for a in &cand[ch.from] {
+                let (bs, ls) = model.infra.out_links(*a);
+                for (b, l) in bs.iter().zip(ls) {
+                    if sink[*b as usize] {
+                        visit(*a, *b, *l);
+                    }
+                }
+            }
+        }
+        t
 }

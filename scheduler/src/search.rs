@@ -255,7 +255,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
                             j += 1;
                         }
                         if j < nodes.len() && nodes[j] == *b {
-                            infra.quality(idx[j])
+                            idx[j]
                         } else {
                             missing
                         }
