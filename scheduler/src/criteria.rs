@@ -35,6 +35,13 @@ pub trait CriterionPlugin: Send + Sync {
         let _ = fixed;
         self.bound(ctx, a)
     }
+    /// A cheap (O(1)) upper bound on the bound once component `comp` is placed on node
+    /// `b`, given `parent`, the bound before: the search skips the full bound of a
+    /// child whose quick bound already cannot beat the incumbent.
+    fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
+        let _ = (comp, b);
+        parent
+    }
 }
 
 // ------------------------------------------------------------ response time
@@ -343,6 +350,16 @@ impl CriterionPlugin for ResponseTime {
     fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
         self.ratio(self.latency_lb_with(ctx, a, |ch, _, _| Some(fixed[ch])))
     }
+    fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
+        // The route through `comp` is at least g + h there.
+        match (&self.pot, self.comps.iter().position(|c| *c == comp)) {
+            (Some(p), Some(v)) => {
+                let b = b as usize;
+                parent.min(self.ratio(p.g[v][b] + p.h[v][b]))
+            }
+            _ => parent,
+        }
+    }
 }
 
 // ------------------------------------------------------------ reliability
@@ -573,6 +590,12 @@ impl CriterionPlugin for Reliability {
     fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
         self.bound_with(ctx, a, |ch, _, _| Some(fixed[ch]))
     }
+    fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
+        match (&self.forest, self.comps.iter().position(|c| *c == comp)) {
+            (Some(f), Some(v)) => parent.min((-f.m[v][b as usize]).exp()),
+            _ => parent,
+        }
+    }
 }
 
 impl Reliability {
@@ -624,6 +647,8 @@ pub struct NodeGrade {
     comp: [usize; 1],
     /// The best grade among the component's candidates.
     best: f64,
+    /// Per node: the grade.
+    grades: Vec<f64>,
 }
 
 /// The grade of `node` under a per-component criterion.
@@ -646,6 +671,12 @@ impl NodeGrade {
             name: model.comps[comp].name.clone(),
             comp: [comp],
             best,
+            grades: model
+                .infra
+                .nodes()
+                .iter()
+                .map(|n| node_grade(kind, n))
+                .collect(),
         }
     }
 }
@@ -667,6 +698,13 @@ impl CriterionPlugin for NodeGrade {
         match a[self.comp[0]] {
             UNSET => self.best,
             n => node_grade(self.kind, ctx.model.infra.node(n)),
+        }
+    }
+    fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
+        if comp == self.comp[0] {
+            parent.min(self.grades[b as usize])
+        } else {
+            parent
         }
     }
 }

@@ -173,7 +173,9 @@ impl Infra {
     /// The link from `from` to `to` (`from == to` is the loopback), if it is known.
     #[inline]
     pub fn link(&self, from: u32, to: u32) -> Option<LinkQ> {
-        self.map.get(&key(from, to)).map(|i| self.links[*i as usize])
+        self.map
+            .get(&key(from, to))
+            .map(|i| self.links[*i as usize])
     }
 
     /// Nodes `from` has a link to (sorted) and those links.

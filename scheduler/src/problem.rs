@@ -280,41 +280,41 @@ impl Space {
 /// The table of channel `ch` over the candidate sets `cand` (`member`: the same as flags).
 fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], member: &[Vec<bool>]) -> ChanTable {
     let n = model.infra.len();
-        let mut t = ChanTable {
-            best_succ: -1.0,
-            min_lat: f64::INFINITY,
-            succ_out: vec![-1.0; n],
-            lat_out: vec![f64::INFINITY; n],
-            succ_in: vec![-1.0; n],
-            lat_in: vec![f64::INFINITY; n],
-            linked_pairs: 0,
-        };
-        let mut visit = |a: u32, b: u32, q: crate::infra::LinkQ| {
-            t.linked_pairs += 1;
-            let (a, b) = (a as usize, b as usize);
-            t.best_succ = t.best_succ.max(q.success);
-            t.min_lat = t.min_lat.min(q.latency_ms);
-            t.succ_out[a] = t.succ_out[a].max(q.success);
-            t.lat_out[a] = t.lat_out[a].min(q.latency_ms);
-            t.succ_in[b] = t.succ_in[b].max(q.success);
-            t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
-        };
-        if ch.from == ch.to {
-            for a in &cand[ch.from] {
-                if let Some(q) = model.infra.link(*a, *a) {
-                    visit(*a, *a, q);
-                }
+    let mut t = ChanTable {
+        best_succ: -1.0,
+        min_lat: f64::INFINITY,
+        succ_out: vec![-1.0; n],
+        lat_out: vec![f64::INFINITY; n],
+        succ_in: vec![-1.0; n],
+        lat_in: vec![f64::INFINITY; n],
+        linked_pairs: 0,
+    };
+    let mut visit = |a: u32, b: u32, q: crate::infra::LinkQ| {
+        t.linked_pairs += 1;
+        let (a, b) = (a as usize, b as usize);
+        t.best_succ = t.best_succ.max(q.success);
+        t.min_lat = t.min_lat.min(q.latency_ms);
+        t.succ_out[a] = t.succ_out[a].max(q.success);
+        t.lat_out[a] = t.lat_out[a].min(q.latency_ms);
+        t.succ_in[b] = t.succ_in[b].max(q.success);
+        t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
+    };
+    if ch.from == ch.to {
+        for a in &cand[ch.from] {
+            if let Some(q) = model.infra.link(*a, *a) {
+                visit(*a, *a, q);
             }
-        } else {
-            let sink = &member[ch.to];
-            for a in &cand[ch.from] {
-                let (bs, ls) = model.infra.out_links(*a);
-                for (b, l) in bs.iter().zip(ls) {
-                    if sink[*b as usize] {
-                        visit(*a, *b, *l);
-                    }
+        }
+    } else {
+        let sink = &member[ch.to];
+        for a in &cand[ch.from] {
+            let (bs, ls) = model.infra.out_links(*a);
+            for (b, l) in bs.iter().zip(ls) {
+                if sink[*b as usize] {
+                    visit(*a, *b, *l);
                 }
             }
         }
-        t
+    }
+    t
 }

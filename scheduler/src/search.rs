@@ -439,7 +439,25 @@ impl<'s, 'm> Searcher<'s, 'm> {
         let affected = &self.obj.crits_of[u];
         let mut children: Vec<(f64, u32, usize)> = Vec::with_capacity(domain.len());
         let mut saved: Vec<f64> = affected.iter().map(|j| self.vals[*j]).collect();
+        let others: f64 = (0..self.vals.len())
+            .filter(|j| !affected.contains(j))
+            .map(|j| self.vals[j] * self.obj.weights[j])
+            .sum();
         for (k, b) in domain.iter().enumerate() {
+            if !self.obj.crits.is_empty() {
+                // O(1) per criterion: skip the child if even this cannot beat the best.
+                let quick: f64 = affected
+                    .iter()
+                    .enumerate()
+                    .map(|(i, j)| {
+                        self.obj.crits[*j].quick_bound(u, *b, saved[i]) * self.obj.weights[*j]
+                    })
+                    .sum::<f64>()
+                    + others;
+                if quick / self.obj.total_weight <= self.best_score + EPS {
+                    continue;
+                }
+            }
             self.a[u] = *b;
             self.set_links(u, &links, k);
             for j in affected {

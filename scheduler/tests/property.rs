@@ -338,6 +338,20 @@ fn bounds_are_admissible() {
                     best[j] = best[j].max(c.grade(&ctx, a));
                 }
             });
+            // The quick bound of a child is at least the child's full bound.
+            if let Some(u) = partial.iter().position(|x| *x == UNSET) {
+                let node = model.comps[u].cand[r.below(model.comps[u].cand.len() as u64) as usize];
+                let mut child = partial.clone();
+                child[u] = node;
+                for c in &obj.crits {
+                    let quick = c.quick_bound(u, node, c.bound(&ctx, &partial));
+                    let full = c.bound(&ctx, &child);
+                    assert!(
+                        quick >= full - 1e-9,
+                        "seed {seed}: quick {quick} < full {full}"
+                    );
+                }
+            }
             for (j, c) in obj.crits.iter().enumerate() {
                 let b = c.bound(&ctx, &partial);
                 assert!(
