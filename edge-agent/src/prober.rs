@@ -639,4 +639,23 @@ mod tests {
         }
         assert!(p.inflight.len() <= MAX_INFLIGHT);
     }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn any_datagram_or_peer_frame_is_harmless(
+                bytes in proptest::collection::vec(any::<u8>(), 0..200)
+            ) {
+                let mut p = Prober::new("me", cp().verifying_key(), 10, 4, 500);
+                p.set_peers(&peers_frame(1, 3, &cp()), false).unwrap();
+                let r = p.on_packet(&bytes, 1);
+                prop_assert!(matches!(r, Received::Dropped | Received::Reply(_)));
+                prop_assert!(p.set_peers(&bytes, false).is_err());
+                prop_assert_eq!(p.peer_count(), 3);
+            }
+        }
+    }
 }

@@ -895,4 +895,35 @@ mod tests {
         assert!(logs(&r.handle(Event::RuntimeUnavailable("no socket".into()))).is_empty());
         assert_eq!(logs(&r.handle(Event::RuntimeObserved(vec![]))).len(), 1);
     }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn any_bytes_on_the_desired_topic_change_nothing(
+                bytes in proptest::collection::vec(any::<u8>(), 0..600)
+            ) {
+                let mut r = rec();
+                let a = spec("app.a", "localhost/acoa/x:1");
+                r.handle(Event::DesiredFrame(frame("n1", 3, std::slice::from_ref(&a), Some(&cp()))));
+                let acts = r.handle(Event::DesiredFrame(bytes));
+                prop_assert!(kinds(&acts).is_empty());
+                prop_assert_eq!(r.generation(), 3);
+            }
+
+            #[test]
+            fn a_flipped_bit_in_a_signed_frame_is_refused(pos in 0usize..10_000, bit in 0u8..8) {
+                let mut r = rec();
+                let a = spec("app.a", "localhost/acoa/x:1");
+                let mut f = frame("n1", 4, std::slice::from_ref(&a), Some(&cp()));
+                let pos = pos % f.len();
+                f[pos] ^= 1 << bit;
+                let acts = r.handle(Event::DesiredFrame(f));
+                prop_assert!(!kinds(&acts).contains(&"persist".to_string()));
+                prop_assert_eq!(r.generation(), 0);
+            }
+        }
+    }
 }

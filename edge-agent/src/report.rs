@@ -130,3 +130,36 @@ impl Reporter {
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Overrides};
+
+    #[test]
+    fn reports_this_machine() {
+        let cfg = Config::load(Overrides {
+            node: Some("n1".into()),
+            control_plane_key: Some(
+                "3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29".into(),
+            ),
+            state_dir: Some(std::env::temp_dir()),
+            hardware: vec!["smoke-sensor".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        let mut r = Reporter::new(&cfg).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let a = r.report(3);
+        let b = r.report(3);
+        assert_eq!((a.seq, b.seq), (1, 2));
+        assert_eq!(a.node.as_str(), "n1");
+        assert_eq!(a.hardware[0].as_str(), "smoke-sensor");
+        assert!(a.capacity.cpu_millis >= 1000);
+        assert!(a.capacity.memory_mb > 0);
+        assert!(a.capacity.disk_mb > 0, "the disk of the state dir is found");
+        assert!(a.load.memory_used_mb > 0 && a.load.memory_used_mb <= a.capacity.memory_mb);
+        assert!(a.load.disk_used_mb <= a.capacity.disk_mb);
+        assert_eq!(a.load.containers, 3);
+    }
+}
