@@ -65,3 +65,19 @@ fn smoke_monitoring_matches_the_reference_figures() {
 fn speed_profiling_matches_the_reference_figures() {
     check("speed-profiling.yaml", 2880, 0.994404, 0.474749, 0.677211);
 }
+
+/// Same inputs, same placement, whatever the order of nodes and links in the file.
+#[test]
+fn placement_is_deterministic_and_independent_of_file_order() {
+    for file in ["smoke-monitoring.yaml", "speed-profiling.yaml"] {
+        let (cluster, app) = load(file);
+        let a = place(&cluster, &app, &Ledger::new()).unwrap();
+        let b = place(&cluster, &app, &Ledger::new()).unwrap();
+        assert_eq!(a, b);
+        let mut shuffled = cluster.clone();
+        shuffled.nodes.reverse();
+        shuffled.links.reverse();
+        let c = place(&shuffled, &app, &Ledger::new()).unwrap();
+        assert_eq!(a, c);
+    }
+}
