@@ -6,6 +6,8 @@
 #
 #   sudo hil-tests/run.sh                 # emulator bench, experiment 1 (reference prober), experiment 2
 #   sudo hil-tests/run.sh --agents        # + experiment 1 with the real edge agents
+#   AGENT_RT=1 sudo hil-tests/run.sh --agents   # agents SCHED_FIFO, as the emulator (a loaded
+#                                         # 2-core VM adds tenths of a ms to normal threads)
 #   AGENT_BIN_AARCH64=/path/to/aarch64/edge-agent sudo hil-tests/run.sh --agents
 #                                         # aarch64 nodes run the ARM build under qemu-aarch64-static
 # Needs: root, /dev/net/tun, iproute2, mosquitto (--agents), fonts-dejavu-core (plot text).
@@ -52,9 +54,10 @@ run fidelity-reference "$bin/hil" fidelity --prober reference --out "$out/fideli
 if [ "$agents" = 1 ]; then
   cargo build --release -p edge-agent
   extra=()
-  if [ -n "${AGENT_BIN_AARCH64:-}" ]; then extra=(--agent-bin-aarch64 "$AGENT_BIN_AARCH64"); fi
+  if [ -n "${AGENT_BIN_AARCH64:-}" ]; then extra+=(--agent-bin-aarch64 "$AGENT_BIN_AARCH64"); fi
+  if [ "${AGENT_RT:-0}" = 1 ]; then extra+=(--agent-rt); fi
   run fidelity-agent "$bin/hil" fidelity --prober agent --agent-bin "$bin/edge-agent" \
-    --duration-s "${AGENT_SECS:-120}" "${extra[@]}" --out "$out/fidelity-agent"
+    --duration-s "${AGENT_SECS:-100}" "${extra[@]}" --out "$out/fidelity-agent"
 fi
 run placement "$bin/hil" placement --out "$out/placement"
 

@@ -39,7 +39,7 @@ pub fn kill_all() {
 /// A child process killed on drop.
 pub struct Proc {
     pub name: String,
-    child: Child,
+    pub child: Child,
 }
 
 impl Proc {
@@ -131,8 +131,7 @@ pub fn agent_config(
     cluster: &Cluster,
     node: &str,
     addr: Ipv4Addr,
-    broker: Ipv4Addr,
-    cp_key_hex: &str,
+    broker_section: &str,
     state_dir: &Path,
     netns_path: &Path,
     o: &AgentOptions,
@@ -161,9 +160,8 @@ pub fn agent_config(
     let _ = writeln!(s, "cpu_millis = {}", n.capacity.cpu_millis);
     let _ = writeln!(s, "memory_mb = {}", n.capacity.memory_mb);
     let _ = writeln!(s, "disk_mb = {}", n.capacity.disk_mb);
-    let _ = writeln!(s, "[broker]");
-    let _ = writeln!(s, "url = \"mqtt://{broker}:{MQTT_PORT}\"");
-    let _ = writeln!(s, "control_plane_key = {cp_key_hex:?}");
+    s.push_str(broker_section.trim_end());
+    s.push('\n');
     let _ = writeln!(s, "[probe]");
     let _ = writeln!(s, "listen = \"0.0.0.0:{PROBE_PORT}\"");
     let _ = writeln!(s, "advertise = \"{addr}:{PROBE_PORT}\"");
@@ -268,14 +266,34 @@ pub fn fidelity(
             cluster,
             n,
             tb.addr(n)?,
-            broker,
-            &cp_hex,
+            &format!(
+                "[broker]\nurl = \"mqtt://{broker}:{MQTT_PORT}\"\ncontrol_plane_key = {cp_hex:?}\n"
+            ),
             &dir.join("state"),
             &tb.netns_path(n)?,
             o,
         )?;
         let cfg_path = dir.join("agent.toml");
         std::fs::write(&cfg_path, cfg)?;
+        let cmd = agent_command(tb, cluster, n, o, &cfg_path);
+        agents.push(Proc::spawn(
+            &format!("agent {n}"),
+            cmd,
+            &dir.join("agent.log"),
+        )?);
+    }
+    collect(cluster, names, o, run_for, &samples, &mut agents)
+}
+
+/// `ip netns exec <ns of node> [chrt -f 20] [qemu-aarch64-static -L ...] edge-agent --config FILE`.
+pub fn agent_command(
+    tb: &Testbed,
+    cluster: &Cluster,
+    n: &str,
+    o: &AgentOptions,
+    cfg_path: &Path,
+) -> Command {
+    {
         let arch = cluster.node(n).map(|x| x.arch.as_str()).unwrap_or("");
         let mut cmd = if o.realtime {
             let mut c = tb.command(n, "chrt");
@@ -295,13 +313,19 @@ pub fn fidelity(
                 cmd.arg(&o.bin);
             }
         }
-        cmd.arg("--config").arg(&cfg_path);
-        agents.push(Proc::spawn(
-            &format!("agent {n}"),
-            cmd,
-            &dir.join("agent.log"),
-        )?);
+        cmd.arg("--config").arg(cfg_path);
+        cmd
     }
+}
+
+fn collect(
+    cluster: &Cluster,
+    names: &[String],
+    o: &AgentOptions,
+    run_for: Duration,
+    samples: &Samples,
+    agents: &mut [Proc],
+) -> Result<Vec<PairRow>> {
     let want = names.len() * (names.len() - 1);
     let t0 = Instant::now();
     let mut next_print = Duration::from_secs(10);
@@ -327,7 +351,9 @@ pub fn fidelity(
             );
         }
     }
-    drop(agents);
+    for a in agents.iter_mut() {
+        let _ = a.child.kill();
+    }
     let map = fidelity::link_map(&cluster.links);
     let t = samples.lock().expect("samples lock");
     let mut rows = Vec::new();

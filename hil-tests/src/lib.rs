@@ -12,6 +12,7 @@
 pub mod agents;
 pub mod bench;
 pub mod control;
+pub mod dynamic;
 pub mod emu;
 pub mod fidelity;
 pub mod forwarder;

@@ -124,6 +124,35 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Experiments 3 and 4 with the real control plane, agents and Podman containers: a node
+    /// killed, a link degraded, the control plane restarted; time to recover, path latency
+    Dynamic {
+        #[arg(long, default_value = "scenarios/railway/cluster.yaml")]
+        cluster: PathBuf,
+        #[arg(long, default_value = "scenarios/railway/smoke-monitoring.yaml")]
+        app: PathBuf,
+        #[arg(long, default_value = "target-hil/release/cloud-broker")]
+        cloud_bin: PathBuf,
+        #[arg(long, default_value = "target-hil/release/edge-agent")]
+        agent_bin: PathBuf,
+        #[arg(long)]
+        agent_bin_aarch64: Option<PathBuf>,
+        #[arg(long)]
+        agent_rt: bool,
+        /// Seconds the agents measure before the application is applied
+        #[arg(long, default_value_t = 30)]
+        warmup_s: u64,
+        /// Seconds between events
+        #[arg(long, default_value_t = 15)]
+        settle_s: u64,
+        /// Seconds allowed to recover from an event
+        #[arg(long, default_value_t = 90)]
+        timeout_s: u64,
+        #[arg(long, default_value = "hil-")]
+        prefix: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Deletes the namespaces of a run that was killed
     Down {
         #[arg(long, default_value = "hil-")]
@@ -182,8 +211,9 @@ fn main() -> Result<()> {
                 .map(|(i, n)| (n.clone(), i as u32 + 1))
                 .collect();
             down(&prefix)?;
-            let dir =
-                out.unwrap_or_else(|| PathBuf::from(format!("hil-tests/results/placement-{}", utc_stamp())));
+            let dir = out.unwrap_or_else(|| {
+                PathBuf::from(format!("hil-tests/results/placement-{}", utc_stamp()))
+            });
             let tb = Testbed::builder()
                 .prefix(&prefix)
                 .host(true)
@@ -242,6 +272,68 @@ fn main() -> Result<()> {
             );
             std::fs::create_dir_all(&dir)?;
             std::fs::write(dir.join("report.md"), &md)?;
+            println!("{md}\nhil: report in {}", dir.join("report.md").display());
+            Ok(())
+        }
+        Cmd::Dynamic {
+            cluster,
+            app,
+            cloud_bin,
+            agent_bin,
+            agent_bin_aarch64,
+            agent_rt,
+            warmup_s,
+            settle_s,
+            timeout_s,
+            prefix,
+            out,
+        } => {
+            if prefix.is_empty() {
+                bail!("--prefix must not be empty");
+            }
+            guard_signals(&prefix)?;
+            let cl =
+                acoa_shared::model::load_cluster(&cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let application =
+                acoa_shared::model::load_application(&app).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let numbered: Vec<(String, u32)> = cl
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.clone(), i as u32 + 1))
+                .collect();
+            down(&prefix)?;
+            let dir = out.unwrap_or_else(|| {
+                PathBuf::from(format!("hil-tests/results/dynamic-{}", utc_stamp()))
+            });
+            let tb = Testbed::builder()
+                .prefix(&prefix)
+                .host(true)
+                .up_numbered(&numbered, &cl.links)?;
+            let comp = tb.calibrate(&numbered[0].0, &numbered[1].0)?;
+            tb.set_compensation(comp);
+            let mut ao = hil_tests::agents::AgentOptions::new(&agent_bin);
+            ao.aarch64_bin = agent_bin_aarch64;
+            ao.realtime = agent_rt;
+            ao.window = 20;
+            let opts = hil_tests::dynamic::DynamicOptions {
+                cloud_bin,
+                agent: ao,
+                app_file: app.clone(),
+                workdir: dir.join("run"),
+                warmup: Duration::from_secs(warmup_s),
+                settle: Duration::from_secs(settle_s),
+                timeout: Duration::from_secs(timeout_s),
+                rate_hz: 10.0,
+            };
+            let res = hil_tests::dynamic::run(&tb, &cl, &application, &opts);
+            hil_tests::dynamic::remove_containers(
+                &application.application,
+                &cl.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>(),
+            );
+            drop(tb);
+            let run = res?;
+            let md = report::dynamic_report(&dir, &application, &run)?;
             println!("{md}\nhil: report in {}", dir.join("report.md").display());
             Ok(())
         }

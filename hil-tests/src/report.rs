@@ -432,3 +432,76 @@ pub fn placement_section(
     }
     Ok(md)
 }
+
+/// The report of experiments 3 and 4.
+pub fn dynamic_report(
+    dir: &Path,
+    app: &acoa_shared::model::Application,
+    run: &crate::dynamic::DynamicRun,
+) -> std::io::Result<String> {
+    std::fs::create_dir_all(dir)?;
+    let mut md = format!(
+        "# Experiments 3 and 4: dynamicity on the railway testbed\n\nThe real control plane (`cloud-broker serve`, embedded broker on the testbed's host endpoint, node timeout 3 s, re-evaluation every 5 s, hysteresis 5 % over 3 evaluations), one real agent per node namespace (Podman runtime; the workload containers join the node's namespace), application `{}`. Recovery time: from the event until the control plane's status shows a placement that no longer uses what was lost and every component running (status polled every 0.25 s with `cloud-broker status`).\n\nInitial placement: `{:?}`\n\n| event | recovered after (s) | placement before | placement after | note |\n|---|---|---|---|---|\n",
+        app.application, run.initial
+    );
+    for e in &run.events {
+        let _ = writeln!(
+            md,
+            "| {} | {} | `{:?}` | `{:?}` | {} |",
+            e.what,
+            e.recovered_s
+                .map_or("not within the time allowed".to_string(), |s| format!(
+                    "{s:.1}"
+                )),
+            e.before,
+            e.after,
+            e.note
+        );
+    }
+    let ymax = run.path_samples.iter().map(|s| s.2).fold(1.0, f64::max);
+    let lines: Vec<Vec<(f64, f64)>> = run
+        .event_times
+        .iter()
+        .map(|(t, _)| vec![(*t, 0.0), (*t, ymax)])
+        .collect();
+    for p in &app.paths {
+        let pts: Vec<(f64, f64)> = run
+            .path_samples
+            .iter()
+            .filter(|s| s.1 == p.name)
+            .map(|s| (s.0, s.2))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let file = format!("path-{}.png", p.name);
+        match scatter_png(
+            &dir.join(&file),
+            &format!(
+                "path {}: end-to-end latency over the run (red: events)",
+                p.name
+            ),
+            "time since start, s",
+            "latency, ms",
+            &pts,
+            false,
+            &lines,
+        ) {
+            Ok(()) => {
+                let _ = writeln!(md, "\n![{}]({file})", p.name);
+            }
+            Err(e) => {
+                let _ = writeln!(md, "\n(plot {file} not drawn: {e})");
+            }
+        }
+    }
+    let _ = writeln!(md, "\nEvents: {:?}", run.event_times);
+    std::fs::write(dir.join("report.md"), &md)?;
+    let log: String = run
+        .status_log
+        .iter()
+        .map(|(t, s)| format!("{t:.2}\t{s}\n"))
+        .collect();
+    std::fs::write(dir.join("status.log"), log)?;
+    Ok(md)
+}
