@@ -84,7 +84,7 @@ fn propagate(
 /// ends at `v` when `v` is on node `b`, and `h[v][b]`, on the longest route that starts
 /// there (each predecessor / successor takes its best node independently, which relaxes
 /// the shared choices, so both are admissible). Infinite: no route at all.
-struct RtPot {
+pub struct RtPot {
     g: Vec<Vec<f64>>,
     h: Vec<Vec<f64>>,
     gmin: Vec<f64>,
@@ -102,7 +102,7 @@ pub struct ResponseTime {
     comps: Vec<usize>,
     /// `Some(l_min)`: grade l_min / l. `None`: the raw objective -l (used to find l_min).
     pub lmin: Option<f64>,
-    pot: Option<RtPot>,
+    pot: Option<std::sync::Arc<RtPot>>,
 }
 
 impl ResponseTime {
@@ -155,7 +155,20 @@ impl ResponseTime {
     }
 
     /// Precomputes the route potentials the bound uses, over the candidates of `space`.
-    pub fn with_potentials(mut self, ctx: &Ctx<'_, '_>) -> Self {
+    pub fn with_potentials(self, ctx: &Ctx<'_, '_>) -> Self {
+        let pot = std::sync::Arc::new(self.potentials(ctx));
+        self.with_pot(pot)
+    }
+
+    /// Uses potentials computed for the same path over a superset of the candidates
+    /// (they stay admissible: a minimum over more nodes is no larger).
+    pub fn with_pot(mut self, pot: std::sync::Arc<RtPot>) -> Self {
+        self.pot = Some(pot);
+        self
+    }
+
+    /// The route potentials of this path over the candidates of `ctx.space`.
+    pub fn potentials(&self, ctx: &Ctx<'_, '_>) -> RtPot {
         let n = ctx.model.infra.len();
         let nv = self.comps.len();
         let lat = |q: crate::infra::LinkQ| q.latency_ms;
@@ -201,8 +214,7 @@ impl ResponseTime {
         };
         let gmin = (0..nv).map(|v| min_over(&g[v], v)).collect();
         let hmin = (0..nv).map(|v| min_over(&h[v], v)).collect();
-        self.pot = Some(RtPot { g, h, gmin, hmin });
-        self
+        RtPot { g, h, gmin, hmin }
     }
 
     /// The longest route with channel weights `w`.
@@ -761,6 +773,18 @@ impl Objective {
         space: &Space,
         lmin: &[Option<f64>],
     ) -> Objective {
+        Objective::for_app_with(app, model, space, lmin, &[])
+    }
+
+    /// [`Objective::for_app`], reusing route potentials already computed per criterion
+    /// index (over a superset of the candidates: see [`ResponseTime::with_pot`]).
+    pub fn for_app_with(
+        app: &Application,
+        model: &Model<'_>,
+        space: &Space,
+        lmin: &[Option<f64>],
+        pots: &[Option<std::sync::Arc<RtPot>>],
+    ) -> Objective {
         let mut crits: Vec<Box<dyn CriterionPlugin>> = Vec::new();
         let mut weights = Vec::new();
         for (j, cr) in app.criteria.iter().enumerate() {
@@ -770,9 +794,11 @@ impl Objective {
                     let chans = path_channels(app, model, pname);
                     if cr.kind == CriterionKind::MinE2eResponseTime {
                         let ctx = Ctx { model, space };
-                        Box::new(
-                            ResponseTime::new(model, pname, &chans, lmin[j]).with_potentials(&ctx),
-                        )
+                        let rt = ResponseTime::new(model, pname, &chans, lmin[j]);
+                        Box::new(match pots.get(j).cloned().flatten() {
+                            Some(p) => rt.with_pot(p),
+                            None => rt.with_potentials(&ctx),
+                        })
                     } else {
                         let ctx = Ctx { model, space };
                         Box::new(Reliability::new(model, pname, &chans).with_forest(&ctx))

@@ -231,7 +231,7 @@ pub fn place_on(
         ..Phases::default()
     };
     let t = Instant::now();
-    let (lmin, lmin_proven, mut explored) = lmin_search(app, &model, &space, limits);
+    let (lmin, lmin_proven, mut explored, pots) = lmin_search_pots(app, &model, &space, limits);
     phases.lmin = t.elapsed();
     if let Some(r) = missing_reference(app, &lmin) {
         if lmin_proven {
@@ -239,7 +239,7 @@ pub fn place_on(
         }
     }
     let t = Instant::now();
-    let objective = Objective::for_app(app, &model, &space, &lmin);
+    let objective = Objective::for_app_with(app, &model, &space, &lmin, &pots);
     phases.bounds = t.elapsed();
     let t = Instant::now();
     let found = search::branch_and_bound(&model, &space, &objective, remaining.clone(), limits);
@@ -254,11 +254,15 @@ pub fn place_on(
         return Ok(infeasible(reason));
     };
     let t = Instant::now();
-    let largest = space.cand.iter().map(|c| c.len() as u128).max().unwrap_or(1);
+    let largest = space
+        .cand
+        .iter()
+        .map(|c| c.len() as u128)
+        .max()
+        .unwrap_or(1);
     let (feasible, feasible_exact) = if remaining.is_none() && space.links_complete(&model) {
         (space.product(), true)
-    } else if remaining.is_some() && space.product() / largest.max(1) > opts.count_budget as u128
-    {
+    } else if remaining.is_some() && space.product() / largest.max(1) > opts.count_budget as u128 {
         // With requests the count visits every feasible deployment but the last
         // component's: hopeless within the budget, so do not start.
         (space.product(), false)
@@ -298,7 +302,22 @@ pub fn lmin_search(
     space: &Space,
     limits: search::Limits,
 ) -> (Vec<Option<f64>>, bool, u64) {
+    let (l, p, e, _) = lmin_search_pots(app, model, space, limits);
+    (l, p, e)
+}
+
+type Pots = Vec<Option<std::sync::Arc<criteria::RtPot>>>;
+
+/// [`lmin_search`], also returning the route potentials it computed (per criterion
+/// index), which the main search reuses.
+fn lmin_search_pots(
+    app: &Application,
+    model: &Model<'_>,
+    space: &Space,
+    limits: search::Limits,
+) -> (Vec<Option<f64>>, bool, u64, Pots) {
     let mut out = vec![None; app.criteria.len()];
+    let mut pots: Pots = vec![None; app.criteria.len()];
     let mut proven = true;
     let mut explored = 0;
     if !app
@@ -306,7 +325,7 @@ pub fn lmin_search(
         .iter()
         .any(|c| c.kind == CriterionKind::MinE2eResponseTime)
     {
-        return (out, true, 0);
+        return (out, true, 0, Vec::new());
     }
     let same = model.comps.iter().all(|c| c.cand.len() == c.req_cand.len());
     let owned;
@@ -318,7 +337,7 @@ pub fn lmin_search(
             model.comps.iter().map(|c| c.req_cand.clone()).collect(),
         );
         if s.prune(model).is_some() {
-            return (out, true, 0);
+            return (out, true, 0, Vec::new());
         }
         owned = s;
         &owned
@@ -333,7 +352,10 @@ pub fn lmin_search(
             model,
             space: req_space,
         };
-        let rt = criteria::ResponseTime::new(model, pname, &chans, None).with_potentials(&ctx);
+        let rt = criteria::ResponseTime::new(model, pname, &chans, None);
+        let pot = std::sync::Arc::new(rt.potentials(&ctx));
+        pots[j] = Some(pot.clone());
+        let rt = rt.with_pot(pot);
         let obj = Objective::new(model.comps.len(), vec![Box::new(rt)], vec![1.0]);
         let found = search::branch_and_bound(model, req_space, &obj, None, limits);
         explored += found.explored;
@@ -347,7 +369,7 @@ pub fn lmin_search(
             out[j] = Some(rt.latency(&ctx, &a));
         }
     }
-    (out, proven, explored)
+    (out, proven, explored, pots)
 }
 
 fn no_deployment(
