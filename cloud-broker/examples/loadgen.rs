@@ -76,8 +76,17 @@ fn node_profile(i: usize, n: usize) -> model::Node {
             arch: "x86_64".into(),
             hardware: vec!["fast-cpu".into()],
             software: vec!["database".into()],
-            capacity: Capacity { cpu_millis: 8000, memory_mb: 16384, disk_mb: 200_000 },
-            usage: Usage { cpu_millis: 500, memory_mb: 2000, disk_mb: 10_000, containers: 0 },
+            capacity: Capacity {
+                cpu_millis: 8000,
+                memory_mb: 16384,
+                disk_mb: 200_000,
+            },
+            usage: Usage {
+                cpu_millis: 500,
+                memory_mb: 2000,
+                disk_mb: 10_000,
+                containers: 0,
+            },
         }
     } else {
         let e = i - clouds;
@@ -86,10 +95,23 @@ fn node_profile(i: usize, n: usize) -> model::Node {
             datacenter: format!("train{}", e / 10),
             layer: Layer::Edge,
             arch: "aarch64".into(),
-            hardware: if e % 10 == 0 { vec!["sensor".into()] } else { vec![] },
+            hardware: if e % 10 == 0 {
+                vec!["sensor".into()]
+            } else {
+                vec![]
+            },
             software: vec![],
-            capacity: Capacity { cpu_millis: 2000, memory_mb: 2048, disk_mb: 16_000 },
-            usage: Usage { cpu_millis: 200, memory_mb: 300, disk_mb: 2000, containers: 0 },
+            capacity: Capacity {
+                cpu_millis: 2000,
+                memory_mb: 2048,
+                disk_mb: 16_000,
+            },
+            usage: Usage {
+                cpu_millis: 200,
+                memory_mb: 300,
+                disk_mb: 2000,
+                containers: 0,
+            },
         }
     }
 }
@@ -187,11 +209,23 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         let exe = std::env::current_exe().unwrap();
         exe.parent().unwrap().parent().unwrap().join("cloud-broker")
     });
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let mut child = Command::new(&bin)
         .arg("--data-dir")
         .arg(&data)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--stats-every-ms", "5000", "--node-timeout-ms", "10000", "--reevaluate-ms", "3600000"])
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--stats-every-ms",
+            "5000",
+            "--node-timeout-ms",
+            "10000",
+            "--reevaluate-ms",
+            "3600000",
+        ])
         .env("RUST_LOG", "warn,cloud_broker::engine=info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -221,7 +255,8 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // observer: every desired state, as the admin sees it (the embedded broker has no ACL)
-    let desired_seen: Arc<Mutex<HashMap<String, (Instant, usize)>>> = Arc::new(Mutex::new(HashMap::new()));
+    let desired_seen: Arc<Mutex<HashMap<String, (Instant, usize)>>> =
+        Arc::new(Mutex::new(HashMap::new()));
     let published_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
     {
         let mut o = MqttOptions::new("loadgen-observer", "127.0.0.1", port);
@@ -233,7 +268,9 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             loop {
                 match el.poll().await {
                     Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
-                        let _ = c.subscribe("acoa/v1/nodes/+/desired", QoS::AtLeastOnce).await;
+                        let _ = c
+                            .subscribe("acoa/v1/nodes/+/desired", QoS::AtLeastOnce)
+                            .await;
                     }
                     Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
                         let now = Instant::now();
@@ -269,14 +306,27 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             let mut o = MqttOptions::new(format!("lg-{name}"), "127.0.0.1", port);
             o.set_credentials(&name, format!("pw-{i}"));
             o.set_keep_alive(Duration::from_secs(30));
-            o.set_last_will(LastWill::new(topics::online(&name), topics::OFFLINE.to_vec(), QoS::AtLeastOnce, true));
+            o.set_last_will(LastWill::new(
+                topics::online(&name),
+                topics::OFFLINE.to_vec(),
+                QoS::AtLeastOnce,
+                true,
+            ));
             let (c, mut el) = AsyncClient::new(o, 16);
             let probe = format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256);
             let mk_report = |seq: u64| {
-                wire::encode(&Message::NodeReport(Box::new(report_of(&node, seq, &probe))), Some(&key)).unwrap()
+                wire::encode(
+                    &Message::NodeReport(Box::new(report_of(&node, seq, &probe))),
+                    Some(&key),
+                )
+                .unwrap()
             };
             let mk_links = |seq: u64| {
-                let mut l = LinkMetrics { node: wire::name(&name).unwrap(), seq, links: Default::default() };
+                let mut l = LinkMetrics {
+                    node: wire::name(&name).unwrap(),
+                    seq,
+                    links: Default::default(),
+                };
                 for s in samples.iter().take(wire::MAX_LINKS_PER_MESSAGE) {
                     let _ = l.links.push(s.clone());
                 }
@@ -291,7 +341,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
                     loop {
                         match el.poll().await {
                             Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
-                                let _ = c.try_publish(topics::online(&name), QoS::AtLeastOnce, true, topics::ONLINE.to_vec());
+                                let _ = c.try_publish(
+                                    topics::online(&name),
+                                    QoS::AtLeastOnce,
+                                    true,
+                                    topics::ONLINE.to_vec(),
+                                );
                             }
                             Ok(_) => {}
                             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -305,11 +360,19 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             loop {
                 iv.tick().await;
                 seq += 1;
-                let (r, l) = if fresh { (mk_report(seq), mk_links(seq)) } else { (pre_r.clone(), pre_l.clone()) };
-                if c.try_publish(topics::report(&name), QoS::AtMostOnce, false, r).is_ok() {
+                let (r, l) = if fresh {
+                    (mk_report(seq), mk_links(seq))
+                } else {
+                    (pre_r.clone(), pre_l.clone())
+                };
+                if c.try_publish(topics::report(&name), QoS::AtMostOnce, false, r)
+                    .is_ok()
+                {
                     sent.fetch_add(1, Ordering::Relaxed);
                 }
-                if c.try_publish(topics::links(&name), QoS::AtMostOnce, false, l).is_ok() {
+                if c.try_publish(topics::links(&name), QoS::AtMostOnce, false, l)
+                    .is_ok()
+                {
                     sent.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -320,22 +383,36 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     }
     while (joined.load(Ordering::Relaxed) as usize) < n {
         if t_connect.elapsed() > Duration::from_secs(300) {
-            anyhow::bail!("only {} of {n} nodes joined", joined.load(Ordering::Relaxed));
+            anyhow::bail!(
+                "only {} of {n} nodes joined",
+                joined.load(Ordering::Relaxed)
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    println!("all {n} nodes joined in {:.1} s", t_connect.elapsed().as_secs_f64());
+    println!(
+        "all {n} nodes joined in {:.1} s",
+        t_connect.elapsed().as_secs_f64()
+    );
     // settle, then measure
     tokio::time::sleep(Duration::from_secs(6)).await;
     let hz = 100.0; // USER_HZ
-    let (c0, t0, s0) = (proc_cpu_ticks(pid), Instant::now(), sent.load(Ordering::Relaxed));
+    let (c0, t0, s0) = (
+        proc_cpu_ticks(pid),
+        Instant::now(),
+        sent.load(Ordering::Relaxed),
+    );
     let stats_before = last_stats.lock().unwrap().len();
     let mut rss_samples = vec![];
     while t0.elapsed() < Duration::from_secs(args.measure_s) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         rss_samples.push(proc_status_kb(pid, "VmRSS:"));
     }
-    let (c1, wall, s1) = (proc_cpu_ticks(pid), t0.elapsed().as_secs_f64(), sent.load(Ordering::Relaxed));
+    let (c1, wall, s1) = (
+        proc_cpu_ticks(pid),
+        t0.elapsed().as_secs_f64(),
+        sent.load(Ordering::Relaxed),
+    );
     let cpu = (c1 - c0) as f64 / hz / wall;
     let offered = (s1 - s0) as f64 / wall;
     let ingest: Vec<f64> = last_stats.lock().unwrap()[stats_before..]
@@ -356,7 +433,14 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         let name = format!("bench-{k}");
         let t = Instant::now();
         published_at.lock().unwrap().insert(name.clone(), t);
-        admin.publish(topics::app(&name), QoS::AtLeastOnce, true, app_yaml(&name, k % trains.max(1))).await?;
+        admin
+            .publish(
+                topics::app(&name),
+                QoS::AtLeastOnce,
+                true,
+                app_yaml(&name, k % trains.max(1)),
+            )
+            .await?;
         let mut done = false;
         while t.elapsed() < Duration::from_secs(10) {
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -390,8 +474,18 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         lat.len(),
         unplaced
     );
-    let last: Vec<String> = last_stats.lock().unwrap().iter().rev().take(1).cloned().collect();
-    println!("last control plane stats line: {}", last.first().map(|s| s.as_str()).unwrap_or(""));
+    let last: Vec<String> = last_stats
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .take(1)
+        .cloned()
+        .collect();
+    println!(
+        "last control plane stats line: {}",
+        last.first().map(|s| s.as_str()).unwrap_or("")
+    );
     let _ = BTreeMap::<u8, u8>::new();
     let _ = child.kill();
     let _ = child.wait();

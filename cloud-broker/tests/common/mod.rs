@@ -80,6 +80,7 @@ impl ControlPlane {
     }
 
     pub fn start_logged(data: &Path, port: u16, extra: &[&str], log: &Path) -> ControlPlane {
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
         let f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
