@@ -5,12 +5,14 @@
 # Markdown reports with PNG plots under hil-tests/results/<UTC time>/.
 #
 #   sudo hil-tests/run.sh                 # emulator bench, experiment 1 (reference prober), experiment 2
-#   sudo hil-tests/run.sh --agents        # + experiment 1 with the real edge agents
+#   sudo hil-tests/run.sh --agents        # + experiment 1 with the real edge agents, and
+#                                         # experiments 3 and 4 (control plane, agents, Podman)
 #   AGENT_RT=1 sudo hil-tests/run.sh --agents   # agents SCHED_FIFO, as the emulator (a loaded
 #                                         # 2-core VM adds tenths of a ms to normal threads)
 #   AGENT_BIN_AARCH64=/path/to/aarch64/edge-agent sudo hil-tests/run.sh --agents
 #                                         # aarch64 nodes run the ARM build under qemu-aarch64-static
-# Needs: root, /dev/net/tun, iproute2, mosquitto (--agents), fonts-dejavu-core (plot text).
+# Needs: root, /dev/net/tun, iproute2, fonts-dejavu-core (plot text); with --agents also
+# mosquitto, podman + runc configured and its socket at /run/podman/podman.sock.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -52,7 +54,7 @@ run() {
 run emulator "$bin/hil" emu-bench --out "$out/emulator"
 run fidelity-reference "$bin/hil" fidelity --prober reference --out "$out/fidelity-reference"
 if [ "$agents" = 1 ]; then
-  cargo build --release -p edge-agent
+  cargo build --release -p edge-agent -p cloud-broker
   extra=()
   if [ -n "${AGENT_BIN_AARCH64:-}" ]; then extra+=(--agent-bin-aarch64 "$AGENT_BIN_AARCH64"); fi
   if [ "${AGENT_RT:-0}" = 1 ]; then extra+=(--agent-rt); fi
@@ -60,6 +62,12 @@ if [ "$agents" = 1 ]; then
     --duration-s "${AGENT_SECS:-100}" "${extra[@]}" --out "$out/fidelity-agent"
 fi
 run placement "$bin/hil" placement --out "$out/placement"
+if [ "$agents" = 1 ]; then
+  # workload images (static acoa-workload) for the containers the agents run
+  OUT="$CARGO_TARGET_DIR/workload" "$root/hil-tests/images.sh" >/dev/null
+  run dynamic "$bin/hil" dynamic --cloud-bin "$bin/cloud-broker" --agent-bin "$bin/edge-agent" \
+    "${extra[@]}" --out "$out/dynamic"
+fi
 
 {
   echo "# Railway testbed run $stamp"

@@ -157,6 +157,8 @@ pub struct DynamicOptions {
     pub settle: Duration,
     pub timeout: Duration,
     pub rate_hz: f64,
+    /// How long a link stays noisy (experiment 3c).
+    pub noise: Duration,
 }
 
 fn pubkey(agent_bin: &Path, state: &Path) -> Result<String> {
@@ -396,6 +398,53 @@ pub fn run(
         });
         placement = after;
         std::thread::sleep(o.settle);
+    }
+
+    // experiment 3c: a link of a timed path merely noisy (jitter, same mean): nothing moves
+    if let Some(ch) = app
+        .paths
+        .iter()
+        .filter(|p| timed.contains(&p.name.as_str()))
+        .flat_map(|p| p.channels.iter())
+        .filter_map(|name| app.channels.iter().find(|c| &c.name == name))
+        .find(|c| placement.get(&c.from) != placement.get(&c.to))
+        .cloned()
+    {
+        let (a, b) = (placement[&ch.from].clone(), placement[&ch.to].clone());
+        let (ab, ba) = (tb.link(&a, &b)?, tb.link(&b, &a)?);
+        let before = placement.clone();
+        let te = Instant::now();
+        event_times.push((since(te), format!("link {a} <-> {b} jitter 3 ms")));
+        tb.set_link(&a, &b, LinkSpec::new(ab.latency_ms, 3.0, ab.loss))?;
+        tb.set_link(&b, &a, LinkSpec::new(ba.latency_ms, 3.0, ba.loss))?;
+        let mut changes = 0;
+        let mut last = before.clone();
+        while te.elapsed() < o.noise {
+            if let Ok(st) = cloud.status(&app.application) {
+                let p = placement_of(&st);
+                if !p.is_empty() && p != last {
+                    changes += 1;
+                    status_log.push((since(Instant::now()), st.to_string()));
+                    set_conf(&p);
+                    last = p;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        tb.set_link(&a, &b, ab)?;
+        tb.set_link(&b, &a, ba)?;
+        events.push(EventResult {
+            what: format!(
+                "link {a} <-> {b} (channel {}) noisy: jitter 3 ms each way, same mean, for {} s",
+                ch.name,
+                o.noise.as_secs()
+            ),
+            recovered_s: None,
+            before,
+            after: last.clone(),
+            note: format!("{changes} placement changes (no flapping: 0)"),
+        });
+        placement = last;
     }
 
     // experiment 4: the control plane restarted mid-run

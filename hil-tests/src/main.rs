@@ -148,6 +148,9 @@ enum Cmd {
         /// Seconds allowed to recover from an event
         #[arg(long, default_value_t = 90)]
         timeout_s: u64,
+        /// Seconds a link stays noisy (no re-placement expected)
+        #[arg(long, default_value_t = 40)]
+        noise_s: u64,
         #[arg(long, default_value = "hil-")]
         prefix: String,
         #[arg(long)]
@@ -285,6 +288,7 @@ fn main() -> Result<()> {
             warmup_s,
             settle_s,
             timeout_s,
+            noise_s,
             prefix,
             out,
         } => {
@@ -325,6 +329,7 @@ fn main() -> Result<()> {
                 settle: Duration::from_secs(settle_s),
                 timeout: Duration::from_secs(timeout_s),
                 rate_hz: 10.0,
+                noise: Duration::from_secs(noise_s),
             };
             let res = hil_tests::dynamic::run(&tb, &cl, &application, &opts);
             hil_tests::dynamic::remove_containers(
