@@ -309,11 +309,23 @@ fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], member: &[Vec<bool>]) 
         let sink = &member[ch.to];
         for a in &cand[ch.from] {
             let (bs, ls) = model.infra.out_links(*a);
-            for (b, l) in bs.iter().zip(ls) {
-                if sink[*b as usize] {
-                    visit(*a, *b, *l);
+            let (mut s_out, mut l_out, mut pairs) = (-1.0f64, f64::INFINITY, 0u128);
+            for (b, q) in bs.iter().zip(ls) {
+                let b = *b as usize;
+                if sink[b] {
+                    pairs += 1;
+                    s_out = s_out.max(q.success);
+                    l_out = l_out.min(q.latency_ms);
+                    t.succ_in[b] = t.succ_in[b].max(q.success);
+                    t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
                 }
             }
+            let a = *a as usize;
+            t.linked_pairs += pairs;
+            t.succ_out[a] = s_out;
+            t.lat_out[a] = l_out;
+            t.best_succ = t.best_succ.max(s_out);
+            t.min_lat = t.min_lat.min(l_out);
         }
     }
     t
