@@ -294,3 +294,72 @@ fn restart_with_broker_down_restores_containers_from_disk() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(ps(&node), after);
 }
+
+#[test]
+fn containers_join_the_configured_network_namespace() {
+    if skip_or_require("netns", true) {
+        return;
+    }
+    require_bin("ip", "apt-get install -y iproute2");
+    let node = node_name("netns");
+    remove_all(&node);
+    let _cleanup = Cleanup(node.clone());
+    let ns = format!("acoa-nj{}", std::process::id() % 100_000);
+    let _ = std::process::Command::new("ip")
+        .args(["netns", "del", &ns])
+        .output();
+    run(std::process::Command::new("ip").args(["netns", "add", &ns]));
+    struct DelNs(String);
+    impl Drop for DelNs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", &self.0])
+                .output();
+        }
+    }
+    let _del = DelNs(ns.clone());
+    run(std::process::Command::new("ip").args([
+        "-n",
+        &ns,
+        "link",
+        "add",
+        "acoatest0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "acoatest1",
+    ]));
+    let dir = scratch_dir("netns");
+    let broker = Broker::start(&dir);
+    let mut agent = Agent::new(&node, &dir, &broker.url(), "", PROBE);
+    let mut cmd = std::process::Command::new(agent_bin());
+    cmd.args(["--netns", &format!("/run/netns/{ns}")]);
+    agent.start_with(cmd);
+    agent.wait_log("connected to broker", WAIT);
+    broker.publish(
+        &topics::desired(&node),
+        &desired(&node, 1, &[spec("app.a", IMAGE)], Some(&cp_key())),
+        true,
+    );
+    let c = cname(&node, "app.a");
+    wait_until("app.a to run", WAIT, || running_names(&node) == [c.clone()]);
+    let mode = run(std::process::Command::new("podman").args([
+        "inspect",
+        &c,
+        "--format",
+        "{{.HostConfig.NetworkMode}}",
+    ]));
+    assert_eq!(mode.trim(), format!("ns:/run/netns/{ns}"));
+    let dev = run(std::process::Command::new("podman").args([
+        "exec",
+        &c,
+        "/bin/busybox",
+        "cat",
+        "/proc/net/dev",
+    ]));
+    assert!(
+        dev.contains("acoatest0"),
+        "the container sees the namespace's interface: {dev}"
+    );
+}

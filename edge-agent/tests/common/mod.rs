@@ -423,6 +423,10 @@ socket = "unix://{PODMAN_SOCKET}"
         }
     }
 
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn is_running(&mut self) -> bool {
         match &mut self.child {
             Some(c) => c.try_wait().map(|s| s.is_none()).unwrap_or(false),
