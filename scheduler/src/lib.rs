@@ -1,13 +1,29 @@
 //! The ACOA placement engine (ACOA section 3.3.3, `spec/model.md`).
 //!
 //! A pluggable design in the spirit of the Kubernetes scheduling framework:
-//! - constraint plugins ([`filter`]) filter the candidate nodes of each component;
-//! - criterion plugins ([`criteria`]) grade whole deployments, and give optimistic grades
-//!   for partial ones;
-//! - a search finds the deployment of highest score: exhaustive enumeration
-//!   ([`enumerate`], the oracle) or branch and bound.
+//! - constraint plugins ([`filter`]) filter the candidate nodes of each component
+//!   (hardware, software, datacenter, layer, arch, min_free_disk_mb, and the resource
+//!   request against capacity - usage - [`Ledger`] reservations);
+//! - criterion plugins ([`criteria`]) grade whole deployments exactly as model.md says, and
+//!   give admissible optimistic grades (upper bounds) for partial ones;
+//! - a search finds the deployment of highest score: branch and bound ([`search`]), or
+//!   exhaustive enumeration ([`enumerate`], the test oracle and `--enumerate`).
 //!
-//! The library does no I/O and is deterministic: the same inputs give the same placement.
+//! [`place_on`] runs: compile ([`problem::Model`]: candidates per component, channels as
+//! index pairs; [`problem::Space`]: per-channel best-link tables, then arc consistency
+//! over the links) -> l_min of every response-time path (its own exact search over the
+//! deployments that satisfy `requires` and have every link, resource requests aside) ->
+//! bound tables (route potentials, reliability forests) -> branch and bound -> count of
+//! the feasible deployments (exact when cheap, else an upper bound, said so).
+//!
+//! The infrastructure is an [`Infra`]: nodes in name order and a sparse link set (a
+//! missing link is unknown: a deployment that needs it is infeasible, and the
+//! [`Infeasible`] reason names it). Build it once per snapshot ([`Infra::from_cluster`]);
+//! [`place`] builds it on every call.
+//!
+//! The library does no I/O and is deterministic: the same inputs give the same placement
+//! (candidates in name order, fixed variable and value orders, ties to the first found;
+//! only an explicit [`Options::time_budget`] makes the result depend on the clock).
 
 pub mod criteria;
 pub mod enumerate;

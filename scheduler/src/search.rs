@@ -188,7 +188,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
                     (*ch, other, b)
                 });
             }
-            let old = std::mem::replace(&mut self.doms[w], Some(new));
+            let old = self.doms[w].replace(new);
             self.trail.push((w, old));
         }
         if self.rem.is_some() && self.req[u].is_some() {
@@ -201,7 +201,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
                     if !self.fits(w, b) {
                         let mut new = d.clone();
                         new.remove(i);
-                        let old = std::mem::replace(&mut self.doms[w], Some(new));
+                        let old = self.doms[w].replace(new);
                         self.trail.push((w, old));
                     }
                 }

@@ -207,3 +207,42 @@ fn branching_paths_use_the_longest_route() {
 fn algorithms_include_qos() {
     assert!(acoa_scheduler::algorithms().contains(&"qos"));
 }
+
+#[test]
+fn score_rejects_bad_assignments() {
+    let app = app(
+        "x",
+        vec![comp("x", &[], None), comp("y", &["sensor"], None)],
+        vec![chan("x-to-y", "x", "y")],
+        vec![path("p", &["x-to-y"])],
+        vec![crit(CriterionKind::MaxE2eReliability, "p", 1.0)],
+    );
+    let c = two_nodes();
+    let a = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        score(&c, &app, &a(&[("x", "a")])),
+        Err(ScheduleError::Unassigned("y".into()))
+    );
+    assert_eq!(
+        score(&c, &app, &a(&[("x", "a"), ("y", "zz")])),
+        Err(ScheduleError::UnknownNode("zz".into()))
+    );
+    assert_eq!(
+        score(&c, &app, &a(&[("x", "a"), ("y", "a"), ("w", "a")])),
+        Err(ScheduleError::UnknownComponent("w".into()))
+    );
+    assert_eq!(
+        score(&c, &app, &a(&[("x", "a"), ("y", "b")])),
+        Err(ScheduleError::Unsatisfied {
+            component: "y".into(),
+            node: "b".into()
+        })
+    );
+    let (s, g) = score(&c, &app, &a(&[("x", "a"), ("y", "a")])).unwrap();
+    assert_eq!((s, g[0].grade), (1.0, 1.0));
+}
