@@ -207,9 +207,11 @@ fn image_outside_allowlist_is_refused_and_reported() {
     r.agent.wait_log("connected to broker", WAIT);
     let bad = spec("app.bad", "docker.io/library/busybox:latest");
     let good = spec("app.good", IMAGE);
+    // Allowed, but no such image here (no registry either): a failure, reported.
+    let missing = spec("app.missing", "localhost/acoa/does-not-exist:1");
     r.broker.publish(
         &topics::desired(&node),
-        &desired(&node, 1, &[bad, good], Some(&cp_key())),
+        &desired(&node, 1, &[bad, good, missing], Some(&cp_key())),
         true,
     );
     r.agent.wait_log("refused container app.bad: image docker.io/library/busybox:latest is outside the allowlist", WAIT);
@@ -226,7 +228,20 @@ fn image_outside_allowlist_is_refused_and_reported() {
                 .any(|c| c.name.as_str() == "app.good" && c.state == ContainerState::Running)
         })
     });
+    wait_until("actual state: missing image failed", WAIT, || {
+        r.watcher.last(&topics::actual(&node)).is_some_and(|p| {
+            actual(&p, &key).containers.iter().any(|c| {
+                c.name.as_str() == "app.missing"
+                    && c.state == ContainerState::Failed
+                    && c.error.starts_with("create failed")
+            })
+        })
+    });
     assert_eq!(running_names(&node), [cname(&node, "app.good")]);
+    assert!(r
+        .agent
+        .logs()
+        .contains("container app.missing: create failed"));
 }
 
 #[test]
