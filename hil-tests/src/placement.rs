@@ -193,7 +193,10 @@ pub fn run_placements(
         // sinks first, so that the first messages find their receivers
         for c in app.components.iter().rev() {
             let node = &assignment[&c.name];
-            let mut cmd = tb.command(node, workload_bin);
+            // SCHED_FIFO, as the emulator: what is measured is the emulated network and the
+            // placement, not how long a normal process waits for a CPU on a busy machine
+            let mut cmd = tb.command(node, "chrt");
+            cmd.args(["-f", "10"]).arg(workload_bin);
             cmd.env("ACOA_APP", &copy.application)
                 .env("ACOA_COMPONENT", &c.name)
                 .env("ACOA_CONTROL", control.to_string());

@@ -449,10 +449,11 @@ pub fn dynamic_report(
             md,
             "| {} | {} | `{:?}` | `{:?}` | {} |",
             e.what,
-            e.recovered_s
-                .map_or("not within the time allowed".to_string(), |s| format!(
-                    "{s:.1}"
-                )),
+            match e.recovered_s {
+                Some(s) => format!("{s:.1}"),
+                None if e.what.contains("noisy") => "(nothing to recover)".to_string(),
+                None => "not within the time allowed".to_string(),
+            },
             e.before,
             e.after,
             e.note

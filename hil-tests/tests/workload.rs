@@ -67,8 +67,11 @@ fn workload_measures_path_latency_and_loss_through_the_emulator() {
     let control = SocketAddr::V4(SocketAddrV4::new(host, COLLECTOR_PORT));
     let mut procs = KillOnDrop(Vec::new());
     for (comp, node) in [("dst", "w3"), ("mid", "w2"), ("src", "w1")] {
+        // SCHED_FIFO, as the emulator: the test measures the emulated network, not how long a
+        // normal process waits for a CPU on a busy 2-core machine
         let child = tb
-            .command(node, env!("CARGO_BIN_EXE_acoa-workload"))
+            .command(node, "chrt")
+            .args(["-f", "10", env!("CARGO_BIN_EXE_acoa-workload")])
             .env("ACOA_APP", "chain")
             .env("ACOA_COMPONENT", comp)
             .env("ACOA_CONTROL", control.to_string())
