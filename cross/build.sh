@@ -15,7 +15,8 @@
 #
 # Output: $ACOA_DIST (default target-cross/dist)/<target>/edge-agent, and with --deb
 #         $ACOA_DIST/acoa-agent_<version>_<debarch>.deb (cross/mkdeb.sh).
-# Environment: ACOA_TARGET_CPU (overrides TARGET_CPU of targets/<t>.env), ACOA_CROSS_TARGET_DIR
+# Environment: ACOA_TARGET_CPU / ACOA_FEATURES (override TARGET_CPU / FEATURES of targets/<t>.env),
+#              ACOA_DIST (output directory), ACOA_CROSS_TARGET_DIR
 #              (cargo target dir of the cross build, default target-aarch64 / target-armv7),
 #              CARGO_TARGET_DIR (host build, default target-cross).
 set -euo pipefail
@@ -57,6 +58,7 @@ die() { echo "build.sh: error: $*" >&2; exit 1; }
 host_triple="$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || true)"
 [ -n "$host_triple" ] || host_triple=x86_64-unknown-linux-gnu
 
+FEATURES="${ACOA_FEATURES:-${FEATURES:-}}"
 features_args=()
 if [ -n "${FEATURES:-}" ]; then features_args=(--features "$FEATURES"); fi
 

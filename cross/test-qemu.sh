@@ -57,6 +57,18 @@ cp_pub="$(run_a64 pubkey --state-dir "$work/cp" 2>/dev/null)"
 
 # a real broker with password authentication on a free loopback port
 port="$(free_port)"
+tls_port="$(free_port)"
+# a CA and a server certificate for 127.0.0.1, for the mqtts:// run (rustls + ring on aarch64)
+tls=0
+if command -v openssl >/dev/null; then
+    (cd "$work" && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+        -subj /CN=acoa-cross-ca -keyout ca.key -out ca.pem \
+        && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost \
+            -keyout server.key -out server.csr \
+        && printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > san.ext \
+        && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile san.ext -out server.pem) >/dev/null 2>&1 && tls=1
+fi
 mosquitto_passwd -c -b "$work/passwd" n13 n13-secret >/dev/null 2>&1
 mosquitto_passwd -b "$work/passwd" observer observer-secret >/dev/null 2>&1
 cat > "$work/mosquitto.conf" <<EOF
@@ -70,6 +82,10 @@ log_type error
 log_type warning
 log_type notice
 EOF
+if [ "$tls" = 1 ]; then
+    printf 'listener %s 127.0.0.1\ncafile %s\ncertfile %s\nkeyfile %s\n' "$tls_port" \
+        "$work/ca.pem" "$work/server.pem" "$work/server.key" >> "$work/mosquitto.conf"
+fi
 mosquitto -c "$work/mosquitto.conf" >/dev/null 2>&1 &
 pids+=($!)
 for _ in $(seq 1 50); do
@@ -135,6 +151,29 @@ for _ in $(seq 1 100); do kill -0 "$agent_pid" 2>/dev/null || { stopped=1; break
 [ "$stopped" = 1 ] && pass "stops on SIGTERM within 10 s" || fail "stops on SIGTERM within 10 s"
 offline="$(sub -t acoa/v1/nodes/n13/online -C 1 -W 10 2>&1)"
 [ "$offline" = offline ] && pass "online marker is 'offline' after the stop" || fail "online marker is 'offline' after the stop" "$offline"
+
+# the same node over mqtts:// with the CA file: the default build's TLS (rustls, ring) on aarch64
+if [ "$tls" = 1 ]; then
+    sed -e "s|^url = .*|url = \"mqtts://127.0.0.1:$tls_port\"|" \
+        -e "/^\[broker\]/a ca_file = \"$work/ca.pem\"" "$work/n13.toml" > "$work/n13-tls.toml"
+    sub -t acoa/v1/nodes/n13/report -C 1 -W 120 -N > "$work/report-tls.bin" 2>"$work/sub-tls.err" &
+    sub_pid=$!
+    pids+=($sub_pid)
+    sleep 0.5
+    RUST_LOG=info "${qemu_run[@]}" "$bin" --config "$work/n13-tls.toml" > "$work/agent-tls.log" 2>&1 &
+    agent_pid=$!
+    pids+=($agent_pid)
+    wait "$sub_pid"
+    if [ -s "$work/report-tls.bin" ] && "$wire" decode --key "$node_pub" "$work/report-tls.bin" >/dev/null 2>&1; then
+        pass "over mqtts:// (CA file, rustls/ring on aarch64): report arrives and verifies"
+    else
+        fail "over mqtts:// (CA file, rustls/ring on aarch64): report arrives and verifies" "$(tail -5 "$work/agent-tls.log")"
+    fi
+    kill -TERM "$agent_pid" 2>/dev/null
+    wait "$agent_pid" 2>/dev/null
+else
+    echo "  skip  mqtts:// run (no openssl to make a CA)"
+fi
 
 if [ "$FAILED" != 0 ]; then
     echo "--- agent log (tail)"; tail -20 "$work/agent.log"
