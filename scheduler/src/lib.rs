@@ -199,13 +199,17 @@ pub fn place_on(
     if let Some(r) = model.comps.iter().find_map(|c| c.empty_reason.clone()) {
         return Ok(infeasible(r));
     }
-    let mut space = Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
-    if let Some(r) = dead_channel(&model, &space) {
-        return Ok(infeasible(r));
-    }
-    if let Some(c) = space.prune(&model) {
-        return Ok(infeasible(unsupported(&model, c)));
-    }
+    let space =
+        match Space::build_consistent(&model, model.comps.iter().map(|c| c.cand.clone()).collect())
+        {
+            Ok(s) => s,
+            Err(c) => {
+                let full =
+                    Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
+                let reason = dead_channel(&model, &full).unwrap_or_else(|| unsupported(&model, c));
+                return Ok(infeasible(reason));
+            }
+        };
     let limits = search::Limits {
         deadline: opts.time_budget.map(|b| Instant::now() + b),
         max_nodes: None,
@@ -348,14 +352,13 @@ fn lmin_search_pots(
     let req_space = if same {
         space
     } else {
-        let mut s = Space::build(
+        match Space::build_consistent(
             model,
             model.comps.iter().map(|c| c.req_cand.clone()).collect(),
-        );
-        if s.prune(model).is_some() {
-            return (out, true, 0, Vec::new());
+        ) {
+            Ok(s) => owned = s,
+            Err(_) => return (out, true, 0, Vec::new()),
         }
-        owned = s;
         &owned
     };
     for (j, cr) in app.criteria.iter().enumerate() {

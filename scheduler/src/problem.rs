@@ -214,46 +214,53 @@ impl Space {
         }
     }
 
-    /// Arc consistency on the channels: drops every candidate that has no link to (or
-    /// from) any candidate of a channel's other end, until nothing changes. Exact: a
-    /// dropped node is in no deployment with every link. Returns a component whose
-    /// candidates ran out, if one did.
-    pub fn prune(&mut self, model: &Model<'_>) -> Option<usize> {
+    /// [`Space::build`] after arc consistency on `cand` (cheap: a node needs only one
+    /// linked node at each channel's other end, found by an early-exit scan), so the
+    /// tables are built once. `Err(c)`: the candidates of component `c` ran out.
+    pub fn build_consistent(model: &Model<'_>, mut cand: Vec<Vec<u32>>) -> Result<Space, usize> {
+        let n = model.infra.len();
+        let mut member: Vec<Vec<bool>> = cand
+            .iter()
+            .map(|c| {
+                let mut m = vec![false; n];
+                for x in c {
+                    m[*x as usize] = true;
+                }
+                m
+            })
+            .collect();
+        let infra = model.infra;
         loop {
-            let mut changed = vec![false; self.cand.len()];
-            for (ch, t) in model.chans.iter().zip(&self.tables) {
-                let before = (self.cand[ch.from].len(), self.cand[ch.to].len());
-                self.cand[ch.from].retain(|a| t.succ_out[*a as usize] >= 0.0);
-                if ch.from != ch.to {
-                    self.cand[ch.to].retain(|b| t.succ_in[*b as usize] >= 0.0);
+            let mut changed = false;
+            for ch in &model.chans {
+                let (f, t) = (ch.from, ch.to);
+                let before = (cand[f].len(), cand[t].len());
+                if f == t {
+                    cand[f].retain(|a| infra.link(*a, *a).is_some());
+                } else {
+                    let mt = &member[t];
+                    cand[f].retain(|a| infra.out(*a).iter().any(|b| mt[*b as usize]));
+                    let mf = &member[f];
+                    cand[t].retain(|b| infra.inn(*b).iter().any(|a| mf[*a as usize]));
                 }
-                changed[ch.from] |= self.cand[ch.from].len() != before.0;
-                changed[ch.to] |= self.cand[ch.to].len() != before.1;
-                if self.cand[ch.from].is_empty() {
-                    return Some(ch.from);
-                }
-                if self.cand[ch.to].is_empty() {
-                    return Some(ch.to);
-                }
-            }
-            if !changed.iter().any(|c| *c) {
-                return None;
-            }
-            // Rebuild what depends on the components that lost candidates.
-            for (c, m) in self.member.iter_mut().enumerate() {
-                if changed[c] {
-                    m.iter_mut().for_each(|x| *x = false);
-                    for x in &self.cand[c] {
-                        m[*x as usize] = true;
+                for (c, len) in [(f, before.0), (t, before.1)] {
+                    if cand[c].len() != len {
+                        changed = true;
+                        member[c].iter_mut().for_each(|x| *x = false);
+                        for x in &cand[c] {
+                            member[c][*x as usize] = true;
+                        }
+                    }
+                    if cand[c].is_empty() {
+                        return Err(c);
                     }
                 }
             }
-            for (i, ch) in model.chans.iter().enumerate() {
-                if changed[ch.from] || changed[ch.to] {
-                    self.tables[i] = table(model, ch, &self.cand, &self.member);
-                }
+            if !changed {
+                break;
             }
         }
+        Ok(Space::build(model, cand))
     }
 
     /// Whether every candidate pair of every channel has a link (then the link-complete
