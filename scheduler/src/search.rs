@@ -37,6 +37,10 @@ pub struct Found {
     /// The best deployment found and its score.
     pub best: Option<(Vec<u32>, f64)>,
     pub explored: u64,
+    /// Children whose full bound was computed.
+    pub bounded: u64,
+    /// Children cut by their quick bound alone.
+    pub quick_cut: u64,
     /// The search ran to the end: `best` is optimal (or none exists).
     pub proven: bool,
     /// An upper bound on the optimum (the best score when proven).
@@ -57,6 +61,8 @@ struct Searcher<'s, 'm> {
     best: Option<(Vec<u32>, f64)>,
     best_score: f64,
     explored: u64,
+    bounded: u64,
+    quick_cut: u64,
     limits: Limits,
     aborted: bool,
     ub_open: f64,
@@ -121,6 +127,8 @@ impl<'s, 'm> Searcher<'s, 'm> {
             best: None,
             best_score: f64::NEG_INFINITY,
             explored: 0,
+            bounded: 0,
+            quick_cut: 0,
             limits,
             aborted: false,
             ub_open: f64::NEG_INFINITY,
@@ -455,6 +463,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
                     .sum::<f64>()
                     + others;
                 if quick / self.obj.total_weight <= self.best_score + EPS {
+                    self.quick_cut += 1;
                     continue;
                 }
             }
@@ -464,6 +473,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
                 self.vals[*j] = self.obj.crits[*j].bound_cached(&ctx, &self.a, &self.fixed);
             }
             let bound = self.obj.combine(&self.vals);
+            self.bounded += 1;
             if bound > self.best_score + EPS {
                 children.push((bound, *b, k));
             }
@@ -523,6 +533,8 @@ pub fn branch_and_bound(
     Found {
         best: s.best,
         explored: s.explored,
+        bounded: s.bounded,
+        quick_cut: s.quick_cut,
         proven,
         upper_bound,
         first_missing: s.first_missing,
