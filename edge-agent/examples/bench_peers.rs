@@ -1,8 +1,10 @@
 //! Helper of `bench/footprint.sh`: N tiny UDP echo responders on loopback, and a
 //! peer list naming them, signed with a throwaway control-plane key.
 //!
-//! `bench_peers N BASE_PORT OUT_DIR` writes OUT_DIR/cp.pub (the key's hex) and
-//! OUT_DIR/peers.bin (the signed frame), then answers probes until killed.
+//! `bench_peers N BASE_PORT OUT_DIR [CONTAINERS IMAGE]` writes OUT_DIR/cp.pub (the key's
+//! hex), OUT_DIR/peers.bin (the signed peer list) and OUT_DIR/desired.bin (a signed desired
+//! state of node `bench` with CONTAINERS containers of IMAGE, default none), then answers
+//! probes until killed.
 
 use std::net::UdpSocket;
 
@@ -11,7 +13,10 @@ use edge_agent::prober::{decode_probe, PROBE_LEN};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    anyhow::ensure!(args.len() == 4, "usage: bench_peers N BASE_PORT OUT_DIR");
+    anyhow::ensure!(
+        args.len() == 4 || args.len() == 6,
+        "usage: bench_peers N BASE_PORT OUT_DIR [CONTAINERS IMAGE]"
+    );
     let n: u16 = args[1].parse()?;
     let base: u16 = args[2].parse()?;
     let out = std::path::Path::new(&args[3]);
@@ -34,6 +39,32 @@ fn main() -> anyhow::Result<()> {
         Some(&cp),
     )?;
     std::fs::write(out.join("peers.bin"), frame)?;
+    let (count, image) = match args.get(4..6) {
+        Some([c, i]) => (c.parse::<usize>()?, i.clone()),
+        _ => (0, String::new()),
+    };
+    let containers = (0..count)
+        .map(|i| -> anyhow::Result<wire::ContainerSpec> {
+            Ok(wire::ContainerSpec {
+                name: wire::name(&format!("bench.c{i}"))?,
+                app: wire::name("bench")?,
+                component: wire::name(&format!("c{i}"))?,
+                image: wire::bounded("image", &image)?,
+                cpu_millis: 100,
+                memory_mb: 32,
+                env: heapless::Vec::new(),
+            })
+        })
+        .collect::<anyhow::Result<heapless::Vec<_, { wire::MAX_CONTAINERS }>>>()?;
+    let desired = wire::DesiredState {
+        node: wire::name("bench")?,
+        generation: 1,
+        containers,
+    };
+    std::fs::write(
+        out.join("desired.bin"),
+        encode(&Message::DesiredState(Box::new(desired)), Some(&cp))?,
+    )?;
     std::fs::write(out.join("cp.pub"), keys::public_hex(&cp.verifying_key()))?;
     let threads: Vec<_> = socks
         .into_iter()

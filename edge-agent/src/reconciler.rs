@@ -886,6 +886,23 @@ mod tests {
     }
 
     #[test]
+    fn a_new_broker_session_republishes_the_actual_state() {
+        let mut r = rec();
+        let a = spec("app.a", "localhost/acoa/x:1");
+        r.handle(Event::DesiredFrame(frame(
+            "n1",
+            1,
+            std::slice::from_ref(&a),
+            Some(&cp()),
+        )));
+        r.handle(Event::RuntimeObserved(vec![running(&a)]));
+        assert!(kinds(&r.handle(Event::RuntimeObserved(vec![running(&a)]))).is_empty());
+        assert_eq!(kinds(&r.handle(Event::Connected)), ["observe"]);
+        let acts = r.handle(Event::RuntimeObserved(vec![running(&a)]));
+        assert_eq!(kinds(&acts), ["publish g1"]);
+    }
+
+    #[test]
     fn runtime_outage_is_logged_once() {
         let mut r = rec();
         assert_eq!(
