@@ -181,6 +181,7 @@ pub fn place(
     app: &Application,
     ledger: &Ledger,
 ) -> Result<Outcome, ScheduleError> {
+    cluster.validate()?;
     let infra = Infra::from_cluster(cluster);
     Ok(place_on(&infra, app, ledger, &Options::default())?.outcome)
 }
@@ -520,6 +521,7 @@ pub fn score(
     app: &Application,
     assignment: &BTreeMap<String, String>,
 ) -> Result<(f64, Vec<CriterionGrade>), ScheduleError> {
+    cluster.validate()?;
     app.validate()?;
     let infra = Infra::from_cluster(cluster);
     let ledger = Ledger::new();
