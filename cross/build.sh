@@ -133,7 +133,10 @@ build_cross() {
             local miss
             miss="$(missing_pkgs $APT_PACKAGES)"
             if [ -n "$miss" ] || [ ! -x /usr/bin/rustc ] || [ ! -d "/usr/lib/rustlib/$RUST_TARGET/lib" ]; then
-                [ "$target" = armv7 ] && say "note: registering armhf can make apt ignore a half-synced bookworm-security suite (see cross/README.md)"
+                if [ "$target" = armv7 ] && ! dpkg --print-foreign-architectures | grep -qx armhf \
+                    && [ "${ACOA_ALLOW_ARMHF:-0}" != 1 ]; then
+                    die "armv7 needs dpkg architecture armhf; on this project's mirror its bookworm-security index does not download, which makes every apt-get update fail and hides rustc-web 1.96 (see cross/README.md, armv7). Set ACOA_ALLOW_ARMHF=1 to register it anyway"
+                fi
                 apt_install $APT_PACKAGES
             fi
             [ -x /usr/bin/rustc ] || die "/usr/bin/rustc missing after installing rustc-web"
