@@ -246,6 +246,11 @@ async fn bench(args: Args) -> anyhow::Result<()> {
                     joined.fetch_add(1, Ordering::Relaxed);
                 } else if line.contains("stats: ") {
                     last_stats.lock().unwrap().push(line);
+                } else if line.contains(" placed (") {
+                    println!(
+                        "cp: {}",
+                        line.split("cloud_broker::engine").last().unwrap_or(&line)
+                    );
                 } else if line.contains("ERROR") || line.contains("WARN") {
                     eprintln!("cp: {line}");
                 }
@@ -408,6 +413,10 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_secs(1)).await;
         rss_samples.push(proc_status_kb(pid, "VmRSS:"));
     }
+    println!(
+        "control plane RSS during the measurement (MiB, 1 s apart): {:?}",
+        rss_samples.iter().map(|k| k / 1024).collect::<Vec<_>>()
+    );
     let (c1, wall, s1) = (
         proc_cpu_ticks(pid),
         t0.elapsed().as_secs_f64(),

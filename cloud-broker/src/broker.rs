@@ -53,8 +53,10 @@ pub fn config(listen: SocketAddr, logins: Logins) -> Config {
         router: RouterConfig {
             max_connections: 20_000,
             max_outgoing_packet_count: 1000,
-            max_segment_size: 4 << 20,
-            max_segment_count: 4,
+            // per subscribed filter: at most 3 × 2 MiB of backlog (a segment holds the largest
+            // payload); memory stays bounded whatever the fleet size
+            max_segment_size: 2 << 20,
+            max_segment_count: 3,
             custom_segment: None,
             initialized_filters: None,
             shared_subscriptions_strategy: Default::default(),

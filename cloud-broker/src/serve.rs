@@ -119,10 +119,17 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         acoa_shared::wire::keys::public_hex(&cp_public)
     );
 
+    // Two connections: node telemetry (heavy, verified on workers), and applications plus every
+    // publication of ours, so that a definition or a desired state never waits behind reports.
     let mqtt = mqtt_options(&url, "acoa-control-plane", &creds.control_plane)?;
     let (client, mut eventloop) = AsyncClient::new(mqtt, 10_000);
+    let mqtt_apps = mqtt_options(&url, "acoa-control-plane-apps", &creds.control_plane)?;
+    let (apps_client, mut apps_eventloop) = AsyncClient::new(mqtt_apps, 10_000);
 
+    // node telemetry, verified
     let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(16_384);
+    // applications, placement results, ticks: handled first
+    let (ctl_tx, mut ctl_rx) = mpsc::channel::<Event>(4096);
 
     // Ingest workers: decode and verify in parallel, one node always on the same worker.
     let workers = std::thread::available_parallelism()
@@ -154,7 +161,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         });
     }
 
-    // The MQTT event loop: (re)subscribe on every connection, hand publications to the workers.
+    // The telemetry event loop: (re)subscribe on every connection, hand publications to the workers.
     let sub_client = client.clone();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
@@ -175,10 +182,9 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                     info!("connected to the broker");
                     let c = sub_client.clone();
                     tokio::spawn(async move {
-                        for f in [topics::NODES_WILDCARD, topics::APPS_WILDCARD] {
-                            if let Err(e) = c.subscribe(f, QoS::AtLeastOnce).await {
-                                error!("cannot subscribe to {f}: {e}");
-                            }
+                        if let Err(e) = c.subscribe(topics::NODES_WILDCARD, QoS::AtLeastOnce).await
+                        {
+                            error!("cannot subscribe to {}: {e}", topics::NODES_WILDCARD);
                         }
                     });
                 }
@@ -197,8 +203,47 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         }
     });
 
+    // The applications event loop (also carries every publication of ours).
+    let sub_apps = apps_client.clone();
+    let apps_tx = ctl_tx.clone();
+    tokio::spawn(async move {
+        let mut backoff = 100u64;
+        loop {
+            match apps_eventloop.poll().await {
+                Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
+                    let r = classify(&p.topic, &p.payload, &Keys::new(), &cp_public);
+                    match r {
+                        Ok(Some(ev @ Event::AppPublished { .. })) => {
+                            if apps_tx.send(ev).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(d) => warn!("{d}"),
+                    }
+                }
+                Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
+                    backoff = 100;
+                    debug!("connected to the broker for applications");
+                    let c = sub_apps.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = c.subscribe(topics::APPS_WILDCARD, QoS::AtLeastOnce).await {
+                            error!("cannot subscribe to {}: {e}", topics::APPS_WILDCARD);
+                        }
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    warn!("broker connection (applications): {e}; retrying in {backoff} ms");
+                    tokio::time::sleep(Duration::from_millis(backoff)).await;
+                    backoff = (backoff * 2).min(5000);
+                }
+            }
+        }
+    });
+
     // Ticks.
-    let tick_tx = ev_tx.clone();
+    let tick_tx = ctl_tx.clone();
     let tick_ms = opts.tick_ms;
     tokio::spawn(async move {
         let mut iv = tokio::time::interval(Duration::from_millis(tick_ms));
@@ -213,7 +258,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
 
     // Start-up: once subscribed, read the retained desired states for a moment, then republish
     // what the broker lacks.
-    let start_tx = ev_tx.clone();
+    let start_tx = ctl_tx.clone();
     let wait = opts.startup_wait_ms;
     tokio::spawn(async move {
         let _ = ready_rx.await;
@@ -240,8 +285,10 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         let ev = tokio::select! {
-            ev = ev_rx.recv() => match ev { Some(ev) => ev, None => break },
+            biased;
             _ = &mut shutdown => { info!("control plane stopping (signal)"); break; }
+            ev = ctl_rx.recv() => match ev { Some(ev) => ev, None => break },
+            ev = ev_rx.recv() => match ev { Some(ev) => ev, None => break },
         };
         for action in engine.handle(now(), ev) {
             match action {
@@ -261,7 +308,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                     retain,
                 } => {
                     debug!("publish {topic} ({} bytes)", payload.len());
-                    if let Err(e) = client
+                    if let Err(e) = apps_client
                         .publish(topic.clone(), QoS::AtLeastOnce, retain, payload)
                         .await
                     {
@@ -269,7 +316,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                     }
                 }
                 Action::Schedule(job) => {
-                    let tx = ev_tx.clone();
+                    let tx = ctl_tx.clone();
                     tokio::task::spawn_blocking(move || {
                         let r = run_job(&job);
                         let _ = tx.blocking_send(Event::Scheduled(Box::new(r)));
@@ -279,6 +326,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         }
     }
     let _ = client.disconnect().await;
+    let _ = apps_client.disconnect().await;
     Ok(())
 }
 
