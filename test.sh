@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# The k3s runtime is an optional feature of the agent (its client is heavy): keep it compiling.
+cargo check -p edge-agent --features k3s --all-targets
 cargo test --workspace --all-targets
-if [ -x cross/test.sh ]; then
-  bash cross/test.sh
-fi
+bash cross/test.sh
