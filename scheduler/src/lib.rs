@@ -21,6 +21,9 @@
 //! [`Infeasible`] reason names it). Build it once per snapshot ([`Infra::from_cluster`]);
 //! [`place`] builds it on every call.
 //!
+//! Optimality is exact up to [`search::EPS`] (1e-12): a subtree is cut unless its bound
+//! beats the incumbent by more than that, for the score and for each l_min alike.
+//!
 //! The library does no I/O and is deterministic: the same inputs give the same placement
 //! (candidates in name order, fixed variable and value orders, ties to the first found;
 //! only an explicit [`Options::time_budget`] makes the result depend on the clock).
@@ -556,7 +559,16 @@ pub fn score(
             to: infra.node(a[c.to]).name.clone(),
         });
     }
-    let space = Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
+    // The same spaces as `place_on`, so that l_min (exact to within the search's EPS)
+    // comes out bit for bit the same.
+    let space =
+        Space::build_consistent(&model, model.comps.iter().map(|c| c.cand.clone()).collect())
+            .unwrap_or_else(|_| {
+                Space::build(
+                    &model,
+                    model.comps.iter().map(|c| c.req_cand.clone()).collect(),
+                )
+            });
     let (lmin, _, _) = lmin_search(app, &model, &space, search::Limits::default());
     if let Some((c, _)) = app
         .criteria
