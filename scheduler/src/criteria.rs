@@ -42,6 +42,35 @@ pub trait CriterionPlugin: Send + Sync {
         let _ = (comp, b);
         parent
     }
+    /// Prepares bounding the children of the partial assignment `a` that place `comp`
+    /// (unplaced in `a`): fills `state` for [`CriterionPlugin::child_bound`].
+    fn prepare(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        state: &mut Vec<f64>,
+    ) {
+        let _ = (ctx, a, fixed, comp);
+        state.clear();
+    }
+    /// The bound of the child `a` (the prepared parent plus `comp` on `b`; `fixed` holds
+    /// the links under `comp`'s channels whose other end is placed). Equal to
+    /// [`CriterionPlugin::bound_cached`] of the child (by default, it is that), but
+    /// computed from the prepared parent in time proportional to `comp`'s channels.
+    fn child_bound(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        b: u32,
+        state: &[f64],
+    ) -> f64 {
+        let _ = (comp, b, state);
+        self.bound_cached(ctx, a, fixed)
+    }
 }
 
 // ------------------------------------------------------------ response time
@@ -288,6 +317,13 @@ impl ResponseTime {
             big = vec![0f64; 2 * nv];
             &mut big
         };
+        self.passes(p, a, w, buf)
+    }
+
+    /// The forward (D: longest route into each slot) and backward (H: out of it) passes
+    /// into `buf` (D then H); returns max over slots of D + H.
+    fn passes(&self, p: &RtPot, a: &[u32], w: impl Fn(usize) -> f64, buf: &mut [f64]) -> f64 {
+        let nv = self.comps.len();
         let (d, hh) = buf.split_at_mut(nv);
         for v in 0..nv {
             match a[self.comps[v]] {
@@ -361,6 +397,71 @@ impl CriterionPlugin for ResponseTime {
     }
     fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
         self.ratio(self.latency_lb_with(ctx, a, |ch, _, _| Some(fixed[ch])))
+    }
+    fn prepare(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        state: &mut Vec<f64>,
+    ) {
+        let _ = comp;
+        state.clear();
+        let Some(p) = &self.pot else { return };
+        let m = ctx.model;
+        let w = |ch: usize| {
+            let c = &m.chans[ch];
+            let t = &ctx.space.tables[ch];
+            match (a[c.from], a[c.to]) {
+                (UNSET, UNSET) => t.min_lat,
+                (x, UNSET) => t.lat_out[x as usize],
+                (UNSET, y) => t.lat_in[y as usize],
+                _ => fixed[ch].latency_ms,
+            }
+        };
+        state.resize(2 * self.comps.len() + 1, 0.0);
+        let (buf, last) = state.split_at_mut(2 * self.comps.len());
+        last[0] = self.passes(p, a, w, buf);
+    }
+    fn child_bound(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        b: u32,
+        state: &[f64],
+    ) -> f64 {
+        // Only the routes through `comp` change: D and H of its predecessors and
+        // successors do not depend on it (the path is acyclic), so the child's bound is
+        // max(parent's, D[v] + H[v] at comp's slot v) exactly.
+        let (Some(p), Some(v)) = (&self.pot, self.comps.iter().position(|c| *c == comp)) else {
+            return self.bound_cached(ctx, a, fixed);
+        };
+        if state.is_empty() {
+            return self.bound_cached(ctx, a, fixed);
+        }
+        let nv = self.comps.len();
+        let (d, hh, parent) = (&state[..nv], &state[nv..2 * nv], state[2 * nv]);
+        let bu = b as usize;
+        let (mut dv, mut hv) = (p.g[v][bu], p.h[v][bu]);
+        for (ch, s, t) in &self.edges {
+            if *t == v {
+                let w = match a[self.comps[*s]] {
+                    UNSET => ctx.space.tables[*ch].lat_in[bu],
+                    _ => fixed[*ch].latency_ms,
+                };
+                dv = dv.max(d[*s] + w);
+            } else if *s == v {
+                let w = match a[self.comps[*t]] {
+                    UNSET => ctx.space.tables[*ch].lat_out[bu],
+                    _ => fixed[*ch].latency_ms,
+                };
+                hv = hv.max(w + hh[*t]);
+            }
+        }
+        self.ratio(parent.max(dv + hv))
     }
     fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
         // The route through `comp` is at least g + h there.
@@ -597,10 +698,85 @@ impl CriterionPlugin for Reliability {
             .product()
     }
     fn bound(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
-        self.bound_with(ctx, a, |_, x, y| ctx.model.infra.link(x, y))
+        let m = ctx.model;
+        self.bound_with(ctx, a, |ch| {
+            let c = &m.chans[ch];
+            m.infra.link(a[c.from], a[c.to]).unwrap_or(LinkQ {
+                latency_ms: f64::INFINITY,
+                success: 0.0,
+            })
+        })
     }
     fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
-        self.bound_with(ctx, a, |ch, _, _| Some(fixed[ch]))
+        self.bound_with(ctx, a, |ch| fixed[ch])
+    }
+    fn prepare(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        state: &mut Vec<f64>,
+    ) {
+        // [product of the best success over the channels not at `comp`, the forest's
+        // bound so far, the sum of -ln(best) over the rest channels not at `comp`]
+        state.clear();
+        let m = ctx.model;
+        let at = |ch: usize| m.chans[ch].from == comp || m.chans[ch].to == comp;
+        let best = |ch: usize| self.best(ctx, a, ch, |ch| fixed[ch]);
+        let prod: f64 = self
+            .chans
+            .iter()
+            .filter(|ch| !at(**ch))
+            .map(|ch| best(*ch))
+            .product();
+        state.push(prod);
+        if let Some(f) = &self.forest {
+            let mut lb = f.mmin;
+            for (v, c) in self.comps.iter().enumerate() {
+                if a[*c] != UNSET {
+                    lb = lb.max(f.m[v][a[*c] as usize]);
+                }
+            }
+            let rest: f64 = f
+                .rest
+                .iter()
+                .filter(|ch| !at(**ch))
+                .map(|ch| neg_ln(best(*ch)))
+                .sum();
+            state.push(lb);
+            state.push(rest);
+        }
+    }
+    fn child_bound(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        b: u32,
+        state: &[f64],
+    ) -> f64 {
+        if state.is_empty() {
+            return self.bound_cached(ctx, a, fixed);
+        }
+        let m = ctx.model;
+        let at = |ch: &usize| m.chans[*ch].from == comp || m.chans[*ch].to == comp;
+        let best = |ch: usize| self.best(ctx, a, ch, |ch| fixed[ch]);
+        let mut p = state[0];
+        for ch in self.chans.iter().filter(|ch| at(ch)) {
+            p *= best(*ch);
+        }
+        let Some(f) = &self.forest else { return p };
+        let mut lb = state[1];
+        if let Some(v) = self.comps.iter().position(|c| *c == comp) {
+            lb = lb.max(f.m[v][b as usize]);
+        }
+        let mut rest = state[2];
+        for ch in f.rest.iter().filter(|ch| at(ch)) {
+            rest += neg_ln(best(*ch));
+        }
+        p.min((-(lb + rest)).exp())
     }
     fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
         match (&self.forest, self.comps.iter().position(|c| *c == comp)) {
@@ -611,27 +787,24 @@ impl CriterionPlugin for Reliability {
 }
 
 impl Reliability {
-    fn bound_with(
-        &self,
-        ctx: &Ctx<'_, '_>,
-        a: &[u32],
-        link: impl Fn(usize, u32, u32) -> Option<LinkQ>,
-    ) -> f64 {
-        let m = ctx.model;
-        let best = |ch: usize| {
-            let c = &m.chans[ch];
-            let t = &ctx.space.tables[ch];
-            let s = match (a[c.from], a[c.to]) {
-                (UNSET, UNSET) => t.best_succ,
-                (x, UNSET) => t.succ_out[x as usize],
-                (UNSET, y) => t.succ_in[y as usize],
-                (x, y) => link(ch, x, y).map_or(0.0, |q| q.success),
-            };
-            s.max(0.0)
+    /// The best success the link under `ch` can have given `a` (`link` for a channel
+    /// whose two ends are placed).
+    fn best(&self, ctx: &Ctx<'_, '_>, a: &[u32], ch: usize, link: impl Fn(usize) -> LinkQ) -> f64 {
+        let c = &ctx.model.chans[ch];
+        let t = &ctx.space.tables[ch];
+        let s = match (a[c.from], a[c.to]) {
+            (UNSET, UNSET) => t.best_succ,
+            (x, UNSET) => t.succ_out[x as usize],
+            (UNSET, y) => t.succ_in[y as usize],
+            _ => link(ch).success,
         };
+        s.max(0.0)
+    }
+
+    fn bound_with(&self, ctx: &Ctx<'_, '_>, a: &[u32], link: impl Fn(usize) -> LinkQ) -> f64 {
         let mut p = 1.0;
         for ch in &self.chans {
-            p *= best(*ch);
+            p *= self.best(ctx, a, *ch, &link);
         }
         let Some(f) = &self.forest else { return p };
         // The forest's least cost given the placed components, plus the other channels'.
@@ -642,11 +815,19 @@ impl Reliability {
                 lb = lb.max(f.m[v][b as usize]);
             }
         }
+        let mut rest = 0.0;
         for ch in &f.rest {
-            let s = best(*ch);
-            lb += if s > 0.0 { -s.ln() } else { f64::INFINITY };
+            rest += neg_ln(self.best(ctx, a, *ch, &link));
         }
-        p.min((-lb).exp())
+        p.min((-(lb + rest)).exp())
+    }
+}
+
+fn neg_ln(s: f64) -> f64 {
+    if s > 0.0 {
+        -s.ln()
+    } else {
+        f64::INFINITY
     }
 }
 

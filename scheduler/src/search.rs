@@ -451,6 +451,10 @@ impl<'s, 'm> Searcher<'s, 'm> {
             .filter(|j| !affected.contains(j))
             .map(|j| self.vals[j] * self.obj.weights[j])
             .sum();
+        let mut states: Vec<Vec<f64>> = vec![Vec::new(); affected.len()];
+        for (i, j) in affected.iter().enumerate() {
+            self.obj.crits[*j].prepare(&ctx, &self.a, &self.fixed, u, &mut states[i]);
+        }
         for (k, b) in domain.iter().enumerate() {
             if !self.obj.crits.is_empty() {
                 // O(1) per criterion: skip the child if even this cannot beat the best.
@@ -469,8 +473,9 @@ impl<'s, 'm> Searcher<'s, 'm> {
             }
             self.a[u] = *b;
             self.set_links(u, &links, k);
-            for j in affected {
-                self.vals[*j] = self.obj.crits[*j].bound_cached(&ctx, &self.a, &self.fixed);
+            for (i, j) in affected.iter().enumerate() {
+                self.vals[*j] =
+                    self.obj.crits[*j].child_bound(&ctx, &self.a, &self.fixed, u, *b, &states[i]);
             }
             let bound = self.obj.combine(&self.vals);
             self.bounded += 1;

@@ -6,7 +6,7 @@ mod common;
 
 use acoa_scheduler::criteria::{Ctx, Objective};
 use acoa_scheduler::problem::{Model, Space, UNSET};
-use acoa_scheduler::{enumerate, filter, place_on, score, Infra, Ledger, Options, Outcome};
+use acoa_scheduler::{enumerate, filter, place_on, score, Infra, Ledger, LinkQ, Options, Outcome};
 use acoa_shared::model::{Application, Cluster, CriterionKind};
 use common::*;
 use proptest::prelude::*;
@@ -341,6 +341,43 @@ fn bounds_are_admissible() {
                     best[j] = best[j].max(c.grade(&ctx, a));
                 }
             });
+            // The prepared child bound equals the child's full bound.
+            if let Some(u) = partial.iter().position(|x| *x == UNSET) {
+                let node = model.comps[u].cand[r.below(model.comps[u].cand.len() as u64) as usize];
+                let mut child = partial.clone();
+                child[u] = node;
+                let links = |a: &[u32]| -> Vec<LinkQ> {
+                    model
+                        .chans
+                        .iter()
+                        .map(|c| {
+                            if a[c.from] == UNSET || a[c.to] == UNSET {
+                                LinkQ {
+                                    latency_ms: f64::NAN,
+                                    success: f64::NAN,
+                                }
+                            } else {
+                                infra.link(a[c.from], a[c.to]).unwrap_or(LinkQ {
+                                    latency_ms: f64::INFINITY,
+                                    success: 0.0,
+                                })
+                            }
+                        })
+                        .collect()
+                };
+                let (fp, fc) = (links(&partial), links(&child));
+                for c in &obj.crits {
+                    let mut state = Vec::new();
+                    c.prepare(&ctx, &partial, &fp, u, &mut state);
+                    let quick = c.child_bound(&ctx, &child, &fc, u, node, &state);
+                    let full = c.bound(&ctx, &child);
+                    assert!(
+                        (quick - full).abs() <= 1e-9 * (1.0 + full.abs()),
+                        "seed {seed}: {:?} child bound {quick} != full {full}",
+                        c.kind()
+                    );
+                }
+            }
             // The quick bound of a child is at least the child's full bound.
             if let Some(u) = partial.iter().position(|x| *x == UNSET) {
                 let node = model.comps[u].cand[r.below(model.comps[u].cand.len() as u64) as usize];
