@@ -30,6 +30,8 @@ pub const LOOPBACK_LATENCY_MS: f64 = 0.05;
 pub struct EngineConfig {
     /// A node whose reports stop for this long is lost (3 report periods by default).
     pub node_timeout_ms: u64,
+    /// An `offline` marker (last will) makes a node lost if no signed report follows within this.
+    pub offline_confirm_ms: u64,
     /// How often placed applications are evaluated again (descheduler) and unplaced ones retried.
     pub reevaluate_ms: u64,
     /// Relative score gain a better placement must offer before anything moves.
@@ -48,6 +50,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             node_timeout_ms: 3000,
+            offline_confirm_ms: 1000,
             reevaluate_ms: 5000,
             hysteresis: 0.05,
             sustain: 3,
@@ -274,6 +277,9 @@ struct LiveNode {
     usage: Usage,
     last_seen: u64,
     online: bool,
+    /// When an `offline` marker (last will) came. The marker is not signed, and the embedded
+    /// broker lets any client publish it: it counts only if no signed report follows it.
+    offline_marker: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -379,6 +385,7 @@ impl Engine {
                     usage: Usage::default(),
                     last_seen: now,
                     online: true,
+                    offline_marker: None,
                 },
             );
         }
@@ -429,7 +436,12 @@ impl Engine {
             Event::Actual(a) => self.on_actual(*a, &mut out),
             Event::Online { node, online } => {
                 if !online {
-                    self.lose(&node, "last will: offline", &mut out);
+                    let now = self.now;
+                    if let Some(n) = self.nodes.get_mut(&node) {
+                        if n.online && n.offline_marker.is_none() {
+                            n.offline_marker = Some(now);
+                        }
+                    }
                 }
             }
             Event::RetainedDesired { node, generation } => {
@@ -476,6 +488,14 @@ impl Engine {
                     self.model_version += 1;
                 }
                 n.last_seen = now;
+                if let Some(at) = n.offline_marker.take() {
+                    if n.online {
+                        warn!(
+                            "node {name}: an offline marker came {} before this signed report: ignored, the node is alive (restarted, or the marker was not its own)",
+                            ms(now.saturating_sub(at))
+                        );
+                    }
+                }
                 if !n.online {
                     n.online = true;
                     joined = true;
@@ -490,6 +510,7 @@ impl Engine {
                         usage,
                         last_seen: now,
                         online: true,
+                        offline_marker: None,
                     },
                 );
                 joined = true;
@@ -567,6 +588,7 @@ impl Engine {
             return;
         }
         n.online = false;
+        n.offline_marker = None;
         self.model_version += 1;
         self.peers_dirty = true;
         self.links.retain(|(a, b), _| a != node && b != node);
@@ -1388,6 +1410,20 @@ impl Engine {
             .collect();
         for (n, silent) in late {
             self.lose(&n, &format!("no report for {}", ms(silent)), out);
+        }
+        let confirm = self.cfg.offline_confirm_ms;
+        let marked: Vec<String> = self
+            .nodes
+            .values()
+            .filter(|n| {
+                n.online
+                    && n.offline_marker
+                        .is_some_and(|at| now.saturating_sub(at) >= confirm)
+            })
+            .map(|n| n.info.name.clone())
+            .collect();
+        for n in marked {
+            self.lose(&n, "last will: offline", out);
         }
         let max_age = self.cfg.link_max_age_ms;
         let before = self.links.len();

@@ -392,10 +392,12 @@ fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out_body()
         .assignment
         .clone();
     let lost = before["storage"].clone();
-    let acts = sim.feed(Event::Online {
+    sim.feed(Event::Online {
         node: lost.clone(),
         online: false,
     });
+    // the marker is unsigned: it counts once no signed report contradicts it
+    let acts = sim.tick(1000);
     assert!(!sim.e.is_online(&lost));
     let after = sim
         .e
@@ -561,10 +563,11 @@ fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has_body() {
     // and a later change gets a newer generation than any before
     s3.join_cluster(&c);
     let node = sim.e.placement("smoke-monitoring").unwrap().assignment["storage"].clone();
-    let acts = s3.feed(Event::Online {
+    s3.feed(Event::Online {
         node: node.clone(),
         online: false,
     });
+    let acts = s3.tick(1000);
     let d = desired_published(&acts, &s3.key);
     assert_eq!(d[&node].generation, snap.desired[&node].generation + 1);
 }
@@ -780,4 +783,39 @@ fn jobs_for_an_outdated_definition_are_discarded_body() {
         .iter()
         .any(|s| s.image.as_str().ends_with("smoke-alarm:3")));
     let _ = Purpose::Reevaluate;
+}
+
+#[test]
+fn an_offline_marker_contradicted_by_a_signed_report_loses_nothing() {
+    big_stack(an_offline_marker_contradicted_by_a_signed_report_loses_nothing_body);
+}
+
+fn an_offline_marker_contradicted_by_a_signed_report_loses_nothing_body() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    placed(&mut sim, &c, "smoke-monitoring");
+    let before = sim
+        .e
+        .placement("smoke-monitoring")
+        .unwrap()
+        .assignment
+        .clone();
+    let victim = before["storage"].clone();
+    // anyone may publish `offline` on the embedded broker; the node keeps reporting
+    sim.feed(Event::Online {
+        node: victim.clone(),
+        online: false,
+    });
+    sim.now += 400;
+    let n = c.nodes.iter().find(|n| n.name == victim).unwrap();
+    sim.feed(Event::Report(Box::new(report(n))));
+    for _ in 0..5 {
+        sim.tick(500);
+        sim.feed(Event::Report(Box::new(report(n))));
+    }
+    assert!(sim.e.is_online(&victim));
+    assert_eq!(
+        sim.e.placement("smoke-monitoring").unwrap().assignment,
+        before
+    );
 }

@@ -307,7 +307,7 @@ fn a_node_cannot_speak_for_another_nor_command_it_on_the_embedded_broker() {
             control_plane: cpk,
             probe_addr: "127.0.0.1:1".into(),
             links: vec![],
-            period: Duration::from_secs(3600),
+            period: Duration::from_millis(300),
             subscribe_desired: true,
         };
         // n1 only listens (its reporter ticks once at start: let it, then check n2's forgeries)
