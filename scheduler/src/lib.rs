@@ -33,6 +33,7 @@ pub mod enumerate;
 pub mod filter;
 pub mod infra;
 pub mod ledger;
+pub mod netaware;
 pub mod problem;
 pub mod search;
 pub mod synth;
