@@ -1,13 +1,15 @@
 //! The descheduler, as a pure state machine: events in, actions out.
 //!
 //! On every [`Event::Tick`] (fresh measurements and the observed assignment), for each
-//! component `c` on node `cur`:
-//! 1. `best` = the candidate node ≠ `cur` with the highest [`score`](super::score) (the other
-//!    components where they are; candidates filtered as for placement);
-//! 2. `gain` = `(S(c, best) − S(c, cur)) / S(c, cur)` (the current node is scored without the
-//!    filter: the component is already there);
-//! 3. if `gain > threshold`, the component's streak grows if `best` is the same node as on the
-//!    previous tick, else restarts at 1; otherwise the streak is cleared.
+//! component `c` on node `cur` and each candidate node `n ≠ cur` (filtered as for placement,
+//! the other components where they are):
+//! 1. `g(c, n)` = `(S(c, n) − S(c, cur)) / S(c, cur)`, the relative gain of the move (the
+//!    current node is scored without the filter: the component is already there);
+//! 2. the gain is smoothed: `ḡ ← ḡ + λ·(g − ḡ)` (exponentially weighted, `λ` =
+//!    [`Config::smoothing`]; `ḡ = g` the first time, and after every move);
+//! 3. `best` = the node with the largest `ḡ`; if `ḡ(best) > threshold`, the component's streak
+//!    grows if `best` is the same node as on the previous tick, else restarts at 1; otherwise
+//!    the streak is cleared.
 //!
 //! A component whose streak reaches `sustain` is due. If no move is in flight, the due component
 //! with the largest gain (ties: lowest index) gets an [`Action::Move`], and that move is in
@@ -16,32 +18,39 @@
 //! else moves, and all streaks restart once it ends: the evidence for the next move is gathered
 //! on the new state, not on the one the move changed.
 //!
-//! Hysteresis: measurement noise makes the gain cross the threshold now and then, but rarely
-//! towards the same node `sustain` ticks in a row; a real change does. The rule is stricter than
+//! Hysteresis: the smoothing takes most of the measurement noise out of the gain, and what
+//! is left may cross the threshold now and then, but rarely towards the same node `sustain`
+//! ticks in a row; a real change does, a few ticks later. The rule is stricter than
 //! "one replica of a component at a time": one move in the whole application at a time (our
 //! components have one replica each).
 
-use super::{best_node_except, score, NetError, Snapshot, Weights};
+use super::{best_node_except, fits, score, NetError, Snapshot, Weights};
 
 /// The descheduler's tuning.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Config {
     pub weights: Weights,
-    /// Minimum relative gain of the best other node over the current one (0.15 = 15 %).
+    /// Minimum (smoothed) relative gain of the best other node over the current one (0.2 = 20 %).
     pub threshold: f64,
     /// Consecutive ticks the same better node must be seen before a move.
     pub sustain: u32,
     /// Ticks to wait for a move to be observed before giving up on it.
     pub confirm_timeout: u32,
+    /// Weight of the newest gain in the smoothed gain, in (0, 1] (1 = no smoothing).
+    pub smoothing: f64,
 }
 
 impl Default for Config {
+    /// Threshold 20 %, sustained 5 ticks, smoothing 0.2, confirmation within 10 ticks: no
+    /// move over 10 × 1000 ticks of ±20 % latency noise in `tests::noisy_latencies_...`; a
+    /// real change moves within about 7 ticks.
     fn default() -> Self {
         Config {
             weights: Weights::default(),
-            threshold: 0.15,
-            sustain: 3,
+            threshold: 0.2,
+            sustain: 5,
             confirm_timeout: 10,
+            smoothing: 0.2,
         }
     }
 }
@@ -90,6 +99,8 @@ struct InFlight {
 pub struct Descheduler {
     cfg: Config,
     streaks: Vec<Option<Streak>>,
+    /// `gains[c][n]`: smoothed relative gain of moving `c` to `n` (`None`: not a candidate).
+    gains: Vec<Vec<Option<f64>>>,
     in_flight: Option<InFlight>,
 }
 
@@ -102,6 +113,12 @@ impl Descheduler {
                 reason: format!("must be finite and >= 0, got {}", cfg.threshold),
             });
         }
+        if !(cfg.smoothing > 0.0 && cfg.smoothing <= 1.0) {
+            return Err(NetError::Invalid {
+                what: "smoothing".into(),
+                reason: format!("must be in (0, 1], got {}", cfg.smoothing),
+            });
+        }
         if cfg.sustain == 0 {
             return Err(NetError::Invalid {
                 what: "sustain".into(),
@@ -111,6 +128,7 @@ impl Descheduler {
         Ok(Descheduler {
             cfg,
             streaks: Vec::new(),
+            gains: Vec::new(),
             in_flight: None,
         })
     }
@@ -150,8 +168,10 @@ impl Descheduler {
         }
     }
 
+    /// Forgets streaks and smoothed gains: the state they were gathered on is gone.
     fn clear_streaks(&mut self) {
         self.streaks.iter_mut().for_each(|s| *s = None);
+        self.gains.iter_mut().flatten().for_each(|g| *g = None);
     }
 
     fn tick(&mut self, s: &Snapshot, assignment: &[usize]) -> Result<Vec<Action>, NetError> {
@@ -191,10 +211,26 @@ impl Descheduler {
             // The state is in transition: gather no evidence on it.
             return Ok(actions);
         }
+        self.gains
+            .resize(s.components.len(), vec![None; s.nodes.len()]);
+        for g in &mut self.gains {
+            g.resize(s.nodes.len(), None);
+        }
+        let lambda = self.cfg.smoothing;
         let mut due: Option<(usize, usize, f64)> = None;
         for c in 0..s.components.len() {
-            let verdict = evaluate(s, &self.cfg.weights, assignment, c)
-                .filter(|&(_, gain)| gain > self.cfg.threshold);
+            let raw = gains(s, &self.cfg.weights, assignment, c);
+            let mut verdict: Option<(usize, f64)> = None;
+            for (n, g) in raw.into_iter().enumerate() {
+                let smoothed = &mut self.gains[c][n];
+                *smoothed = g.map(|g| smoothed.map_or(g, |p| p + lambda * (g - p)));
+                if let Some(v) = *smoothed {
+                    if verdict.is_none_or(|(_, b)| v > b) {
+                        verdict = Some((n, v));
+                    }
+                }
+            }
+            let verdict = verdict.filter(|&(_, gain)| gain > self.cfg.threshold);
             self.streaks[c] = match (verdict, self.streaks[c]) {
                 (None, _) => None,
                 (Some((to, _)), Some(st)) if st.target == to => Some(Streak {
@@ -230,12 +266,30 @@ impl Descheduler {
     }
 }
 
-/// The best other node for component `c` and the relative gain of moving there.
+/// The best other node for component `c` and the relative gain of moving there (one
+/// evaluation, not smoothed).
 pub fn evaluate(s: &Snapshot, w: &Weights, assignment: &[usize], c: usize) -> Option<(usize, f64)> {
     let cur = assignment[c];
     let opt: Vec<Option<usize>> = assignment.iter().map(|&n| Some(n)).collect();
     let here = score(s, w, &opt, c, cur);
     let (to, there) = best_node_except(s, w, &opt, c, Some(cur))?;
-    let gain = (there - here) / here.max(1e-9);
-    Some((to, gain))
+    Some((to, relative_gain(here, there)))
+}
+
+fn relative_gain(here: f64, there: f64) -> f64 {
+    (there - here) / here.max(1e-9)
+}
+
+/// The relative gain of moving component `c` to each node (`None`: the current node, or a
+/// node that is not a candidate).
+pub fn gains(s: &Snapshot, w: &Weights, assignment: &[usize], c: usize) -> Vec<Option<f64>> {
+    let cur = assignment[c];
+    let opt: Vec<Option<usize>> = assignment.iter().map(|&n| Some(n)).collect();
+    let here = score(s, w, &opt, c, cur);
+    (0..s.nodes.len())
+        .map(|n| {
+            (n != cur && fits(s, w, &opt, c, n))
+                .then(|| relative_gain(here, score(s, w, &opt, c, n)))
+        })
+        .collect()
 }
