@@ -4,9 +4,11 @@
 //!
 //! `cargo run --release -p acoa-scheduler --example netaware-sim`
 
+#![allow(clippy::needless_range_loop)]
+
 use acoa_scheduler::netaware::desched::Config;
 use acoa_scheduler::netaware::sim;
-use acoa_scheduler::netaware::Weights;
+use acoa_scheduler::netaware::{place, NetOutcome, Weights};
 
 fn fmt(v: Option<f64>) -> String {
     v.map_or("saturated".to_string(), |v| format!("{v:.1}"))
@@ -35,7 +37,83 @@ fn main() {
             r.netaware_remote_calls,
         );
     }
-}
 
-#[allow(dead_code)]
-fn explore() {}
+    // Mean reduction per latency, over the loads where both have a figure.
+    let rows = sim::compare(&[10.0, 100.0, 200.0], &users, &w, samples, 1);
+    println!();
+    for l in [10.0, 100.0, 200.0] {
+        let r: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.latency_ms == l)
+            .filter_map(|r| r.reduction())
+            .collect();
+        println!(
+            "latency {l} ms: p95 reduction mean {:.0} %, min {:.0} %, max {:.0} % over {} loads",
+            r.iter().sum::<f64>() / r.len() as f64,
+            r.iter().cloned().fold(f64::INFINITY, f64::min),
+            r.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            r.len()
+        );
+    }
+
+    let cfg = Config::default();
+    let users = 80.0;
+    let nodes = sim::paper_nodes();
+    let wf = sim::paper_workflow();
+    let before = sim::uniform_latency(nodes.len(), 10.0);
+    let s = sim::snapshot(&wf, &nodes, before.clone(), users);
+    let Ok(NetOutcome::Placed(a)) = place(&s, &cfg.weights) else {
+        panic!("the workflow fits")
+    };
+    let home = |c: &str| a[wf.names.iter().position(|n| n == c).unwrap()];
+    // A: the ingress's link to m0's node degrades to 200 ms.
+    let mut ingress = before.clone();
+    let m0 = home("m0");
+    ingress[0][m0] = 200.0;
+    ingress[m0][0] = 200.0;
+    // B: every link of the node that hosts m3 degrades to 200 ms.
+    let mut isolated = before.clone();
+    let m3 = home("m3");
+    for x in 0..nodes.len() {
+        if x != m3 {
+            isolated[m3][x] = 200.0;
+            isolated[x][m3] = 200.0;
+        }
+    }
+    println!("\ndescheduler: {users} users, 10 ms everywhere, change at tick 20, latencies measured with ±20 % noise; {cfg:?}");
+    for (name, after) in [
+        (
+            format!(
+                "A: ingress c0 <-> {} (m0's node) 10 -> 200 ms",
+                nodes[m0].name
+            ),
+            ingress,
+        ),
+        (
+            format!(
+                "B: every link of {} (m3's node) 10 -> 200 ms",
+                nodes[m3].name
+            ),
+            isolated,
+        ),
+    ] {
+        println!("\n{name}\n");
+        println!("| tick | p95 (ms) | remote calls per request | moves |");
+        println!("|---|---|---|---|");
+        let rows = sim::deschedule_run(before.clone(), after, users, 60, 20, 0.2, cfg, 5000, 1);
+        let mut show_next = false;
+        for r in rows {
+            let moved = !r.moves.is_empty();
+            if r.tick % 5 == 0 || moved || show_next || r.tick == 19 || r.tick == 59 {
+                println!(
+                    "| {} | {} | {:.0} | {} |",
+                    r.tick,
+                    fmt(r.p95),
+                    r.remote_calls,
+                    r.moves.join(", ")
+                );
+            }
+            show_next = moved;
+        }
+    }
+}

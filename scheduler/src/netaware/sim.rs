@@ -483,3 +483,80 @@ pub fn deschedule_run(
     }
     rows
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workflow_visits_and_cpu_per_request() {
+        let wf = paper_workflow();
+        let v = wf.visits();
+        let id = |n: &str| wf.names.iter().position(|x| x == n).unwrap();
+        assert_eq!(wf.names.len(), 17);
+        assert!((0..13).all(|i| v[i] == 1.0));
+        assert_eq!(
+            (v[id("db1")], v[id("db2")], v[id("db3")], v[id("db4")]),
+            (2.0, 2.0, 1.0, 1.0)
+        );
+        let cpu: f64 = (0..17).map(|c| v[c] * wf.cpu_ms[c]).sum();
+        assert_eq!(cpu, 50.0);
+        // 18 call edges (m0 3, m1 m2 m3 2 each, m4..m12 1 each), one call each per request.
+        let calls: f64 = wf.calls().iter().flatten().sum();
+        assert_eq!(calls, 18.0);
+    }
+
+    #[test]
+    fn all_local_response_time_is_the_service_path() {
+        // Everything on w5 at (almost) no load, latency 0: the p95 is a handful of
+        // exponential service times, well under 100 ms; with 100 ms one-way latency the
+        // ingress adds exactly 200 ms.
+        let wf = paper_workflow();
+        let nodes = paper_nodes();
+        let s = snapshot(&wf, &nodes, uniform_latency(6, 0.0), 0.001);
+        let a = vec![5; 17];
+        let p0 = p95(&wf, &s, &uniform_latency(6, 0.0), &a, 4000, 1).unwrap();
+        let p1 = p95(&wf, &s, &uniform_latency(6, 100.0), &a, 4000, 1).unwrap();
+        assert!(p0 > 0.0 && p0 < 100.0, "{p0}");
+        assert!((p1 - p0 - 200.0).abs() < 1e-6, "{p0} {p1}");
+    }
+
+    #[test]
+    fn network_aware_beats_the_baseline_at_100_ms() {
+        // The short version of the example: robust facts only.
+        let rows = compare(&[100.0], &[20.0, 60.0], &Weights::default(), 2000, 1);
+        for r in &rows {
+            let (b, n) = (r.baseline_p95.unwrap(), r.netaware_p95.unwrap());
+            assert!(n < b, "{r:?}");
+            assert!(r.netaware_remote_calls < r.baseline_remote_calls, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn descheduler_recovers_from_a_degraded_ingress_link() {
+        // 80 users, 10 ms everywhere; at tick 10 the ingress' link to m0's node goes to 200 ms:
+        // m0 moves, and the p95 comes back near where it was.
+        let cfg = Config::default();
+        let wf = paper_workflow();
+        let nodes = paper_nodes();
+        let before = uniform_latency(6, 10.0);
+        let s = snapshot(&wf, &nodes, before.clone(), 80.0);
+        let Ok(NetOutcome::Placed(a)) = place(&s, &cfg.weights) else {
+            panic!("fits")
+        };
+        let mut after = before.clone();
+        after[0][a[0]] = 200.0;
+        after[a[0]][0] = 200.0;
+        let rows = deschedule_run(before, after, 80.0, 30, 10, 0.2, cfg, 1000, 1);
+        let moves: Vec<&String> = rows.iter().flat_map(|r| &r.moves).collect();
+        assert_eq!(moves.len(), 1, "{moves:?}");
+        assert!(moves[0].starts_with("m0 "), "{moves:?}");
+        let (calm, hit, healed) = (
+            rows[9].p95.unwrap(),
+            rows[10].p95.unwrap(),
+            rows[29].p95.unwrap(),
+        );
+        assert!(hit > calm + 300.0, "{calm} {hit}");
+        assert!(healed < calm * 1.2, "{calm} {healed}");
+    }
+}
