@@ -110,4 +110,55 @@ else
     echo "  skip  dpkg -i / --purge of the amd64 package (needs root on amd64, no acoa-agent installed, ACOA_DEB_INSTALL_TEST!=0)"
 fi
 
+# --- the unit's sandbox assumption: under ProtectSystem=strict the agent sees a read-only file
+# system except its state directory; it must still create its key there, reach the broker and
+# the Podman socket (connect() works on a read-only mount). Emulated with a private mount
+# namespace (unshare -m) in which / and every other mount are remounted read-only.
+b="$work/amd64/usr/bin/edge-agent"
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v mosquitto >/dev/null && [ -x "$b" ]; then
+    sb="$work/sandbox"
+    mkdir -p "$sb/state"
+    port="$(free_port)"
+    printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n' "$port" > "$sb/m.conf"
+    mosquitto -c "$sb/m.conf" >/dev/null 2>&1 &
+    mpid=$!
+    for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+    cp_key="$("$b" pubkey --state-dir "$sb/cp" 2>/dev/null)"
+    sock="unix://$sb/no-podman.sock"
+    [ -S /run/podman/podman.sock ] && sock="unix:///run/podman/podman.sock"
+    "$wire" render --cluster "$cluster" --profiles targets/profiles --node n13 \
+        --set "broker.url=mqtt://127.0.0.1:$port" --set broker.password=x \
+        --set "broker.control_plane_key=$cp_key" --set "state_dir=$sb/state" \
+        --set probe.listen=127.0.0.1:0 --set "podman.socket=$sock" > "$sb/n13.toml"
+    mosquitto_sub -h 127.0.0.1 -p "$port" -t acoa/v1/nodes/n13/report -C 1 -W 30 -N > "$sb/report.bin" 2>/dev/null &
+    spid=$!
+    unshare -m sh -c '
+        mount --make-rprivate / && mount --bind "$1" "$1" || exit 1
+        for m in $(findmnt -rn -o TARGET | sort -r); do
+            [ "$m" = "$1" ] && continue
+            case "$m" in /proc*|/sys*|/dev*) continue ;; esac
+            mount -o remount,bind,ro "$m" 2>/dev/null
+        done
+        if touch /ro-probe 2>/dev/null; then rm -f /ro-probe; echo "root still writable"; exit 1; fi
+        timeout 8 "$2" --config "$3"
+        exit 0' sandbox "$sb/state" "$b" "$sb/n13.toml" > "$sb/agent.log" 2>&1
+    urc=$?
+    wait "$spid"
+    kill "$mpid" 2>/dev/null
+    wait "$mpid" 2>/dev/null
+    [ "$urc" = 0 ] && pass "sandbox: read-only file system but the state directory (unshare -m)" \
+        || fail "sandbox: read-only file system but the state directory (unshare -m)" "$(tail -3 "$sb/agent.log")"
+    check "sandbox: the agent created its key in the state directory" test -s "$sb/state/node.key"
+    check "sandbox: its report reached the broker and decodes" "$wire" decode "$sb/report.bin"
+    if [ "$sock" = "unix:///run/podman/podman.sock" ]; then
+        if grep -q 'container runtime unavailable' "$sb/agent.log"; then
+            fail "sandbox: reaches /run/podman/podman.sock on a read-only /run" "$(grep unavailable "$sb/agent.log" | tail -1)"
+        else
+            pass "sandbox: reaches /run/podman/podman.sock on a read-only /run"
+        fi
+    fi
+else
+    echo "  skip  sandbox check (needs root, unshare, mosquitto)"
+fi
+
 summary "cross deb"
