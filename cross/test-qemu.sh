@@ -58,6 +58,7 @@ cp_pub="$(run_a64 pubkey --state-dir "$work/cp" 2>/dev/null)"
 # a real broker with password authentication on a free loopback port
 port="$(free_port)"
 tls_port="$(free_port)"
+while [ "$tls_port" = "$port" ]; do tls_port="$(free_port)"; done
 # a CA and a server certificate for 127.0.0.1, for the mqtts:// run (rustls + ring on aarch64)
 tls=0
 if command -v openssl >/dev/null; then
