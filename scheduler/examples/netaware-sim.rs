@@ -56,55 +56,62 @@ fn main() {
         );
     }
 
-    let cfg = Config::default();
-    let users = 80.0;
     let nodes = sim::paper_nodes();
     let wf = sim::paper_workflow();
     let before = sim::uniform_latency(nodes.len(), 10.0);
-    let s = sim::snapshot(&wf, &nodes, before.clone(), users);
-    let Ok(NetOutcome::Placed(a)) = place(&s, &cfg.weights) else {
-        panic!("the workflow fits")
-    };
-    let home = |c: &str| a[wf.names.iter().position(|n| n == c).unwrap()];
-    // A: the ingress's link to m0's node degrades to 200 ms.
-    let mut ingress = before.clone();
-    let m0 = home("m0");
-    ingress[0][m0] = 200.0;
-    ingress[m0][0] = 200.0;
-    // B: every link of the node that hosts m3 degrades to 200 ms.
-    let mut isolated = before.clone();
-    let m3 = home("m3");
-    for x in 0..nodes.len() {
-        if x != m3 {
-            isolated[m3][x] = 200.0;
-            isolated[x][m3] = 200.0;
+    // (label, users, component whose node is hit, ingress link only?, group moves?)
+    let scenarios = [
+        ("A", 80.0, "m0", true, true),
+        ("B", 40.0, "m12", false, true),
+        ("B'", 40.0, "m12", false, false),
+        ("C", 80.0, "m3", false, true),
+    ];
+    println!(
+        "\ndescheduler: 10 ms everywhere, change at tick 20, latencies measured with ±20 % noise (uniform, each link each tick), {:?}",
+        Config::default()
+    );
+    for (label, users, victim, ingress_only, group_moves) in scenarios {
+        let cfg = Config {
+            group_moves,
+            ..Config::default()
+        };
+        let s = sim::snapshot(&wf, &nodes, before.clone(), users);
+        let Ok(NetOutcome::Placed(a)) = place(&s, &cfg.weights) else {
+            panic!("the workflow fits")
+        };
+        let hit = a[wf.names.iter().position(|n| n == victim).unwrap()];
+        let mut after = before.clone();
+        for x in 0..nodes.len() {
+            if x != hit && (!ingress_only || x == 0) {
+                after[hit][x] = 200.0;
+                after[x][hit] = 200.0;
+            }
         }
-    }
-    println!("\ndescheduler: {users} users, 10 ms everywhere, change at tick 20, latencies measured with ±20 % noise; {cfg:?}");
-    for (name, after) in [
-        (
+        let what = if ingress_only {
             format!(
-                "A: ingress c0 <-> {} (m0's node) 10 -> 200 ms",
-                nodes[m0].name
-            ),
-            ingress,
-        ),
-        (
-            format!(
-                "B: every link of {} (m3's node) 10 -> 200 ms",
-                nodes[m3].name
-            ),
-            isolated,
-        ),
-    ] {
-        println!("\n{name}\n");
+                "the ingress c0's link to {} ({victim}'s node)",
+                nodes[hit].name
+            )
+        } else {
+            format!("every link of {} ({victim}'s node)", nodes[hit].name)
+        };
+        let on: Vec<&str> = (0..a.len())
+            .filter(|&c| a[c] == hit)
+            .map(|c| wf.names[c].as_str())
+            .collect();
+        println!(
+            "\n{label}: {users} users; at tick 20 {what} goes from 10 to 200 ms; on {}: {}; group moves {}\n",
+            nodes[hit].name,
+            on.join(" "),
+            if group_moves { "on" } else { "off" }
+        );
         println!("| tick | p95 (ms) | remote calls per request | moves |");
         println!("|---|---|---|---|");
         let rows = sim::deschedule_run(before.clone(), after, users, 60, 20, 0.2, cfg, 5000, 1);
         let mut show_next = false;
         for r in rows {
             let moved = !r.moves.is_empty();
-            if r.tick % 5 == 0 || moved || show_next || r.tick == 19 || r.tick == 59 {
+            if r.tick % 10 == 0 || moved || show_next || r.tick == 19 || r.tick == 59 {
                 println!(
                     "| {} | {} | {:.0} | {} |",
                     r.tick,

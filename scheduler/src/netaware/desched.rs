@@ -1,30 +1,45 @@
 //! The descheduler, as a pure state machine: events in, actions out.
 //!
-//! On every [`Event::Tick`] (fresh measurements and the observed assignment), for each
-//! component `c` on node `cur` and each candidate node `n ≠ cur` (filtered as for placement,
-//! the other components where they are):
-//! 1. `g(c, n)` = `(S(c, n) − S(c, cur)) / S(c, cur)`, the relative gain of the move (the
-//!    current node is scored without the filter: the component is already there);
+//! A *candidate move* is a set of components that would move together from their node to
+//! another: every component alone, and (with [`Config::group_moves`]) every *group*: the
+//! components on one node that are connected by traffic among themselves (two or more). A
+//! group matters when the components of a chatty subtree share a node that has become badly
+//! connected: none of them gains by leaving alone (it would leave its heaviest peers behind),
+//! but together they do.
+//!
+//! On every [`Event::Tick`] (fresh measurements and the observed assignment), for each candidate
+//! move `G` (on node `from`) and each node `n ≠ from` where all of `G` fits (filtered as for
+//! placement, everything else where it is):
+//! 1. `g(G, n)` = `(Σ_{c∈G} S(c, n | G on n) − Σ_{c∈G} S(c, from)) / (Σ_{c∈G} S(c, from) / |G|)`,
+//!    the relative gain of the move: the total improvement in units of the members' mean
+//!    score (for one component: `(S(c, n) − S(c, from)) / S(c, from)`; the current node is
+//!    scored without the filter: the components are already there). Not relative to the sum:
+//!    the inner members of a group gain nothing (their peers move with them), so a group's
+//!    relative gain would shrink with its size;
 //! 2. the gain is smoothed: `ḡ ← ḡ + λ·(g − ḡ)` (exponentially weighted, `λ` =
 //!    [`Config::smoothing`]; `ḡ = g` the first time, and after every move);
-//! 3. `best` = the node with the largest `ḡ`; if `ḡ(best) > threshold`, the component's streak
+//! 3. `best` = the node with the largest `ḡ`; if `ḡ(best) > threshold`, the candidate's streak
 //!    grows if `best` is the same node as on the previous tick, else restarts at 1; otherwise
 //!    the streak is cleared.
 //!
-//! A component whose streak reaches `sustain` is due. If no move is in flight, the due component
-//! with the largest gain (ties: lowest index) gets an [`Action::Move`], and that move is in
-//! flight until a tick observes the component on its target node (or [`Event::MoveFailed`], or
-//! `confirm_timeout` ticks pass: then [`Action::Abandoned`]). While a move is in flight nothing
-//! else moves, and all streaks restart once it ends: the evidence for the next move is gathered
-//! on the new state, not on the one the move changed.
+//! A candidate whose streak reaches `sustain` is due. If no move is in flight, the due candidate
+//! with the largest gain (ties: the first, singletons in component order, then groups) is
+//! carried out one component at a time (ascending index): an [`Action::Move`] for the first,
+//! which is in flight until a tick observes it on its target node (or [`Event::MoveFailed`], or
+//! `confirm_timeout` ticks pass: then [`Action::Abandoned`], and the rest of the group is
+//! dropped); then the next one's `Move` on that same tick, and so on. While a move is in flight
+//! nothing else moves and no evidence is gathered, and all streaks and smoothed gains restart
+//! once the last move ends: the evidence for the next decision is gathered on the new state,
+//! not on the one the moves changed.
 //!
 //! Hysteresis: the smoothing takes most of the measurement noise out of the gain, and what
 //! is left may cross the threshold now and then, but rarely towards the same node `sustain`
-//! ticks in a row; a real change does, a few ticks later. The rule is stricter than
-//! "one replica of a component at a time": one move in the whole application at a time (our
+//! ticks in a row; a real change does, a few ticks later. The rule is stricter than "one
+//! replica of a component at a time": one move in the whole application at a time (our
 //! components have one replica each).
 
-use super::{best_node_except, fits, score, NetError, Snapshot, Weights};
+use super::{score, NetError, Snapshot, Weights};
+use std::collections::BTreeMap;
 
 /// The descheduler's tuning.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,6 +53,8 @@ pub struct Config {
     pub confirm_timeout: u32,
     /// Weight of the newest gain in the smoothed gain, in (0, 1] (1 = no smoothing).
     pub smoothing: f64,
+    /// Also consider moving the traffic-connected groups of components that share a node.
+    pub group_moves: bool,
 }
 
 impl Default for Config {
@@ -51,6 +68,7 @@ impl Default for Config {
             sustain: 5,
             confirm_timeout: 10,
             smoothing: 0.2,
+            group_moves: true,
         }
     }
 }
@@ -70,7 +88,8 @@ pub enum Event {
 /// What the descheduler asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Move `component` from node `from` to node `to`; `gain` is the relative score gain.
+    /// Move `component` from node `from` to node `to`; `gain` is the relative score gain of
+    /// the candidate move it is part of (alone or with its group).
     Move {
         component: usize,
         from: usize,
@@ -87,20 +106,24 @@ struct Streak {
     count: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct InFlight {
     component: usize,
     to: usize,
     waited: u32,
+    gain: f64,
+    /// The rest of the group, moved after this one.
+    rest: Vec<usize>,
 }
 
 /// The descheduler's state.
 #[derive(Debug, Clone)]
 pub struct Descheduler {
     cfg: Config,
-    streaks: Vec<Option<Streak>>,
-    /// `gains[c][n]`: smoothed relative gain of moving `c` to `n` (`None`: not a candidate).
-    gains: Vec<Vec<Option<f64>>>,
+    /// By candidate move (its components, ascending).
+    streaks: BTreeMap<Vec<usize>, Streak>,
+    /// Smoothed relative gain by (candidate move, target node).
+    gains: BTreeMap<(Vec<usize>, usize), f64>,
     in_flight: Option<InFlight>,
 }
 
@@ -127,35 +150,35 @@ impl Descheduler {
         }
         Ok(Descheduler {
             cfg,
-            streaks: Vec::new(),
-            gains: Vec::new(),
+            streaks: BTreeMap::new(),
+            gains: BTreeMap::new(),
             in_flight: None,
         })
     }
 
     /// The move in flight: (component, target node).
     pub fn in_flight(&self) -> Option<(usize, usize)> {
-        self.in_flight.map(|f| (f.component, f.to))
+        self.in_flight.as_ref().map(|f| (f.component, f.to))
     }
 
-    /// Current streak of component `c`: (target node, consecutive ticks).
+    /// Current streak of component `c` moving alone: (target node, consecutive ticks).
     pub fn streak(&self, c: usize) -> Option<(usize, u32)> {
-        self.streaks
-            .get(c)
-            .copied()
-            .flatten()
-            .map(|s| (s.target, s.count))
+        self.streak_of(&[c])
     }
 
-    /// The relative gain of the best other node for component `c`, if there is a candidate.
-    pub fn evaluate(&self, s: &Snapshot, assignment: &[usize], c: usize) -> Option<(usize, f64)> {
-        evaluate(s, &self.cfg.weights, assignment, c)
+    /// Current streak of a candidate move (components ascending).
+    pub fn streak_of(&self, members: &[usize]) -> Option<(usize, u32)> {
+        self.streaks.get(members).map(|s| (s.target, s.count))
     }
 
     pub fn handle(&mut self, event: Event) -> Result<Vec<Action>, NetError> {
         match event {
             Event::MoveFailed { component } => {
-                if self.in_flight.is_some_and(|f| f.component == component) {
+                if self
+                    .in_flight
+                    .as_ref()
+                    .is_some_and(|f| f.component == component)
+                {
                     self.in_flight = None;
                     self.clear_streaks();
                 }
@@ -170,8 +193,8 @@ impl Descheduler {
 
     /// Forgets streaks and smoothed gains: the state they were gathered on is gone.
     fn clear_streaks(&mut self) {
-        self.streaks.iter_mut().for_each(|s| *s = None);
-        self.gains.iter_mut().flatten().for_each(|g| *g = None);
+        self.streaks.clear();
+        self.gains.clear();
     }
 
     fn tick(&mut self, s: &Snapshot, assignment: &[usize]) -> Result<Vec<Action>, NetError> {
@@ -189,16 +212,30 @@ impl Descheduler {
                 reason: format!("no node {n}"),
             });
         }
-        self.streaks.resize(s.components.len(), None);
         let mut actions = Vec::new();
-        if let Some(mut f) = self.in_flight {
+        if let Some(mut f) = self.in_flight.take() {
             if f.component < assignment.len() && assignment[f.component] == f.to {
-                self.in_flight = None;
                 self.clear_streaks();
+                // Next member of the group, if any (one that is still elsewhere).
+                f.rest
+                    .retain(|&c| c < assignment.len() && assignment[c] != f.to);
+                if !f.rest.is_empty() {
+                    let c = f.rest.remove(0);
+                    actions.push(Action::Move {
+                        component: c,
+                        from: assignment[c],
+                        to: f.to,
+                        gain: f.gain,
+                    });
+                    self.in_flight = Some(InFlight {
+                        component: c,
+                        waited: 0,
+                        ..f
+                    });
+                }
             } else {
                 f.waited += 1;
                 if f.waited >= self.cfg.confirm_timeout {
-                    self.in_flight = None;
                     self.clear_streaks();
                     actions.push(Action::Abandoned {
                         component: f.component,
@@ -211,44 +248,42 @@ impl Descheduler {
             // The state is in transition: gather no evidence on it.
             return Ok(actions);
         }
-        self.gains
-            .resize(s.components.len(), vec![None; s.nodes.len()]);
-        for g in &mut self.gains {
-            g.resize(s.nodes.len(), None);
+        let mut candidates: Vec<Vec<usize>> = (0..s.components.len()).map(|c| vec![c]).collect();
+        if self.cfg.group_moves {
+            candidates.extend(groups(s, assignment).into_iter().filter(|g| g.len() > 1));
         }
         let lambda = self.cfg.smoothing;
-        let mut due: Option<(usize, usize, f64)> = None;
-        for c in 0..s.components.len() {
-            let raw = gains(s, &self.cfg.weights, assignment, c);
+        let mut gains = BTreeMap::new();
+        let mut streaks = BTreeMap::new();
+        let mut due: Option<(Vec<usize>, usize, f64)> = None;
+        for members in candidates {
             let mut verdict: Option<(usize, f64)> = None;
+            let raw = group_gains(s, &self.cfg.weights, assignment, &members);
             for (n, g) in raw.into_iter().enumerate() {
-                let smoothed = &mut self.gains[c][n];
-                *smoothed = g.map(|g| smoothed.map_or(g, |p| p + lambda * (g - p)));
-                if let Some(v) = *smoothed {
-                    if verdict.is_none_or(|(_, b)| v > b) {
-                        verdict = Some((n, v));
-                    }
+                let Some(g) = g else { continue };
+                let key = (members.clone(), n);
+                let v = self.gains.get(&key).map_or(g, |p| p + lambda * (g - p));
+                gains.insert(key, v);
+                if verdict.is_none_or(|(_, b)| v > b) {
+                    verdict = Some((n, v));
                 }
             }
-            let verdict = verdict.filter(|&(_, gain)| gain > self.cfg.threshold);
-            self.streaks[c] = match (verdict, self.streaks[c]) {
-                (None, _) => None,
-                (Some((to, _)), Some(st)) if st.target == to => Some(Streak {
-                    target: to,
-                    count: st.count + 1,
-                }),
-                (Some((to, _)), _) => Some(Streak {
-                    target: to,
-                    count: 1,
-                }),
+            let Some((to, gain)) = verdict.filter(|&(_, v)| v > self.cfg.threshold) else {
+                continue;
             };
-            if let (Some((to, gain)), Some(st)) = (verdict, self.streaks[c]) {
-                if st.count >= self.cfg.sustain && due.is_none_or(|(_, _, g)| gain > g) {
-                    due = Some((c, to, gain));
-                }
+            let count = match self.streaks.get(&members) {
+                Some(st) if st.target == to => st.count + 1,
+                _ => 1,
+            };
+            streaks.insert(members.clone(), Streak { target: to, count });
+            if count >= self.cfg.sustain && due.as_ref().is_none_or(|(_, _, g)| gain > *g) {
+                due = Some((members, to, gain));
             }
         }
-        if let Some((c, to, gain)) = due {
+        self.gains = gains;
+        self.streaks = streaks;
+        if let Some((mut members, to, gain)) = due {
+            let c = members.remove(0);
             actions.push(Action::Move {
                 component: c,
                 from: assignment[c],
@@ -259,6 +294,8 @@ impl Descheduler {
                 component: c,
                 to,
                 waited: 0,
+                gain,
+                rest: members,
             });
             self.clear_streaks();
         }
@@ -266,30 +303,96 @@ impl Descheduler {
     }
 }
 
-/// The best other node for component `c` and the relative gain of moving there (one
+/// The best other node for component `c` alone and the relative gain of moving it there (one
 /// evaluation, not smoothed).
 pub fn evaluate(s: &Snapshot, w: &Weights, assignment: &[usize], c: usize) -> Option<(usize, f64)> {
-    let cur = assignment[c];
-    let opt: Vec<Option<usize>> = assignment.iter().map(|&n| Some(n)).collect();
-    let here = score(s, w, &opt, c, cur);
-    let (to, there) = best_node_except(s, w, &opt, c, Some(cur))?;
-    Some((to, relative_gain(here, there)))
+    let g = group_gains(s, w, assignment, &[c]);
+    let mut best: Option<(usize, f64)> = None;
+    for (n, v) in g.into_iter().enumerate() {
+        if let Some(v) = v {
+            if best.is_none_or(|(_, b)| v > b) {
+                best = Some((n, v));
+            }
+        }
+    }
+    best
 }
 
-fn relative_gain(here: f64, there: f64) -> f64 {
-    (there - here) / here.max(1e-9)
-}
-
-/// The relative gain of moving component `c` to each node (`None`: the current node, or a
-/// node that is not a candidate).
+/// The relative gain of moving component `c` alone to each node (`None`: its current node, or
+/// a node that is not a candidate).
 pub fn gains(s: &Snapshot, w: &Weights, assignment: &[usize], c: usize) -> Vec<Option<f64>> {
-    let cur = assignment[c];
+    group_gains(s, w, assignment, &[c])
+}
+
+/// The relative gain of moving all of `members` (all on one node) to each node (`None`: their
+/// node, or a node that is not schedulable or where they do not all fit).
+pub fn group_gains(
+    s: &Snapshot,
+    w: &Weights,
+    assignment: &[usize],
+    members: &[usize],
+) -> Vec<Option<f64>> {
+    let from = assignment[members[0]];
     let opt: Vec<Option<usize>> = assignment.iter().map(|&n| Some(n)).collect();
-    let here = score(s, w, &opt, c, cur);
+    let here: f64 = members.iter().map(|&c| score(s, w, &opt, c, from)).sum();
+    let (cpu, mem) = members.iter().fold((0.0, 0.0), |(a, b), &c| {
+        (a + s.components[c].cpu, b + s.components[c].memory)
+    });
+    let mut rest = opt.clone();
+    for &c in members {
+        rest[c] = None;
+    }
+    let loads = s.loads(&rest, None);
     (0..s.nodes.len())
         .map(|n| {
-            (n != cur && fits(s, w, &opt, c, n))
-                .then(|| relative_gain(here, score(s, w, &opt, c, n)))
+            let node = &s.nodes[n];
+            let eps = 1e-9;
+            let fits = node.schedulable
+                && loads[n].0 + cpu <= w.max_utilisation * node.cpu_capacity + eps
+                && loads[n].1 + mem <= w.max_utilisation * node.memory_capacity + eps;
+            if n == from || !fits {
+                return None;
+            }
+            let mut moved = opt.clone();
+            for &c in members {
+                moved[c] = Some(n);
+            }
+            let there: f64 = members.iter().map(|&c| score(s, w, &moved, c, n)).sum();
+            // Relative to the members' mean score: the total improvement in units of one
+            // member's score (for one component, its relative gain). Relative to the sum, the
+            // gain of a group would shrink with its size: its inner members gain nothing
+            // (their peers move with them), only the boundary does.
+            Some((there - here) / (here / members.len() as f64).max(1e-9))
         })
         .collect()
+}
+
+/// The groups: per node, the sets of components connected by traffic among themselves
+/// (exchanged bytes/s > 0), each ascending, in order of their smallest member. A component that
+/// exchanges nothing with the others on its node is a group of one.
+pub fn groups(s: &Snapshot, assignment: &[usize]) -> Vec<Vec<usize>> {
+    let nc = assignment.len();
+    let mut seen = vec![false; nc];
+    let mut out = Vec::new();
+    for start in 0..nc {
+        if seen[start] {
+            continue;
+        }
+        seen[start] = true;
+        let mut group = vec![start];
+        let mut i = 0;
+        while i < group.len() {
+            let c = group[i];
+            for k in 0..nc {
+                if !seen[k] && assignment[k] == assignment[start] && s.exchanged(c, k) > 0.0 {
+                    seen[k] = true;
+                    group.push(k);
+                }
+            }
+            i += 1;
+        }
+        group.sort();
+        out.push(group);
+    }
+    out
 }

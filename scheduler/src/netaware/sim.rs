@@ -559,4 +559,30 @@ mod tests {
         assert!(hit > calm + 300.0, "{calm} {hit}");
         assert!(healed < calm * 1.2, "{calm} {healed}");
     }
+
+    #[test]
+    fn steady_noisy_run_settles_and_stays() {
+        // No change, ±20 % latency noise: at most a couple of early moves (the descheduler
+        // refining the greedy placement), then nothing for hundreds of ticks.
+        for users in [20.0, 40.0, 60.0, 80.0] {
+            let lat = uniform_latency(6, 100.0);
+            let rows = deschedule_run(
+                lat.clone(),
+                lat,
+                users,
+                300,
+                300,
+                0.2,
+                Config::default(),
+                10,
+                1,
+            );
+            let moves: Vec<(u32, &String)> = rows
+                .iter()
+                .flat_map(|r| r.moves.iter().map(move |m| (r.tick, m)))
+                .collect();
+            assert!(moves.len() <= 3, "{users}: {moves:?}");
+            assert!(moves.iter().all(|&(t, _)| t < 50), "{users}: {moves:?}");
+        }
+    }
 }

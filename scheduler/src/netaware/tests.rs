@@ -290,6 +290,7 @@ fn raw() -> Config {
         smoothing: 1.0,
         confirm_timeout: 10,
         weights: Weights::default(),
+        group_moves: true,
     }
 }
 
@@ -364,7 +365,12 @@ fn one_move_at_a_time_largest_gain_first() {
     let (to, gain) = evaluate(&s, &w(), &a, 2).unwrap();
     assert_eq!(to, 0);
     assert!(gain > 0.15, "{gain}");
-    let mut d = Descheduler::new(raw()).unwrap();
+    // Components alone (the group {b, c} would win: see the next test).
+    let mut d = Descheduler::new(Config {
+        group_moves: false,
+        ..raw()
+    })
+    .unwrap();
     tick(&mut d, &s, &a);
     tick(&mut d, &s, &a);
     let acts = tick(&mut d, &s, &a);
@@ -400,6 +406,56 @@ fn one_move_at_a_time_largest_gain_first() {
         ),
         "{acts:?}"
     );
+}
+
+#[test]
+fn a_group_moves_one_component_at_a_time() {
+    // b and c on n2 talk to each other (200 B/s): a group. To n1 together: both score
+    // 0.74/0.9 there; before b 0.261667/0.9, c 0.428333/0.9. Gain = total improvement over
+    // the mean score before = (1.48 - 0.69)/0.9 / (0.69/0.9/2) = 2.2899, above b alone (1.344).
+    let s = fixture();
+    let a = [1, 2, 2];
+    assert_eq!(super::desched::groups(&s, &a), vec![vec![0], vec![1, 2]]);
+    let g = super::desched::group_gains(&s, &w(), &a, &[1, 2]);
+    assert!(close(g[1].unwrap(), 0.79 / 0.345), "{g:?}");
+    let mut d = Descheduler::new(raw()).unwrap();
+    tick(&mut d, &s, &a);
+    tick(&mut d, &s, &a);
+    assert_eq!(d.streak_of(&[1, 2]), Some((1, 2)));
+    let acts = tick(&mut d, &s, &a);
+    let Action::Move {
+        component,
+        from,
+        to,
+        gain,
+    } = acts[0]
+    else {
+        panic!("{acts:?}")
+    };
+    assert_eq!((component, from, to), (1, 2, 1));
+    assert!(close(gain, 0.79 / 0.345));
+    // b not observed yet: c waits.
+    assert!(tick(&mut d, &s, &a).is_empty());
+    // b observed on n1: c's move on the same tick.
+    let acts = tick(&mut d, &s, &[1, 1, 2]);
+    assert!(
+        matches!(
+            acts[..],
+            [Action::Move {
+                component: 2,
+                from: 2,
+                to: 1,
+                ..
+            }]
+        ),
+        "{acts:?}"
+    );
+    assert_eq!(d.in_flight(), Some((2, 1)));
+    assert!(tick(&mut d, &s, &[1, 1, 1]).is_empty());
+    assert_eq!(d.in_flight(), None);
+    for _ in 0..10 {
+        assert!(tick(&mut d, &s, &[1, 1, 1]).is_empty());
+    }
 }
 
 #[test]
