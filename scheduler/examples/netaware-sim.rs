@@ -14,10 +14,28 @@ fn fmt(v: Option<f64>) -> String {
     v.map_or("saturated".to_string(), |v| format!("{v:.1}"))
 }
 
+/// A p95, or why there is none: no placement (a scheduler found no room), or a node in use at
+/// or over 100 % CPU (the queue grows without bound).
+fn cell(p95: Option<f64>, nodes: usize) -> String {
+    match (p95, nodes) {
+        (Some(v), _) => format!("{v:.1}"),
+        (None, 0) => "no placement".into(),
+        (None, _) => "saturated".into(),
+    }
+}
+
+fn calls(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else {
+        format!("{v}")
+    }
+}
+
 fn main() {
     let w = Weights::default();
     let samples = 20_000;
-    let users = [10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0];
+    let users = [10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0];
     println!("weights: {w:?}; {samples} sampled requests per cell, seed 1\n");
     println!(
         "| latency (ms) | users | baseline p95 (ms) | network-aware p95 (ms) | reduction | nodes (base/net) | remote calls per request (base/net) |"
@@ -28,13 +46,13 @@ fn main() {
             "| {} | {} | {} | {} | {} | {}/{} | {}/{} |",
             r.latency_ms,
             r.users,
-            fmt(r.baseline_p95),
-            fmt(r.netaware_p95),
+            cell(r.baseline_p95, r.baseline_nodes),
+            cell(r.netaware_p95, r.netaware_nodes),
             r.reduction().map_or("-".into(), |v| format!("{v:.0} %")),
             r.baseline_nodes,
             r.netaware_nodes,
-            r.baseline_remote_calls,
-            r.netaware_remote_calls,
+            calls(r.baseline_remote_calls),
+            calls(r.netaware_remote_calls),
         );
     }
 
