@@ -55,8 +55,14 @@
 //! # Descheduler
 //!
 //! [`desched::Descheduler`]: a state machine fed with fresh measurements on every tick; it moves
-//! a component when another node scores clearly higher (relative gain above a threshold,
+//! a component (or a traffic-connected group of components sharing a node, one component at a
+//! time) when another node scores clearly higher (smoothed relative gain above a threshold,
 //! sustained over N evaluations), one move in flight at a time.
+//!
+//! # Simulation
+//!
+//! [`sim`]: paper 003's experiment as a simulation (not the testbed); run it with
+//! `cargo run --release -p acoa-scheduler --example netaware-sim`.
 
 // Index loops read like the formulas they implement.
 #![allow(clippy::needless_range_loop)]
