@@ -480,4 +480,6 @@ pub fn place(s: &Snapshot, w: &Weights) -> Result<NetOutcome, NetError> {
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;
