@@ -108,6 +108,7 @@ pub struct AgentOptions {
     pub report_period_ms: u64,
     /// Run the agents with `chrt -f 20` (SCHED_FIFO), as the emulator and the reference prober
     /// run: on a loaded 2-core machine a normal thread's wake-up adds tenths of a millisecond.
+    /// Agents under qemu (aarch64) stay normal processes.
     pub realtime: bool,
 }
 
@@ -295,7 +296,9 @@ pub fn agent_command(
 ) -> Command {
     {
         let arch = cluster.node(n).map(|x| x.arch.as_str()).unwrap_or("");
-        let mut cmd = if o.realtime {
+        let emulated = o.aarch64_bin.is_some() && arch == "aarch64";
+        // never SCHED_FIFO under qemu: its translator would starve the machine (broker included)
+        let mut cmd = if o.realtime && !emulated {
             let mut c = tb.command(n, "chrt");
             c.args(["-f", "20"]);
             c
