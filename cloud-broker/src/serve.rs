@@ -93,12 +93,14 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let snap = store.load()?;
     let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
 
+    // applications, placement results, ticks: handled first
+    let (ctl_tx, mut ctl_rx) = mpsc::channel::<Event>(4096);
     let (url, embedded) = match &opts.broker_url {
         Some(u) => (u.clone(), false),
         None => {
             let logins: Logins = Arc::new(RwLock::new(dd.logins()?));
             broker::start(opts.listen, logins.clone())?;
-            spawn_inventory_watch(dd.clone(), keys.clone(), Some(logins));
+            spawn_inventory_watch(dd.clone(), keys.clone(), Some(logins), ctl_tx.clone());
             let host = if opts.listen.ip().is_unspecified() {
                 "127.0.0.1".to_string()
             } else {
@@ -108,7 +110,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         }
     };
     if !embedded {
-        spawn_inventory_watch(dd.clone(), keys.clone(), None);
+        spawn_inventory_watch(dd.clone(), keys.clone(), None, ctl_tx.clone());
     }
     crate::store::write_atomic(&dd.endpoint_path(), url.as_bytes(), 0o644)?;
     info!(
@@ -128,8 +130,6 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
 
     // node telemetry, verified
     let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(16_384);
-    // applications, placement results, ticks: handled first
-    let (ctl_tx, mut ctl_rx) = mpsc::channel::<Event>(4096);
 
     // Ingest workers: decode and verify in parallel, one node always on the same worker.
     let workers = std::thread::available_parallelism()
@@ -340,7 +340,12 @@ async fn shutdown_signal() {
 }
 
 /// Reloads the inventory when its file changes: new logins for the broker, new keys for ingest.
-fn spawn_inventory_watch(dd: DataDir, keys: Arc<RwLock<Keys>>, logins: Option<Logins>) {
+fn spawn_inventory_watch(
+    dd: DataDir,
+    keys: Arc<RwLock<Keys>>,
+    logins: Option<Logins>,
+    removed_tx: mpsc::Sender<Event>,
+) {
     tokio::spawn(async move {
         let path = dd.inventory_path();
         let mut last = mtime(&path);
@@ -354,14 +359,19 @@ fn spawn_inventory_watch(dd: DataDir, keys: Arc<RwLock<Keys>>, logins: Option<Lo
             match dd.inventory() {
                 Ok(inv) => {
                     let new = inv.keys();
-                    {
+                    let removed: Vec<String> = {
                         let mut k = keys.write().expect("keys lock");
-                        for n in k.keys() {
-                            if !new.contains_key(n) {
-                                info!("node {n} removed from the inventory");
-                            }
-                        }
+                        let gone = k
+                            .keys()
+                            .filter(|n| !new.contains_key(*n))
+                            .cloned()
+                            .collect();
                         *k = new;
+                        gone
+                    };
+                    for n in removed {
+                        info!("node {n} removed from the inventory");
+                        let _ = removed_tx.send(Event::NodeRemoved(n)).await;
                     }
                     if let Some(l) = &logins {
                         if let Ok(m) = dd.logins() {

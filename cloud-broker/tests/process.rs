@@ -533,3 +533,59 @@ fn node_inventory_commands() {
     let list = String::from_utf8(cli(d, &["node", "list"]).stdout).unwrap();
     assert!(list.is_empty());
 }
+
+#[test]
+fn a_node_removed_from_the_inventory_is_lost_and_its_login_refused() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_path_buf();
+        let (k1, pw1, cpk) = enroll(&data, "n1");
+        let port = free_port();
+        let cp = ControlPlane::start(&data, port, &[]);
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let mut node = cluster.nodes[0].clone();
+        node.name = "n1".into();
+        let _a = SimAgent::start(AgentSpec {
+            url: cp.url.clone(),
+            node,
+            password: pw1.clone(),
+            key: k1,
+            control_plane: cpk,
+            probe_addr: "127.0.0.1:1".into(),
+            links: vec![],
+            period: Duration::from_millis(300),
+            subscribe_desired: false,
+        });
+        cp.wait_log_async("node n1 joined", Duration::from_secs(10))
+            .await;
+        let d = data.clone();
+        let out = tokio::task::spawn_blocking(move || cli(&d, &["node", "remove", "n1"]))
+            .await
+            .unwrap();
+        assert!(out.status.success());
+        cp.wait_log_async(
+            "node n1 lost (removed from the inventory)",
+            Duration::from_secs(5),
+        )
+        .await;
+        cp.wait_log_async("node report for unknown node `n1`", Duration::from_secs(5))
+            .await;
+        let mut o = MqttOptions::new("n1-again", "127.0.0.1", port);
+        o.set_credentials("n1", &pw1);
+        let (_c, mut el) = AsyncClient::new(o, 4);
+        let ok = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match el.poll().await {
+                    Ok(MqttEvent::Incoming(Packet::ConnAck(a))) => {
+                        return a.code == rumqttc::ConnectReturnCode::Success
+                    }
+                    Ok(_) => {}
+                    Err(_) => return false,
+                }
+            }
+        })
+        .await
+        .unwrap_or(false);
+        assert!(!ok, "a removed node's login is refused");
+    });
+}
