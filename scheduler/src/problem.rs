@@ -76,6 +76,12 @@ impl<'a> Model<'a> {
                 for k in constraints.iter().filter(|k| !k.is_requirement()) {
                     apply(&mut cand, k.as_ref());
                 }
+                if infra.is_empty() {
+                    empty_reason = Some(format!(
+                        "component `{}` has no candidate node: the cluster has no nodes",
+                        c.name
+                    ));
+                }
                 Comp {
                     name: c.name.clone(),
                     req_cand,

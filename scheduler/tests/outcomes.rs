@@ -246,3 +246,16 @@ fn score_rejects_bad_assignments() {
     let (s, g) = score(&c, &app, &a(&[("x", "a"), ("y", "a")])).unwrap();
     assert_eq!((s, g[0].grade), (1.0, 1.0));
 }
+
+#[test]
+fn an_empty_cluster_is_infeasible_not_a_panic() {
+    // The control plane places on its live model, which is empty until agents report.
+    let empty = acoa_scheduler::Infra::from_cluster(&cluster(vec![], vec![]));
+    let app = app("x", vec![comp("m", &[], None)], vec![], vec![], vec![]);
+    let report =
+        acoa_scheduler::place_on(&empty, &app, &Ledger::new(), &Default::default()).unwrap();
+    match report.outcome {
+        Outcome::Infeasible(i) => assert!(i.reason.contains("no nodes"), "{}", i.reason),
+        o => panic!("{o:?}"),
+    }
+}
