@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
 use crate::broker::{self, Logins, MAX_PAYLOAD};
-use crate::engine::{run_job, Action, Engine, EngineConfig, Event};
+use crate::engine::{run_job, Action, Engine, EngineConfig, Event, JobOutcome, JobResult};
 use crate::identity::{DataDir, Login};
 use crate::ingest::{classify, Keys};
 use crate::store::{PersistOp, Store};
@@ -318,7 +318,22 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                 Action::Schedule(job) => {
                     let tx = ctl_tx.clone();
                     tokio::task::spawn_blocking(move || {
-                        let r = run_job(&job);
+                        // A scheduler bug must not leave the application unscheduled forever.
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            run_job(&job)
+                        }))
+                        .unwrap_or_else(|_| JobResult {
+                            id: job.id,
+                            app: job.app.clone(),
+                            revision: job.revision,
+                            purpose: job.purpose,
+                            ledger_version: job.ledger_version,
+                            outcome: JobOutcome::Error("the scheduler failed (panicked)".into()),
+                            merged: None,
+                            current_score: None,
+                            single_moves: vec![],
+                            elapsed_us: 0,
+                        });
                         let _ = tx.blocking_send(Event::Scheduled(Box::new(r)));
                     });
                 }
