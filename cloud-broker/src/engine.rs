@@ -25,6 +25,18 @@ use crate::store::{Meta, PersistOp, Snapshot};
 /// The latency given to a node's own loopback when its agent does not report one.
 pub const LOOPBACK_LATENCY_MS: f64 = 0.05;
 
+/// What the probers can tell apart: measured latencies are rounded to this step, and
+/// none is taken below [`LATENCY_FLOOR_MS`]. Sub-resolution noise (e.g. 0.03 against
+/// 0.07 ms between processes on one host) would otherwise look like a 2x difference
+/// to the response-time grade, and make placements chase it.
+pub const LATENCY_STEP_MS: f64 = 0.05;
+pub const LATENCY_FLOOR_MS: f64 = 0.1;
+
+/// A measured latency as the scheduler sees it (see [`LATENCY_STEP_MS`]).
+pub fn quantize_latency(ms: f64) -> f64 {
+    ((ms / LATENCY_STEP_MS).round() * LATENCY_STEP_MS).max(LATENCY_FLOOR_MS)
+}
+
 /// Tunables of the decisions.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -558,7 +570,7 @@ impl Engine {
                 continue;
             }
             let e = LinkEntry {
-                latency_ms: lat,
+                latency_ms: quantize_latency(lat),
                 jitter_ms: jit.max(0.0),
                 success: suc,
                 at: self.now,
@@ -1553,4 +1565,20 @@ pub fn validate(topic_app: &str, payload: &[u8]) -> Result<Application, String> 
         }
     }
     Ok(app)
+}
+
+#[cfg(test)]
+mod latency_tests {
+    use super::*;
+
+    #[test]
+    fn sub_resolution_noise_reads_as_one_latency() {
+        for noisy in [0.0, 0.02, 0.031, 0.07, 0.09, 0.1, 0.12] {
+            assert_eq!(quantize_latency(noisy), LATENCY_FLOOR_MS, "{noisy}");
+        }
+        assert!((quantize_latency(0.81) - 0.8).abs() < 1e-9);
+        assert!((quantize_latency(24.057) - 24.05).abs() < 1e-9);
+        // the self link stays below any measured peer link: colocating is never worse
+        assert!(LOOPBACK_LATENCY_MS < LATENCY_FLOOR_MS);
+    }
 }
