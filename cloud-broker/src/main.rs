@@ -121,6 +121,7 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| "info,rumqttd=warn,rumqttc=warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Cli::parse()) {
         Ok(code) => code,
