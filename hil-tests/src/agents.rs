@@ -307,9 +307,13 @@ pub fn agent_command(
         };
         match (&o.aarch64_bin, arch) {
             (Some(b), "aarch64") => {
+                // The cross prefix's own libraries: with libc6:arm64 also installed, ld.so
+                // would mix two glibc builds, and the agent hangs at its first thread.
                 cmd.arg("qemu-aarch64-static")
                     .arg("-L")
                     .arg("/usr/aarch64-linux-gnu")
+                    .arg("-E")
+                    .arg("LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib")
                     .arg(b);
             }
             _ => {
