@@ -22,8 +22,9 @@ use crate::sched;
 use crate::status::{digest, AppStatus, GradeRecord, NotRunning, PlacementRecord};
 use crate::store::{Meta, PersistOp, Snapshot};
 
-/// The latency given to a node's own loopback when its agent does not report one.
-pub const LOOPBACK_LATENCY_MS: f64 = 0.05;
+/// The latency given to a node's own loopback when its agent does not report one: the
+/// probers' floor ([`LATENCY_FLOOR_MS`]), since nothing below it can be told apart.
+pub const LOOPBACK_LATENCY_MS: f64 = LATENCY_FLOOR_MS;
 
 /// What the probers can tell apart: measured latencies are rounded to this step, and
 /// none is taken below [`LATENCY_FLOOR_MS`]. Sub-resolution noise (e.g. 0.03 against
@@ -1578,7 +1579,8 @@ mod latency_tests {
         }
         assert!((quantize_latency(0.81) - 0.8).abs() < 1e-9);
         assert!((quantize_latency(24.057) - 24.05).abs() < 1e-9);
-        // the self link stays below any measured peer link: colocating is never worse
-        assert!(LOOPBACK_LATENCY_MS < LATENCY_FLOOR_MS);
+        // the self link is never above a measured peer link: colocating is never worse,
+        // and not made to look better than the probers can tell
+        assert_eq!(LOOPBACK_LATENCY_MS, LATENCY_FLOOR_MS);
     }
 }
