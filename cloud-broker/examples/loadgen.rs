@@ -95,7 +95,7 @@ fn node_profile(i: usize, n: usize) -> model::Node {
             datacenter: format!("train{}", e / 10),
             layer: Layer::Edge,
             arch: "aarch64".into(),
-            hardware: if e % 10 == 0 {
+            hardware: if e.is_multiple_of(10) {
                 vec!["sensor".into()]
             } else {
                 vec![]

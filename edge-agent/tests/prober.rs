@@ -54,7 +54,7 @@ impl Relay {
                 while !stop.load(Ordering::Relaxed) {
                     if let Ok((n, from)) = front.recv_from(&mut buf) {
                         n_up += 1;
-                        if n_up % DROP_EVERY == 0 {
+                        if n_up.is_multiple_of(DROP_EVERY) {
                             continue;
                         }
                         let _ =

@@ -64,7 +64,7 @@ pub fn dc_name(d: usize) -> String {
 }
 
 fn is_cloud(d: usize) -> bool {
-    d % 10 == 0
+    d.is_multiple_of(10)
 }
 
 /// A synthetic cluster of `dcs * per_dc` nodes.
