@@ -126,6 +126,33 @@ impl Constraint for FreeDisk {
     }
 }
 
+/// `requires.node`: the component is pinned to one node by name. Like resources it is not a
+/// requirement for `l_min`: the reference latency stays that of the unpinned application, so a
+/// pinned deployment scores exactly as the same deployment chosen freely (the random baseline
+/// of experiment 2 runs pinned deployments through the control plane). Applied after the
+/// requirements, so a pin to a node that fails one of them is reported naming the pinned node.
+pub struct Pin;
+impl Constraint for Pin {
+    fn name(&self) -> &'static str {
+        "node"
+    }
+    fn admits(&self, ctx: &FilterCtx<'_>, n: u32, c: &Component) -> bool {
+        c.requires
+            .node
+            .as_ref()
+            .is_none_or(|p| *p == node(ctx, n).name)
+    }
+    fn describe(&self, c: &Component) -> Option<String> {
+        c.requires
+            .node
+            .as_ref()
+            .map(|p| format!("the name `{p}` the component is pinned to (requires.node)"))
+    }
+    fn is_requirement(&self) -> bool {
+        false
+    }
+}
+
 /// The component's own request fits what the node has left:
 /// request + usage + ledger reservation <= capacity (cpu and memory).
 /// The joint fit of several components on one node is the search's job.
@@ -171,6 +198,7 @@ pub fn default_constraints() -> Vec<Box<dyn Constraint>> {
         Box::new(LayerC),
         Box::new(Arch),
         Box::new(FreeDisk),
+        Box::new(Pin),
         Box::new(ResourceFit),
     ]
 }

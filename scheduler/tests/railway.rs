@@ -81,3 +81,90 @@ fn placement_is_deterministic_and_independent_of_file_order() {
         assert_eq!(a, c);
     }
 }
+
+/// `requires.node` pins: the placement follows the pins, scores exactly as the same
+/// deployment of the unpinned application (l_min ignores pins), and a pin that breaks
+/// another constraint is an infeasible outcome naming the pinned node.
+#[test]
+fn pinned_components_land_on_their_node_and_score_as_unpinned() {
+    let (cluster, app) = load("smoke-monitoring.yaml");
+    // A feasible but far from optimal deployment.
+    let chosen: std::collections::BTreeMap<String, String> = [
+        ("measurement", "n13"),
+        ("batching", "n19"),
+        ("level-detection", "n07"),
+        ("storage", "n02"),
+        ("alarm", "n14"),
+    ]
+    .into_iter()
+    .map(|(c, n)| (c.to_string(), n.to_string()))
+    .collect();
+    let mut pinned = app.clone();
+    for c in &mut pinned.components {
+        c.requires.node = Some(chosen[&c.name].clone());
+    }
+    pinned.validate().unwrap();
+    let Outcome::Placed(p) = place(&cluster, &pinned, &Ledger::new()).unwrap() else {
+        panic!("a pinned feasible deployment is infeasible")
+    };
+    assert_eq!(p.assignment, chosen);
+    assert_eq!(p.feasible_deployments, 1);
+    let (free, _) = acoa_scheduler::score(&cluster, &app, &chosen).unwrap();
+    assert!((p.score - free).abs() < 1e-12, "{} vs {free}", p.score);
+    let Outcome::Placed(best) = place(&cluster, &app, &Ledger::new()).unwrap() else {
+        panic!("infeasible")
+    };
+    assert!(p.score < best.score, "{} vs {}", p.score, best.score);
+
+    // One pin only: that component lands there, the others are optimised around it.
+    let mut one = app.clone();
+    one.components[1].requires.node = Some("n05".into()); // batching
+    let Outcome::Placed(q) = place(&cluster, &one, &Ledger::new()).unwrap() else {
+        panic!("infeasible")
+    };
+    assert_eq!(q.assignment["batching"], "n05");
+
+    // A pin to a node outside the component's datacenter (train1): infeasible, named.
+    let mut bad = app.clone();
+    bad.components[0].requires.node = Some("n16".into()); // measurement, train2
+    match place(&cluster, &bad, &Ledger::new()).unwrap() {
+        Outcome::Infeasible(i) => {
+            assert!(i.reason.contains("component `measurement`"), "{}", i.reason);
+            assert!(i.reason.contains("`n16`"), "{}", i.reason);
+            assert!(i.reason.contains("requires.node"), "{}", i.reason);
+        }
+        o => panic!("{o:?}"),
+    }
+    // A pin to a node that does not exist: infeasible, named.
+    let mut gone = app.clone();
+    gone.components[2].requires.node = Some("n99".into());
+    match place(&cluster, &gone, &Ledger::new()).unwrap() {
+        Outcome::Infeasible(i) => {
+            assert!(
+                i.reason.contains("component `level-detection`"),
+                "{}",
+                i.reason
+            );
+            assert!(i.reason.contains("`n99`"), "{}", i.reason);
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn a_pin_is_read_from_yaml_and_validated() {
+    let text = std::fs::read_to_string(scenario("smoke-monitoring.yaml")).unwrap();
+    let pinned = text.replace(
+        "datacenter: train1\n- {name: batching",
+        "datacenter: train1\n    node: n13\n- {name: batching",
+    );
+    let app = acoa_shared::model::parse_application(&pinned).unwrap();
+    assert_eq!(app.components[0].requires.node.as_deref(), Some("n13"));
+    let bad = text.replace(
+        "datacenter: train1\n- {name: batching",
+        "datacenter: train1\n    node: 'no such/node'\n- {name: batching",
+    );
+    let e = acoa_shared::model::parse_application(&bad).unwrap_err();
+    assert_eq!(e.field, "components[0].requires.node");
+    assert!(e.reason.contains("no such/node"), "{}", e.reason);
+}

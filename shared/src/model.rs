@@ -167,6 +167,7 @@ impl Node {
             && req
                 .min_free_disk_mb
                 .is_none_or(|d| self.free_disk_mb() >= d)
+            && req.node.as_ref().is_none_or(|n| *n == self.name)
     }
 }
 
@@ -324,6 +325,10 @@ pub struct Requirements {
     pub arch: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_free_disk_mb: Option<u64>,
+    /// Pins the component: node.name must equal this (an operator's override, e.g. to run
+    /// a chosen deployment through the control plane). Not part of `l_min`'s reference set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -436,6 +441,9 @@ impl Application {
                 &format!("components[{i}].requires.software"),
                 &c.requires.software,
             )?;
+            if let Some(n) = &c.requires.node {
+                check_name(&format!("components[{i}].requires.node"), n)?;
+            }
         }
         let mut chans: HashMap<&str, &Channel> = HashMap::new();
         for (i, ch) in self.channels.iter().enumerate() {
