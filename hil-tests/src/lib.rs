@@ -7,6 +7,7 @@
 //! - [`linktable`]: the per-direction link parameters and how delays are drawn.
 //! - [`netns`]: the namespace plumbing (`ip netns`, `ip link`, entering a namespace from a thread).
 //! - [`control`]: the line protocol of the emulator's control socket (`linkemu set ...`).
+//! - [`stats`]: a workload's traffic counters reported to its node's agent (`ACOA_AGENT_STATS`).
 #![forbid(unsafe_code)]
 
 pub mod agents;
@@ -17,10 +18,12 @@ pub mod emu;
 pub mod fidelity;
 pub mod forwarder;
 pub mod linktable;
+pub mod netaware_exp;
 pub mod netns;
 pub mod placement;
 pub mod probe;
 pub mod report;
+pub mod stats;
 pub mod workload;
 
 pub use emu::{unavailable_reason, EmuError, Testbed, TestbedBuilder};

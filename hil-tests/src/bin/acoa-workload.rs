@@ -13,11 +13,19 @@
 //!   port, rate and out channels (so a re-placement is followed), and sent the reports
 //! - or, without a collector: `ACOA_LISTEN=ip:port`, `ACOA_OUT=chan@ip:port,...`,
 //!   `ACOA_RATE_HZ`, `ACOA_REPORT=ip:port` (optional)
+//! - `ACOA_AGENT_STATS=ip:port`: set by the agent; the bytes and messages sent on each out
+//!   channel are reported there every second (`hil_tests::stats`, `to` = the channel's name,
+//!   which the control plane resolves to the channel's downstream component)
 //!
 //! Datagrams (text): data `D1 seq origin_ns trail`; report `R1 app component seq origin_ns
 //! recv_ns trail`; sent `S1 app component seq origin_ns`; config request `C1 app component`,
 //! answer `K1 port=P rate=HZ out=chan@ip:port,...`.
 #![forbid(unsafe_code)]
+
+// std only (built with plain rustc by images.sh): the stats reporter is included by path.
+#[allow(dead_code)]
+#[path = "../stats.rs"]
+mod stats;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -161,6 +169,7 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
                 .join(",")
         ),
     );
+    let mut stats = stats::Reporter::from_env();
     let mut seq: u64 = 0;
     let mut next_emit = Instant::now();
     let mut next_ask = Instant::now() + Duration::from_secs(1);
@@ -193,7 +202,10 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
         if cfg.rate_hz > 0.0 && now >= next_emit {
             let origin = now_ns();
             for (ch, to) in &cfg.out {
-                let _ = sock.send_to(format!("D1 {seq} {origin} {ch}").as_bytes(), to);
+                let d = format!("D1 {seq} {origin} {ch}");
+                if sock.send_to(d.as_bytes(), to).is_ok() {
+                    stats.record(ch, d.len());
+                }
             }
             if let Some(r) = report {
                 let _ = ctl.send_to(format!("S1 {app} {comp} {seq} {origin}").as_bytes(), r);
@@ -204,6 +216,7 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
                 next_emit = now; // do not burst after a stall
             }
         }
+        stats.tick();
         let mut wait = Duration::from_millis(200);
         if cfg.rate_hz > 0.0 {
             wait = wait.min(next_emit.saturating_duration_since(Instant::now()));
@@ -228,7 +241,10 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
             );
         }
         for (ch, to) in &cfg.out {
-            let _ = sock.send_to(format!("D1 {s} {origin} {trail}/{ch}").as_bytes(), to);
+            let d = format!("D1 {s} {origin} {trail}/{ch}");
+            if sock.send_to(d.as_bytes(), to).is_ok() {
+                stats.record(ch, d.len());
+            }
         }
     }
 }
