@@ -18,7 +18,6 @@ pub mod emu;
 pub mod fidelity;
 pub mod forwarder;
 pub mod linktable;
-pub mod netaware_exp;
 pub mod netns;
 pub mod placement;
 pub mod probe;
