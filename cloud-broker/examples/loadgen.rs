@@ -80,12 +80,14 @@ fn node_profile(i: usize, n: usize) -> model::Node {
                 cpu_millis: 8000,
                 memory_mb: 16384,
                 disk_mb: 200_000,
+                ..Default::default()
             },
             usage: Usage {
                 cpu_millis: 500,
                 memory_mb: 2000,
                 disk_mb: 10_000,
                 containers: 0,
+                ..Default::default()
             },
         }
     } else {
@@ -105,12 +107,14 @@ fn node_profile(i: usize, n: usize) -> model::Node {
                 cpu_millis: 2000,
                 memory_mb: 2048,
                 disk_mb: 16_000,
+                ..Default::default()
             },
             usage: Usage {
                 cpu_millis: 200,
                 memory_mb: 300,
                 disk_mb: 2000,
                 containers: 0,
+                ..Default::default()
             },
         }
     }

@@ -102,6 +102,7 @@ impl NodeInfo {
                 cpu_millis: r.capacity.cpu_millis,
                 memory_mb: r.capacity.memory_mb,
                 disk_mb: r.capacity.disk_mb,
+                ..Default::default()
             },
             probe_addr: r.probe_addr.to_string(),
         }
@@ -484,6 +485,7 @@ impl Engine {
             memory_mb: r.load.memory_used_mb,
             disk_mb: r.load.disk_used_mb,
             containers: r.load.containers,
+            ..Default::default()
         };
         let name = info.name.clone();
         let now = self.now;
@@ -683,6 +685,7 @@ impl Engine {
             datacenters: vec![],
             nodes,
             links,
+            ..Default::default()
         });
         self.cluster_cache = Some((self.model_version, c.clone()));
         c

@@ -58,6 +58,7 @@ mod tests {
         let r = Resources {
             cpu_millis: 100,
             memory_mb: 64,
+            ..Default::default()
         };
         l.reserve("n1", r);
         l.reserve("n1", r);

@@ -111,12 +111,14 @@ pub fn cluster(dcs: usize, per_dc: usize, seed: u64) -> Infra {
                     cpu_millis: cpu,
                     memory_mb: mem,
                     disk_mb: 100_000,
+                    ..Default::default()
                 },
                 usage: Usage {
                     cpu_millis: (cpu as f64 * r.range(0.0, 0.6)) as u64,
                     memory_mb: (mem as f64 * r.range(0.0, 0.8)) as u64,
                     disk_mb: 10_000,
                     containers: r.below(6) as u32,
+                    ..Default::default()
                 },
             });
         }
@@ -201,6 +203,7 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
             resources: Some(Resources {
                 cpu_millis: 100,
                 memory_mb: 64,
+                ..Default::default()
             }),
         });
     }
@@ -220,6 +223,7 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
             resources: Some(Resources {
                 cpu_millis: 250 * (1 + r.below(4) as u64),
                 memory_mb: 256 * (1 + r.below(4) as u64),
+                ..Default::default()
             }),
         });
     }
@@ -240,6 +244,7 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
             resources: Some(Resources {
                 cpu_millis: 100,
                 memory_mb: 128,
+                ..Default::default()
             }),
         });
     }

@@ -114,6 +114,7 @@ fn resource_requests_are_honoured_with_usage_and_ledger() {
         Resources {
             cpu_millis: 0,
             memory_mb: 500,
+            ..Default::default()
         },
     );
     match place(&c, &app, &ledger).unwrap() {

@@ -5,7 +5,7 @@
 //! `channels[2].to`) and the reason.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 
@@ -69,7 +69,7 @@ impl fmt::Display for Layer {
 // ---------------------------------------------------------------- infrastructure
 
 /// A snapshot of the infrastructure: nodes and directed links.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
     pub cluster: String,
@@ -78,6 +78,41 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     #[serde(default)]
     pub links: Vec<Link>,
+    /// Measured at run time, per application name: what its components use and the traffic
+    /// between them (read by the `network-aware` scheduler). Empty until something is measured.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub observed: BTreeMap<String, Observed>,
+}
+
+/// What one application was measured to use at run time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observed {
+    /// Component name -> measured use (the sum over its replicas).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub components: BTreeMap<String, ObservedUsage>,
+    /// Measured traffic between components.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traffic: Vec<ObservedTraffic>,
+}
+
+/// A component's measured use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObservedUsage {
+    #[serde(default)]
+    pub cpu_millis: f64,
+    #[serde(default)]
+    pub memory_mb: f64,
+}
+
+/// Measured traffic sent by component `from` to component `to`, bytes per second.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObservedTraffic {
+    pub from: String,
+    pub to: String,
+    pub bytes_per_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,15 +141,24 @@ pub struct Node {
     pub usage: Usage,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Capacity {
     pub cpu_millis: u64,
     pub memory_mb: u64,
     pub disk_mb: u64,
+    /// Network bandwidth, megabits per second; unknown when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_mbps: Option<f64>,
+    /// Disk I/O throughput, megabytes per second; unknown when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_mbps: Option<f64>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+// The float fields are validated finite (never NaN), so equality is reflexive.
+impl Eq for Capacity {}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Usage {
     #[serde(default)]
@@ -125,7 +169,16 @@ pub struct Usage {
     pub disk_mb: u64,
     #[serde(default)]
     pub containers: u32,
+    /// Network traffic in use, megabits per second; unknown when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_mbps: Option<f64>,
+    /// Disk I/O in use, megabytes per second; unknown when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_mbps: Option<f64>,
 }
+
+// The float fields are validated finite (never NaN), so equality is reflexive.
+impl Eq for Usage {}
 
 /// A directed link; `from == to` is the node's own loopback.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,6 +283,10 @@ impl Cluster {
             }
             check_labels(&format!("nodes[{i}].hardware"), &n.hardware)?;
             check_labels(&format!("nodes[{i}].software"), &n.software)?;
+            check_opt_rate(&format!("nodes[{i}].capacity.net_mbps"), n.capacity.net_mbps)?;
+            check_opt_rate(&format!("nodes[{i}].capacity.io_mbps"), n.capacity.io_mbps)?;
+            check_opt_rate(&format!("nodes[{i}].usage.net_mbps"), n.usage.net_mbps)?;
+            check_opt_rate(&format!("nodes[{i}].usage.io_mbps"), n.usage.io_mbps)?;
         }
         let mut seen = HashSet::new();
         for (i, l) in self.links.iter().enumerate() {
@@ -264,6 +321,21 @@ impl Cluster {
                     format!("links[{i}].success"),
                     format!("must be between 0 and 1, got {}", l.success),
                 ));
+            }
+        }
+        for (app, o) in &self.observed {
+            check_name(&format!("observed.{app}"), app)?;
+            for (comp, u) in &o.components {
+                let f = format!("observed.{app}.components.{comp}");
+                check_name(&f, comp)?;
+                check_rate(&format!("{f}.cpu_millis"), u.cpu_millis)?;
+                check_rate(&format!("{f}.memory_mb"), u.memory_mb)?;
+            }
+            for (i, t) in o.traffic.iter().enumerate() {
+                let f = format!("observed.{app}.traffic[{i}]");
+                check_name(&format!("{f}.from"), &t.from)?;
+                check_name(&format!("{f}.to"), &t.to)?;
+                check_rate(&format!("{f}.bytes_per_s"), t.bytes_per_s)?;
             }
         }
         Ok(())
@@ -331,14 +403,29 @@ pub struct Requirements {
     pub node: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What a component asks for. The scheduler's ledger reserves `cpu_millis` and `memory_mb`;
+/// the optional expected demands below are read by the `topsis` scheduler only (as the paper's
+/// pod requests) and are not reserved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
     #[serde(default)]
     pub cpu_millis: u64,
     #[serde(default)]
     pub memory_mb: u64,
+    /// Expected network bandwidth, megabits per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_mbps: Option<f64>,
+    /// Expected disk I/O throughput, megabytes per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_mbps: Option<f64>,
+    /// Expected disk space, megabytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_mb: Option<u64>,
 }
+
+// The float fields are validated finite (never NaN), so equality is reflexive.
+impl Eq for Resources {}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -443,6 +530,12 @@ impl Application {
             )?;
             if let Some(n) = &c.requires.node {
                 check_name(&format!("components[{i}].requires.node"), n)?;
+            }
+        }
+        for (i, c) in self.components.iter().enumerate() {
+            if let Some(r) = &c.resources {
+                check_opt_rate(&format!("components[{i}].resources.net_mbps"), r.net_mbps)?;
+                check_opt_rate(&format!("components[{i}].resources.io_mbps"), r.io_mbps)?;
             }
         }
         let mut chans: HashMap<&str, &Channel> = HashMap::new();
@@ -620,6 +713,22 @@ pub fn check_name(field: &str, name: &str) -> Result<(), ModelError> {
             ),
         ))
     }
+}
+
+/// A measured or declared rate: finite and >= 0.
+fn check_rate(field: &str, v: f64) -> Result<(), ModelError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ModelError::new(
+            field,
+            format!("must be a finite number >= 0, got {v}"),
+        ))
+    }
+}
+
+fn check_opt_rate(field: &str, v: Option<f64>) -> Result<(), ModelError> {
+    v.map_or(Ok(()), |v| check_rate(field, v))
 }
 
 fn check_labels(field: &str, labels: &[String]) -> Result<(), ModelError> {

@@ -330,3 +330,139 @@ fn file_errors_name_the_file() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+const MEASURED: &str = r#"
+cluster: t
+nodes:
+- name: a
+  datacenter: dc1
+  layer: edge
+  arch: aarch64
+  capacity: {cpu_millis: 1000, memory_mb: 512, disk_mb: 100, net_mbps: 100, io_mbps: 50}
+  usage: {cpu_millis: 100, net_mbps: 12.5, io_mbps: 3}
+- {name: b, datacenter: dc1, layer: edge, arch: aarch64, capacity: {cpu_millis: 1000, memory_mb: 512, disk_mb: 100}}
+observed:
+  smoke-monitoring:
+    components:
+      measurement: {cpu_millis: 120, memory_mb: 40}
+      level-detection: {cpu_millis: 30.5}
+    traffic:
+    - {from: measurement, to: level-detection, bytes_per_s: 12000}
+"#;
+
+#[test]
+fn measured_rates_and_observed_use_read_and_round_trip() {
+    let c = parse_cluster(MEASURED).unwrap();
+    let a = c.node("a").unwrap();
+    assert_eq!(a.capacity.net_mbps, Some(100.0));
+    assert_eq!(a.capacity.io_mbps, Some(50.0));
+    assert_eq!(a.usage.net_mbps, Some(12.5));
+    assert_eq!(a.usage.io_mbps, Some(3.0));
+    let b = c.node("b").unwrap();
+    assert_eq!(b.capacity.net_mbps, None);
+    assert_eq!(b.usage.io_mbps, None);
+    let o = &c.observed["smoke-monitoring"];
+    assert_eq!(o.components["measurement"].cpu_millis, 120.0);
+    assert_eq!(o.components["level-detection"].memory_mb, 0.0);
+    assert_eq!(o.traffic[0].from, "measurement");
+    assert_eq!(o.traffic[0].bytes_per_s, 12000.0);
+    // JSON and YAML round trips give the same model.
+    let json = serde_json::to_string(&c).unwrap();
+    assert_eq!(parse_cluster(&json).unwrap(), c);
+    let yaml = serde_yaml_ng::to_string(&c).unwrap();
+    assert_eq!(parse_cluster(&yaml).unwrap(), c);
+    // Absent fields stay absent: an old-style cluster serialises as before.
+    let plain = parse_cluster(CLUSTER).unwrap();
+    assert!(plain.observed.is_empty());
+    let json = serde_json::to_string(&plain).unwrap();
+    assert!(!json.contains("observed"), "{json}");
+    assert!(!json.contains("net_mbps"), "{json}");
+}
+
+fn measured_refused(from: &str, to: &str, field: &str, reason: &str) {
+    assert!(MEASURED.contains(from), "test bug: {from:?}");
+    let err = parse_cluster(&MEASURED.replacen(from, to, 1)).expect_err(to);
+    assert_eq!(err.field, field, "{err}");
+    assert!(err.reason.contains(reason), "{err}");
+}
+
+#[test]
+fn bad_measured_rates_are_refused_with_field_and_reason() {
+    measured_refused(
+        "net_mbps: 100",
+        "net_mbps: -1",
+        "nodes[0].capacity.net_mbps",
+        "finite number >= 0",
+    );
+    measured_refused(
+        "io_mbps: 50",
+        "io_mbps: .inf",
+        "nodes[0].capacity.io_mbps",
+        "finite number >= 0",
+    );
+    measured_refused(
+        "net_mbps: 12.5",
+        "net_mbps: .nan",
+        "nodes[0].usage.net_mbps",
+        "finite number >= 0",
+    );
+    measured_refused(
+        "cpu_millis: 120",
+        "cpu_millis: -120",
+        "observed.smoke-monitoring.components.measurement.cpu_millis",
+        "finite number >= 0",
+    );
+    measured_refused(
+        "bytes_per_s: 12000",
+        "bytes_per_s: .nan",
+        "observed.smoke-monitoring.traffic[0].bytes_per_s",
+        "finite number >= 0",
+    );
+    measured_refused(
+        "to: level-detection, bytes",
+        "to: 'a b', bytes",
+        "observed.smoke-monitoring.traffic[0].to",
+        "not a valid name",
+    );
+    measured_refused(
+        "{cpu_millis: 30.5}",
+        "{cpu_millis: 30.5, disk_mb: 3}",
+        "observed.smoke-monitoring.components.level-detection.disk_mb",
+        "unknown field",
+    );
+    measured_refused(
+        "bytes_per_s: 12000}",
+        "bytes_per_s: 12000, messages: 3}",
+        "observed.smoke-monitoring.traffic[0].messages",
+        "unknown field",
+    );
+    measured_refused(
+        "net_mbps: 100",
+        "net_gbps: 100",
+        "nodes[0].capacity.net_gbps",
+        "unknown field",
+    );
+}
+
+#[test]
+fn expected_demands_of_a_component_read_and_are_validated() {
+    let text = APP.replacen(
+        "resources: {cpu_millis: 100, memory_mb: 64}",
+        "resources: {cpu_millis: 100, memory_mb: 64, net_mbps: 20, io_mbps: 5.5, disk_mb: 300}",
+        1,
+    );
+    let app = parse_application(&text).unwrap();
+    let r = app.components[1].resources.unwrap();
+    assert_eq!(
+        (r.net_mbps, r.io_mbps, r.disk_mb),
+        (Some(20.0), Some(5.5), Some(300))
+    );
+    let json = serde_json::to_string(&app).unwrap();
+    assert_eq!(parse_application(&json).unwrap(), app);
+    let plain = serde_json::to_string(&parse_application(APP).unwrap()).unwrap();
+    assert!(!plain.contains("net_mbps"), "{plain}");
+    let bad = APP.replacen("memory_mb: 64}", "memory_mb: 64, net_mbps: -3}", 1);
+    let err = parse_application(&bad).unwrap_err();
+    assert_eq!(err.field, "components[1].resources.net_mbps", "{err}");
+    assert!(err.reason.contains("finite number >= 0"), "{err}");
+}

@@ -18,6 +18,7 @@ pub fn node(name: &str, dc: &str, hardware: &[&str]) -> Node {
             cpu_millis: 1000,
             memory_mb: 1000,
             disk_mb: 10_000,
+            ..Default::default()
         },
         usage: Usage::default(),
     }
@@ -39,6 +40,7 @@ pub fn cluster(nodes: Vec<Node>, links: Vec<Link>) -> Cluster {
         datacenters: vec![],
         nodes,
         links,
+        ..Default::default()
     }
 }
 
@@ -53,6 +55,7 @@ pub fn comp(name: &str, hardware: &[&str], resources: Option<(u64, u64)>) -> Com
         resources: resources.map(|(cpu_millis, memory_mb)| Resources {
             cpu_millis,
             memory_mb,
+            ..Default::default()
         }),
     }
 }
