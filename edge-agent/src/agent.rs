@@ -508,13 +508,16 @@ fn start_prober(
 ) -> anyhow::Result<()> {
     let sock = std::net::UdpSocket::bind(cfg.probe.listen)
         .with_context(|| format!("probe.listen {}", cfg.probe.listen))?;
-    let mut prober = Box::new(Prober::new(
-        &cfg.node,
-        cfg.broker.control_plane_key,
-        cfg.probe.window,
-        cfg.probe.peers_per_period,
-        cfg.probe.timeout_ms,
-    ));
+    let mut prober = Box::new(
+        Prober::new(
+            &cfg.node,
+            cfg.broker.control_plane_key,
+            cfg.probe.window,
+            cfg.probe.peers_per_period,
+            cfg.probe.timeout_ms,
+        )
+        .with_clock(cfg.probe.clock),
+    );
     match store::read(&cfg.state_dir, store::PEERS) {
         Ok(Some(frame)) => match prober.set_peers(&frame, true) {
             Ok(Some(line)) => info!("{line}"),
@@ -525,12 +528,13 @@ fn start_prober(
         Err(e) => warn!("cannot read the persisted peer list: {e}"),
     }
     info!(
-        "prober listening on {} (advertised {}), {} peers per {} ms, window {}",
+        "prober listening on {} (advertised {}), {} peers per {} ms, window {}, clock {}",
         cfg.probe.listen,
         cfg.probe.advertise,
         cfg.probe.peers_per_period,
         cfg.probe.period_ms,
-        cfg.probe.window
+        cfg.probe.window,
+        cfg.probe.clock
     );
     let run_cfg = prober::RunConfig {
         node: wire::name(&cfg.node).unwrap_or_default(),

@@ -108,6 +108,9 @@ pub struct Overrides {
     pub probe_period_ms: Option<u64>,
     #[arg(long)]
     pub probe_window: Option<usize>,
+    /// free (latency = RTT/2) | synchronized (one-way delay; needs synchronized clocks)
+    #[arg(long)]
+    pub probe_clock: Option<String>,
     #[arg(long)]
     pub podman_socket: Option<String>,
     /// Network namespace the containers join (path such as /run/netns/n13).
@@ -115,6 +118,12 @@ pub struct Overrides {
     pub netns: Option<String>,
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Where workloads send their traffic stats datagrams (UDP).
+    #[arg(long)]
+    pub stats_listen: Option<SocketAddr>,
+    /// The address put into containers as ACOA_AGENT_STATS (`ip:port`).
+    #[arg(long)]
+    pub stats_advertise: Option<String>,
 }
 
 // ------------------------------------------------------------------ file format
@@ -142,6 +151,15 @@ struct FileConfig {
     podman: FilePodman,
     #[serde(default)]
     k3s: FileK3s,
+    #[serde(default)]
+    stats: FileStats,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileStats {
+    listen: Option<SocketAddr>,
+    advertise: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
@@ -172,6 +190,7 @@ struct FileProbe {
     period_ms: Option<u64>,
     window: Option<usize>,
     timeout_ms: Option<u64>,
+    clock: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -215,6 +234,20 @@ pub struct ProbeConfig {
     pub period_ms: u64,
     pub window: usize,
     pub timeout_ms: u64,
+    /// How latency samples are taken: RTT/2 or the one-way delay.
+    pub clock: crate::prober::ClockMode,
+}
+
+/// Workload traffic stats (see `stats`): where the agent listens, what containers are told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsConfig {
+    /// Default `127.0.0.1:7879`: reachable from containers that join the agent's network
+    /// namespace (`[podman] netns`, the agent running in that namespace too).
+    pub listen: SocketAddr,
+    /// `ACOA_AGENT_STATS` in every container. Default: the listen address; when that is
+    /// `0.0.0.0`, the gateway of Podman's default network (containers on its bridge reach the
+    /// host there) with the listen port.
+    pub advertise: Option<String>,
 }
 
 /// The agent's complete configuration.
@@ -237,6 +270,7 @@ pub struct Config {
     pub netns: Option<String>,
     pub kubeconfig: Option<PathBuf>,
     pub k3s_namespace: String,
+    pub stats: StatsConfig,
 }
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/acoa-agent";
@@ -422,6 +456,10 @@ impl Config {
                 format!("at most {}", crate::prober::MAX_PEERS),
             ));
         }
+        let clock = match o.probe_clock.or(f.probe.clock) {
+            None => crate::prober::ClockMode::default(),
+            Some(c) => c.parse().map_err(|e: String| invalid("probe.clock", e))?,
+        };
         let report_period_ms = o.report_period_ms.or(f.report_period_ms).unwrap_or(1000);
         if report_period_ms < 100 {
             return Err(invalid("report_period_ms", "must be at least 100"));
@@ -460,6 +498,7 @@ impl Config {
                 period_ms,
                 window,
                 timeout_ms: f.probe.timeout_ms.unwrap_or(period_ms.max(500)),
+                clock,
             },
             podman_socket: o
                 .podman_socket
@@ -468,6 +507,17 @@ impl Config {
             netns: o.netns.or(f.podman.netns),
             kubeconfig: o.kubeconfig.or(f.k3s.kubeconfig),
             k3s_namespace: f.k3s.namespace.unwrap_or_else(|| "default".into()),
+            stats: StatsConfig {
+                listen: o
+                    .stats_listen
+                    .or(f.stats.listen)
+                    .unwrap_or_else(|| "127.0.0.1:7879".parse().expect("literal address")),
+                advertise: o
+                    .stats_advertise
+                    .or(f.stats.advertise)
+                    .map(|a| a.trim().to_string())
+                    .filter(|a| !a.is_empty()),
+            },
         })
     }
 }
@@ -519,19 +569,26 @@ advertise = "10.0.0.13:7878"
 peers_per_period = 4
 period_ms = 1000
 window = 20
+clock = "synchronized"
 [podman]
 socket = "unix:///run/podman/podman.sock"
 netns = "/run/netns/n13"
 [k3s]
 kubeconfig = "/etc/rancher/k3s/k3s.yaml"
+[stats]
+listen = "0.0.0.0:7879"
+advertise = "10.88.0.1:7879"
 "#
         );
         let c = load_str(&text, Overrides::default()).unwrap();
+        assert_eq!(c.stats.listen.to_string(), "0.0.0.0:7879");
+        assert_eq!(c.stats.advertise.as_deref(), Some("10.88.0.1:7879"));
         assert_eq!(c.node, "n13");
         assert_eq!(c.layer, Layer::Edge);
         assert_eq!(c.capacity.cpu_millis, Some(2000));
         assert_eq!(c.broker.port, 1883);
         assert_eq!(c.probe.advertise.to_string(), "10.0.0.13:7878");
+        assert_eq!(c.probe.clock, crate::prober::ClockMode::Synchronized);
         assert_eq!(c.netns.as_deref(), Some("/run/netns/n13"));
         let c = load_str(
             &text,
@@ -563,6 +620,25 @@ kubeconfig = "/etc/rancher/k3s/k3s.yaml"
         assert!(e.to_string().contains("control_plane_key"), "{e}");
         let e = load_str("node = \"a\"\nbogus = 1\n", Overrides::default()).unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
+        let e = load_str(
+            &format!(
+                "node = \"a\"\n[broker]\ncontrol_plane_key = \"{KEY}\"\n[probe]\nclock = \"gps\"\n"
+            ),
+            Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("probe.clock:"), "{e}");
+        assert!(e.to_string().contains("gps"), "{e}");
+        let c = load_str(
+            &format!("node = \"a\"\n[broker]\ncontrol_plane_key = \"{KEY}\"\n"),
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            c.probe.clock,
+            crate::prober::ClockMode::Free,
+            "free by default"
+        );
     }
 
     #[test]
@@ -581,5 +657,25 @@ kubeconfig = "/etc/rancher/k3s/k3s.yaml"
         );
         assert!(parse_broker_url("http://h").is_err());
         assert!(parse_broker_url("mqtt://h:x").is_err());
+    }
+
+    #[test]
+    fn stats_listen_on_loopback_by_default() {
+        let c = load_str(
+            &format!("node = \"a\"\n[broker]\ncontrol_plane_key = \"{KEY}\"\n"),
+            Overrides {
+                stats_advertise: Some(" ".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(c.stats.listen.to_string(), "127.0.0.1:7879");
+        assert_eq!(c.stats.advertise, None, "blank means the default");
+        let e = load_str(
+            &format!("node = \"a\"\n[broker]\ncontrol_plane_key = \"{KEY}\"\n[stats]\nlisten = \"nope\"\n"),
+            Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("listen"), "{e}");
     }
 }

@@ -4,16 +4,35 @@
 //! of the same size (no amplification), within a global token bucket. Each period
 //! the agent pings `peers_per_period` peers in a SWIM-style rotation (round robin over
 //! a shuffled list, so that the probe load per node stays bounded as the cluster
-//! grows) and keeps, per peer, a smoothed one-way latency (RTT/2, EWMA), the RFC 3550
+//! grows) and keeps, per peer, a smoothed one-way latency (EWMA), the RFC 3550
 //! interarrival jitter of that estimate, and the success rate over the last `window`
 //! probes. Tables are fixed-size (`heapless`): [`MAX_PEERS`] peers, [`MAX_INFLIGHT`]
-//! probes in flight.
+//! probes in flight, [`MAX_PEERS`] probers counted by the responder.
+//!
+//! One-way delay ([`ClockMode`]): with `clock = "free"` (the default) a sample is half the
+//! round trip, which cannot tell A -> B from B -> A. With `clock = "synchronized"` (nodes
+//! on GPS, PTP or NTP time, or namespaces sharing one host clock) a sample is the pong's
+//! receive timestamp (the responder's wall clock) minus the ping's send time (ours): the
+//! delay of the direction from this node to the peer; the peer measures the other one
+//! when it probes us. A sample outside `[0, round trip]` means the clocks disagree: it
+//! falls back to RTT/2 with a warning naming the peer (at most one a minute per peer).
+//!
+//! Loss per direction: the responder counts the pings it received from each prober
+//! address and returns the count in the pong. Between two pongs the prober knows how many
+//! of its pings arrived (forward) and how many of those came back (reverse); the success
+//! it reports is that of the forward direction, `round-trip success / reverse success`.
+//! This needs no clocks, so it applies in both modes whenever the peer's responder counts.
+//!
+//! The packet is versioned: a ping is the original 32-byte format; a pong sets extension
+//! flags in byte 5 ([`EXT_RECV_TIME`], [`EXT_COUNT`]) for the fields it carries. An old
+//! prober ignores them; an old responder's pong (no flags) yields RTT/2 and round-trip
+//! success.
 //!
 //! [`Prober`] is pure (time is passed in); [`run`] is the thread that drives it on
 //! real sockets.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message, Name, MAX_LINKS_PER_MESSAGE};
 use ed25519_dalek::VerifyingKey;
@@ -28,6 +47,43 @@ const PONG: u8 = 2;
 const EWMA_ALPHA: f64 = 0.125;
 /// Replies per second the responder sends at most (and its burst).
 const REPLY_RATE: f64 = 500.0;
+/// Pong flag: bytes 24..32 hold the responder's receive time (wall clock, ns since 1970).
+pub const EXT_RECV_TIME: u8 = 0x01;
+/// Pong flag: bytes 6..8 hold how many pings the responder received from this prober's
+/// address (wrapping).
+pub const EXT_COUNT: u8 = 0x02;
+/// At most one clock warning per peer in this time.
+const CLOCK_WARN_EVERY_NS: u64 = 60_000_000_000;
+
+/// How a latency sample is taken (config `[probe] clock`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClockMode {
+    /// Clocks may differ: a sample is half the round trip (both directions alike).
+    #[default]
+    Free,
+    /// Clocks agree (GPS, PTP, NTP, one host): a sample is the forward one-way delay.
+    Synchronized,
+}
+
+impl std::str::FromStr for ClockMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "free" => Ok(ClockMode::Free),
+            "synchronized" => Ok(ClockMode::Synchronized),
+            _ => Err(format!("`{s}` is not free or synchronized")),
+        }
+    }
+}
+
+impl std::fmt::Display for ClockMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClockMode::Free => "free",
+            ClockMode::Synchronized => "synchronized",
+        })
+    }
+}
 
 /// A probe packet: magic, kind, 3 bytes padding, sequence, sender's send time (ns).
 pub fn encode_probe(kind: u8, seq: u64, t_ns: u64) -> [u8; PROBE_LEN] {
@@ -37,6 +93,138 @@ pub fn encode_probe(kind: u8, seq: u64, t_ns: u64) -> [u8; PROBE_LEN] {
     p[8..16].copy_from_slice(&seq.to_be_bytes());
     p[16..24].copy_from_slice(&t_ns.to_be_bytes());
     p
+}
+
+/// A pong answering ping `seq` stamped `t_ns`, with the extensions that are given.
+pub fn encode_pong(
+    seq: u64,
+    t_ns: u64,
+    recv_wall_ns: Option<u64>,
+    count: Option<u16>,
+) -> [u8; PROBE_LEN] {
+    let mut p = encode_probe(PONG, seq, t_ns);
+    if let Some(w) = recv_wall_ns.filter(|w| *w != 0) {
+        p[5] |= EXT_RECV_TIME;
+        p[24..32].copy_from_slice(&w.to_be_bytes());
+    }
+    if let Some(c) = count {
+        p[5] |= EXT_COUNT;
+        p[6..8].copy_from_slice(&c.to_be_bytes());
+    }
+    p
+}
+
+/// A well-formed probe packet with its optional pong extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    pub kind: u8,
+    pub seq: u64,
+    pub t_ns: u64,
+    /// The responder's receive time (wall clock ns), when the pong carries it.
+    pub recv_wall_ns: Option<u64>,
+    /// Pings the responder received from this prober (wrapping), when the pong carries it.
+    pub count: Option<u16>,
+}
+
+/// Parses any probe packet: the original format and pongs with extensions (unknown
+/// flag bits are ignored, so that later extensions stay readable).
+pub fn parse_probe(b: &[u8]) -> Option<Probe> {
+    let (kind, seq, t_ns) = decode_probe(b)?;
+    let flags = if kind == PONG { b[5] } else { 0 };
+    let recv = u64::from_be_bytes(b[24..32].try_into().ok()?);
+    Some(Probe {
+        kind,
+        seq,
+        t_ns,
+        recv_wall_ns: (flags & EXT_RECV_TIME != 0 && recv != 0).then_some(recv),
+        count: (flags & EXT_COUNT != 0).then(|| u16::from_be_bytes([b[6], b[7]])),
+    })
+}
+
+/// The forward one-way delay in ms from our send time and the responder's receive time
+/// (both wall clock ns): `Ok` when it lies within `[0, rtt_ms]`, else `Err(value)`: the
+/// clocks disagree by more than the link's delay.
+pub fn one_way_ms(sent_wall_ns: u64, recv_wall_ns: u64, rtt_ms: f64) -> Result<f64, f64> {
+    let owd = (i128::from(recv_wall_ns) - i128::from(sent_wall_ns)) as f64 / 1e6;
+    if (0.0..=rtt_ms).contains(&owd) {
+        Ok(owd)
+    } else {
+        Err(owd)
+    }
+}
+
+/// The wall clock in ns since 1970 (0 if the clock is before 1970).
+pub fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// One pong seen by the loss attribution: our ping's index, the responder's count and how
+/// many pongs we had received in all.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    idx: u32,
+    count: u16,
+    answered: u32,
+}
+
+/// Splits round-trip loss into its two directions from the responder's counts, over the
+/// span between an anchor pong and the latest one (`window` to `2 * window` pings).
+#[derive(Debug, Clone, Default)]
+pub struct DirLoss {
+    anchor: Option<Mark>,
+    mid: Option<Mark>,
+    last: Option<Mark>,
+}
+
+impl DirLoss {
+    /// A pong answering our ping number `idx` says the responder has received `count`
+    /// pings from us; `answered` counts our pongs received, this one included.
+    pub fn on_pong(&mut self, idx: u32, count: u16, answered: u32, window: usize) {
+        let m = Mark {
+            idx,
+            count,
+            answered,
+        };
+        if let Some(last) = self.last {
+            let di = idx.wrapping_sub(last.idx);
+            if di == 0 || di > u32::MAX / 2 {
+                return; // a reordered (older) pong: nothing new
+            }
+            let dc = u32::from(count.wrapping_sub(last.count));
+            if dc == 0 || dc > di {
+                // The responder restarted or forgot us: start over.
+                *self = DirLoss::default();
+            }
+        }
+        match (self.anchor, self.mid) {
+            (None, _) | (_, None) => {
+                self.anchor = Some(m);
+                self.mid = Some(m);
+            }
+            (Some(_), Some(mid)) => {
+                if idx.wrapping_sub(mid.idx) as usize >= window {
+                    self.anchor = Some(mid);
+                    self.mid = Some(m);
+                }
+            }
+        }
+        self.last = Some(m);
+    }
+
+    /// Of the pings that reached the responder in the span, the fraction whose pong came
+    /// back; `None` before two pongs with counts.
+    pub fn reverse_success(&self) -> Option<f64> {
+        let (a, l) = (self.anchor?, self.last?);
+        let arrived = l.count.wrapping_sub(a.count);
+        if arrived == 0 {
+            return None;
+        }
+        let back = l.answered.wrapping_sub(a.answered);
+        Some((f64::from(back) / f64::from(arrived)).clamp(0.0, 1.0))
+    }
 }
 
 /// `(kind, seq, t_ns)` of a well-formed probe packet.
@@ -58,6 +246,14 @@ pub struct LinkStats {
     /// Outcomes, newest in bit 0 (1 = answered).
     bits: u64,
     count: u32,
+    /// Pings sent to this peer (wrapping): the index of the next one.
+    sent: u32,
+    /// Pongs received from this peer (wrapping).
+    answered: u32,
+    dir: DirLoss,
+    /// Samples that fell back to RTT/2 since the last clock warning.
+    clock_fallbacks: u32,
+    last_clock_warn_ns: Option<u64>,
 }
 
 impl LinkStats {
@@ -71,8 +267,13 @@ impl LinkStats {
         self.count = (self.count + 1).min(window as u32);
     }
 
+    /// A round trip of `rtt_ms`: a sample of RTT/2.
     pub fn on_reply(&mut self, rtt_ms: f64, window: usize) {
-        let owd = rtt_ms / 2.0;
+        self.on_sample(rtt_ms / 2.0, window);
+    }
+
+    /// A one-way latency sample of an answered probe.
+    pub fn on_sample(&mut self, owd: f64, window: usize) {
         self.latency_ms = Some(match self.latency_ms {
             None => owd,
             Some(l) => l + EWMA_ALPHA * (owd - l),
@@ -101,8 +302,19 @@ impl LinkStats {
         self.count
     }
 
-    /// Fraction answered over the window (1 when nothing was sent yet).
+    /// Success of the direction to the peer: the round-trip success over the window
+    /// divided by the reverse direction's success, when the responder counts; else the
+    /// round-trip success.
     pub fn success(&self) -> f64 {
+        let rt = self.round_trip_success();
+        match self.dir.reverse_success() {
+            Some(r) if r > 0.0 => (rt / r).clamp(0.0, 1.0),
+            _ => rt,
+        }
+    }
+
+    /// Fraction answered over the window (1 when nothing was sent yet).
+    pub fn round_trip_success(&self) -> f64 {
         if self.count == 0 {
             return 1.0;
         }
@@ -127,6 +339,18 @@ struct InFlight {
     seq: u64,
     peer: Name,
     sent_ns: u64,
+    /// Wall clock at sending (0 when unknown).
+    sent_wall_ns: u64,
+    /// The ping's index among those sent to `peer`.
+    idx: u32,
+}
+
+/// A prober address the responder counts pings from.
+#[derive(Debug, Clone)]
+struct Seen {
+    addr: SocketAddr,
+    count: u16,
+    last_ns: u64,
 }
 
 /// What a received packet asks of the socket.
@@ -136,6 +360,8 @@ pub enum Received {
     Reply([u8; PROBE_LEN]),
     /// One of our pongs, recorded.
     Recorded,
+    /// One of our pongs, recorded, with a line for the log (clocks that disagree).
+    RecordedWithWarning(String),
     /// Not a probe, a late or unknown pong: dropped.
     Dropped,
 }
@@ -154,6 +380,9 @@ pub struct Prober {
     generation: u64,
     last_frame: Option<Vec<u8>>,
     rng: u64,
+    clock: ClockMode,
+    /// The responder's count of pings per prober address (least recently seen evicted).
+    seen: heapless::Vec<Seen, MAX_PEERS>,
 }
 
 impl Prober {
@@ -181,7 +410,19 @@ impl Prober {
             generation: 0,
             last_frame: None,
             rng: seed | 1,
+            clock: ClockMode::Free,
+            seen: heapless::Vec::new(),
         }
+    }
+
+    /// The same prober taking its latency samples the `clock` way.
+    pub fn with_clock(mut self, clock: ClockMode) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn clock(&self) -> ClockMode {
+        self.clock
     }
 
     pub fn generation(&self) -> u64 {
@@ -308,6 +549,11 @@ impl Prober {
 
     /// The pings to send this period, with the time they are stamped with.
     pub fn due(&mut self, now_ns: u64) -> Vec<(SocketAddr, [u8; PROBE_LEN])> {
+        self.due_at(now_ns, 0)
+    }
+
+    /// [`Prober::due`], also knowing the wall clock at sending (`wall_ns`, 0 = unknown).
+    pub fn due_at(&mut self, now_ns: u64, wall_ns: u64) -> Vec<(SocketAddr, [u8; PROBE_LEN])> {
         let n = self.per_period.min(self.peers.len());
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
@@ -327,24 +573,43 @@ impl Prober {
                     }
                 }
             }
-            let peer = &self.peers[idx];
+            let peer = &mut self.peers[idx];
+            let n = peer.stats.sent;
+            peer.stats.sent = n.wrapping_add(1);
             let _ = self.inflight.push_back(InFlight {
                 seq,
                 peer: peer.name.clone(),
                 sent_ns: now_ns,
+                sent_wall_ns: wall_ns,
+                idx: n,
             });
             out.push((peer.addr, encode_probe(PING, seq, now_ns)));
         }
         out
     }
 
-    /// A datagram arrived at `now_ns`.
+    /// A datagram arrived at `now_ns` (the responder answers in the original format).
     pub fn on_packet(&mut self, bytes: &[u8], now_ns: u64) -> Received {
-        let Some((kind, seq, t_ns)) = decode_probe(bytes) else {
+        self.on_datagram(bytes, None, now_ns, 0)
+    }
+
+    /// A datagram from `from` arrived at `now_ns` (monotonic) and `wall_ns` (wall clock,
+    /// 0 = unknown). A ping is answered with our receive time and, when `from` is known,
+    /// the count of pings received from that address.
+    pub fn on_datagram(
+        &mut self,
+        bytes: &[u8],
+        from: Option<SocketAddr>,
+        now_ns: u64,
+        wall_ns: u64,
+    ) -> Received {
+        let Some(probe) = parse_probe(bytes) else {
             return Received::Dropped;
         };
-        if kind == PING {
-            return Received::Reply(encode_probe(PONG, seq, t_ns));
+        let (seq, t_ns) = (probe.seq, probe.t_ns);
+        if probe.kind == PING {
+            let count = from.map(|a| self.count_ping(a, now_ns));
+            return Received::Reply(encode_pong(seq, t_ns, Some(wall_ns), count));
         }
         let Some(pos) = self.inflight.iter().position(|f| f.seq == seq) else {
             return Received::Dropped;
@@ -366,10 +631,68 @@ impl Prober {
         }
         let rtt_ms = now_ns.saturating_sub(t_ns) as f64 / 1e6;
         let window = self.window;
-        if let Some(p) = self.peers.iter_mut().find(|p| p.name == f.peer) {
-            p.stats.on_reply(rtt_ms, window);
+        let clock = self.clock;
+        let Some(p) = self.peers.iter_mut().find(|p| p.name == f.peer) else {
+            return Received::Recorded;
+        };
+        let st = &mut p.stats;
+        st.answered = st.answered.wrapping_add(1);
+        if let Some(c) = probe.count {
+            st.dir.on_pong(f.idx, c, st.answered, window);
         }
-        Received::Recorded
+        let stamp = probe.recv_wall_ns.filter(|_| f.sent_wall_ns != 0);
+        let mut warning = None;
+        let sample = match (clock, stamp) {
+            (ClockMode::Synchronized, Some(recv)) => {
+                match one_way_ms(f.sent_wall_ns, recv, rtt_ms) {
+                    Ok(owd) => owd,
+                    Err(owd) => {
+                        st.clock_fallbacks += 1;
+                        let due = st
+                            .last_clock_warn_ns
+                            .is_none_or(|t| now_ns.saturating_sub(t) >= CLOCK_WARN_EVERY_NS);
+                        if due {
+                            warning = Some(format!(
+                                "one-way delay to {} of {owd:.3} ms is outside [0, round trip {rtt_ms:.3} ms]: \
+                                 clocks not synchronized? reporting rtt/2 ({} such samples since the last warning)",
+                                p.name, st.clock_fallbacks
+                            ));
+                            st.clock_fallbacks = 0;
+                            st.last_clock_warn_ns = Some(now_ns);
+                        }
+                        rtt_ms / 2.0
+                    }
+                }
+            }
+            _ => rtt_ms / 2.0,
+        };
+        st.on_sample(sample, window);
+        match warning {
+            Some(w) => Received::RecordedWithWarning(w),
+            None => Received::Recorded,
+        }
+    }
+
+    /// Counts a ping from `addr`: the new count (wrapping). The table keeps the
+    /// [`MAX_PEERS`] most recently seen addresses; a forgotten one starts again at 1
+    /// (its prober then starts its loss attribution over).
+    fn count_ping(&mut self, addr: SocketAddr, now_ns: u64) -> u16 {
+        if let Some(s) = self.seen.iter_mut().find(|s| s.addr == addr) {
+            s.count = s.count.wrapping_add(1);
+            s.last_ns = now_ns;
+            return s.count;
+        }
+        let entry = Seen {
+            addr,
+            count: 1,
+            last_ns: now_ns,
+        };
+        if let Err(entry) = self.seen.push(entry) {
+            if let Some(oldest) = self.seen.iter_mut().min_by_key(|s| s.last_ns) {
+                *oldest = entry;
+            }
+        }
+        1
     }
 
     /// Link metrics of every peer probed at least once, in messages of at most
@@ -466,7 +789,7 @@ pub fn run(sock: UdpSocket, mut prober: Prober, cfg: RunConfig, mut io: impl Pro
         let now = Instant::now();
         if now >= next_probe {
             prober.expire(now_ns());
-            for (addr, ping) in prober.due(now_ns()) {
+            for (addr, ping) in prober.due_at(now_ns(), wall_ns()) {
                 if let Err(e) = sock.send_to(&ping, addr) {
                     send_errors += 1;
                     if send_errors.is_power_of_two() {
@@ -495,11 +818,15 @@ pub fn run(sock: UdpSocket, mut prober: Prober, cfg: RunConfig, mut io: impl Pro
         let _ = sock.set_read_timeout(Some(wait));
         match sock.recv_from(&mut buf) {
             Ok((n, from)) => {
-                let t = now_ns();
-                if let Received::Reply(pong) = prober.on_packet(&buf[..n], t) {
-                    if bucket.take(Instant::now()) {
-                        let _ = sock.send_to(&pong, from);
+                let (t, w) = (now_ns(), wall_ns());
+                match prober.on_datagram(&buf[..n], Some(from), t, w) {
+                    Received::Reply(pong) => {
+                        if bucket.take(Instant::now()) {
+                            let _ = sock.send_to(&pong, from);
+                        }
                     }
+                    Received::RecordedWithWarning(line) => tracing::warn!("{line}"),
+                    Received::Recorded | Received::Dropped => {}
                 }
             }
             Err(e)
@@ -638,6 +965,253 @@ mod tests {
             p.due(i);
         }
         assert!(p.inflight.len() <= MAX_INFLIGHT);
+    }
+
+    #[test]
+    fn pongs_carry_extensions_and_old_formats_still_work() {
+        let pong = encode_pong(7, 99, Some(123_456), Some(65535));
+        assert_eq!(
+            parse_probe(&pong),
+            Some(Probe {
+                kind: PONG,
+                seq: 7,
+                t_ns: 99,
+                recv_wall_ns: Some(123_456),
+                count: Some(65535),
+            })
+        );
+        // An old prober reads the same pong.
+        assert_eq!(decode_probe(&pong), Some((PONG, 7, 99)));
+        // An old responder's pong (no flags): no extensions.
+        let old = encode_probe(PONG, 7, 99);
+        let p = parse_probe(&old).unwrap();
+        assert_eq!((p.recv_wall_ns, p.count), (None, None));
+        // An old-format ping gets an answer with the extensions.
+        let mut r = Prober::new("me", cp().verifying_key(), 10, 1, 500);
+        let from: SocketAddr = "10.0.0.1:5".parse().unwrap();
+        let Received::Reply(pong) = r.on_datagram(&encode_probe(PING, 3, 4), Some(from), 1, 1_000)
+        else {
+            panic!()
+        };
+        let p = parse_probe(&pong).unwrap();
+        assert_eq!((p.seq, p.t_ns), (3, 4));
+        assert_eq!((p.recv_wall_ns, p.count), (Some(1_000), Some(1)));
+        // Flags on a ping mean nothing.
+        let mut ping = encode_probe(PING, 1, 2);
+        ping[5] = 0xff;
+        assert_eq!(parse_probe(&ping).unwrap().count, None);
+    }
+
+    #[test]
+    fn one_way_estimates_are_bounded_by_the_round_trip() {
+        assert_eq!(one_way_ms(1_000_000, 3_000_000, 10.0), Ok(2.0));
+        assert_eq!(one_way_ms(1_000_000, 1_000_000, 10.0), Ok(0.0));
+        assert_eq!(one_way_ms(1_000_000, 11_000_000, 10.0), Ok(10.0));
+        assert_eq!(one_way_ms(3_000_000, 1_000_000, 10.0), Err(-2.0));
+        assert_eq!(one_way_ms(1_000_000, 12_000_000, 10.0), Err(11.0));
+        assert_eq!(
+            one_way_ms(0, u64::MAX, 10.0).map_err(|v| v > 1e9),
+            Err(true)
+        );
+    }
+
+    /// Ping from `a` at (mono `t0`, wall `w0`); the responder stamps `recv_wall`; the pong
+    /// is back at mono `t0 + rtt_ms`.
+    fn exchange(
+        a: &mut Prober,
+        b: &mut Prober,
+        t0: u64,
+        w0: u64,
+        recv_wall: u64,
+        rtt_ms: f64,
+    ) -> Received {
+        let (_, ping) = a.due_at(t0, w0)[0];
+        let from: SocketAddr = "10.0.0.1:7878".parse().unwrap();
+        let Received::Reply(pong) = b.on_datagram(&ping, Some(from), t0, recv_wall) else {
+            panic!("no reply")
+        };
+        a.on_datagram(&pong, None, t0 + (rtt_ms * 1e6) as u64, 0)
+    }
+
+    #[test]
+    fn synchronized_clocks_give_the_forward_delay_free_clocks_half_the_round_trip() {
+        let key = cp().verifying_key();
+        let w0 = 1_700_000_000_000_000_000u64;
+        for (clock, expected) in [(ClockMode::Synchronized, 2.0), (ClockMode::Free, 5.0)] {
+            let mut a = Prober::new("me", key, 10, 1, 500).with_clock(clock);
+            a.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+            let mut b = Prober::new("p0", key, 10, 1, 500);
+            for i in 0..10u64 {
+                let t0 = i * 1_000_000_000;
+                // 2 ms out (plus 0.1 ms of alternating noise), 8 ms back.
+                let out = 2_000_000 + (i % 2) * 100_000;
+                let r = exchange(&mut a, &mut b, t0, w0 + t0, w0 + t0 + out, 10.0);
+                assert_eq!(r, Received::Recorded);
+            }
+            let s = a.stats("p0").unwrap();
+            assert!(
+                (s.latency_ms().unwrap() - expected).abs() < 0.06,
+                "{clock}: {:?}",
+                s.latency_ms()
+            );
+            if clock == ClockMode::Synchronized {
+                // RFC 3550 on the one-way samples: |D| = 0.1 ms each time.
+                assert!(
+                    s.jitter_ms() > 0.03 && s.jitter_ms() < 0.1,
+                    "{}",
+                    s.jitter_ms()
+                );
+            } else {
+                assert_eq!(s.jitter_ms(), 0.0);
+            }
+        }
+    }
+
+    #[test]
+    fn clocks_that_disagree_fall_back_to_half_the_round_trip_with_a_rate_limited_warning() {
+        let key = cp().verifying_key();
+        let mut a = Prober::new("me", key, 10, 1, 500).with_clock(ClockMode::Synchronized);
+        a.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+        let mut b = Prober::new("p0", key, 10, 1, 500);
+        let w0 = 1_700_000_000_000_000_000u64;
+        // The peer's clock is 50 ms behind: a negative one-way delay.
+        let Received::RecordedWithWarning(line) =
+            exchange(&mut a, &mut b, 0, w0, w0 - 50_000_000, 10.0)
+        else {
+            panic!("no warning")
+        };
+        assert!(line.contains("p0") && line.contains("rtt/2"), "{line}");
+        assert!((a.stats("p0").unwrap().latency_ms().unwrap() - 5.0).abs() < 1e-9);
+        // 50 ms ahead: beyond the round trip; warned about again only a minute later.
+        for i in 1..30u64 {
+            let t0 = i * 1_000_000_000;
+            let r = exchange(&mut a, &mut b, t0, w0 + t0, w0 + t0 + 50_000_000, 10.0);
+            assert_eq!(r, Received::Recorded, "probe {i}");
+        }
+        let t0 = 61_000_000_000;
+        let r = exchange(&mut a, &mut b, t0, w0 + t0, w0 + t0 + 50_000_000, 10.0);
+        let Received::RecordedWithWarning(line) = r else {
+            panic!("{r:?}")
+        };
+        assert!(line.contains("30 such samples"), "{line}");
+        assert!((a.stats("p0").unwrap().latency_ms().unwrap() - 5.0).abs() < 1e-9);
+        // A peer whose pongs carry no receive time (an older agent): RTT/2, no warning.
+        let mut c = Prober::new("me", key, 10, 1, 500).with_clock(ClockMode::Synchronized);
+        c.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+        let (_, ping) = c.due_at(0, w0)[0];
+        let Received::Reply(pong) = b.on_packet(&ping, 0) else {
+            panic!()
+        };
+        let mut old = pong;
+        old[5] = 0;
+        assert_eq!(c.on_datagram(&old, None, 6_000_000, 0), Received::Recorded);
+        assert!((c.stats("p0").unwrap().latency_ms().unwrap() - 3.0).abs() < 1e-9);
+    }
+
+    /// 200 probes with every `fwd`th ping and every `rev`th pong lost (0 = none): the
+    /// success the prober reports and its round-trip success.
+    fn lossy_run(fwd: u64, rev: u64, counting: bool) -> (f64, f64) {
+        let key = cp().verifying_key();
+        let mut a = Prober::new("me", key, 20, 1, 500);
+        a.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+        let mut b = Prober::new("p0", key, 20, 1, 500);
+        let from: SocketAddr = "10.0.0.1:7878".parse().unwrap();
+        let mut pongs = 0u64;
+        for i in 1..=200u64 {
+            let t0 = i * 1_000_000_000;
+            a.expire(t0);
+            let (_, ping) = a.due_at(t0, t0)[0];
+            if fwd > 0 && i.is_multiple_of(fwd) {
+                continue;
+            }
+            let Received::Reply(pong) =
+                b.on_datagram(&ping, counting.then_some(from), t0, t0 + 1_000_000)
+            else {
+                panic!()
+            };
+            pongs += 1;
+            if rev > 0 && pongs.is_multiple_of(rev) {
+                continue;
+            }
+            a.on_datagram(&pong, None, t0 + 2_000_000, 0);
+        }
+        a.expire(1_000_000_000_000);
+        let s = a.stats("p0").unwrap();
+        (s.success(), s.round_trip_success())
+    }
+
+    #[test]
+    fn loss_is_attributed_to_its_direction() {
+        // Pings lost on the way out: the forward direction is lossy.
+        let (fwd, rt) = lossy_run(5, 0, true);
+        assert!(
+            (rt - 0.8).abs() < 0.051 && (fwd - rt).abs() < 1e-9,
+            "{fwd} {rt}"
+        );
+        // Pongs lost on the way back: the forward direction is clean.
+        let (fwd, rt) = lossy_run(0, 4, true);
+        assert!((rt - 0.75).abs() < 0.051, "{rt}");
+        assert!((fwd - 1.0).abs() < 0.06, "{fwd}");
+        // Both: 0.8 out, 0.75 back.
+        let (fwd, rt) = lossy_run(5, 4, true);
+        assert!((rt - 0.6).abs() < 0.06, "{rt}");
+        assert!((fwd - 0.8).abs() < 0.06, "{fwd}");
+        // A responder that does not count: round-trip success.
+        let (fwd, rt) = lossy_run(0, 4, false);
+        assert_eq!(fwd, rt);
+    }
+
+    #[test]
+    fn a_dead_peer_goes_to_zero_and_a_restarted_responder_is_followed() {
+        let mut d = DirLoss::default();
+        for i in 0..30u32 {
+            d.on_pong(i, (i + 1) as u16, i + 1, 10);
+        }
+        assert_eq!(d.reverse_success(), Some(1.0));
+        // The responder restarted: its count starts again at 1.
+        d.on_pong(30, 1, 31, 10);
+        assert_eq!(d.reverse_success(), None);
+        d.on_pong(31, 2, 32, 10);
+        assert_eq!(d.reverse_success(), Some(1.0));
+        // A reordered older pong changes nothing.
+        d.on_pong(29, 5, 33, 10);
+        assert_eq!(d.reverse_success(), Some(1.0));
+        // Wrapping counts.
+        let mut w = DirLoss::default();
+        w.on_pong(0, 65535, 1, 10);
+        w.on_pong(2, 1, 2, 10);
+        assert_eq!(w.reverse_success(), Some(0.5));
+        // A peer that stops answering: the round-trip window empties, so does success.
+        let mut s = LinkStats::default();
+        for i in 0..10u32 {
+            s.answered += 1;
+            s.dir.on_pong(i, (i + 1) as u16, s.answered, 10);
+            s.on_reply(2.0, 10);
+        }
+        for _ in 0..10 {
+            s.on_loss(10);
+        }
+        assert_eq!(s.success(), 0.0);
+    }
+
+    #[test]
+    fn the_responder_table_is_bounded() {
+        let mut r = Prober::new("me", cp().verifying_key(), 10, 1, 500);
+        let ping = encode_probe(PING, 1, 1);
+        for i in 0..(MAX_PEERS as u64 + 50) {
+            let from = SocketAddr::from(([10, 0, (i >> 8) as u8, i as u8], 7878));
+            assert!(matches!(
+                r.on_datagram(&ping, Some(from), i, i),
+                Received::Reply(_)
+            ));
+        }
+        assert_eq!(r.seen.len(), MAX_PEERS);
+        // The most recent prober is still counted.
+        let last = SocketAddr::from(([10, 0, 1, 49], 7878));
+        let Received::Reply(p) = r.on_datagram(&ping, Some(last), 1000, 1000) else {
+            panic!()
+        };
+        assert_eq!(parse_probe(&p).unwrap().count, Some(2));
     }
 
     mod fuzz {
