@@ -31,7 +31,34 @@ if [ $# -gt 0 ]; then
 else
   mapfile -t images < <(grep -rhoE 'localhost/acoa/[A-Za-z0-9._/-]+:[A-Za-z0-9._-]+' "$root/scenarios" | sort -u)
 fi
+# paper 003's microservice (hil netaware): its own program and discovery service address
+# (the na testbed's host endpoint, 10.78.255.254:9098; env NA_CONTROL)
+na_images=()
+rest=()
 for img in "${images[@]}"; do
+  case "$img" in
+    localhost/acoa/na-micro:*) na_images+=("$img") ;;
+    *) rest+=("$img") ;;
+  esac
+done
+images=("${rest[@]+"${rest[@]}"}")
+if [ ${#na_images[@]} -gt 0 ]; then
+  mkdir -p "$out/na-rootfs"
+  rustc --edition 2021 -O -C panic=abort -C target-feature=+crt-static -C strip=symbols $target \
+    "$here/src/bin/na-micro.rs" -o "$out/na-rootfs/na-micro"
+  if ldd "$out/na-rootfs/na-micro" 2>&1 | grep -q '=>'; then
+    echo "images.sh: na-micro is not static" >&2; exit 1
+  fi
+  tar -C "$out/na-rootfs" -cf "$out/na-micro.tar" na-micro
+  for img in "${na_images[@]}"; do
+    podman import --quiet \
+      --change 'ENTRYPOINT ["/na-micro"]' \
+      --change "ENV ACOA_CONTROL=${NA_CONTROL:-10.78.255.254:9098}" \
+      "$out/na-micro.tar" "$img" >/dev/null
+    echo "imported $img"
+  done
+fi
+for img in "${images[@]+"${images[@]}"}"; do
   podman import --quiet \
     --change 'ENTRYPOINT ["/acoa-workload"]' \
     --change "ENV ACOA_CONTROL=$control" \

@@ -156,6 +156,9 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Paper 003 in the testbed: network-aware placement against the baseline, and the
+    /// descheduler (namespaces na-*, 10.78.0.0/16)
+    Netaware(hil_tests::netaware_exp::Args),
     /// Deletes the namespaces of a run that was killed
     Down {
         #[arg(long, default_value = "hil-")]
@@ -172,6 +175,7 @@ fn main() -> Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Netaware(a) => hil_tests::netaware_exp::main(a),
         Cmd::Down { prefix } => {
             let n = down(&prefix)?;
             println!("hil: deleted {n} namespaces with prefix {prefix}");
