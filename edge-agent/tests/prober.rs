@@ -1,11 +1,16 @@
-//! The prober measured against known delay and loss.
+//! The prober measured against known delay and loss, on an asymmetric link.
 //!
 //! Two real agents run in two network namespaces (veth pairs to the root namespace).
 //! Each probes the other through a UDP relay in the root namespace (threads of this
-//! test on real sockets) that holds every datagram for a fixed delay in each
-//! direction and drops every fifth probe on the way out: this kernel has no netem.
-//! The agents must report a one-way latency within 10 % of the delay and a success
-//! rate within a few points of 80 %.
+//! test on real sockets) that holds every datagram for a fixed delay per direction and
+//! drops every fifth datagram of one direction: this kernel has no netem. The emulated
+//! link is asymmetric: A -> B 10 ms with 20 % loss, B -> A 40 ms without loss.
+//!
+//! With `clock = "synchronized"` (the namespaces share the host clock) each agent must
+//! report its own direction's latency within 10 % of what the relay held; with
+//! `clock = "free"` both report half the round trip. In both modes the success is that
+//! of the forward direction (the responder counts the pings it gets): about 0.8 for
+//! A -> B and about 1 for B -> A, although both see 0.8 of their round trips.
 //!
 //! Needs root (ip netns), iproute2 and mosquitto; fails clearly when they are missing
 //! unless ACOA_SKIP_PODMAN=1 (the switch of the tests that need system services).
@@ -15,27 +20,56 @@ mod common;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use acoa_shared::topics;
 use acoa_shared::wire::{self, decode_verified, encode, Message, Peer, PeerList};
 use common::*;
 
-const DELAY: Duration = Duration::from_millis(50);
 const DROP_EVERY: u32 = 5;
+/// A -> B: delay and whether every fifth datagram is dropped.
+const A_TO_B: Leg = Leg {
+    delay: Duration::from_millis(10),
+    lossy: true,
+};
+/// B -> A.
+const B_TO_A: Leg = Leg {
+    delay: Duration::from_millis(40),
+    lossy: false,
+};
 
-/// A UDP relay: client → `listen` → (delay, drop every nth) → `target`, and back.
+/// One direction of the emulated link.
+#[derive(Clone, Copy)]
+struct Leg {
+    delay: Duration,
+    lossy: bool,
+}
+
+/// Milliseconds datagrams were actually held, and how many: on a loaded machine the
+/// relay's own wake-ups add to the nominal delay.
+#[derive(Default)]
+struct Held {
+    ms: f64,
+    n: u64,
+}
+
+/// A UDP relay: client -> `listen` -> (`up` leg) -> `target`, and back (`down` leg).
 struct Relay {
-    /// Total milliseconds datagrams were actually held, and how many: on a loaded
-    /// machine the relay's own wake-ups add to the nominal delay.
-    held: Arc<std::sync::Mutex<(f64, u64)>>,
+    /// [up, down]
+    held: [Arc<Mutex<Held>>; 2],
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Relay {
-    fn spawn(listen: SocketAddr, upstream_bind: SocketAddr, target: SocketAddr) -> Relay {
+    fn spawn(
+        listen: SocketAddr,
+        upstream_bind: SocketAddr,
+        target: SocketAddr,
+        up: Leg,
+        down: Leg,
+    ) -> Relay {
         let front = UdpSocket::bind(listen).expect("relay front socket");
         let back = UdpSocket::bind(upstream_bind).expect("relay back socket");
         for s in [&front, &back] {
@@ -43,64 +77,65 @@ impl Relay {
                 .unwrap();
         }
         let stop = Arc::new(AtomicBool::new(false));
-        // (due, to upstream?, bytes, client)
-        let (tx, rx) = mpsc::channel::<(Instant, bool, Vec<u8>, Option<SocketAddr>)>();
+        let client: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+        let held: [Arc<Mutex<Held>>; 2] = Default::default();
         let mut threads = Vec::new();
-        {
-            let (front, stop, tx) = (front.try_clone().unwrap(), stop.clone(), tx.clone());
-            threads.push(std::thread::spawn(move || {
-                let mut buf = [0u8; 2048];
-                let mut n_up = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    if let Ok((n, from)) = front.recv_from(&mut buf) {
-                        n_up += 1;
-                        if n_up.is_multiple_of(DROP_EVERY) {
-                            continue;
+        // Per direction: a receiving thread and a delivering one (a constant delay keeps
+        // each direction's queue in due order).
+        for (dir, leg) in [up, down].into_iter().enumerate() {
+            let (rx_sock, tx_sock) = if dir == 0 {
+                (front.try_clone().unwrap(), back.try_clone().unwrap())
+            } else {
+                (back.try_clone().unwrap(), front.try_clone().unwrap())
+            };
+            let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+            {
+                let (stop, client) = (stop.clone(), client.clone());
+                threads.push(std::thread::spawn(move || {
+                    let mut buf = [0u8; 2048];
+                    let mut n = 0u32;
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok((len, from)) = rx_sock.recv_from(&mut buf) {
+                            let t = Instant::now();
+                            if dir == 0 {
+                                *client.lock().unwrap() = Some(from);
+                            }
+                            n += 1;
+                            if leg.lossy && n.is_multiple_of(DROP_EVERY) {
+                                continue;
+                            }
+                            let _ = tx.send((t, buf[..len].to_vec()));
                         }
-                        let _ =
-                            tx.send((Instant::now() + DELAY, true, buf[..n].to_vec(), Some(from)));
                     }
-                }
-            }));
-        }
-        {
-            let (back, stop, tx) = (back.try_clone().unwrap(), stop.clone(), tx);
-            threads.push(std::thread::spawn(move || {
-                let mut buf = [0u8; 2048];
-                while !stop.load(Ordering::Relaxed) {
-                    if let Ok((n, _)) = back.recv_from(&mut buf) {
-                        let _ = tx.send((Instant::now() + DELAY, false, buf[..n].to_vec(), None));
+                }));
+            }
+            {
+                let (stop, client, held) = (stop.clone(), client.clone(), held[dir].clone());
+                threads.push(std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let Ok((t, bytes)) = rx.recv_timeout(Duration::from_millis(100)) else {
+                            continue;
+                        };
+                        let due = t + leg.delay;
+                        let now = Instant::now();
+                        if due > now {
+                            std::thread::sleep(due - now);
+                        }
+                        let to = if dir == 0 {
+                            Some(target)
+                        } else {
+                            *client.lock().unwrap()
+                        };
+                        if let Some(to) = to {
+                            let _ = tx_sock.send_to(&bytes, to);
+                        }
+                        let ms = t.elapsed().as_secs_f64() * 1000.0;
+                        let mut h = held.lock().unwrap();
+                        h.ms += ms;
+                        h.n += 1;
                     }
-                }
-            }));
-        }
-        let held = Arc::new(std::sync::Mutex::new((0.0, 0u64)));
-        {
-            let (stop, held) = (stop.clone(), held.clone());
-            threads.push(std::thread::spawn(move || {
-                let mut client: Option<SocketAddr> = None;
-                while !stop.load(Ordering::Relaxed) {
-                    let Ok((due, up, bytes, from)) = rx.recv_timeout(Duration::from_millis(100))
-                    else {
-                        continue;
-                    };
-                    // Constant delay: the queue is in due order.
-                    let now = Instant::now();
-                    if due > now {
-                        std::thread::sleep(due - now);
-                    }
-                    if up {
-                        client = from;
-                        let _ = back.send_to(&bytes, target);
-                    } else if let Some(c) = client {
-                        let _ = front.send_to(&bytes, c);
-                    }
-                    let ms = (Instant::now() - (due - DELAY)).as_secs_f64() * 1000.0;
-                    let mut h = held.lock().unwrap();
-                    h.0 += ms;
-                    h.1 += 1;
-                }
-            }));
+                }));
+            }
         }
         Relay {
             held,
@@ -108,12 +143,17 @@ impl Relay {
             threads,
         }
     }
-}
 
-impl Relay {
-    fn mean_held_ms(&self) -> f64 {
-        let h = self.held.lock().unwrap();
-        h.0 / h.1.max(1) as f64
+    /// Mean held time of the up (0) or down (1) direction.
+    fn mean_held_ms(&self, dir: usize) -> f64 {
+        let h = self.held[dir].lock().unwrap();
+        h.ms / h.n.max(1) as f64
+    }
+
+    fn reset(&self) {
+        for h in &self.held {
+            *h.lock().unwrap() = Held::default();
+        }
     }
 }
 
@@ -198,121 +238,167 @@ impl Drop for Net {
     }
 }
 
+/// One sample read from the broker: what `me` reports about `other`.
+fn sample(
+    watcher: &Watcher,
+    me: &str,
+    other: &str,
+    key: &ed25519_dalek::VerifyingKey,
+) -> wire::LinkSample {
+    let payload = watcher
+        .last(&topics::links(me))
+        .unwrap_or_else(|| panic!("no link metrics from {me}"));
+    let Message::LinkMetrics(m) = decode_verified(&payload, key).expect("signed by the node")
+    else {
+        panic!("not link metrics")
+    };
+    m.links
+        .iter()
+        .find(|l| l.peer.as_str() == other)
+        .expect("a sample of the peer")
+        .clone()
+}
+
 #[test]
-fn prober_measures_injected_delay_and_loss() {
-    if skip_or_require("prober_measures_injected_delay_and_loss", false) {
+fn prober_measures_injected_delay_and_loss_per_direction() {
+    if skip_or_require(
+        "prober_measures_injected_delay_and_loss_per_direction",
+        false,
+    ) {
         return;
     }
     require_bin("ip", "apt-get install -y iproute2");
     let tag = std::process::id() % 1000;
-    let _net = Net::up(tag);
+    let net = Net::up(tag);
     let dir = scratch_dir("prober");
     let broker = Broker::start_on("10.213.1.1", free_port(), &dir);
     let probe_port = 7878;
     let a_addr: SocketAddr = format!("10.213.1.2:{probe_port}").parse().unwrap();
     let b_addr: SocketAddr = format!("10.213.2.2:{probe_port}").parse().unwrap();
     // What A dials to reach B, and B to reach A: relay ports on the root namespace.
+    // A's pings travel A -> B and their pongs B -> A; B's the other way round.
     let via_b: SocketAddr = "10.213.1.1:17001".parse().unwrap();
     let via_a: SocketAddr = "10.213.1.1:17002".parse().unwrap();
-    let _relay_b = Relay::spawn(via_b, "10.213.2.1:0".parse().unwrap(), b_addr);
-    let _relay_a = Relay::spawn(via_a, "10.213.1.1:0".parse().unwrap(), a_addr);
-
-    let node_a = node_name("pa");
-    let node_b = node_name("pb");
-    let watcher = Watcher::new(&broker.host, broker.port, "acoa/v1/nodes/+/links");
-    let mut agents = Vec::new();
-    for (node, ns, listen) in [
-        (&node_a, &_net.names[0], a_addr),
-        (&node_b, &_net.names[1], b_addr),
-    ] {
-        let mut agent = Agent::new(
-            node,
-            &dir,
-            &broker.url(),
-            "",
-            &format!("listen = \"{listen}\"\nperiod_ms = 200\nwindow = 20\npeers_per_period = 4"),
-        );
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns.as_str(), agent_bin()])
-            .args(["--podman-socket", "unix:///nonexistent/podman.sock"]);
-        agent.start_with(cmd);
-        agent.wait_log("connected to broker", Duration::from_secs(30));
-        agents.push(agent);
-    }
-    let keys: Vec<_> = agents.iter().map(|a| a.public_key()).collect();
-    let peers = PeerList {
-        generation: 1,
-        peers: vec![
-            Peer {
-                node: wire::name(&node_a).unwrap(),
-                addr: wire::bounded("addr", &via_a.to_string()).unwrap(),
-            },
-            Peer {
-                node: wire::name(&node_b).unwrap(),
-                addr: wire::bounded("addr", &via_b.to_string()).unwrap(),
-            },
-        ],
-    };
-    broker.publish(
-        topics::PEERS,
-        &encode(&Message::PeerList(peers), Some(&cp_key())).unwrap(),
-        true,
+    let relay_b = Relay::spawn(
+        via_b,
+        "10.213.2.1:0".parse().unwrap(),
+        b_addr,
+        A_TO_B,
+        B_TO_A,
     );
-    for a in &agents {
-        a.wait_log(
-            "accepted peer list generation 1 (1 peers to probe)",
-            Duration::from_secs(30),
-        );
-    }
-    // 20 probes fill the window (one peer, one probe each 200 ms), the EWMA settles:
-    // give it 12 s, then read what each agent says about the other.
-    std::thread::sleep(Duration::from_secs(12));
-    let nominal_ms = DELAY.as_secs_f64() * 1000.0;
+    let relay_a = Relay::spawn(
+        via_a,
+        "10.213.1.1:0".parse().unwrap(),
+        a_addr,
+        B_TO_A,
+        A_TO_B,
+    );
+    let watcher = Watcher::new(&broker.host, broker.port, "acoa/v1/nodes/+/links");
     let expected_success = 1.0 - 1.0 / f64::from(DROP_EVERY);
-    for (i, (me, other, relay)) in [(&node_a, &node_b, &_relay_b), (&node_b, &node_a, &_relay_a)]
+
+    for (generation, clock) in [(1u64, "synchronized"), (2, "free")] {
+        let node_a = node_name(&format!("pa{generation}"));
+        let node_b = node_name(&format!("pb{generation}"));
+        // The retained peer list names this phase's nodes before they start.
+        let peers = PeerList {
+            generation,
+            peers: vec![
+                Peer {
+                    node: wire::name(&node_a).unwrap(),
+                    addr: wire::bounded("addr", &via_a.to_string()).unwrap(),
+                },
+                Peer {
+                    node: wire::name(&node_b).unwrap(),
+                    addr: wire::bounded("addr", &via_b.to_string()).unwrap(),
+                },
+            ],
+        };
+        broker.publish(
+            topics::PEERS,
+            &encode(&Message::PeerList(peers), Some(&cp_key())).unwrap(),
+            true,
+        );
+        let mut agents = Vec::new();
+        for (node, ns, listen) in [
+            (&node_a, &net.names[0], a_addr),
+            (&node_b, &net.names[1], b_addr),
+        ] {
+            let mut agent = Agent::new(
+                node,
+                &dir,
+                &broker.url(),
+                "",
+                &format!(
+                    "listen = \"{listen}\"\nperiod_ms = 200\nwindow = 20\npeers_per_period = 4\nclock = \"{clock}\""
+                ),
+            );
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", ns.as_str(), agent_bin()])
+                .args(["--podman-socket", "unix:///nonexistent/podman.sock"]);
+            agent.start_with(cmd);
+            agent.wait_log("connected to broker", Duration::from_secs(30));
+            agent.wait_log(&format!("clock {clock}"), Duration::from_secs(5));
+            agents.push(agent);
+        }
+        let keys: Vec<_> = agents.iter().map(|a| a.public_key()).collect();
+        for a in &agents {
+            a.wait_log(
+                &format!("accepted peer list generation {generation} (1 peers to probe)"),
+                Duration::from_secs(30),
+            );
+        }
+        relay_a.reset();
+        relay_b.reset();
+        // 20 probes fill the window (one peer, one probe each 200 ms), the EWMA settles.
+        std::thread::sleep(Duration::from_secs(8));
+        // What the relays really held per direction (nominal plus their wake-up lateness).
+        let a_to_b = (relay_b.mean_held_ms(0) + relay_a.mean_held_ms(1)) / 2.0;
+        let b_to_a = (relay_b.mean_held_ms(1) + relay_a.mean_held_ms(0)) / 2.0;
+        let half_rtt = (a_to_b + b_to_a) / 2.0;
+        for (i, (me, other, one_way, success)) in [
+            (&node_a, &node_b, a_to_b, expected_success),
+            (&node_b, &node_a, b_to_a, 1.0),
+        ]
         .into_iter()
         .enumerate()
-    {
-        // What the relay really held (nominal plus its own wake-up lateness).
-        let expected_ms = relay.mean_held_ms();
-        let payload = watcher
-            .last(&topics::links(me))
-            .unwrap_or_else(|| panic!("no link metrics from {me}"));
-        let Message::LinkMetrics(m) =
-            decode_verified(&payload, &keys[i]).expect("signed by the node")
-        else {
-            panic!("not link metrics")
-        };
-        let s = m
-            .links
-            .iter()
-            .find(|l| l.peer.as_str() == other.as_str())
-            .expect("a sample of the peer");
-        println!(
-            "{me} -> {other}: latency {:.2} ms (injected {expected_ms:.2}, nominal {nominal_ms:.0}), jitter {:.2} ms, \
-             success {:.3} (injected {expected_success:.3}) over {} probes",
-            s.latency_ms, s.jitter_ms, s.success, s.samples
-        );
-        let lat = f64::from(s.latency_ms);
-        assert!(
-            (lat - expected_ms).abs() <= 0.10 * expected_ms,
-            "latency {lat} ms not within 10 % of {expected_ms} ms"
-        );
-        assert!(
-            (f64::from(s.success) - expected_success).abs() <= 0.05,
-            "success {} not within 5 points of {expected_success}",
-            s.success
-        );
-        assert_eq!(s.samples, 20);
-        // The delay is constant up to the relay's own wake-up noise (a few ms on a busy
-        // machine): the jitter must stay small against it.
-        assert!(
-            f64::from(s.jitter_ms) < 0.3 * expected_ms,
-            "jitter {} ms on a constant delay",
-            s.jitter_ms
-        );
-    }
-    for a in &mut agents {
-        assert!(a.is_running());
+        {
+            let expected_ms = if clock == "synchronized" {
+                one_way
+            } else {
+                half_rtt
+            };
+            let s = sample(&watcher, me, other, &keys[i]);
+            let lat = f64::from(s.latency_ms);
+            println!(
+                "clock {clock}: {me} -> {other}: latency {lat:.3} ms (expected {expected_ms:.3}: \
+                 held {a_to_b:.3} A->B, {b_to_a:.3} B->A; error {:+.2} %), jitter {:.3} ms, \
+                 success {:.3} (expected {success:.3}) over {} probes",
+                (lat - expected_ms) / expected_ms * 100.0,
+                s.jitter_ms,
+                s.success,
+                s.samples
+            );
+            assert!(
+                (lat - expected_ms).abs() <= 0.10 * expected_ms,
+                "clock {clock}: {me} latency {lat} ms not within 10 % of {expected_ms} ms"
+            );
+            assert!(
+                (f64::from(s.success) - success).abs() <= 0.06,
+                "clock {clock}: {me} success {} not within 6 points of {success}",
+                s.success
+            );
+            assert_eq!(s.samples, 20);
+            // The delay is constant up to the relay's own wake-up noise (a few ms on a
+            // busy machine): the jitter must stay small against it.
+            assert!(
+                f64::from(s.jitter_ms) < 0.3 * expected_ms,
+                "jitter {} ms on a constant delay",
+                s.jitter_ms
+            );
+        }
+        for a in &mut agents {
+            assert!(a.is_running());
+            a.kill();
+        }
     }
 }
