@@ -224,14 +224,18 @@ fn grades(g: &[sched::CriterionGrade]) -> Vec<GradeRecord> {
 /// Runs a placement computation (pure; may take a while: run it off the decision loop).
 pub fn run_job(job: &Job) -> JobResult {
     let started = std::time::Instant::now();
+    let mut r = finish_job(job, search_job(job));
+    r.elapsed_us = started.elapsed().as_micros() as u64;
+    r
+}
+
+/// The search of [`run_job`]: what a `scheduler worker` computes instead (`crate::workers`).
+pub fn search_job(job: &Job) -> JobOutcome {
     let mut ledger = sched::Ledger::new();
     for (n, r) in &job.reserved {
         ledger.reserve(n, *r);
     }
-    let app = job.application.as_ref();
-    let cluster = job.cluster.as_ref();
-    let score_of = |a: &BTreeMap<String, String>| sched::score(cluster, app, a).ok();
-    let outcome = match sched::place(cluster, app, &ledger) {
+    match sched::place(job.cluster.as_ref(), job.application.as_ref(), &ledger) {
         Ok(sched::Outcome::Placed(p)) => JobOutcome::Placed(PlacementRecord {
             assignment: p.assignment.clone(),
             score: p.score,
@@ -240,7 +244,17 @@ pub fn run_job(job: &Job) -> JobResult {
         }),
         Ok(sched::Outcome::Infeasible(i)) => JobOutcome::Infeasible(i.reason.clone()),
         Err(e) => JobOutcome::Error(e.to_string()),
-    };
+    }
+}
+
+/// The rest of [`run_job`] around a search `outcome`, computed here or by a worker (whose
+/// placement was checked and scored again first): the merged placement, the scores of the
+/// current assignment and of single moves.
+pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
+    let started = std::time::Instant::now();
+    let app = job.application.as_ref();
+    let cluster = job.cluster.as_ref();
+    let score_of = |a: &BTreeMap<String, String>| sched::score(cluster, app, a).ok();
     let mut merged = None;
     let mut single_moves = vec![];
     if let JobOutcome::Placed(best) = &outcome {

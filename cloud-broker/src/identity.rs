@@ -25,9 +25,9 @@ pub enum IdentityError {
     Store(#[from] StoreError),
     #[error("{path}: {reason}")]
     Bad { path: String, reason: String },
-    #[error("node `{0}` is already in the inventory")]
+    #[error("`{0}` is already in the inventory")]
     Exists(String),
-    #[error("node `{0}` is not in the inventory")]
+    #[error("`{0}` is not in the inventory")]
     Unknown(String),
     #[error("`{0}` is reserved for the control plane")]
     Reserved(String),
@@ -74,6 +74,9 @@ pub struct NodeEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inventory {
     pub nodes: BTreeMap<String, NodeEntry>,
+    /// `scheduler worker` logins: name → broker password (they read jobs, write results).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workers: BTreeMap<String, String>,
 }
 
 impl Inventory {
@@ -187,7 +190,7 @@ impl DataDir {
             return Err(IdentityError::Reserved(name.into()));
         }
         let mut inv = self.inventory()?;
-        if inv.nodes.contains_key(name) {
+        if inv.nodes.contains_key(name) || inv.workers.contains_key(name) {
             return Err(IdentityError::Exists(name.into()));
         }
         let public_key = match public_key {
@@ -222,6 +225,34 @@ impl DataDir {
         self.save_inventory(&inv)
     }
 
+    /// Adds a `scheduler worker` login; returns it (with a fresh password).
+    pub fn add_worker(&self, name: &str) -> Result<Login, IdentityError> {
+        acoa_shared::model::check_name("worker", name)
+            .map_err(|e| IdentityError::Name(e.reason))?;
+        if name == CONTROL_PLANE_USER || name == ADMIN_USER {
+            return Err(IdentityError::Reserved(name.into()));
+        }
+        let mut inv = self.inventory()?;
+        if inv.nodes.contains_key(name) || inv.workers.contains_key(name) {
+            return Err(IdentityError::Exists(name.into()));
+        }
+        let password = random_password();
+        inv.workers.insert(name.into(), password.clone());
+        self.save_inventory(&inv)?;
+        Ok(Login {
+            username: name.into(),
+            password,
+        })
+    }
+
+    pub fn remove_worker(&self, name: &str) -> Result<(), IdentityError> {
+        let mut inv = self.inventory()?;
+        if inv.workers.remove(name).is_none() {
+            return Err(IdentityError::Unknown(name.into()));
+        }
+        self.save_inventory(&inv)
+    }
+
     /// The broker URL `serve` last wrote, if any.
     pub fn endpoint(&self) -> Option<String> {
         std::fs::read_to_string(self.endpoint_path())
@@ -239,6 +270,7 @@ impl DataDir {
             .into_iter()
             .map(|(n, e)| (n, e.password))
             .collect();
+        m.extend(inv.workers);
         m.insert(creds.control_plane.username, creds.control_plane.password);
         m.insert(creds.admin.username, creds.admin.password);
         Ok(m)

@@ -27,3 +27,4 @@ pub mod serve;
 pub mod status;
 pub mod store;
 pub mod testkit;
+pub mod workers;

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use acoa_shared::wire::keys;
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use cloud_broker::engine::EngineConfig;
 use cloud_broker::identity::{agent_broker_config, DataDir};
 use cloud_broker::serve::{serve, ServeOptions};
+use cloud_broker::workers::WorkersConfig;
 
 #[derive(Parser)]
 #[command(
@@ -57,6 +58,24 @@ enum Cmd {
         stats_every_ms: u64,
         #[arg(long, default_value_t = 200)]
         tick_ms: u64,
+        /// Where placement jobs are computed: in this process, or by `scheduler worker`
+        /// processes sharing the load over MQTT (see `worker add`).
+        #[arg(long, value_enum, default_value_t = SchedulerWorkers::InProcess)]
+        scheduler_workers: SchedulerWorkers,
+        /// External workers: a job not answered this long is published again ...
+        #[arg(long, default_value_t = 10_000)]
+        worker_timeout_ms: u64,
+        /// ... and computed in this process after this many publications.
+        #[arg(long, default_value_t = 3)]
+        worker_tries: u32,
+        /// External workers: jobs out at once (more wait in the control plane).
+        #[arg(long, default_value_t = 16)]
+        worker_window: usize,
+    },
+    /// Logins of `scheduler worker` processes.
+    Worker {
+        #[command(subcommand)]
+        cmd: WorkerCmd,
     },
     /// The node inventory.
     Node {
@@ -90,6 +109,27 @@ enum Cmd {
         #[arg(long, default_value = "127.0.0.1:1883")]
         listen: SocketAddr,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SchedulerWorkers {
+    InProcess,
+    External,
+}
+
+#[derive(Subcommand)]
+enum WorkerCmd {
+    /// Adds a worker login; prints the `scheduler worker` options it needs.
+    Add {
+        name: String,
+        /// The broker URL to print (default: the one `serve` uses, else mqtt://127.0.0.1:1883).
+        #[arg(long)]
+        broker_url: Option<String>,
+    },
+    Remove {
+        name: String,
+    },
+    List,
 }
 
 #[derive(Subcommand)]
@@ -153,6 +193,10 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             sustain,
             stats_every_ms,
             tick_ms,
+            scheduler_workers,
+            worker_timeout_ms,
+            worker_tries,
+            worker_window,
         } => {
             let opts = ServeOptions {
                 data_dir: cli.data_dir,
@@ -168,11 +212,42 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     ..EngineConfig::default()
                 },
                 tick_ms,
+                workers: (scheduler_workers == SchedulerWorkers::External).then_some(
+                    WorkersConfig {
+                        timeout_ms: worker_timeout_ms,
+                        max_tries: worker_tries.max(1),
+                        window: worker_window.max(1),
+                    },
+                ),
             };
             let rt = runtime()?;
             // on a worker thread (large stack), not on the main thread
             rt.block_on(async { tokio::spawn(serve(opts)).await })??;
         }
+        Cmd::Worker { cmd } => match cmd {
+            WorkerCmd::Add { name, broker_url } => {
+                let login = dd.add_worker(&name)?;
+                let url = broker_url
+                    .or_else(|| dd.endpoint())
+                    .unwrap_or_else(|| "mqtt://127.0.0.1:1883".into());
+                let cp = dd.signing_key()?.verifying_key();
+                println!(
+                    "--broker-url {url} --username {} --password {} --control-plane-key {}",
+                    login.username,
+                    login.password,
+                    keys::public_hex(&cp)
+                );
+            }
+            WorkerCmd::Remove { name } => {
+                dd.remove_worker(&name)?;
+                println!("worker {name} removed");
+            }
+            WorkerCmd::List => {
+                for n in dd.inventory()?.workers.keys() {
+                    println!("{n}");
+                }
+            }
+        },
         Cmd::Node { cmd } => match cmd {
             NodeCmd::Add {
                 name,

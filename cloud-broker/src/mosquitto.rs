@@ -36,6 +36,14 @@ pub fn acl(creds: &Credentials, inv: &Inventory) -> String {
              topic read acoa/v1/peers\n\n"
         );
     }
+    for w in inv.workers.keys() {
+        s += &format!(
+            "user {w}\n\
+             topic read {jobs}\n\
+             topic write acoa/v1/sched/results/{w}\n\n",
+            jobs = acoa_shared::jobs::JOBS
+        );
+    }
     s
 }
 

@@ -10,7 +10,11 @@ use acoa_shared::model::{Application, Cluster};
 /// How long one placement search may take before the best deployment found so far is used.
 pub const TIME_BUDGET: Duration = Duration::from_millis(500);
 
+/// Search-tree nodes spent counting feasible deployments before an upper bound is given.
+pub const COUNT_BUDGET: u64 = 100_000;
+
 /// Places `app` with the algorithm its definition names, within [`TIME_BUDGET`].
+/// `scheduler worker` (scheduler/src/worker.rs) computes exactly this on the jobs it takes.
 pub fn place(
     cluster: &Cluster,
     app: &Application,
@@ -19,7 +23,7 @@ pub fn place(
     let infra = acoa_scheduler::Infra::from_cluster(cluster);
     let opts = acoa_scheduler::Options {
         time_budget: Some(TIME_BUDGET),
-        count_budget: 100_000,
+        count_budget: COUNT_BUDGET,
         ..Default::default()
     };
     Ok(acoa_scheduler::place_on(&infra, app, ledger, &opts)?.outcome)

@@ -15,10 +15,11 @@ use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
 use crate::broker::{self, Logins, MAX_PAYLOAD};
-use crate::engine::{run_job, Action, Engine, EngineConfig, Event, JobOutcome, JobResult};
+use crate::engine::{Action, Engine, EngineConfig, Event};
 use crate::identity::{DataDir, Login};
 use crate::ingest::{classify, Keys};
 use crate::store::{PersistOp, Store};
+use crate::workers::{run_in_process, Workers, WorkersConfig};
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -31,6 +32,8 @@ pub struct ServeOptions {
     pub tick_ms: u64,
     /// How long to read retained desired states before republishing what the broker lacks.
     pub startup_wait_ms: u64,
+    /// Placement jobs go to `scheduler worker` processes (None: computed in this process).
+    pub workers: Option<WorkersConfig>,
 }
 
 /// `mqtt://host:port` (or `tcp://`, or plain `host:port`) → host, port.
@@ -126,6 +129,16 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let mqtt = mqtt_options(&url, "acoa-control-plane", &creds.control_plane)?;
     let (client, mut eventloop) = AsyncClient::new(mqtt, 10_000);
     let mqtt_apps = mqtt_options(&url, "acoa-control-plane-apps", &creds.control_plane)?;
+    let sched_workers = match &opts.workers {
+        Some(cfg) => Some(Workers::spawn(
+            &url,
+            &creds.control_plane,
+            key.clone(),
+            cfg.clone(),
+            ctl_tx.clone(),
+        )?),
+        None => None,
+    };
     let (apps_client, mut apps_eventloop) = AsyncClient::new(mqtt_apps, 10_000);
 
     // node telemetry, verified
@@ -315,28 +328,10 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                         error!("cannot publish {topic}: {e}");
                     }
                 }
-                Action::Schedule(job) => {
-                    let tx = ctl_tx.clone();
-                    tokio::task::spawn_blocking(move || {
-                        // A scheduler bug must not leave the application unscheduled forever.
-                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            run_job(&job)
-                        }))
-                        .unwrap_or_else(|_| JobResult {
-                            id: job.id,
-                            app: job.app.clone(),
-                            revision: job.revision,
-                            purpose: job.purpose,
-                            ledger_version: job.ledger_version,
-                            outcome: JobOutcome::Error("the scheduler failed (panicked)".into()),
-                            merged: None,
-                            current_score: None,
-                            single_moves: vec![],
-                            elapsed_us: 0,
-                        });
-                        let _ = tx.blocking_send(Event::Scheduled(Box::new(r)));
-                    });
-                }
+                Action::Schedule(job) => match &sched_workers {
+                    Some(w) => w.submit(job).await,
+                    None => run_in_process(job, ctl_tx.clone()),
+                },
             }
         }
     }

@@ -1,4 +1,10 @@
-//! `scheduler`: offline placement (`scheduler place`, model.md) and the list of algorithms.
+//! `scheduler`: offline placement (`scheduler place`, model.md), the list of algorithms, and
+//! (feature `worker`, on by default) `scheduler worker`, which computes the control plane's
+//! placement jobs taken from MQTT.
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "worker")]
+mod worker;
 
 use acoa_scheduler::{place_on, Infra, Ledger, Options, Outcome, Report};
 use acoa_shared::model::{load_application, load_cluster, Application};
@@ -40,6 +46,34 @@ enum Cmd {
     },
     /// Lists the placement algorithms.
     Algorithms,
+    /// Computes the control plane's placement jobs, taken from the broker through a shared
+    /// subscription (several workers share the load), until stopped.
+    #[cfg(feature = "worker")]
+    Worker {
+        /// The control plane's broker.
+        #[arg(long, env = "ACOA_BROKER_URL")]
+        broker_url: String,
+        /// The worker login (`cloud-broker worker add NAME`).
+        #[arg(long, env = "ACOA_WORKER_USERNAME")]
+        username: String,
+        #[arg(long, env = "ACOA_WORKER_PASSWORD", hide_env_values = true)]
+        password: String,
+        /// The control plane's public key (64 hex digits): only jobs it signed are computed.
+        #[arg(long, env = "ACOA_CONTROL_PLANE_KEY")]
+        control_plane_key: String,
+        /// The shared-subscription group: each job goes to one worker of the group.
+        #[arg(long, default_value = acoa_shared::jobs::DEFAULT_GROUP)]
+        group: String,
+        /// This worker's name, in its results' topic (default: the login).
+        #[arg(long)]
+        name: Option<String>,
+        /// Jobs computed at once (default: the available cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Jobs waiting at most; more are dropped (the control plane re-publishes them).
+        #[arg(long, default_value_t = 16)]
+        queue: usize,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -96,6 +130,41 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
+        #[cfg(feature = "worker")]
+        Cmd::Worker {
+            broker_url,
+            username,
+            password,
+            control_plane_key,
+            group,
+            name,
+            threads,
+            queue,
+        } => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| "info,rumqttc=warn".into()),
+                )
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .init();
+            worker::run(worker::WorkerArgs {
+                broker_url,
+                name: name.unwrap_or_else(|| username.clone()),
+                username,
+                password,
+                control_plane_key,
+                group,
+                threads: threads.unwrap_or_else(|| {
+                    std::thread::available_parallelism()
+                        .map(|n| n.get())
+                        .unwrap_or(1)
+                }),
+                queue,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Algorithms => {
             for a in acoa_scheduler::algorithms() {
                 println!("{a}");
