@@ -1,0 +1,353 @@
+//! Scheduler workers with real processes: the real control plane (embedded broker) with
+//! `--scheduler-workers external`, two real `scheduler worker` processes, simulated agents that
+//! are real MQTT clients, the railway applications and synthetic ones. The placements equal
+//! those of an in-process control plane on the same agents; a worker killed mid-run loses no
+//! application; garbage and forged jobs do not stop a worker; forged results are dropped.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use acoa_shared::jobs;
+use acoa_shared::model;
+use cloud_broker::identity::DataDir;
+use cloud_broker::status::AppStatus;
+use cloud_broker::testkit::{samples_of, AgentSpec, SimAgent};
+use common::*;
+use ed25519_dalek::SigningKey;
+use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
+
+/// The `scheduler` binary of this build (built here if the workspace build did not).
+fn scheduler_bin() -> PathBuf {
+    let p = Path::new(bin()).with_file_name("scheduler");
+    if !p.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-p", "acoa-scheduler", "--bin", "scheduler"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "cannot build the scheduler binary");
+    }
+    assert!(p.exists(), "{} missing", p.display());
+    p
+}
+
+/// A worker process, killed when dropped.
+struct Worker {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Worker {
+    fn start(data: &Path, name: &str) -> Worker {
+        let out = cli(data, &["worker", "add", name]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let flags = String::from_utf8(out.stdout).unwrap();
+        let args: Vec<&str> = flags.split_whitespace().collect();
+        assert_eq!(args.len(), 8, "{flags}");
+        let log = data.join(format!("{name}.log"));
+        let f = std::fs::File::create(&log).unwrap();
+        let child = Command::new(scheduler_bin())
+            .arg("worker")
+            .args(&args)
+            .args(["--threads", "1"])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(f)
+            .spawn()
+            .unwrap();
+        let w = Worker { child, log };
+        w.wait_log("takes jobs from $share/acoa-schedulers/", 1);
+        w
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn count(&self, s: &str) -> usize {
+        self.text().lines().filter(|l| l.contains(s)).count()
+    }
+
+    fn wait_log(&self, s: &str, n: usize) {
+        let t = Instant::now();
+        while self.count(s) < n {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "worker log lacks {n} x `{s}`:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Synthetic applications on the railway cluster: a source on a train, a free middle, a sink
+/// on a dashboard, different weights, some with resource requests.
+fn synthetic(dir: &Path, i: usize) -> PathBuf {
+    let train = if i % 2 == 0 { "train1" } else { "train2" };
+    let w = 0.2 + 0.15 * i as f64;
+    let res = if i % 3 == 0 {
+        ", resources: {cpu_millis: 250, memory_mb: 128}"
+    } else {
+        ""
+    };
+    let text = format!(
+        "application: syn-{i}\nscheduler: qos\ncomponents:\n\
+         - {{name: src, image: localhost/acoa/x:1, requires: {{hardware: [gps], datacenter: {train}}}}}\n\
+         - {{name: mid, image: localhost/acoa/x:1{res}}}\n\
+         - {{name: sink, image: localhost/acoa/x:1, requires: {{hardware: [dashboard]}}}}\n\
+         channels:\n- {{name: a, from: src, to: mid}}\n- {{name: b, from: mid, to: sink}}\n\
+         paths:\n- {{name: p, channels: [a, b]}}\n\
+         criteria:\n- {{type: min-e2e-response-time, path: p, weight: {w:.2}}}\n\
+         - {{type: max-e2e-reliability, path: p, weight: {:.2}}}\n",
+        1.0 - w
+    );
+    let p = dir.join(format!("syn-{i}.yaml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Publishes `payloads` on `topic` with the admin login (the embedded broker has no topic rules).
+async fn publish_as_admin(data: &Path, url: &str, topic: &str, payloads: Vec<Vec<u8>>) {
+    let creds = DataDir::new(data).credentials().unwrap();
+    let (host, port) = cloud_broker::serve::parse_url(url).unwrap();
+    let mut o = MqttOptions::new("forger", host, port);
+    o.set_credentials(&creds.admin.username, &creds.admin.password);
+    o.set_max_packet_size(2 << 20, 2 << 20);
+    let (c, mut el) = AsyncClient::new(o, 16);
+    let n = payloads.len();
+    for p in payloads {
+        c.publish(topic, QoS::AtLeastOnce, false, p).await.unwrap();
+    }
+    let mut acks = 0;
+    let t = Instant::now();
+    while acks < n && t.elapsed() < Duration::from_secs(10) {
+        if let Ok(Ok(MqttEvent::Incoming(Packet::PubAck(_)))) =
+            tokio::time::timeout(Duration::from_secs(1), el.poll()).await
+        {
+            acks += 1;
+        }
+    }
+    assert_eq!(acks, n, "the broker did not take the forged messages");
+    let _ = c.disconnect().await;
+}
+
+/// Jobs nobody may act on: garbage, an unsigned job, a job signed with another key.
+fn forged_jobs(cluster: &model::Cluster) -> Vec<Vec<u8>> {
+    let app = model::load_application(&scenario("smoke-monitoring.yaml")).unwrap();
+    let job = jobs::Job {
+        id: 424_242,
+        nonce: 1,
+        app: app.application.clone(),
+        application: app,
+        cluster: cluster.clone(),
+        reserved: BTreeMap::new(),
+        time_budget_ms: 100,
+        count_budget: 1000,
+    };
+    let wrong = SigningKey::generate(&mut rand::rngs::OsRng);
+    let signed_wrong = jobs::encode_job(&job, &wrong).unwrap();
+    let (v, body, _sig): (u16, Vec<u8>, Vec<u8>) = postcard::from_bytes(&signed_wrong).unwrap();
+    let unsigned = postcard::to_allocvec(&(v, body, Vec::<u8>::new())).unwrap();
+    vec![b"garbage".to_vec(), unsigned, signed_wrong]
+}
+
+fn apply(data: &Path, file: &Path) -> AppStatus {
+    let out = cli(data, &["apply", file.to_str().unwrap(), "--wait-s", "60"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st.state, "placed", "{st:?}");
+    st
+}
+
+/// One control plane with the railway agents; applies the applications in order and returns
+/// their placements and scores. With `external`, two workers compute the jobs, one is killed
+/// half-way, and forged jobs and results are sent.
+async fn run_phase(external: bool) -> BTreeMap<String, (BTreeMap<String, String>, f64)> {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+    let mut creds = BTreeMap::new();
+    for n in &cluster.nodes {
+        creds.insert(n.name.clone(), enroll(&data, &n.name));
+    }
+    let port = free_port();
+    let extra: &[&str] = if external {
+        &[
+            "--scheduler-workers",
+            "external",
+            "--worker-timeout-ms",
+            "2000",
+        ]
+    } else {
+        &[]
+    };
+    let cp = ControlPlane::start(&data, port, extra);
+    let mut workers = vec![];
+    if external {
+        let d = data.clone();
+        workers = tokio::task::spawn_blocking(move || {
+            vec![Worker::start(&d, "w1"), Worker::start(&d, "w2")]
+        })
+        .await
+        .unwrap();
+    }
+    let mut agents = vec![];
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        let (key, pw, cpk) = creds[&n.name].clone();
+        agents.push(SimAgent::start(AgentSpec {
+            url: cp.url.clone(),
+            node: n.clone(),
+            password: pw,
+            key,
+            control_plane: cpk,
+            probe_addr: format!("127.0.0.1:{}", 18000 + i),
+            links: samples_of(&cluster, &n.name),
+            period: Duration::from_millis(300),
+            subscribe_desired: false,
+        }));
+    }
+    let t = Instant::now();
+    while cp.count_log(" joined: ") < cluster.nodes.len() {
+        assert!(t.elapsed() < Duration::from_secs(20), "{}", cp.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+
+    let mut files = vec![
+        scenario("smoke-monitoring.yaml"),
+        scenario("speed-profiling.yaml"),
+    ];
+    for i in 0..6 {
+        files.push(synthetic(&data, i));
+    }
+    let mut out = BTreeMap::new();
+    for (k, f) in files.iter().enumerate() {
+        if external && k == 4 {
+            // both workers took jobs (placements and re-evaluations every second)
+            let ws = std::mem::take(&mut workers);
+            let ws = tokio::task::spawn_blocking(move || {
+                for w in &ws {
+                    w.wait_log("placed with score", 1);
+                }
+                ws
+            })
+            .await
+            .unwrap();
+            workers = ws;
+            // kill one mid-run; jobs it held are published again
+            workers[0].kill();
+            // garbage and forged jobs on the jobs topic
+            publish_as_admin(&data, &cp.url, jobs::JOBS, forged_jobs(&cluster)).await;
+            // forged and garbage results
+            let forged = jobs::encode_result(&jobs::JobResult {
+                id: 1,
+                nonce: 12345,
+                worker: "w2".into(),
+                outcome: jobs::ResultOutcome::Placed {
+                    assignment: BTreeMap::new(),
+                    score: 1.0,
+                    feasible_deployments: 1,
+                },
+                elapsed_us: 1,
+            })
+            .unwrap();
+            publish_as_admin(
+                &data,
+                &cp.url,
+                &jobs::results("w2"),
+                vec![forged, b"junk".to_vec()],
+            )
+            .await;
+        }
+        let (d, f) = (data.clone(), f.clone());
+        let st = tokio::task::spawn_blocking(move || apply(&d, &f))
+            .await
+            .unwrap();
+        out.insert(
+            st.application.clone(),
+            (st.placement.clone().unwrap(), st.score.unwrap()),
+        );
+    }
+    if external {
+        let w2 = &mut workers[1];
+        // the survivor refused the three forged jobs and is still computing
+        let t = Instant::now();
+        while w2.count("job dropped") < 3 {
+            assert!(t.elapsed() < Duration::from_secs(20), "{}", w2.text());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let log = w2.text();
+        assert!(log.contains("job dropped (7 bytes)"), "{log}");
+        assert!(log.contains("job is not signed"), "{log}");
+        assert!(log.contains("does not verify"), "{log}");
+        assert!(w2.alive(), "{log}");
+        let before = w2.count("placed with score");
+        let t = Instant::now();
+        while w2.count("placed with score") <= before {
+            assert!(t.elapsed() < Duration::from_secs(20), "{}", w2.text());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // the control plane dropped the forged and garbage results, and kept serving
+        let t = Instant::now();
+        while !(cp.has_log("result dropped") && cp.has_log("dropped")) {
+            assert!(t.elapsed() < Duration::from_secs(20), "{}", cp.log_text());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let text = cp.log_text();
+        assert!(
+            text.contains("no such job is outstanding")
+                || text.contains("the nonce does not match"),
+            "{text}"
+        );
+        assert!(cp.has_log("placement jobs go to scheduler workers"));
+    } else {
+        assert!(!cp.has_log("scheduler workers"));
+    }
+    drop(agents);
+    drop(workers);
+    drop(cp);
+    out
+}
+
+#[test]
+fn two_workers_place_as_in_process_survive_a_kill_and_refuse_forgeries() {
+    run(async {
+        let in_process = run_phase(false).await;
+        let external = run_phase(true).await;
+        assert_eq!(in_process.len(), 8);
+        for (app, (p, s)) in &in_process {
+            let (q, t) = &external[app];
+            assert_eq!(p, q, "{app}");
+            assert!((s - t).abs() < 1e-12, "{app}: {s} vs {t}");
+        }
+    });
+}
