@@ -554,3 +554,284 @@ impl Workers {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Action, Engine, EngineConfig};
+    use crate::store::Snapshot;
+    use crate::testkit::{report_of, samples_of};
+    use acoa_shared::model;
+    use acoa_shared::wire::{self, LinkMetrics};
+
+    fn railway() -> model::Cluster {
+        model::load_cluster(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../scenarios/railway/cluster.yaml"),
+        )
+        .unwrap()
+    }
+
+    /// Placement jobs as the engine makes them, for the railway nodes and `apps`.
+    fn jobs_for(apps: &[&str]) -> Vec<Box<Job>> {
+        let cluster = railway();
+        let mut e = Engine::new(
+            EngineConfig::default(),
+            SigningKey::from_bytes(&[3; 32]),
+            Snapshot::default(),
+            0,
+        );
+        for n in &cluster.nodes {
+            e.handle(1, Event::Report(Box::new(report_of(n, 1, "127.0.0.1:1"))));
+        }
+        for n in &cluster.nodes {
+            let links = samples_of(&cluster, &n.name);
+            for chunk in links.chunks(wire::MAX_LINKS_PER_MESSAGE) {
+                e.handle(
+                    1,
+                    Event::Links(Box::new(LinkMetrics {
+                        node: wire::name(&n.name).unwrap(),
+                        seq: 1,
+                        links: heapless::Vec::from_slice(chunk).unwrap(),
+                    })),
+                );
+            }
+        }
+        let mut out = vec![];
+        for a in apps {
+            let text = std::fs::read(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../scenarios/railway")
+                    .join(format!("{a}.yaml")),
+            )
+            .unwrap();
+            for act in e.handle(
+                2,
+                Event::AppPublished {
+                    app: a.to_string(),
+                    payload: text,
+                },
+            ) {
+                if let Action::Schedule(j) = act {
+                    out.push(j);
+                }
+            }
+        }
+        assert_eq!(out.len(), apps.len());
+        out
+    }
+
+    fn cfg() -> WorkersConfig {
+        WorkersConfig {
+            timeout_ms: 1000,
+            max_tries: 3,
+            window: 1,
+        }
+    }
+
+    fn published(steps: &[Step]) -> Vec<u64> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Publish { id, .. } => Some(*id),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn answer(job: &Job, nonce: u128) -> jobs::JobResult {
+        let outcome = match crate::engine::search_job(job) {
+            JobOutcome::Placed(p) => ResultOutcome::Placed {
+                assignment: p.assignment,
+                score: p.score,
+                feasible_deployments: p.feasible_deployments,
+            },
+            JobOutcome::Infeasible(r) => ResultOutcome::Infeasible(r),
+            JobOutcome::Error(e) => ResultOutcome::Error(e),
+        };
+        jobs::JobResult {
+            id: job.id,
+            nonce,
+            worker: "w1".into(),
+            outcome,
+            elapsed_us: 5,
+        }
+    }
+
+    #[test]
+    fn a_window_of_jobs_goes_out_and_the_next_follows_an_answer() {
+        let js = jobs_for(&["smoke-monitoring", "speed-profiling"]);
+        let (a, b) = (js[0].clone(), js[1].clone());
+        let mut d = Dispatch::new(cfg());
+        assert_eq!(
+            published(&d.submit(0, a.clone(), 11, Ok(vec![1]))),
+            vec![a.id]
+        );
+        assert!(published(&d.submit(0, b.clone(), 22, Ok(vec![2]))).is_empty());
+        assert_eq!((d.in_flight(), d.outstanding()), (1, 2));
+        // a result for b (not out yet), or with the wrong nonce, or for no job: dropped
+        assert!(d.on_result(answer(&b, 22)).is_err());
+        assert!(d.on_result(answer(&a, 99)).is_err());
+        assert!(d
+            .on_result(answer(
+                &Job {
+                    id: 77,
+                    ..(*a).clone()
+                },
+                11
+            ))
+            .is_err());
+        assert_eq!(d.stats.dropped, 3);
+        let Ok(Step::Check { job, result }) = d.on_result(answer(&a, 11)) else {
+            panic!()
+        };
+        assert_eq!(job.id, a.id);
+        // a second answer while the first is being checked is dropped
+        assert!(d.on_result(answer(&a, 11)).is_err());
+        let r = check(&job, &result).unwrap();
+        assert!(
+            matches!(r.outcome, JobOutcome::Placed(_)),
+            "{:?}",
+            r.outcome
+        );
+        assert_eq!(r, {
+            let mut x = crate::engine::run_job(&a);
+            x.elapsed_us = r.elapsed_us;
+            x
+        });
+        assert_eq!(published(&d.accepted(10, a.id)), vec![b.id]);
+        assert_eq!((d.in_flight(), d.outstanding()), (1, 1));
+    }
+
+    #[test]
+    fn unanswered_jobs_are_published_again_then_computed_in_process() {
+        let js = jobs_for(&["smoke-monitoring"]);
+        let mut d = Dispatch::new(cfg());
+        assert_eq!(
+            published(&d.submit(0, js[0].clone(), 1, Ok(vec![1]))).len(),
+            1
+        );
+        assert!(d.on_tick(999).is_empty());
+        assert_eq!(published(&d.on_tick(1000)), vec![js[0].id]);
+        assert!(d.on_tick(1999).is_empty());
+        assert_eq!(published(&d.on_tick(2000)), vec![js[0].id]);
+        let last = d.on_tick(3000);
+        assert!(
+            matches!(&last[..], [Step::Local { job, why }] if job.id == js[0].id && why.contains("3 publications")),
+            "{last:?}"
+        );
+        assert_eq!(d.outstanding(), 0);
+        assert_eq!(d.stats.republished, 2);
+        assert_eq!(d.stats.local, 1);
+        // a job that cannot be encoded for workers is computed in process at once
+        let s = d.submit(0, js[0].clone(), 1, Err("too large".into()));
+        assert!(matches!(&s[..], [Step::Local { why, .. }] if why == "too large"));
+    }
+
+    #[test]
+    fn a_refused_result_publishes_the_job_again() {
+        let js = jobs_for(&["smoke-monitoring"]);
+        let mut d = Dispatch::new(cfg());
+        d.submit(0, js[0].clone(), 1, Ok(vec![1]));
+        assert!(d.on_result(answer(&js[0], 1)).is_ok());
+        // checking: no deadline runs
+        assert!(d.on_tick(5000).is_empty());
+        assert_eq!(
+            published(&d.rejected(5000, js[0].id, "bad")),
+            vec![js[0].id]
+        );
+        assert_eq!(d.stats.rejected, 1);
+        assert!(d.on_result(answer(&js[0], 1)).is_ok());
+    }
+
+    #[test]
+    fn results_are_checked_against_the_snapshot_and_scored_again() {
+        let js = jobs_for(&["smoke-monitoring", "speed-profiling"]);
+        let job = &js[0];
+        let good = answer(job, 1);
+        let ResultOutcome::Placed {
+            assignment, score, ..
+        } = good.outcome.clone()
+        else {
+            panic!()
+        };
+        let with = |a: BTreeMap<String, String>, s: f64| jobs::JobResult {
+            outcome: ResultOutcome::Placed {
+                assignment: a,
+                score: s,
+                feasible_deployments: 1,
+            },
+            ..good.clone()
+        };
+        // a wrong score is replaced by the recomputed one
+        let r = check(job, &with(assignment.clone(), 1.0)).unwrap();
+        let JobOutcome::Placed(p) = &r.outcome else {
+            panic!()
+        };
+        assert!((p.score - score).abs() < 1e-12);
+        // an unknown node, a missing component, an extra component
+        let first = assignment.keys().next().unwrap().clone();
+        let mut a = assignment.clone();
+        a.insert(first.clone(), "nowhere".into());
+        assert!(check(job, &with(a, score)).unwrap_err().contains("nowhere"));
+        let mut a = assignment.clone();
+        a.remove(&first);
+        assert!(check(job, &with(a, score)).unwrap_err().contains(&first));
+        let mut a = assignment.clone();
+        a.insert("intruder".into(), "n01".into());
+        assert!(check(job, &with(a, score))
+            .unwrap_err()
+            .contains("intruder"));
+        // a node that does not satisfy a component's constraints
+        let sensor = job
+            .application
+            .components
+            .iter()
+            .find(|c| !c.requires.hardware.is_empty())
+            .unwrap();
+        let mut a = assignment.clone();
+        let bad = job
+            .cluster
+            .nodes
+            .iter()
+            .find(|n| !n.satisfies(&sensor.requires))
+            .unwrap();
+        a.insert(sensor.name.clone(), bad.name.clone());
+        assert!(check(job, &with(a, score)).is_err());
+        // more than a node has left
+        let mut big = (*js[0]).clone();
+        let mut app = (*big.application).clone();
+        app.components[0].resources = Some(model::Resources {
+            cpu_millis: 1_000_000,
+            ..Default::default()
+        });
+        big.application = Arc::new(app);
+        assert!(check(&big, &with(assignment.clone(), score))
+            .unwrap_err()
+            .contains("does not fit"));
+        // a worker error is refused (the job goes out again), an infeasibility is taken
+        let err = jobs::JobResult {
+            outcome: ResultOutcome::Error("boom".into()),
+            ..good.clone()
+        };
+        assert!(check(job, &err).unwrap_err().contains("boom"));
+        let inf = jobs::JobResult {
+            outcome: ResultOutcome::Infeasible("no gps".into()),
+            ..good.clone()
+        };
+        assert_eq!(
+            check(job, &inf).unwrap().outcome,
+            JobOutcome::Infeasible("no gps".into())
+        );
+    }
+
+    #[test]
+    fn engine_jobs_travel_to_workers_exactly() {
+        let key = SigningKey::from_bytes(&[5; 32]);
+        for j in jobs_for(&["smoke-monitoring", "speed-profiling"]) {
+            let w = wire_job(&j, 42);
+            let bytes = jobs::encode_job(&w, &key).unwrap();
+            assert_eq!(jobs::decode_job(&bytes, &key.verifying_key()).unwrap(), w);
+        }
+    }
+}

@@ -351,3 +351,58 @@ fn two_workers_place_as_in_process_survive_a_kill_and_refuse_forgeries() {
         }
     });
 }
+
+#[test]
+fn with_no_worker_jobs_go_out_again_then_run_in_process() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_path_buf();
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let mut creds = BTreeMap::new();
+        for n in &cluster.nodes {
+            creds.insert(n.name.clone(), enroll(&data, &n.name));
+        }
+        let cp = ControlPlane::start(
+            &data,
+            free_port(),
+            &[
+                "--scheduler-workers",
+                "external",
+                "--worker-timeout-ms",
+                "300",
+                "--worker-tries",
+                "2",
+            ],
+        );
+        let mut agents = vec![];
+        for (i, n) in cluster.nodes.iter().enumerate() {
+            let (key, pw, cpk) = creds[&n.name].clone();
+            agents.push(SimAgent::start(AgentSpec {
+                url: cp.url.clone(),
+                node: n.clone(),
+                password: pw,
+                key,
+                control_plane: cpk,
+                probe_addr: format!("127.0.0.1:{}", 18100 + i),
+                links: samples_of(&cluster, &n.name),
+                period: Duration::from_millis(300),
+                subscribe_desired: false,
+            }));
+        }
+        let t = Instant::now();
+        while cp.count_log(" joined: ") < cluster.nodes.len() {
+            assert!(t.elapsed() < Duration::from_secs(20), "{}", cp.log_text());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let d = data.clone();
+        let st = tokio::task::spawn_blocking(move || apply(&d, &scenario("smoke-monitoring.yaml")))
+            .await
+            .unwrap();
+        assert!(st.placement.is_some());
+        let log = cp.log_text();
+        assert!(log.contains("published again (try 2 of 2)"), "{log}");
+        assert!(log.contains("computed in process"), "{log}");
+        drop(agents);
+    });
+}
