@@ -6,8 +6,8 @@
 //! only the links that exist, in a hash map for point look-ups and in per-node sorted
 //! adjacency lists for the search's "where can the other end of this channel go".
 
-use acoa_shared::model::{Cluster, Node};
-use std::collections::HashMap;
+use acoa_shared::model::{Cluster, Node, Observed};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A small fast hasher for integer keys (the Fx hash of rustc); not DoS-resistant, which
@@ -54,6 +54,8 @@ pub struct Infra {
     out_q: Vec<Vec<LinkQ>>,
     inn: Vec<Vec<u32>>,
     inn_q: Vec<Vec<LinkQ>>,
+    /// What the applications were measured to use ([`Cluster::observed`]).
+    observed: BTreeMap<String, Observed>,
 }
 
 fn key(from: u32, to: u32) -> u64 {
@@ -118,7 +120,20 @@ impl Infra {
             out_q,
             inn,
             inn_q,
+            observed: BTreeMap::new(),
         }
+    }
+
+    /// The same view with the applications' measured use ([`Cluster::observed`]), which the
+    /// `network-aware` algorithm reads.
+    pub fn with_observed(mut self, observed: BTreeMap<String, Observed>) -> Infra {
+        self.observed = observed;
+        self
+    }
+
+    /// What application `app` was measured to use, if anything.
+    pub fn observed(&self, app: &str) -> Option<&Observed> {
+        self.observed.get(app)
     }
 
     /// The view of a (validated) cluster snapshot.
@@ -143,7 +158,7 @@ impl Infra {
                 ))
             })
             .collect();
-        Infra::new(cluster.nodes.clone(), links)
+        Infra::new(cluster.nodes.clone(), links).with_observed(cluster.observed.clone())
     }
 
     pub fn len(&self) -> usize {

@@ -27,6 +27,32 @@
 //! The library does no I/O and is deterministic: the same inputs give the same placement
 //! (candidates in name order, fixed variable and value orders, ties to the first found;
 //! only an explicit [`Options::time_budget`] makes the result depend on the clock).
+//!
+//! # Algorithms
+//!
+//! An application's `scheduler:` names the algorithm that places it ([`algorithms`],
+//! [`Algorithm`]); [`place`], [`place_on`] and [`score`] dispatch on it. All three use the
+//! same constraint plugins ([`filter`]) and the same [`Ledger`] (a component with a resource
+//! request goes only where capacity − usage − reservations leave room for it).
+//! - `qos` (default): the search above; `score` is G of model.md, `criteria` its grades.
+//! - `topsis` (paper 002, [`topsis::app`]): components placed one by one in declaration order,
+//!   each on the candidate node that combined-weight TOPSIS ranks first over the five
+//!   utilisations (CPU, memory, bandwidth, disk, I/O) with the component added. `score` is the
+//!   mean TOPSIS closeness of the chosen nodes, in [0, 1].
+//! - `network-aware` (paper 003, [`netaware::app`]): components placed one by one (entry first,
+//!   then by traffic), each on the node with the best resource headroom and traffic-weighted
+//!   latency to its placed peers, from the measured use and traffic of [`Cluster::observed`]
+//!   (before any measurement: the declared requests and equal traffic on every channel).
+//!   `score` is the mean of the components' scores S(c, node) with everything placed, in
+//!   [0, 1]. [`netaware::app::deschedule`] proposes at most one move of a running application.
+//!
+//! For `topsis` and `network-aware`, [`Placement::criteria`] grades the application's declared
+//! criteria as `qos` would grade the chosen deployment (for information: they are not what the
+//! algorithm optimised; empty when they cannot be graded, e.g. a missing link), and
+//! [`Placement::notes`] says what the decision rested on. Scores of different algorithms are
+//! not comparable: compare placements of one application (one algorithm) only. The `score` of
+//! both is computed as [`score`] computes it (on the cluster's measured state, without the
+//! ledger), so that `place` and `score` agree on the placement they return.
 
 pub mod criteria;
 pub mod enumerate;
@@ -43,6 +69,7 @@ use acoa_shared::model::{Application, Cluster, CriterionKind, ModelError};
 use criteria::{Ctx, Objective};
 use problem::{Model, Space};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::{Duration, Instant};
 
 pub use acoa_shared::model::Resources;
@@ -65,8 +92,12 @@ pub struct Placement {
     pub score: f64,
     /// One grade per criterion, in the application's order.
     pub criteria: Vec<CriterionGrade>,
-    /// How many feasible deployments there are (see [`Report::feasible_exact`]).
+    /// How many feasible deployments there are (see [`Report::feasible_exact`]); for
+    /// `topsis` and `network-aware` the product of the candidate counts (an upper bound).
     pub feasible_deployments: u128,
+    /// What the decision rested on, one line each, for operators (empty for `qos`): e.g.
+    /// that `network-aware` had no measurements yet and used the declared requests.
+    pub notes: Vec<String>,
 }
 
 /// The grade of one criterion.
@@ -110,14 +141,65 @@ pub enum ScheduleError {
     NoReference(String),
     #[error("{0} deployments are too many to enumerate (limit {1})")]
     TooLarge(u128, u128),
+    #[error("scheduler: unknown algorithm `{name}` (known: {known})")]
+    UnknownAlgorithm { name: String, known: String },
 }
 
-/// The placement algorithms this crate provides.
+/// The placement algorithms this crate provides, by the name `scheduler:` gives them.
 pub fn algorithms() -> &'static [&'static str] {
-    &["qos"]
+    &[Algorithm::QOS, Algorithm::TOPSIS, Algorithm::NETWORK_AWARE]
 }
 
-/// How to search.
+/// A placement algorithm (see the crate docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Branch and bound over whole deployments for the criteria of model.md.
+    Qos,
+    /// Combined-weight TOPSIS over five resource utilisations, component by component.
+    Topsis,
+    /// Resource headroom and measured traffic × latency, component by component.
+    NetworkAware,
+}
+
+impl Algorithm {
+    pub const QOS: &'static str = "qos";
+    pub const TOPSIS: &'static str = "topsis";
+    pub const NETWORK_AWARE: &'static str = "network-aware";
+
+    /// The algorithm `name` stands for; an unknown name is an error naming the known ones.
+    pub fn from_name(name: &str) -> Result<Algorithm, ScheduleError> {
+        match name {
+            Self::QOS => Ok(Algorithm::Qos),
+            Self::TOPSIS => Ok(Algorithm::Topsis),
+            Self::NETWORK_AWARE => Ok(Algorithm::NetworkAware),
+            _ => Err(ScheduleError::UnknownAlgorithm {
+                name: name.to_string(),
+                known: algorithms().join(", "),
+            }),
+        }
+    }
+
+    /// The algorithm an application asks for (`scheduler:`).
+    pub fn of(app: &Application) -> Result<Algorithm, ScheduleError> {
+        Algorithm::from_name(&app.scheduler)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Qos => Self::QOS,
+            Algorithm::Topsis => Self::TOPSIS,
+            Algorithm::NetworkAware => Self::NETWORK_AWARE,
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How to search (`qos`; `topsis` and `network-aware` do not search and ignore these).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Enumerate every deployment instead of branch and bound (the oracle); also fills
@@ -178,8 +260,9 @@ pub struct Phases {
     pub count: Duration,
 }
 
-/// Places `app` on `cluster`, around what `ledger` already reserves: the deployment of
-/// highest score (branch and bound, proven optimal).
+/// Places `app` on `cluster`, around what `ledger` already reserves, with the algorithm its
+/// `scheduler:` names: for `qos` the deployment of highest score (branch and bound, proven
+/// optimal).
 pub fn place(
     cluster: &Cluster,
     app: &Application,
@@ -190,7 +273,10 @@ pub fn place(
     Ok(place_on(&infra, app, ledger, &Options::default())?.outcome)
 }
 
-/// [`place`] on a prepared [`Infra`], with options and statistics.
+/// [`place`] on a prepared [`Infra`], with options and statistics. Dispatches on
+/// `app.scheduler`; for `topsis` and `network-aware` the report has `proven` true (the
+/// one-by-one decision ran to its end), `feasible_exact` false and `explored` the number of
+/// (component, node) pairs scored.
 pub fn place_on(
     infra: &Infra,
     app: &Application,
@@ -199,6 +285,102 @@ pub fn place_on(
 ) -> Result<Report, ScheduleError> {
     let t0 = Instant::now();
     app.validate()?;
+    match Algorithm::of(app)? {
+        Algorithm::Qos => place_qos(infra, app, ledger, opts, t0),
+        Algorithm::Topsis => Ok(heuristic_report(infra, app, ledger, topsis::app::place, t0)),
+        Algorithm::NetworkAware => Ok(heuristic_report(
+            infra,
+            app,
+            ledger,
+            netaware::app::place,
+            t0,
+        )),
+    }
+}
+
+/// What a one-by-one algorithm decided: node indices per component, in the application's
+/// order, and what it rested on; or why nothing fits.
+pub(crate) enum Decided {
+    Placed {
+        assignment: Vec<u32>,
+        notes: Vec<String>,
+        explored: u64,
+    },
+    Infeasible(String),
+}
+
+type Decide = fn(&Model<'_>, &Application, &Ledger) -> Decided;
+
+/// Runs a one-by-one algorithm and completes its [`Report`].
+fn heuristic_report(
+    infra: &Infra,
+    app: &Application,
+    ledger: &Ledger,
+    decide: Decide,
+    t0: Instant,
+) -> Report {
+    let constraints = filter::default_constraints();
+    let model = Model::compile(infra, app, ledger, &constraints);
+    if let Some(r) = model.comps.iter().find_map(|c| c.empty_reason.clone()) {
+        return infeasible(r);
+    }
+    let compile = t0.elapsed();
+    let t = Instant::now();
+    let decided = decide(&model, app, ledger);
+    let search = t.elapsed();
+    let (assignment, notes, explored) = match decided {
+        Decided::Infeasible(r) => return infeasible(r),
+        Decided::Placed {
+            assignment,
+            notes,
+            explored,
+        } => (assignment, notes, explored),
+    };
+    let named: BTreeMap<String, String> = model
+        .comps
+        .iter()
+        .zip(&assignment)
+        .map(|(c, n)| (c.name.clone(), infra.node(*n).name.clone()))
+        .collect();
+    let (score, criteria) = match score_on(infra, app, &named) {
+        Ok(x) => x,
+        Err(e) => return infeasible(format!("the placement found cannot be scored: {e}")),
+    };
+    let feasible = model
+        .comps
+        .iter()
+        .map(|c| c.cand.len() as u128)
+        .fold(1u128, |p, k| p.saturating_mul(k));
+    Report {
+        outcome: Outcome::Placed(Placement {
+            assignment: named,
+            score,
+            criteria,
+            feasible_deployments: feasible,
+            notes,
+        }),
+        feasible_exact: false,
+        worst_score: None,
+        mean_score: None,
+        explored,
+        proven: true,
+        upper_bound: score,
+        phases: Phases {
+            compile,
+            search,
+            ..Phases::default()
+        },
+    }
+}
+
+/// The `qos` search of [`place_on`].
+fn place_qos(
+    infra: &Infra,
+    app: &Application,
+    ledger: &Ledger,
+    opts: &Options,
+    t0: Instant,
+) -> Result<Report, ScheduleError> {
     let constraints = filter::default_constraints();
     let model = Model::compile(infra, app, ledger, &constraints);
     if let Some(r) = model.comps.iter().find_map(|c| c.empty_reason.clone()) {
@@ -515,11 +697,14 @@ fn make_placement(
             })
             .collect(),
         feasible_deployments: feasible,
+        notes: Vec::new(),
     }
 }
 
-/// The score of a given deployment (component -> node) and its grades, by model.md.
-/// Resource requests are not checked; constraints and links are.
+/// The score of a given deployment (component -> node) and its grades, by the algorithm
+/// `app.scheduler` names: for `qos` by model.md (resource requests are not checked;
+/// constraints and links are); for `topsis` and `network-aware` see the crate docs
+/// (constraints are checked; links and requests are not). Deterministic.
 pub fn score(
     cluster: &Cluster,
     app: &Application,
@@ -528,9 +713,38 @@ pub fn score(
     cluster.validate()?;
     app.validate()?;
     let infra = Infra::from_cluster(cluster);
+    score_on(&infra, app, assignment)
+}
+
+/// [`score`] on a prepared [`Infra`] (the application is taken as valid).
+pub fn score_on(
+    infra: &Infra,
+    app: &Application,
+    assignment: &BTreeMap<String, String>,
+) -> Result<(f64, Vec<CriterionGrade>), ScheduleError> {
+    let algorithm = Algorithm::of(app)?;
     let ledger = Ledger::new();
     let constraints = filter::default_constraints();
-    let model = Model::compile(&infra, app, &ledger, &constraints);
+    let model = Model::compile(infra, app, &ledger, &constraints);
+    let a = resolve(infra, &model, assignment)?;
+    let s = match algorithm {
+        Algorithm::Qos => return qos_score(infra, app, &model, &a),
+        Algorithm::Topsis => topsis::app::score(&model, app, &ledger, &a),
+        Algorithm::NetworkAware => netaware::app::score(&model, app, &ledger, &a),
+    };
+    let grades = qos_score(infra, app, &model, &a)
+        .map(|(_, g)| g)
+        .unwrap_or_default();
+    Ok((s, grades))
+}
+
+/// The node index of each component (in the application's order), checked: every component
+/// of the application has a node of the cluster that satisfies its constraints.
+pub(crate) fn resolve(
+    infra: &Infra,
+    model: &Model<'_>,
+    assignment: &BTreeMap<String, String>,
+) -> Result<Vec<u32>, ScheduleError> {
     for k in assignment.keys() {
         if !model.comp_index.contains_key(k) {
             return Err(ScheduleError::UnknownComponent(k.clone()));
@@ -552,7 +766,17 @@ pub fn score(
         }
         a.push(i);
     }
-    if let Some(ch) = model.missing_link(&a) {
+    Ok(a)
+}
+
+/// The `qos` score of a resolved deployment.
+fn qos_score(
+    infra: &Infra,
+    app: &Application,
+    model: &Model<'_>,
+    a: &[u32],
+) -> Result<(f64, Vec<CriterionGrade>), ScheduleError> {
+    if let Some(ch) = model.missing_link(a) {
         let c = &model.chans[ch];
         return Err(ScheduleError::MissingLink {
             channel: c.name.clone(),
@@ -563,14 +787,14 @@ pub fn score(
     // The same spaces as `place_on`, so that l_min (exact to within the search's EPS)
     // comes out bit for bit the same.
     let space =
-        Space::build_consistent(&model, model.comps.iter().map(|c| c.cand.clone()).collect())
+        Space::build_consistent(model, model.comps.iter().map(|c| c.cand.clone()).collect())
             .unwrap_or_else(|_| {
                 Space::build(
-                    &model,
+                    model,
                     model.comps.iter().map(|c| c.req_cand.clone()).collect(),
                 )
             });
-    let (lmin, _, _) = lmin_search(app, &model, &space, search::Limits::default());
+    let (lmin, _, _) = lmin_search(app, model, &space, search::Limits::default());
     if let Some((c, _)) = app
         .criteria
         .iter()
@@ -581,7 +805,7 @@ pub fn score(
             c.path.clone().unwrap_or_default(),
         ));
     }
-    let objective = Objective::for_app(app, &model, &space, &lmin);
-    let p = make_placement(app, &model, &space, &objective, &a, 0);
+    let objective = Objective::for_app(app, model, &space, &lmin);
+    let p = make_placement(app, model, &space, &objective, a, 0);
     Ok((p.score, p.criteria))
 }

@@ -283,7 +283,10 @@ impl Cluster {
             }
             check_labels(&format!("nodes[{i}].hardware"), &n.hardware)?;
             check_labels(&format!("nodes[{i}].software"), &n.software)?;
-            check_opt_rate(&format!("nodes[{i}].capacity.net_mbps"), n.capacity.net_mbps)?;
+            check_opt_rate(
+                &format!("nodes[{i}].capacity.net_mbps"),
+                n.capacity.net_mbps,
+            )?;
             check_opt_rate(&format!("nodes[{i}].capacity.io_mbps"), n.capacity.io_mbps)?;
             check_opt_rate(&format!("nodes[{i}].usage.net_mbps"), n.usage.net_mbps)?;
             check_opt_rate(&format!("nodes[{i}].usage.io_mbps"), n.usage.io_mbps)?;

@@ -42,7 +42,7 @@ pub fn balanced_allocation(requested: (f64, f64), capacity: (f64, f64)) -> i64 {
 /// The baseline's score of component `c` on node `n` (`None` if it does not fit).
 pub fn score(s: &Snapshot, assignment: &[Option<usize>], c: usize, n: usize) -> Option<i64> {
     let node = &s.nodes[n];
-    if !node.schedulable {
+    if !node.schedulable || !s.is_allowed(c, n) {
         return None;
     }
     let loads = s.loads(assignment, Some(c));

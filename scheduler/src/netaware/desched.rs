@@ -348,6 +348,7 @@ pub fn group_gains(
             let node = &s.nodes[n];
             let eps = 1e-9;
             let fits = node.schedulable
+                && members.iter().all(|&c| s.is_allowed(c, n))
                 && loads[n].0 + cpu <= w.max_utilisation * node.cpu_capacity + eps
                 && loads[n].1 + mem <= w.max_utilisation * node.memory_capacity + eps;
             if n == from || !fits {

@@ -25,7 +25,8 @@
 //!
 //! `L(a, b)` is the measured one-way latency from node `a` to node `b` (the diagonal is the
 //! loopback, normally 0), `L_max` the largest latency in the matrix (all network terms are 1 if
-//! it is 0). A node is a candidate only if it is schedulable and, with `c` placed, its CPU and
+//! it is 0). A node is a candidate only if it is schedulable, allowed for `c`
+//! ([`Snapshot::allowed`]: the component's constraints) and, with `c` placed, its CPU and
 //! memory utilisation stay at or below [`Weights::max_utilisation`].
 //!
 //! Why this definition of γ and δ:
@@ -67,6 +68,7 @@
 // Index loops read like the formulas they implement.
 #![allow(clippy::needless_range_loop)]
 
+pub mod app;
 pub mod baseline;
 pub mod desched;
 pub mod sim;
@@ -112,6 +114,9 @@ pub struct Snapshot {
     pub entry: usize,
     /// Index of the node where the users' requests enter the cluster.
     pub ingress: usize,
+    /// `allowed[c][n]`: whether component `c` may run on node `n` at all (its constraints:
+    /// hardware, layer, ...). Empty: every component may run on every schedulable node.
+    pub allowed: Vec<Vec<bool>>,
 }
 
 /// The weights of the score and the candidate filter.
@@ -254,7 +259,30 @@ impl Snapshot {
         if self.ingress >= self.nodes.len() {
             return Err(invalid("ingress", format!("no node {}", self.ingress)));
         }
+        if !self.allowed.is_empty() {
+            if self.allowed.len() != self.components.len() {
+                return Err(NetError::Shape {
+                    what: "allowed".into(),
+                    expected: self.components.len(),
+                    got: self.allowed.len(),
+                });
+            }
+            for (c, row) in self.allowed.iter().enumerate() {
+                if row.len() != self.nodes.len() {
+                    return Err(NetError::Shape {
+                        what: format!("allowed row {c}"),
+                        expected: self.nodes.len(),
+                        got: row.len(),
+                    });
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Whether component `c` may run on node `n` by its constraints ([`Snapshot::allowed`]).
+    pub fn is_allowed(&self, c: usize, n: usize) -> bool {
+        self.allowed.is_empty() || self.allowed[c][n]
     }
 
     /// Bytes/s exchanged between components `a` and `b`, both directions.
@@ -393,6 +421,7 @@ fn fits_with_loads(s: &Snapshot, max_util: f64, loads: &[(f64, f64)], c: usize, 
     // A small tolerance so that "exactly full" counts as fitting despite rounding.
     let eps = 1e-9;
     node.schedulable
+        && s.is_allowed(c, n)
         && loads[n].0 + comp.cpu <= max_util * node.cpu_capacity + eps
         && loads[n].1 + comp.memory <= max_util * node.memory_capacity + eps
 }

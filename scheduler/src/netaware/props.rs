@@ -56,6 +56,7 @@ fn random_snapshot(seed: u64) -> Snapshot {
         traffic,
         entry: (r.next_u64() % nc as u64) as usize,
         ingress: (r.next_u64() % nn as u64) as usize,
+        allowed: Vec::new(),
     }
 }
 

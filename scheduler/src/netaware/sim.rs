@@ -235,6 +235,7 @@ pub fn snapshot(
         traffic,
         entry: wf.entry,
         ingress: 0,
+        allowed: Vec::new(),
     }
 }
 

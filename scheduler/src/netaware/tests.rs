@@ -57,6 +57,7 @@ fn fixture() -> Snapshot {
         ],
         entry: 0,
         ingress: 0,
+        allowed: Vec::new(),
     }
 }
 
@@ -538,6 +539,7 @@ fn equidistant(noise: f64, rng: &mut Rng) -> Snapshot {
         traffic: vec![vec![0.0, 1000.0], vec![3000.0, 0.0]],
         entry: 0,
         ingress: 0,
+        allowed: Vec::new(),
     };
     for a in 0..3 {
         for b in 0..3 {

@@ -22,6 +22,7 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod ahp;
+pub mod app;
 pub mod closeness;
 pub mod entropy;
 pub mod kube;
