@@ -85,6 +85,7 @@ enum Format {
 #[derive(Serialize)]
 struct Line<'a> {
     application: &'a str,
+    scheduler: &'a str,
     placement: &'a BTreeMap<String, String>,
     score: f64,
     criteria: Vec<Grade<'a>>,
@@ -103,6 +104,9 @@ struct Line<'a> {
     /// candidate counts rather than the exact count.
     #[serde(skip_serializing_if = "Option::is_none")]
     feasible_exact: Option<bool>,
+    /// What a `topsis` or `network-aware` decision rested on.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    notes: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -236,6 +240,7 @@ fn print_placement(
         Format::Json => {
             let line = Line {
                 application: &app.application,
+                scheduler: &app.scheduler,
                 placement: &p.assignment,
                 score: p.score,
                 criteria: p
@@ -256,11 +261,14 @@ fn print_placement(
                 proven: (!report.proven).then_some(false),
                 upper_bound: (!report.proven).then_some(report.upper_bound),
                 feasible_exact: (!report.feasible_exact).then_some(false),
+                notes: &p.notes,
             };
             println!("{}", serde_json::to_string(&line)?);
         }
         Format::Text => {
-            let proof = if report.proven {
+            let proof = if app.scheduler != "qos" {
+                format!("{}, component by component", app.scheduler)
+            } else if report.proven {
                 "optimum proven".to_string()
             } else {
                 format!(
@@ -281,6 +289,9 @@ fn print_placement(
             );
             for c in &app.components {
                 println!("  {:<24} -> {}", c.name, p.assignment[&c.name]);
+            }
+            for n in &p.notes {
+                println!("  note: {n}");
             }
             for c in &p.criteria {
                 let target = c
