@@ -40,6 +40,100 @@ pub fn quantize_latency(ms: f64) -> f64 {
     ((ms / LATENCY_STEP_MS).round() * LATENCY_STEP_MS).max(LATENCY_FLOOR_MS)
 }
 
+/// Standard errors spanned, on each side, by the confidence bounds of a measured link.
+/// Whether a placement is clearly better than the current one is decided on the network
+/// seen in the current placement's favour ([`favour_current`]): success rates over 20
+/// probes that move in 5 % steps (a probe lost now and then on a busy host) and latencies
+/// that wander by a few resolution steps cannot make a move (tests/decisions.rs), a link
+/// that loses most probes or gets milliseconds slower still does.
+pub const CONFIDENCE_Z: f64 = 1.0;
+
+/// Wilson score interval of a success rate `p` measured over `n` probes at `z` standard
+/// errors; `(0, 1)` when nothing was measured.
+pub fn wilson_interval(p: f64, n: u32, z: f64) -> (f64, f64) {
+    if n == 0 || !p.is_finite() {
+        return (0.0, 1.0);
+    }
+    let (n, p) = (n as f64, p.clamp(0.0, 1.0));
+    let z2 = z * z;
+    let den = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / den;
+    let half = z / den * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre - half).clamp(0.0, p), (centre + half).clamp(p, 1.0))
+}
+
+/// What a link's measurement allows, at [`CONFIDENCE_Z`] standard errors: latency
+/// (quantized) ± z · jitter / √samples but at least ± half a step of the probers'
+/// resolution ([`LATENCY_STEP_MS`]), never below their floor; the success rate's Wilson
+/// interval over `samples` probes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkBounds {
+    /// (optimistic, pessimistic)
+    pub latency_ms: (f64, f64),
+    /// (pessimistic, optimistic)
+    pub success: (f64, f64),
+}
+
+impl LinkBounds {
+    pub fn exact(latency_ms: f64, success: f64) -> LinkBounds {
+        LinkBounds {
+            latency_ms: (latency_ms, latency_ms),
+            success: (success, success),
+        }
+    }
+
+    pub fn measured(latency_ms: f64, jitter_ms: f64, success: f64, samples: u16) -> LinkBounds {
+        // never tighter than what the probers resolve (one quantization step)
+        let m = (CONFIDENCE_Z * jitter_ms.max(0.0) / (samples.max(1) as f64).sqrt())
+            .max(LATENCY_STEP_MS / 2.0);
+        LinkBounds {
+            latency_ms: (
+                (latency_ms - m).max(LATENCY_FLOOR_MS).min(latency_ms),
+                latency_ms + m,
+            ),
+            success: wilson_interval(success, samples as u32, CONFIDENCE_Z),
+        }
+    }
+}
+
+/// The network as seen in favour of `current`: every link a channel of `app` uses under
+/// `current` (either direction) at its optimistic bound, every other link at its pessimistic
+/// bound. Scored on it, a candidate beats the current placement only if it does so however
+/// the measurements' uncertainty turns out. `bounds` is aligned with `cluster.links`
+/// (otherwise the cluster is returned unchanged).
+pub fn favour_current(
+    cluster: &Cluster,
+    bounds: &[LinkBounds],
+    app: &Application,
+    current: &BTreeMap<String, String>,
+) -> Cluster {
+    let mut c = cluster.clone();
+    if bounds.len() != c.links.len() {
+        return c;
+    }
+    let used: BTreeSet<(&str, &str)> = app
+        .channels
+        .iter()
+        .filter_map(|ch| {
+            Some((
+                current.get(&ch.from)?.as_str(),
+                current.get(&ch.to)?.as_str(),
+            ))
+        })
+        .flat_map(|(a, b)| [(a, b), (b, a)])
+        .collect();
+    for (l, b) in c.links.iter_mut().zip(bounds) {
+        if used.contains(&(l.from.as_str(), l.to.as_str())) {
+            l.latency_ms = b.latency_ms.0;
+            l.success = b.success.1;
+        } else {
+            l.latency_ms = b.latency_ms.1;
+            l.success = b.success.0;
+        }
+    }
+    c
+}
+
 /// Tunables of the decisions.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -183,6 +277,9 @@ pub struct Job {
     pub current: Option<BTreeMap<String, String>>,
     /// Components that should stay where they are if that costs little.
     pub keep: BTreeMap<String, String>,
+    /// Confidence bounds of `cluster.links` (aligned), given when `current` is: the decision
+    /// to move is taken on [`favour_current`].
+    pub bounds: Option<Arc<Vec<LinkBounds>>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -204,9 +301,21 @@ pub struct JobResult {
     pub merged: Option<PlacementRecord>,
     /// Score of the current assignment on the current network.
     pub current_score: Option<f64>,
-    /// For each component the best placement puts elsewhere: the score with only it moved.
+    /// For each component the best placement puts elsewhere: the score with only it moved
+    /// (on the network in the current placement's favour when the job had bounds).
     pub single_moves: Vec<(String, String, f64)>,
+    /// The scores the decision to move is taken on, when the job had bounds.
+    pub compared: Option<Compared>,
     pub elapsed_us: u64,
+}
+
+/// Scores on the network seen in the current placement's favour ([`favour_current`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Compared {
+    pub current: f64,
+    pub best: f64,
+    /// `keep` completed with the best placement for the other components.
+    pub merged: Option<f64>,
 }
 
 fn grades(g: &[sched::CriterionGrade]) -> Vec<GradeRecord> {
@@ -255,8 +364,16 @@ pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
     let app = job.application.as_ref();
     let cluster = job.cluster.as_ref();
     let score_of = |a: &BTreeMap<String, String>| sched::score(cluster, app, a).ok();
+    let favoured = match (&job.bounds, &job.current) {
+        (Some(b), Some(cur)) => Some(favour_current(cluster, b, app, cur)),
+        _ => None,
+    };
+    let compare_on = favoured.as_ref().unwrap_or(cluster);
+    let compared_score =
+        |a: &BTreeMap<String, String>| sched::score(compare_on, app, a).ok().map(|x| x.0);
     let mut merged = None;
     let mut single_moves = vec![];
+    let mut compared = None;
     if let JobOutcome::Placed(best) = &outcome {
         if !job.keep.is_empty() {
             let mut a = best.assignment.clone();
@@ -279,10 +396,19 @@ pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
                 if cur.get(c) != Some(n) {
                     let mut a = cur.clone();
                     a.insert(c.clone(), n.clone());
-                    if let Some((s, _)) = score_of(&a) {
+                    if let Some(s) = compared_score(&a) {
                         single_moves.push((c.clone(), n.clone(), s));
                     }
                 }
+            }
+        }
+        if let (Some(_), Some(cur)) = (&favoured, &job.current) {
+            if let (Some(c), Some(b)) = (compared_score(cur), compared_score(&best.assignment)) {
+                compared = Some(Compared {
+                    current: c,
+                    best: b,
+                    merged: merged.as_ref().and_then(|m| compared_score(&m.assignment)),
+                });
             }
         }
     }
@@ -297,6 +423,7 @@ pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
         merged,
         current_score,
         single_moves,
+        compared,
         elapsed_us: started.elapsed().as_micros() as u64,
     }
 }
@@ -317,6 +444,7 @@ struct LinkEntry {
     latency_ms: f64,
     jitter_ms: f64,
     success: f64,
+    samples: u16,
     at: u64,
 }
 
@@ -353,6 +481,7 @@ pub struct Engine {
     links: HashMap<(String, String), LinkEntry>,
     model_version: u64,
     cluster_cache: Option<(u64, Arc<Cluster>)>,
+    bounds_cache: Option<(u64, Arc<Vec<LinkBounds>>)>,
     apps: BTreeMap<String, AppState>,
     desired: BTreeMap<String, DesiredState>,
     retained_seen: BTreeMap<String, u64>,
@@ -389,6 +518,7 @@ impl Engine {
             links: HashMap::new(),
             model_version: 0,
             cluster_cache: None,
+            bounds_cache: None,
             apps: BTreeMap::new(),
             desired: snap.desired,
             retained_seen: BTreeMap::new(),
@@ -592,6 +722,7 @@ impl Engine {
                 latency_ms: quantize_latency(lat),
                 jitter_ms: jit.max(0.0),
                 success: suc,
+                samples: s.samples,
                 at: self.now,
             };
             let k = (from.clone(), to);
@@ -599,7 +730,8 @@ impl Engine {
                 Some(old)
                     if old.latency_ms == e.latency_ms
                         && old.success == e.success
-                        && old.jitter_ms == e.jitter_ms =>
+                        && old.jitter_ms == e.jitter_ms
+                        && old.samples == e.samples =>
                 {
                     self.links.insert(k, e);
                 }
@@ -703,6 +835,31 @@ impl Engine {
         });
         self.cluster_cache = Some((self.model_version, c.clone()));
         c
+    }
+
+    /// Confidence bounds of the live model's links, aligned with [`Engine::cluster`]'s.
+    pub fn link_bounds(&mut self) -> Arc<Vec<LinkBounds>> {
+        let cluster = self.cluster();
+        if let Some((v, b)) = &self.bounds_cache {
+            if *v == self.model_version {
+                return b.clone();
+            }
+        }
+        let b: Vec<LinkBounds> = cluster
+            .links
+            .iter()
+            .map(|l| match self.links.get(&(l.from.clone(), l.to.clone())) {
+                // a node's own loopback carries no network: what its prober loses there is
+                // the host's scheduling, not a link's quality
+                Some(e) if l.from != l.to => {
+                    LinkBounds::measured(e.latency_ms, e.jitter_ms, e.success, e.samples)
+                }
+                _ => LinkBounds::exact(l.latency_ms, l.success),
+            })
+            .collect();
+        let b = Arc::new(b);
+        self.bounds_cache = Some((self.model_version, b.clone()));
+        b
     }
 
     fn peers_now(&self) -> Vec<(String, String)> {
@@ -887,6 +1044,11 @@ impl Engine {
             return;
         }
         let cluster = self.cluster();
+        let has_placement = self
+            .apps
+            .get(app)
+            .is_some_and(|a| a.rec.placement.is_some());
+        let bounds = has_placement.then(|| self.link_bounds());
         let reserved = self.reserved_by_others(app);
         let id = self.next_job;
         self.next_job += 1;
@@ -920,6 +1082,7 @@ impl Engine {
             ledger_version,
             current,
             keep,
+            bounds,
         })));
     }
 
@@ -1030,9 +1193,19 @@ impl Engine {
                 return;
             }
         };
+        // the kept components stay unless the best placement is clearly better, however the
+        // links' uncertainty turns out
+        let (merged_cmp, best_cmp) = match r.compared {
+            Some(Compared {
+                best: b,
+                merged: Some(m),
+                ..
+            }) => (Some(m), b),
+            _ => (r.merged.as_ref().map(|m| m.score), best.score),
+        };
         let chosen = match r.merged {
             Some(m)
-                if m.score >= best.score * (1.0 - self.cfg.hysteresis)
+                if merged_cmp.unwrap_or(m.score) >= best_cmp * (1.0 - self.cfg.hysteresis)
                     && self.fits(&application, &m.assignment) =>
             {
                 m
@@ -1119,8 +1292,12 @@ impl Engine {
         else {
             return;
         };
-        let cur = r.current_score.unwrap_or(0.0);
-        let gain = (best.score - cur) / cur.max(1e-9);
+        // on the network seen in the current placement's favour when bounds were given
+        let (cur, best_score) = match r.compared {
+            Some(c) => (c.current, c.best),
+            None => (r.current_score.unwrap_or(0.0), best.score),
+        };
+        let gain = (best_score - cur) / cur.max(1e-9);
         let sustain = self.cfg.sustain;
         let a = self.apps.get_mut(&app).unwrap();
         if gain > self.cfg.hysteresis {
@@ -1133,7 +1310,7 @@ impl Engine {
             info!(
                 "application {app}: a placement {:.1} % better is available ({:.6} vs {:.6}), {} of {} evaluations",
                 gain * 100.0,
-                best.score,
+                best_score,
                 cur,
                 a.better_count,
                 sustain
@@ -1177,7 +1354,7 @@ impl Engine {
         let from = cur_assignment.get(&comp).cloned().unwrap_or_default();
         info!(
             "application {app} re-placed because link metrics changed: {comp} {from}→{node} (score {:.6} → {:.6}; best {:.6}, {:.1} % better for {} evaluations)",
-            cur, score_now, best.score, gain * 100.0, sustain
+            cur, score_now, best_score, gain * 100.0, sustain
         );
         let p = PlacementRecord {
             assignment,
