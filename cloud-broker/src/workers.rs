@@ -573,6 +573,7 @@ mod tests {
     }
 
     /// Placement jobs as the engine makes them, for the railway nodes and `apps`.
+    #[allow(clippy::vec_box)] // the engine hands jobs out boxed
     fn jobs_for(apps: &[&str]) -> Vec<Box<Job>> {
         let cluster = railway();
         let mut e = Engine::new(

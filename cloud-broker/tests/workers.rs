@@ -107,9 +107,13 @@ impl Drop for Worker {
 /// Synthetic applications on the railway cluster: a source on a train, a free middle, a sink
 /// on a dashboard, different weights, some with resource requests.
 fn synthetic(dir: &Path, i: usize) -> PathBuf {
-    let train = if i % 2 == 0 { "train1" } else { "train2" };
+    let train = if i.is_multiple_of(2) {
+        "train1"
+    } else {
+        "train2"
+    };
     let w = 0.2 + 0.15 * i as f64;
-    let res = if i % 3 == 0 {
+    let res = if i.is_multiple_of(3) {
         ", resources: {cpu_millis: 250, memory_mb: 128}"
     } else {
         ""

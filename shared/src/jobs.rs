@@ -384,7 +384,7 @@ mod tests {
                 links.push(Link {
                     from: f.to_string(),
                     to: t.to_string(),
-                    latency_ms: [0.5, 1.3000000000000003, 0.1 * 17.0, 2.718281828459045]
+                    latency_ms: [0.5, 1.3000000000000003, 0.1 * 17.0, 1.234_567_891_234]
                         [(i + j) % 4],
                     jitter_ms: 0.25f32 as f64,
                     success: 0.95f32 as f64,
