@@ -889,6 +889,24 @@ impl<'a> Bench<'a> {
     }
 }
 
+/// The node whose links the descheduling scenario degrades: the node holding the most
+/// components other than m0's (the application then calls across it), or m0's node when the
+/// application sits on one node.
+pub fn degraded_node(setup: &Setup, placement: &BTreeMap<String, String>) -> Result<String> {
+    let entry = placement
+        .get(&setup.wf.names[setup.wf.entry])
+        .context("m0 not placed")?;
+    let mut by: BTreeMap<&String, usize> = BTreeMap::new();
+    for n in placement.values().filter(|n| *n != entry) {
+        *by.entry(n).or_default() += 1;
+    }
+    Ok(by
+        .into_iter()
+        .max_by_key(|(n, k)| (*k, std::cmp::Reverse(*n)))
+        .map(|(n, _)| n.clone())
+        .unwrap_or_else(|| entry.clone()))
+}
+
 /// The descheduling scenario's record.
 #[derive(Clone, Debug, Default)]
 pub struct DynResult {
@@ -898,7 +916,10 @@ pub struct DynResult {
     pub before: BTreeMap<String, String>,
     pub after: BTreeMap<String, String>,
     pub change_s: f64,
-    /// p95 in the windows before the change, right after it, and at the end.
+    /// The node whose links were degraded.
+    pub degraded: String,
+    /// p95 before the change, from the change to the first move (at most 10 s), in the last
+    /// 10 s.
     pub p95_before: f64,
     pub p95_degraded: f64,
     pub p95_end: f64,
@@ -910,6 +931,8 @@ pub struct DynOptions {
     pub latency_ms: f64,
     pub degraded_ms: f64,
     pub users: usize,
+    /// Users the schedulers assume (the components' measured use at this load).
+    pub plan_users: f64,
     pub before: Duration,
     pub after: Duration,
     /// Harness-driven descheduler ticks (`None`: the control plane deschedules by itself).
@@ -926,7 +949,7 @@ impl Bench<'_> {
         self.runs += 1;
         let app = format!("na-dyn-{}", self.runs);
         let base = 9200 + 20 * (self.runs % 40);
-        let users = o.users as f64;
+        let users = o.plan_users;
         let n = self.setup.nodes.len();
         let mut pins = match sched {
             Sched::ControlPlane(_) => None,
@@ -945,7 +968,7 @@ impl Bench<'_> {
         let t_start = self.load.now_s();
         self.load.set_users(o.users);
         std::thread::sleep(o.before);
-        let victim = placement[&self.setup.wf.names[self.setup.wf.entry]].clone();
+        let victim = degraded_node(&self.setup, &placement)?;
         let change_s = self.load.now_s();
         for other in self.setup.nodes.clone() {
             if other != victim {
@@ -958,8 +981,15 @@ impl Bench<'_> {
         let mut events = vec![(
             change_s,
             format!(
-                "every link of {victim} (m0's node) {} -> {} ms",
-                o.latency_ms, o.degraded_ms
+                "every link of {victim} ({}) {} -> {} ms",
+                placement
+                    .iter()
+                    .filter(|(_, n)| **n == victim)
+                    .map(|(c, _)| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                o.latency_ms,
+                o.degraded_ms
             ),
         )];
         self.note(events[0].1.clone());
@@ -1043,11 +1073,15 @@ impl Bench<'_> {
                                 cp.cloud.apply(&file, 30)?;
                             }
                             Launch::Processes { .. } => {
-                                // processes: start the moved one where it goes
+                                // processes: a rolling move; the new instance starts where it
+                                // goes, the callers learn its address (they ask every second),
+                                // then the old one stops
                                 let p = pinned.clone();
-                                self.move_process(&app, &p)?;
+                                let old = self.move_process(&app, &p)?;
                                 placement = p;
                                 self.follow(&app, &placement, base);
+                                std::thread::sleep(Duration::from_millis(1500));
+                                drop(old);
                             }
                         }
                     }
@@ -1079,10 +1113,12 @@ impl Bench<'_> {
             )
             .p95
         };
+        // degraded: from the change until the first move (or 10 s)
+        let first_move = events.get(1).map(|e| e.0).filter(|t| *t > change_s + 1.0);
         let res = DynResult {
             p95_before: win(t_start + 2.0, change_s),
-            p95_degraded: win(change_s, change_s + 10.0),
-            p95_end: win(end_s - 15.0, end_s),
+            p95_degraded: win(change_s, first_move.unwrap_or(change_s + 10.0)),
+            p95_end: win(end_s - 10.0, end_s),
             events,
             samples: samples
                 .iter()
@@ -1094,12 +1130,16 @@ impl Bench<'_> {
             before,
             after: placement,
             change_s: change_s - t_start,
+            degraded: victim,
         };
         self.undeploy(&app)?;
         Ok(res)
     }
 
-    fn move_process(&mut self, app: &str, p: &BTreeMap<String, String>) -> Result<()> {
+    /// Starts the components of `p` that are not running where `p` says; returns the
+    /// processes they replace (stopped when dropped).
+    fn move_process(&mut self, app: &str, p: &BTreeMap<String, String>) -> Result<Vec<Proc>> {
+        let mut old = Vec::new();
         let host = self.tb.addr(HOST)?;
         if let Launch::Processes { bin, procs, logdir } = &mut self.launch {
             for (c, node) in p {
@@ -1111,7 +1151,7 @@ impl Bench<'_> {
                 if here {
                     continue;
                 }
-                procs.remove(&key);
+                old.extend(procs.remove(&key));
                 let mut cmd = self.tb.command(node, &*bin);
                 cmd.env("ACOA_APP", app)
                     .env("ACOA_COMPONENT", c)
@@ -1124,7 +1164,7 @@ impl Bench<'_> {
                 procs.insert(key, proc);
             }
         }
-        Ok(())
+        Ok(old)
     }
 }
 
@@ -1150,7 +1190,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "10,100,200")]
     pub latencies: Vec<f64>,
     /// Load steps: virtual users, each one request per second (comma-separated)
-    #[arg(long, value_delimiter = ',', default_value = "5,10,20")]
+    #[arg(long, value_delimiter = ',', default_value = "10,20,40")]
     pub users: Vec<usize>,
     /// Seconds per load step
     #[arg(long, default_value_t = 20)]
@@ -1179,7 +1219,7 @@ pub struct Args {
     #[arg(long)]
     pub no_dynamic: bool,
     /// Descheduling scenario: users, seconds before and after the change, latencies
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 20)]
     pub dyn_users: usize,
     #[arg(long, default_value_t = 20)]
     pub dyn_before_s: u64,
@@ -1379,6 +1419,7 @@ fn run_all(
             latency_ms: a.dyn_latency_ms,
             degraded_ms: a.dyn_degraded_ms,
             users: a.dyn_users,
+            plan_users: a.users.iter().copied().max().unwrap_or(10) as f64,
             before: Duration::from_secs(a.dyn_before_s),
             after: Duration::from_secs(a.dyn_after_s),
             tick: (!matches!(sched, Sched::ControlPlane(_))).then_some(Duration::from_secs(1)),
@@ -1511,8 +1552,9 @@ pub fn write_report(
     if let Some(d) = dynres {
         let _ = writeln!(
             md,
-            "\n## Latencies changed while it runs: the descheduler\n\n{} users; network-aware placement at {} ms everywhere; at {:.1} s every link of m0's node goes to {} ms. The descheduler (`netaware::desched::Descheduler`, default configuration: 20 % gain sustained 5 ticks, one move in flight) ticks every second{}.\n\n- before: {}\n- after: {}\n- p95 before the change {:.1} ms; in the 10 s after it {:.1} ms; in the last 15 s {:.1} ms\n\n| t (s) | event |\n|---|---|",
+            "\n## Latencies changed while it runs: the descheduler\n\n{} users (the schedulers see the use at {} users); network-aware placement at {} ms everywhere; at {:.1} s every link of the node with the most components besides m0's goes to {} ms. The descheduler (`netaware::desched::Descheduler`, default configuration: 20 % gain sustained 5 ticks, one move in flight) ticks every second{}.\n\n- before: {}\n- after: {}\n- p95 before the change {:.1} ms; from the change to the first move {:.1} ms; in the last 10 s {:.1} ms\n\n| t (s) | event |\n|---|---|",
             a.dyn_users,
+            a.users.iter().copied().max().unwrap_or(10),
             a.dyn_latency_ms,
             d.change_s,
             a.dyn_degraded_ms,
@@ -1586,4 +1628,125 @@ pub fn write_report(
     md.push_str("```\n");
     std::fs::write(dir.join("report.md"), &md)?;
     Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_on(setup: &Setup, node: &str) -> BTreeMap<String, String> {
+        setup
+            .wf
+            .names
+            .iter()
+            .map(|c| (c.clone(), node.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn application_and_cluster_definitions_are_valid() {
+        let s = Setup::paper(5).unwrap();
+        assert_eq!(s.nodes, ["cp", "w1", "w2", "w3", "w4", "w5"]);
+        let pins = all_on(&s, "w2");
+        let app =
+            acoa_shared::model::parse_application(&s.app_yaml("na-x", "qos", Some(&pins))).unwrap();
+        assert_eq!(app.components.len(), 17);
+        assert_eq!(app.channels.len(), 18);
+        assert!(app
+            .components
+            .iter()
+            .all(|c| c.requires.datacenter.as_deref() == Some("w2")));
+        let free = acoa_shared::model::parse_application(&s.app_yaml("na-y", "qos", None)).unwrap();
+        assert!(free
+            .components
+            .iter()
+            .all(|c| c.requires.datacenter.is_none()));
+        let cl = acoa_shared::model::parse_cluster(&s.cluster_yaml()).unwrap();
+        assert_eq!(cl.nodes.len(), 5);
+        assert!(Setup::paper(0).is_err() && Setup::paper(6).is_err());
+    }
+
+    #[test]
+    fn discovery_answers_name_every_downstream_call() {
+        let s = Setup::paper(2).unwrap();
+        let mut p = all_on(&s, "w1");
+        p.insert("m7".into(), "w2".into());
+        let addr = |n: &str| match n {
+            "w1" => Some(Ipv4Addr::new(10, 78, 0, 2)),
+            "w2" => Some(Ipv4Addr::new(10, 78, 0, 3)),
+            _ => None,
+        };
+        let a = s.answers(&p, &addr, 9200);
+        // m2 (index 2) calls m6, then m7 (index 7, on w2)
+        assert_eq!(
+            a["m2"],
+            "K1 port=9202 service_ms=2 resp=1000 stages=m6@10.78.0.2:9206;m7@10.78.0.3:9207"
+        );
+        assert_eq!(
+            a["m0"],
+            "K1 port=9200 service_ms=2 resp=1000 stages=m1@10.78.0.2:9201+m2@10.78.0.2:9202+m3@10.78.0.2:9203"
+        );
+        assert_eq!(a["db1"], "K1 port=9213 service_ms=4 resp=1400 stages=");
+        assert_eq!(
+            s.entry_addr(&p, &addr, 9200),
+            Some("10.78.0.2:9200".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn cross_node_calls_and_the_degraded_node() {
+        let s = Setup::paper(3).unwrap();
+        let mut p = all_on(&s, "w1");
+        assert_eq!(remote_calls(&s, &p), 1.0); // the ingress only
+        assert_eq!(degraded_node(&s, &p).unwrap(), "w1");
+        for c in ["m9", "m12", "db4"] {
+            p.insert(c.into(), "w3".into());
+        }
+        p.insert("db3".into(), "w2".into());
+        // ingress + m3->m9 + m8->db3
+        assert_eq!(remote_calls(&s, &p), 3.0);
+        assert_eq!(degraded_node(&s, &p).unwrap(), "w3");
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank_and_lost_requests_apart() {
+        let mut v: Vec<Sample> = (1..=100)
+            .map(|i| Sample {
+                sent_s: i as f64,
+                rt_ms: Some(i as f64),
+                ok: true,
+            })
+            .collect();
+        v.push(Sample {
+            sent_s: 0.0,
+            rt_ms: None,
+            ok: false,
+        });
+        let s = stats(&v);
+        assert_eq!((s.requests, s.answered, s.failed), (101, 100, 1));
+        assert_eq!((s.p50, s.p95, s.p99), (50.0, 95.0, 99.0));
+        assert!(stats(&[]).p95.is_nan());
+    }
+
+    #[test]
+    fn reductions_against_the_baseline() {
+        let st = |p95| Stats {
+            p95,
+            ..Stats::default()
+        };
+        let r = |sched, p: f64| SettingResult {
+            latency_ms: 10.0,
+            sched,
+            placement: BTreeMap::new(),
+            steps: vec![(10, st(p)), (20, st(p * 2.0))],
+            remote_calls: 0.0,
+        };
+        let red = reductions(&r(Sched::Baseline, 100.0), &r(Sched::NetAware, 60.0));
+        assert_eq!(red.len(), 2);
+        assert!((red[0].1 - 0.4).abs() < 1e-12 && (red[1].1 - 0.4).abs() < 1e-12);
+        assert!(
+            parse_sched("cp:network-aware").unwrap() == Sched::ControlPlane("network-aware".into())
+        );
+        assert!(parse_sched("nope").is_err());
+    }
 }
