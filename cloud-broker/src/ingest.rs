@@ -160,6 +160,83 @@ mod tests {
         }))
     }
 
+    /// A node's sample about a peer is the link from the node to the peer, and stays so:
+    /// the agents measure one-way delay per direction (`clock = "synchronized"`), and the
+    /// railway table is asymmetric. Nothing fills in or averages the other direction.
+    #[test]
+    fn a_directed_sample_becomes_the_directed_link_and_is_never_symmetrized() {
+        use crate::engine::{Engine, EngineConfig};
+        use acoa_shared::wire::{LinkMetrics, LinkSample};
+        let cp = SigningKey::from_bytes(&[9; 32]);
+        let ks: Vec<SigningKey> = (1..=3u8)
+            .map(|i| SigningKey::from_bytes(&[i; 32]))
+            .collect();
+        let mut keys = Keys::new();
+        for (i, k) in ks.iter().enumerate() {
+            keys.insert(format!("n{}", i + 1), Some(k.verifying_key()));
+        }
+        let mut e = Engine::new(EngineConfig::default(), cp.clone(), Default::default(), 0);
+        let mut feed = |topic: &str, msg: &Message, k: &SigningKey| {
+            let frame = wire::encode(msg, Some(k)).unwrap();
+            let ev = classify(topic, &frame, &keys, &cp.verifying_key())
+                .unwrap()
+                .unwrap();
+            e.handle(0, ev);
+        };
+        for (i, k) in ks.iter().enumerate() {
+            let n = format!("n{}", i + 1);
+            feed(&format!("acoa/v1/nodes/{n}/report"), &report(&n), k);
+        }
+        let links = |node: &str, samples: &[(&str, f32, f32)]| {
+            let mut l = LinkMetrics {
+                node: wire::name(node).unwrap(),
+                seq: 1,
+                links: Default::default(),
+            };
+            for (peer, latency_ms, success) in samples {
+                l.links
+                    .push(LinkSample {
+                        peer: wire::name(peer).unwrap(),
+                        latency_ms: *latency_ms,
+                        jitter_ms: 0.1,
+                        success: *success,
+                        samples: 20,
+                    })
+                    .unwrap();
+            }
+            Message::LinkMetrics(Box::new(l))
+        };
+        feed(
+            "acoa/v1/nodes/n1/links",
+            &links("n1", &[("n2", 2.0, 0.8)]),
+            &ks[0],
+        );
+        feed(
+            "acoa/v1/nodes/n2/links",
+            &links("n2", &[("n1", 8.0, 1.0)]),
+            &ks[1],
+        );
+        // n3 only says how it reaches n1.
+        feed(
+            "acoa/v1/nodes/n3/links",
+            &links("n3", &[("n1", 5.0, 0.9)]),
+            &ks[2],
+        );
+        let c = e.cluster();
+        let link = |a: &str, b: &str| {
+            c.links
+                .iter()
+                .find(|l| l.from == a && l.to == b)
+                .map(|l| (l.latency_ms, l.success))
+        };
+        assert_eq!(link("n1", "n2"), Some((2.0, 0.8f32 as f64)));
+        assert_eq!(link("n2", "n1"), Some((8.0, 1.0)));
+        assert_eq!(link("n3", "n1"), Some((5.0, 0.9f32 as f64)));
+        assert_eq!(link("n1", "n3"), None, "no reverse link is made up");
+        assert_eq!(link("n2", "n3"), None);
+        assert_eq!(link("n3", "n2"), None);
+    }
+
     #[test]
     fn reports_are_checked_against_the_topic_node_key() {
         let k1 = SigningKey::from_bytes(&[1; 32]);
