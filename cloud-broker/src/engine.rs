@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use acoa_shared::model::{self, Application, Capacity, Cluster, Layer, Link, Resources, Usage};
 use acoa_shared::topics;
+use acoa_shared::wire::ComponentUsage;
 use acoa_shared::wire::{
     self, ActualState, ContainerSpec, ContainerState, DesiredState, EnvVar, LinkMetrics, Message,
     NodeReport, Peer, PeerList, MAX_CONTAINERS,
@@ -21,6 +22,9 @@ use tracing::{error, info, warn};
 use crate::sched;
 use crate::status::{digest, AppStatus, GradeRecord, NotRunning, PlacementRecord};
 use crate::store::{Meta, PersistOp, Snapshot};
+
+mod measured;
+pub use measured::{comm_cost, NETWORK_AWARE};
 
 /// The latency given to a node's own loopback when its agent does not report one: the
 /// probers' floor ([`LATENCY_FLOOR_MS`]), since nothing below it can be told apart.
@@ -153,6 +157,16 @@ pub struct EngineConfig {
     pub link_max_age_ms: u64,
     /// How often the ingest statistics line is logged (0: never).
     pub stats_every_ms: u64,
+    /// How often the network-aware descheduler evaluates its applications (and the status
+    /// documents get the current measurements).
+    pub deschedule_ms: u64,
+    /// Relative gain a network-aware move must offer (0.2 = 20 %), sustained over `sustain`
+    /// evaluations in a row.
+    pub netaware_threshold: f64,
+    /// Measured use and traffic: the mean over this many reports of a node (smoothing window).
+    pub observed_window: usize,
+    /// Measurements not refreshed for this long are forgotten.
+    pub observed_max_age_ms: u64,
 }
 
 impl Default for EngineConfig {
@@ -166,6 +180,10 @@ impl Default for EngineConfig {
             peers_debounce_ms: 500,
             link_max_age_ms: 60_000,
             stats_every_ms: 10_000,
+            deschedule_ms: 10_000,
+            netaware_threshold: 0.2,
+            observed_window: 10,
+            observed_max_age_ms: 30_000,
         }
     }
 }
@@ -222,6 +240,8 @@ pub enum Event {
     Report(Box<NodeReport>),
     /// Verified link metrics.
     Links(Box<LinkMetrics>),
+    /// Verified per-component usage of a node.
+    Usage(Box<ComponentUsage>),
     /// A verified container-state report.
     Actual(Box<ActualState>),
     /// The online marker (or last will) of a node.
@@ -498,6 +518,7 @@ pub struct Engine {
     last_peers_pub: u64,
     last_reeval: u64,
     last_stats: u64,
+    measured: measured::Measured,
     stats_at_last: Stats,
     pub stats: Stats,
 }
@@ -510,6 +531,7 @@ impl Engine {
     /// An engine restored from `snap` at time `now`. Restored nodes count as alive until they
     /// miss the report timeout.
     pub fn new(cfg: EngineConfig, key: SigningKey, snap: Snapshot, now: u64) -> Engine {
+        let cfg_window = cfg.observed_window;
         let mut e = Engine {
             cfg,
             key,
@@ -534,6 +556,7 @@ impl Engine {
             last_peers_pub: 0,
             last_reeval: now,
             last_stats: now,
+            measured: measured::Measured::new(cfg_window, now),
             stats_at_last: Stats::default(),
             stats: Stats::default(),
         };
@@ -593,6 +616,7 @@ impl Engine {
         match ev {
             Event::Report(r) => self.on_report(*r, &mut out),
             Event::Links(l) => self.on_links(&l),
+            Event::Usage(u) => self.on_usage(&u),
             Event::Actual(a) => self.on_actual(*a, &mut out),
             Event::Online { node, online } => {
                 if !online {
@@ -755,6 +779,7 @@ impl Engine {
         self.model_version += 1;
         self.peers_dirty = true;
         self.links.retain(|(a, b), _| a != node && b != node);
+        self.forget_measured(Some(node), None);
         self.actual.remove(node);
         let affected: Vec<String> = self
             .apps
@@ -826,12 +851,19 @@ impl Engine {
             }
         }
         links.sort_by(|a, b| (&a.from, &a.to).cmp(&(&b.from, &b.to)));
+        let observed = self
+            .apps
+            .iter()
+            .filter_map(|(n, a)| {
+                Some((n.clone(), self.measured.table.observed(&a.rec.application)?))
+            })
+            .collect();
         let c = Arc::new(Cluster {
             cluster: "live".into(),
             datacenters: vec![],
             nodes,
             links,
-            ..Default::default()
+            observed,
         });
         self.cluster_cache = Some((self.model_version, c.clone()));
         c
@@ -990,6 +1022,7 @@ impl Engine {
     }
 
     fn delete_app(&mut self, app: &str, out: &mut Vec<Action>) {
+        self.forget_measured(None, Some(app));
         let Some(a) = self.apps.remove(app) else {
             if self.status_sent.remove(app).is_some() {
                 out.push(Action::Publish {
@@ -1535,6 +1568,7 @@ impl Engine {
         st.feasible_deployments = Some(p.feasible_deployments);
         st.running = running;
         st.not_running = not_running;
+        st.observed = self.measured.for_status.get(app).cloned();
         Some(st)
     }
 
@@ -1665,13 +1699,15 @@ impl Engine {
                         Purpose::Place("a node it uses is not available".into()),
                         out,
                     );
-                } else if placed {
+                } else if placed && !self.is_network_aware(&app) {
+                    // network-aware applications: their own descheduler (measured_tick)
                     self.request(&app, Purpose::Reevaluate, out);
                 } else {
                     self.request(&app, Purpose::Place("retry".into()), out);
                 }
             }
         }
+        self.measured_tick(out);
         if self.cfg.stats_every_ms > 0
             && now.saturating_sub(self.last_stats) >= self.cfg.stats_every_ms
         {

@@ -51,10 +51,11 @@ pub fn classify(
         return Err(Dropped::UnknownTopic(topic.chars().take(200).collect()));
     };
     match t {
-        Topic::Report(n) | Topic::Links(n) | Topic::Actual(n) => {
+        Topic::Report(n) | Topic::Links(n) | Topic::Actual(n) | Topic::Usage(n) => {
             let kind = match t {
                 Topic::Report(_) => "node report",
                 Topic::Links(_) => "link metrics",
+                Topic::Usage(_) => "component usage",
                 _ => "actual state",
             };
             let key = match keys.get(n) {
@@ -81,6 +82,7 @@ pub fn classify(
                 (Topic::Report(_), Message::NodeReport(r)) => (r.node.clone(), Event::Report(r)),
                 (Topic::Links(_), Message::LinkMetrics(l)) => (l.node.clone(), Event::Links(l)),
                 (Topic::Actual(_), Message::ActualState(a)) => (a.node.clone(), Event::Actual(a)),
+                (Topic::Usage(_), Message::ComponentUsage(u)) => (u.node.clone(), Event::Usage(u)),
                 (_, other) => {
                     return Err(Dropped::Bad {
                         kind,

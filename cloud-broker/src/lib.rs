@@ -22,6 +22,7 @@ pub mod engine;
 pub mod identity;
 pub mod ingest;
 pub mod mosquitto;
+pub mod observed;
 pub mod sched;
 pub mod serve;
 pub mod status;

@@ -32,6 +32,7 @@ pub fn acl(creds: &Credentials, inv: &Inventory) -> String {
              topic write acoa/v1/nodes/{n}/links\n\
              topic readwrite acoa/v1/nodes/{n}/online\n\
              topic write acoa/v1/nodes/{n}/actual\n\
+             topic write acoa/v1/nodes/{n}/usage\n\
              topic read acoa/v1/nodes/{n}/desired\n\
              topic read acoa/v1/peers\n\n"
         );

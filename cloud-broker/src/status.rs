@@ -61,6 +61,10 @@ pub struct AppStatus {
     pub running: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_running: Vec<NotRunning>,
+    /// What the components were measured to use at run time (CPU, memory, traffic between
+    /// components; see `observed`), rounded; absent before anything is measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<acoa_shared::model::Observed>,
 }
 
 impl AppStatus {
@@ -76,6 +80,7 @@ impl AppStatus {
             feasible_deployments: None,
             running: vec![],
             not_running: vec![],
+            observed: None,
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::reconciler::{Action, Event, Level, Reconciler};
 use crate::report::Reporter;
 use crate::runtime::podman::PodmanRuntime;
 use crate::runtime::{Runtime, RuntimeError};
+use crate::stats::{self, CpuRates, Table};
 use crate::store;
 
 /// Largest MQTT packet accepted (a full desired state is well under 100 KiB).
@@ -143,6 +144,29 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
     let (session_tx, session_rx) = watch::channel(0u64);
     let (peers_tx, peers_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
     let (restored_tx, restored_rx) = oneshot::channel();
+    // (spec name, app, component) of the current desired state, for the usage reports.
+    let (desired_list_tx, desired_list_rx) = watch::channel(DesiredList::new());
+    let stats_sock = match std::net::UdpSocket::bind(cfg.stats.listen) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warn!(
+                "stats.listen {}: {e}; no workload traffic stats on this node",
+                cfg.stats.listen
+            );
+            None
+        }
+    };
+    let stats_bound = stats_sock.as_ref().and_then(|s| s.local_addr().ok());
+    let stats_port = stats_bound.map(|a| a.port());
+    // CPU and memory per container: a second client of the same runtime.
+    let usage_rt = match cfg.runtime {
+        RuntimeKind::Podman => Some(PodmanRuntime::new(
+            &cfg.podman_socket,
+            &cfg.node,
+            cfg.netns.clone(),
+        )?),
+        RuntimeKind::K3s => None,
+    };
 
     // Containers first: restore from disk before any broker contact.
     let reconciler = Reconciler::new(
@@ -156,6 +180,17 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
     match cfg.runtime {
         RuntimeKind::Podman => {
             let rt = PodmanRuntime::new(&cfg.podman_socket, &cfg.node, cfg.netns.clone())?;
+            let advertise = match stats_port {
+                Some(port) => stats_advertise(&cfg, port, &rt).await,
+                None => None,
+            };
+            if let Some(a) = &advertise {
+                info!(
+                    "workload stats on udp {}; containers are told ACOA_AGENT_STATS={a}",
+                    stats_bound.unwrap_or(cfg.stats.listen)
+                );
+            }
+            let rt = rt.with_stats(advertise);
             tokio::spawn(reconcile_loop(
                 rt,
                 reconciler,
@@ -165,6 +200,7 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
                 shared.clone(),
                 restored_tx,
                 tick,
+                desired_list_tx,
             ));
         }
         RuntimeKind::K3s => {
@@ -185,11 +221,18 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
                     shared.clone(),
                     restored_tx,
                     tick,
+                    desired_list_tx,
                 ));
             }
             #[cfg(not(feature = "k3s"))]
             {
-                let _ = (reconciler, desired_rx, session_rx, restored_tx);
+                let _ = (
+                    reconciler,
+                    desired_rx,
+                    session_rx,
+                    restored_tx,
+                    desired_list_tx,
+                );
                 anyhow::bail!("runtime: k3s needs a build with --features k3s");
             }
         }
@@ -201,6 +244,13 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
 
     start_prober(&cfg, &key, shared.clone(), peers_rx)?;
     tokio::spawn(report_loop(cfg.clone(), shared.clone()));
+    tokio::spawn(usage_loop(
+        cfg.clone(),
+        shared.clone(),
+        stats_sock,
+        usage_rt,
+        desired_list_rx,
+    ));
 
     tokio::select! {
         _ = mqtt_loop(cfg.clone(), eventloop, shared.clone(), desired_tx, peers_tx, session_tx) => {}
@@ -311,6 +361,47 @@ async fn mqtt_loop(
     }
 }
 
+/// `(spec name, app, component)` of every container of the current desired state.
+type DesiredList = Vec<(String, String, String)>;
+
+fn desired_list(rec: &Reconciler) -> DesiredList {
+    rec.desired()
+        .map(|d| {
+            d.containers
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.app.to_string(),
+                        c.component.to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What containers are told as `ACOA_AGENT_STATS` (see `config::StatsConfig`).
+async fn stats_advertise(cfg: &Config, port: u16, rt: &PodmanRuntime) -> Option<String> {
+    if let Some(a) = &cfg.stats.advertise {
+        return Some(a.clone());
+    }
+    let ip = cfg.stats.listen.ip();
+    if !ip.is_unspecified() {
+        return Some(std::net::SocketAddr::new(ip, port).to_string());
+    }
+    match rt.default_gateway().await {
+        Some(gw) => Some(std::net::SocketAddr::new(gw, port).to_string()),
+        None => {
+            warn!(
+                "stats.listen {}: Podman's default network has no gateway to tell containers; set stats.advertise",
+                cfg.stats.listen
+            );
+            None
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn reconcile_loop<R: Runtime>(
     rt: R,
@@ -321,13 +412,25 @@ async fn reconcile_loop<R: Runtime>(
     shared: Arc<Shared>,
     restored_tx: oneshot::Sender<()>,
     tick: Duration,
+    desired_list_tx: watch::Sender<DesiredList>,
 ) {
+    let publish_list = |rec: &Reconciler| {
+        let list = desired_list(rec);
+        desired_list_tx.send_if_modified(|v| {
+            let changed = *v != list;
+            if changed {
+                *v = list;
+            }
+            changed
+        });
+    };
     let epoch = Instant::now();
     let now_ms = move || epoch.elapsed().as_millis() as u64;
     match store::read(&cfg.state_dir, store::DESIRED) {
         Ok(Some(bytes)) => {
             let first = rec.handle(Event::Restored(bytes));
             execute(&rt, &mut rec, &cfg, &shared, first).await;
+            publish_list(&rec);
         }
         Ok(None) => info!("no persisted desired state: waiting for one"),
         Err(e) => warn!("cannot read the persisted desired state: {e}"),
@@ -350,6 +453,7 @@ async fn reconcile_loop<R: Runtime>(
         };
         let actions = rec.handle(ev);
         execute(&rt, &mut rec, &cfg, &shared, actions).await;
+        publish_list(&rec);
     }
 }
 
@@ -472,6 +576,85 @@ async fn report_loop(cfg: Config, shared: Arc<Shared>) {
             QoS::AtMostOnce,
             &Message::NodeReport(Box::new(r)),
         );
+    }
+}
+
+/// Workload stats in, one usage message per report period out.
+async fn usage_loop(
+    cfg: Config,
+    shared: Arc<Shared>,
+    sock: Option<std::net::UdpSocket>,
+    rt: Option<PodmanRuntime>,
+    mut desired: watch::Receiver<DesiredList>,
+) {
+    let sock = sock.and_then(|s| {
+        s.set_nonblocking(true).ok()?;
+        tokio::net::UdpSocket::from_std(s).ok()
+    });
+    let node = wire::name(&cfg.node).unwrap_or_default();
+    let topic = topics::usage(&cfg.node);
+    let mut table = Box::new(Table::new());
+    let mut cpu = CpuRates::new();
+    let mut interval = tokio::time::interval(Duration::from_millis(cfg.report_period_ms));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut buf = [0u8; stats::MAX_DATAGRAM + 1];
+    let mut seq = 0u64;
+    let mut sent_empty = true;
+    let mut last_tick = Instant::now();
+    // dropped datagrams: one warning per 10 s at most
+    let mut dropped = 0u64;
+    let mut last_warn: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {
+                let list = desired.borrow_and_update().clone();
+                table.set_desired(list.iter().map(|(_, a, c)| (a.as_str(), c.as_str())));
+                let now = Instant::now();
+                let period_ms = now.duration_since(last_tick).as_millis().min(u32::MAX as u128) as u32;
+                last_tick = now;
+                if list.is_empty() && sent_empty {
+                    continue;
+                }
+                let runtime = match &rt {
+                    Some(rt) => rt.usage().await.unwrap_or_else(|e| {
+                        debug!("container stats unavailable: {e}");
+                        Vec::new()
+                    }),
+                    None => Vec::new(),
+                };
+                let rates = cpu.update(&runtime);
+                seq += 1;
+                let components = stats::samples(&list, &rates, &runtime, &mut table, Instant::now());
+                let msg = stats::usage_message(&node, seq, period_ms, components);
+                sent_empty = msg.components.is_empty();
+                shared.publish(topic.clone(), QoS::AtMostOnce, &Message::ComponentUsage(Box::new(msg)));
+            }
+            r = recv_stats(sock.as_ref(), &mut buf) => {
+                let Ok((n, from)) = r else { continue };
+                if desired.has_changed().unwrap_or(false) {
+                    let list = desired.borrow_and_update().clone();
+                    table.set_desired(list.iter().map(|(_, a, c)| (a.as_str(), c.as_str())));
+                }
+                if let Err(e) = table.receive(&buf[..n], Instant::now()) {
+                    dropped += 1;
+                    if last_warn.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                        warn!("{e} (from {from}; {dropped} dropped since the last such line)");
+                        dropped = 0;
+                        last_warn = Some(Instant::now());
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn recv_stats(
+    sock: Option<&tokio::net::UdpSocket>,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, std::net::SocketAddr)> {
+    match sock {
+        Some(s) => s.recv_from(buf).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -5,6 +5,7 @@
 //! - [`runtime`]: Podman (REST API) and k3s (pod documents; client behind feature `k3s`).
 //! - [`prober`]: UDP echo prober and responder, per-peer latency, jitter, success rate.
 //! - [`report`]: node reports from `sysinfo`.
+//! - [`stats`]: workload traffic stats datagrams and per-component usage messages.
 //! - [`store`]: node key and persisted documents on disk.
 //! - [`agent`]: the thin async driver (MQTT, loops, threads).
 #![forbid(unsafe_code)]
@@ -15,4 +16,5 @@ pub mod prober;
 pub mod reconciler;
 pub mod report;
 pub mod runtime;
+pub mod stats;
 pub mod store;

@@ -29,6 +29,10 @@ pub fn desired(node: &str) -> String {
 pub fn actual(node: &str) -> String {
     format!("{PREFIX}/nodes/{node}/actual")
 }
+/// `acoa/v1/nodes/{node}/usage`: per-component CPU, memory and traffic, agent → cloud (QoS 0).
+pub fn usage(node: &str) -> String {
+    format!("{PREFIX}/nodes/{node}/usage")
+}
 /// `acoa/v1/apps/{app}`: an application definition, user → cloud (QoS 1, retained; empty deletes).
 pub fn app(app: &str) -> String {
     format!("{PREFIX}/apps/{app}")
@@ -50,6 +54,7 @@ pub enum Topic<'a> {
     Online(&'a str),
     Desired(&'a str),
     Actual(&'a str),
+    Usage(&'a str),
     Peers,
     App(&'a str),
     AppStatus(&'a str),
@@ -70,6 +75,7 @@ pub fn parse(topic: &str) -> Option<Topic<'_>> {
             "online" => Some(Topic::Online(n)),
             "desired" => Some(Topic::Desired(n)),
             "actual" => Some(Topic::Actual(n)),
+            "usage" => Some(Topic::Usage(n)),
             _ => None,
         },
         ["apps", a] if !a.is_empty() => Some(Topic::App(a)),
@@ -89,6 +95,7 @@ mod tests {
         assert_eq!(parse(&online("n13")), Some(Topic::Online("n13")));
         assert_eq!(parse(&desired("n13")), Some(Topic::Desired("n13")));
         assert_eq!(parse(&actual("n13")), Some(Topic::Actual("n13")));
+        assert_eq!(parse(&usage("n13")), Some(Topic::Usage("n13")));
         assert_eq!(parse(PEERS), Some(Topic::Peers));
         assert_eq!(parse(&app("smoke")), Some(Topic::App("smoke")));
         assert_eq!(parse(&app_status("smoke")), Some(Topic::AppStatus("smoke")));

@@ -30,6 +30,8 @@ pub type Labels = heapless::Vec<Name, 16>;
 pub const MAX_CONTAINERS: usize = 32;
 pub const MAX_LINKS_PER_MESSAGE: usize = 64;
 pub const MAX_ENV: usize = 8;
+/// Downstream components one component's traffic is reported to, at most.
+pub const MAX_DOWNSTREAM: usize = 8;
 
 /// What can go wrong with a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,6 +60,8 @@ pub enum Message {
     DesiredState(Box<DesiredState>),
     ActualState(Box<ActualState>),
     PeerList(PeerList),
+    /// Appended in issue 7 (variants keep their index: older frames decode unchanged).
+    ComponentUsage(Box<ComponentUsage>),
 }
 
 impl Message {
@@ -68,6 +72,7 @@ impl Message {
             Message::DesiredState(_) => "desired state",
             Message::ActualState(_) => "actual state",
             Message::PeerList(_) => "peer list",
+            Message::ComponentUsage(_) => "component usage",
         }
     }
 }
@@ -208,6 +213,40 @@ pub struct Peer {
     pub node: Name,
     /// `ip:port` where the peer answers probes.
     pub addr: heapless::String<64>,
+}
+
+/// What the components running on `node` use, agent → cloud, on a period: CPU and memory as
+/// measured by the runtime, traffic as counted by the workloads themselves (their stats
+/// datagrams). A complete list for the node each time (what is absent runs no longer here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentUsage {
+    pub node: Name,
+    pub seq: u64,
+    /// Milliseconds the rates were measured over.
+    pub period_ms: u32,
+    pub components: heapless::Vec<ComponentSample, MAX_CONTAINERS>,
+}
+
+/// One component on the node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentSample {
+    pub app: Name,
+    pub component: Name,
+    /// CPU in use, millicores; `None` when the runtime did not say.
+    pub cpu_millis: Option<f32>,
+    /// Memory in use, MB; `None` when the runtime did not say.
+    pub memory_mb: Option<f32>,
+    /// What it sent, per downstream component (or channel, as the workload names it); empty
+    /// when the workload reports nothing.
+    pub traffic: heapless::Vec<TrafficSample, MAX_DOWNSTREAM>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrafficSample {
+    /// A downstream component of the same application, or the name of a channel to it.
+    pub to: Name,
+    pub bytes_per_s: f32,
+    pub messages_per_s: f32,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -93,6 +93,26 @@ fn samples() -> Vec<Message> {
                 addr: bounded("addr", "10.77.0.1:7878").unwrap(),
             }],
         }),
+        Message::ComponentUsage(Box::new(ComponentUsage {
+            node: name("n01").unwrap(),
+            seq: 3,
+            period_ms: 1000,
+            components: [ComponentSample {
+                app: name("smoke-monitoring").unwrap(),
+                component: name("measurement").unwrap(),
+                cpu_millis: Some(120.5),
+                memory_mb: None,
+                traffic: [TrafficSample {
+                    to: name("raw-to-level").unwrap(),
+                    bytes_per_s: 12_000.0,
+                    messages_per_s: 10.0,
+                }]
+                .into_iter()
+                .collect(),
+            }]
+            .into_iter()
+            .collect(),
+        })),
     ]
 }
 

@@ -101,6 +101,7 @@ fn describe(
         Message::DesiredState(d) => d.node.as_str().to_string(),
         Message::ActualState(a) => a.node.as_str().to_string(),
         Message::PeerList(_) => "control plane".to_string(),
+        Message::ComponentUsage(u) => u.node.as_str().to_string(),
     };
     let line = format!(
         "{} from {} ({}{})",

@@ -48,4 +48,31 @@ pub trait Runtime {
     async fn start(&self, name: &str) -> Result<(), RuntimeError>;
     /// Stops (briefly) and removes; a container already gone is not an error.
     async fn remove(&self, name: &str) -> Result<(), RuntimeError>;
+    /// CPU time and memory of the running managed containers of this node (empty where the
+    /// runtime does not tell).
+    async fn usage(&self) -> Result<Vec<crate::stats::ContainerUsage>, RuntimeError> {
+        Ok(Vec::new())
+    }
+}
+
+/// The environment the agent adds to every container it starts: `ACOA_APP`, `ACOA_COMPONENT`
+/// and, when workload stats are collected, `ACOA_AGENT_STATS` (where to send them).
+pub fn injected_env(spec: &ContainerSpec, stats: Option<&str>) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = spec
+        .env
+        .iter()
+        .filter(|e| {
+            !matches!(
+                e.name.as_str(),
+                "ACOA_APP" | "ACOA_COMPONENT" | "ACOA_AGENT_STATS"
+            )
+        })
+        .map(|e| (e.name.to_string(), e.value.to_string()))
+        .collect();
+    env.push(("ACOA_APP".into(), spec.app.to_string()));
+    env.push(("ACOA_COMPONENT".into(), spec.component.to_string()));
+    if let Some(a) = stats {
+        env.push(("ACOA_AGENT_STATS".into(), a.to_string()));
+    }
+    env
 }

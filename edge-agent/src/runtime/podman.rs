@@ -6,7 +6,7 @@ use acoa_shared::wire::ContainerSpec;
 use podman_api::models::{LinuxCpu, LinuxMemory, LinuxResources, Namespace};
 use podman_api::opts::{
     ContainerCreateOpts, ContainerDeleteOpts, ContainerListFilter, ContainerListOpts,
-    ContainerStopOpts,
+    ContainerStatsOpts, ContainerStopOpts,
 };
 use podman_api::Podman;
 
@@ -20,6 +20,8 @@ pub struct PodmanRuntime {
     podman: Podman,
     node: String,
     netns: Option<String>,
+    /// `ACOA_AGENT_STATS` for the containers created.
+    stats: Option<String>,
 }
 
 fn classify(e: podman_api::Error) -> RuntimeError {
@@ -71,7 +73,23 @@ impl PodmanRuntime {
             podman,
             node: node.to_owned(),
             netns,
+            stats: None,
         })
+    }
+
+    /// Containers created from now on are told to send their stats to `addr`.
+    pub fn with_stats(mut self, addr: Option<String>) -> Self {
+        self.stats = addr;
+        self
+    }
+
+    /// The gateway of Podman's default network (`podman`): where containers on its bridge
+    /// reach the host.
+    pub async fn default_gateway(&self) -> Option<std::net::IpAddr> {
+        let net = self.podman.networks().get("podman").inspect().await.ok()?;
+        net.subnets?
+            .into_iter()
+            .find_map(|s| s.gateway?.parse().ok())
     }
 
     fn full_name(&self, name: &str) -> String {
@@ -136,7 +154,7 @@ impl Runtime for PodmanRuntime {
             .name(self.full_name(&spec.name))
             .image(spec.image.as_str())
             .labels(labels(&self.node, spec, generation, spec_hash))
-            .env(spec.env.iter().map(|e| (e.name.as_str(), e.value.as_str())))
+            .env(injected_env(spec, self.stats.as_deref()))
             .stop_timeout(STOP_TIMEOUT_S as u64);
         if spec.cpu_millis > 0 || spec.memory_mb > 0 {
             b = b.resource_limits(LinuxResources {
@@ -206,11 +224,68 @@ impl Runtime for PodmanRuntime {
             Err(e) => Err(classify(e)),
         }
     }
+
+    async fn usage(&self) -> Result<Vec<crate::stats::ContainerUsage>, RuntimeError> {
+        let running: Vec<String> = self
+            .list()
+            .await?
+            .into_iter()
+            .filter(|o| o.state == RunState::Running)
+            .map(|o| o.name)
+            .collect();
+        if running.is_empty() {
+            return Ok(Vec::new());
+        }
+        let opts = ContainerStatsOpts::builder()
+            .containers(running.iter().map(|n| self.full_name(n)))
+            .build();
+        let v = self
+            .podman
+            .containers()
+            .stats(&opts)
+            .await
+            .map_err(classify)?;
+        Ok(parse_stats(&v, &self.full_name("")))
+    }
+}
+
+/// The containers' figures in an answer of `/libpod/containers/stats` (`{"Stats": [...]}`);
+/// names without `prefix` (`acoa-{node}-`) are not ours and left out.
+pub fn parse_stats(v: &serde_json::Value, prefix: &str) -> Vec<crate::stats::ContainerUsage> {
+    let Some(list) = v.get("Stats").and_then(|s| s.as_array()) else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|c| {
+            let name = c.get("Name")?.as_str()?.trim_start_matches('/');
+            Some(crate::stats::ContainerUsage {
+                name: name.strip_prefix(prefix)?.to_owned(),
+                cpu_ns: c.get("CPUNano")?.as_u64()?,
+                at_ns: c.get("SystemNano")?.as_u64()?,
+                memory_bytes: c.get("MemUsage").and_then(|m| m.as_u64()).unwrap_or(0),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stats_answers_parse() {
+        let v: serde_json::Value = serde_json::from_str(
+            r#"{"Error":null,"Stats":[{"Name":"acoa-n1-app.a","CPUNano":28531036,"SystemNano":1796036880201673187,"MemUsage":2166784},
+                {"Name":"other","CPUNano":1,"SystemNano":1,"MemUsage":1},{"Name":"acoa-n1-app.b"}]}"#,
+        )
+        .unwrap();
+        let u = parse_stats(&v, "acoa-n1-");
+        assert_eq!(u.len(), 1);
+        assert_eq!(u[0].name, "app.a");
+        assert_eq!(u[0].cpu_ns, 28531036);
+        assert_eq!(u[0].memory_bytes, 2166784);
+        assert!(parse_stats(&serde_json::json!({"Error": "x"}), "acoa-n1-").is_empty());
+    }
 
     #[test]
     fn states_map() {

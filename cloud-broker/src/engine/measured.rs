@@ -1,0 +1,286 @@
+//! The engine's side of run-time measurements (issue 7): the agents' usage messages folded into
+//! the live model's `observed` ([`crate::observed`]), and the network-aware descheduler of
+//! applications with `scheduler: network-aware`, run every
+//! [`EngineConfig::deschedule_ms`](super::EngineConfig::deschedule_ms) on the live model.
+//!
+//! The descheduler rule is `acoa_scheduler::netaware::app::deschedule` (one evaluation: the
+//! move of one component, or the first of a traffic-connected group sharing a node, whose
+//! relative gain is largest and above the threshold). Hysteresis here: the same move (component
+//! and target node) must be proposed [`EngineConfig::sustain`](super::EngineConfig::sustain)
+//! evaluations in a row; one move at a time per application: nothing is evaluated while a
+//! component of the application is not running (a move still rolling out, or anything else
+//! wrong), and the evidence restarts after each move. The move goes through the same path as
+//! every placement change (reservations, desired states of the two nodes, status). Pure: part of
+//! the state machine, driven by `Event::Usage` and `Event::Tick`.
+
+use std::collections::BTreeMap;
+
+use acoa_scheduler::netaware::app::{deschedule, DeschedConfig};
+use acoa_shared::model::{Cluster, Observed};
+use acoa_shared::wire::ComponentUsage;
+use tracing::{debug, info, warn};
+
+use super::{grades, Action, Engine, PlacementRecord};
+use crate::observed::{rounded, ObservedTable};
+use crate::sched;
+
+/// The name `scheduler:` gives the algorithm whose applications this descheduler moves.
+pub const NETWORK_AWARE: &str = "network-aware";
+
+/// What the engine keeps for this.
+#[derive(Debug, Clone)]
+pub(super) struct Measured {
+    pub(super) table: ObservedTable,
+    last_desched: u64,
+    /// Per application: the move proposed at the last evaluations, and how many in a row.
+    streaks: BTreeMap<String, (String, String, u32)>,
+    /// Per application: the measurements the status document shows (rounded).
+    pub(super) for_status: BTreeMap<String, Observed>,
+}
+
+impl Measured {
+    pub(super) fn new(window: usize, now: u64) -> Self {
+        Measured {
+            table: ObservedTable::new(window),
+            last_desched: now,
+            streaks: BTreeMap::new(),
+            for_status: BTreeMap::new(),
+        }
+    }
+}
+
+/// Traffic-weighted mean latency (ms) of what `comp` exchanges with the other components
+/// (both directions) under `assignment`, and the bytes/s it exchanges: the communication cost
+/// the network-aware score weighs. `None` when it exchanges nothing measured.
+pub fn comm_cost(
+    cluster: &Cluster,
+    app: &str,
+    assignment: &BTreeMap<String, String>,
+    comp: &str,
+) -> Option<(f64, f64)> {
+    let o = cluster.observed.get(app)?;
+    let lat = |a: &str, b: &str| {
+        cluster
+            .links
+            .iter()
+            .find(|l| l.from == a && l.to == b)
+            .map(|l| l.latency_ms)
+    };
+    let here = assignment.get(comp)?;
+    let (mut weighted, mut total) = (0.0, 0.0);
+    for t in &o.traffic {
+        let (peer, there_to_here) = if t.from == comp {
+            (&t.to, false)
+        } else if t.to == comp {
+            (&t.from, true)
+        } else {
+            continue;
+        };
+        let Some(there) = assignment.get(peer) else {
+            continue;
+        };
+        let l = if there_to_here {
+            lat(there, here)
+        } else {
+            lat(here, there)
+        };
+        let Some(l) = l else { continue };
+        weighted += t.bytes_per_s * l;
+        total += t.bytes_per_s;
+    }
+    (total > 0.0).then(|| (weighted / total, total))
+}
+
+impl Engine {
+    /// A verified usage message of a node.
+    pub(super) fn on_usage(&mut self, u: &ComponentUsage) {
+        let node = u.node.as_str();
+        if !self.nodes.get(node).is_some_and(|n| n.online) {
+            return;
+        }
+        let apps = &self.apps;
+        let placed = |app: &str, comp: &str| {
+            apps.get(app)?
+                .rec
+                .placement
+                .as_ref()?
+                .assignment
+                .get(comp)
+                .cloned()
+        };
+        if self.measured.table.fold(self.now, u, placed) {
+            self.model_version += 1;
+        }
+    }
+
+    /// Measurements of a lost node or a deleted application go with it.
+    pub(super) fn forget_measured(&mut self, node: Option<&str>, app: Option<&str>) {
+        let mut changed = false;
+        if let Some(n) = node {
+            changed |= self.measured.table.forget_node(n);
+        }
+        if let Some(a) = app {
+            changed |= self.measured.table.forget_app(a);
+            self.measured.streaks.remove(a);
+            self.measured.for_status.remove(a);
+        }
+        if changed {
+            self.model_version += 1;
+        }
+    }
+
+    pub(super) fn is_network_aware(&self, app: &str) -> bool {
+        self.apps
+            .get(app)
+            .is_some_and(|a| a.rec.application.scheduler == NETWORK_AWARE)
+    }
+
+    /// Every component of `app` runs where its placement says.
+    fn all_running(&self, app: &str) -> bool {
+        self.status_of(app)
+            .is_some_and(|s| s.state == "running" && s.not_running.is_empty())
+    }
+
+    /// On every tick: old measurements expire; every `deschedule_ms`, the status documents
+    /// get the current measurements and the network-aware applications are evaluated.
+    pub(super) fn measured_tick(&mut self, out: &mut Vec<Action>) {
+        let now = self.now;
+        if self
+            .measured
+            .table
+            .expire(now, self.cfg.observed_max_age_ms)
+        {
+            self.model_version += 1;
+        }
+        if now.saturating_sub(self.measured.last_desched) < self.cfg.deschedule_ms {
+            return;
+        }
+        self.measured.last_desched = now;
+        let cluster = self.cluster();
+        let names: Vec<String> = self.apps.keys().cloned().collect();
+        self.measured
+            .streaks
+            .retain(|a, _| self.apps.contains_key(a));
+        for app in names {
+            let shown = cluster.observed.get(&app).map(rounded);
+            if self.measured.for_status.get(&app) != shown.as_ref() {
+                match shown {
+                    Some(o) => self.measured.for_status.insert(app.clone(), o),
+                    None => self.measured.for_status.remove(&app),
+                };
+                self.update_status(&app, out);
+            }
+            self.deschedule_app(&app, &cluster, out);
+        }
+    }
+
+    fn deschedule_app(&mut self, app: &str, cluster: &Cluster, out: &mut Vec<Action>) {
+        let Some(a) = self.apps.get(app) else { return };
+        if a.rec.application.scheduler != NETWORK_AWARE || a.job.is_some() || a.unplaced.is_some() {
+            return;
+        }
+        let Some(current) = a.rec.placement.as_ref().map(|p| p.assignment.clone()) else {
+            return;
+        };
+        if !self.all_running(app) {
+            // a move (or anything else) still rolling out: one at a time, evidence restarts
+            self.measured.streaks.remove(app);
+            return;
+        }
+        let application = a.rec.application.clone();
+        let mut ledger = sched::Ledger::new();
+        for (n, r) in self.reserved_by_others(app) {
+            ledger.reserve(&n, r);
+        }
+        let cfg = DeschedConfig {
+            threshold: self.cfg.netaware_threshold,
+            ..DeschedConfig::default()
+        };
+        let m = match deschedule(cluster, &application, &ledger, &current, &cfg) {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                self.measured.streaks.remove(app);
+                return;
+            }
+            Err(e) => {
+                debug!("descheduler: application {app} not evaluated: {e}");
+                self.measured.streaks.remove(app);
+                return;
+            }
+        };
+        let count = match self.measured.streaks.get(app) {
+            Some((c, to, k)) if *c == m.component && *to == m.to => k + 1,
+            _ => 1,
+        };
+        let sustain = self.cfg.sustain.max(1);
+        if count < sustain {
+            info!(
+                "application {app}: moving {} from {} to {} would gain {:.1} %, {count} of {sustain} evaluations",
+                m.component,
+                m.from,
+                m.to,
+                m.gain * 100.0
+            );
+            self.measured
+                .streaks
+                .insert(app.to_string(), (m.component, m.to, count));
+            return;
+        }
+        self.measured.streaks.remove(app);
+        let mut assignment = current.clone();
+        assignment.insert(m.component.clone(), m.to.clone());
+        if !self.fits(&application, &assignment) {
+            warn!(
+                "application {app}: {} does not fit on {} next to the other applications' reservations: not moved",
+                m.component, m.to
+            );
+            return;
+        }
+        let (score, criteria) = match sched::score(cluster, &application, &assignment) {
+            Ok((s, g)) => (s, grades(&g)),
+            Err(e) => {
+                warn!(
+                    "application {app}: the move of {} cannot be scored: {e}",
+                    m.component
+                );
+                return;
+            }
+        };
+        let cost = |a: &BTreeMap<String, String>| {
+            comm_cost(cluster, app, a, &m.component)
+                .map(|(l, _)| format!("{l:.1} ms"))
+                .unwrap_or_else(|| "n/a".into())
+        };
+        let bytes = comm_cost(cluster, app, &current, &m.component)
+            .map(|(_, b)| b)
+            .unwrap_or(0.0);
+        info!(
+            "moved {app}/{} from {} to {} (network-aware descheduler, gain {:.1} % for {sustain} evaluations): traffic-weighted latency to its peers {} -> {} over {:.0} B/s{}",
+            m.component,
+            m.from,
+            m.to,
+            m.gain * 100.0,
+            cost(&current),
+            cost(&assignment),
+            bytes,
+            if m.group.len() > 1 {
+                format!("; its group {} follows", m.group[1..].join(", "))
+            } else {
+                String::new()
+            }
+        );
+        let feasible = self
+            .apps
+            .get(app)
+            .and_then(|a| a.rec.placement.as_ref())
+            .map(|p| p.feasible_deployments)
+            .unwrap_or(0);
+        let p = PlacementRecord {
+            assignment,
+            score,
+            criteria,
+            feasible_deployments: feasible,
+        };
+        self.apply_placement(app, p, &current, out);
+    }
+}

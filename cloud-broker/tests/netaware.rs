@@ -1,0 +1,365 @@
+//! Run-time measurements and the network-aware descheduler in the control plane's decisions,
+//! with plain values: usage messages folded into the live model's `observed` (and the status
+//! document), and an application with `scheduler: network-aware` moved one component at a time,
+//! with hysteresis, when the measured traffic says its components sit on the wrong nodes.
+
+use std::collections::BTreeMap;
+
+use acoa_shared::model::{self, Cluster};
+use acoa_shared::topics;
+use acoa_shared::wire::{
+    self, ActualState, ComponentSample, ComponentUsage, ContainerState, ContainerStatus,
+    LinkMetrics, TrafficSample,
+};
+use cloud_broker::engine::{comm_cost, run_job, Action, Engine, EngineConfig, Event};
+use cloud_broker::status::AppStatus;
+use cloud_broker::store::Snapshot;
+use cloud_broker::testkit::{report_of, samples_of};
+use ed25519_dalek::SigningKey;
+
+/// Desired states are large fixed-size values (heapless); debug builds copy them on the stack.
+fn big_stack(f: fn()) {
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+/// n1 has the sensor, n3 the database, n2 neither; 10 ms between nodes, 0.5 ms loopback.
+fn cluster() -> Cluster {
+    let mut text = String::from(
+        "cluster: t\n\
+         datacenters: [{name: dc, layer: edge}]\n\
+         nodes:\n",
+    );
+    for (n, hw) in [("n1", "[sensor]"), ("n2", "[]"), ("n3", "[db]")] {
+        text += &format!(
+            "- {{name: {n}, datacenter: dc, layer: edge, arch: x86_64, hardware: {hw}, \
+             capacity: {{cpu_millis: 4000, memory_mb: 8192, disk_mb: 1000}}}}\n"
+        );
+    }
+    text += "links:\n";
+    for a in ["n1", "n2", "n3"] {
+        for b in ["n1", "n2", "n3"] {
+            let l = if a == b { 0.5 } else { 10.0 };
+            text += &format!(
+                "- {{from: {a}, to: {b}, latency_ms: {l}, jitter_ms: 0.0, success: 1.0}}\n"
+            );
+        }
+    }
+    model::parse_cluster(&text).unwrap()
+}
+
+/// `source` stays on n1 (sensor), `sink` on n3 (database); `relay` may go anywhere.
+const APP: &str = "application: pipeline
+scheduler: network-aware
+components:
+- {name: source, image: 'localhost/acoa/x:1', requires: {hardware: [sensor]}}
+- {name: relay, image: 'localhost/acoa/x:1'}
+- {name: sink, image: 'localhost/acoa/x:1', requires: {hardware: [db]}}
+channels:
+- {name: source-to-relay, from: source, to: relay}
+- {name: relay-to-sink, from: relay, to: sink}
+";
+
+struct Sim {
+    e: Engine,
+    now: u64,
+    key: SigningKey,
+    log: Vec<Action>,
+}
+
+impl Sim {
+    fn new() -> Sim {
+        let key = SigningKey::from_bytes(&[42; 32]);
+        let cfg = EngineConfig {
+            node_timeout_ms: 1_000_000,
+            reevaluate_ms: 1_000_000,
+            deschedule_ms: 1000,
+            sustain: 3,
+            stats_every_ms: 0,
+            observed_window: 3,
+            ..EngineConfig::default()
+        };
+        Sim {
+            e: Engine::new(cfg, key.clone(), Snapshot::default(), 0),
+            now: 0,
+            key,
+            log: vec![],
+        }
+    }
+
+    fn feed(&mut self, ev: Event) -> Vec<Action> {
+        let mut all = vec![];
+        let mut queue = vec![ev];
+        while let Some(ev) = queue.pop() {
+            for a in self.e.handle(self.now, ev) {
+                if let Action::Schedule(j) = &a {
+                    queue.push(Event::Scheduled(Box::new(run_job(j))));
+                }
+                all.push(a);
+            }
+        }
+        self.log.extend(all.clone());
+        all
+    }
+
+    fn join(&mut self, c: &Cluster) {
+        for n in &c.nodes {
+            self.feed(Event::Report(Box::new(report_of(n, 1, "10.0.0.1:7878"))));
+        }
+        for n in &c.nodes {
+            self.feed(Event::Links(Box::new(LinkMetrics {
+                node: wire::name(&n.name).unwrap(),
+                seq: 1,
+                links: samples_of(c, &n.name).into_iter().collect(),
+            })));
+        }
+    }
+
+    fn assignment(&self) -> BTreeMap<String, String> {
+        self.e.placement("pipeline").unwrap().assignment.clone()
+    }
+
+    /// Every node says: the components placed on it run.
+    fn all_running(&mut self, seq: u64) {
+        let a = self.assignment();
+        for n in ["n1", "n2", "n3"] {
+            let containers = a
+                .iter()
+                .filter(|(_, node)| *node == n)
+                .map(|(c, _)| ContainerStatus {
+                    name: wire::name(&format!("pipeline.{c}")).unwrap(),
+                    image: wire::bounded("image", "localhost/acoa/x:1").unwrap(),
+                    state: ContainerState::Running,
+                    restarts: 0,
+                    error: Default::default(),
+                })
+                .collect();
+            self.feed(Event::Actual(Box::new(ActualState {
+                node: wire::name(n).unwrap(),
+                generation: 1,
+                seq,
+                containers,
+            })));
+        }
+    }
+
+    /// Usage messages of every node: `traffic` (from, channel, bytes/s), as the workloads count
+    /// them, from the node each component is placed on.
+    fn usage(&mut self, traffic: &[(&str, &str, f32)]) {
+        let a = self.assignment();
+        for n in ["n1", "n2", "n3"] {
+            let components = a
+                .iter()
+                .filter(|(_, node)| *node == n)
+                .map(|(c, _)| ComponentSample {
+                    app: wire::name("pipeline").unwrap(),
+                    component: wire::name(c).unwrap(),
+                    cpu_millis: Some(100.0),
+                    memory_mb: Some(50.0),
+                    traffic: traffic
+                        .iter()
+                        .filter(|(from, _, _)| from == c)
+                        .map(|(_, ch, b)| TrafficSample {
+                            to: wire::name(ch).unwrap(),
+                            bytes_per_s: *b,
+                            messages_per_s: 10.0,
+                        })
+                        .collect(),
+                })
+                .collect();
+            self.feed(Event::Usage(Box::new(ComponentUsage {
+                node: wire::name(n).unwrap(),
+                seq: 1,
+                period_ms: 1000,
+                components,
+            })));
+        }
+    }
+
+    fn tick(&mut self, ms: u64) -> Vec<Action> {
+        self.now += ms;
+        self.feed(Event::Tick)
+    }
+
+    fn last_status(&self) -> AppStatus {
+        self.log
+            .iter()
+            .rev()
+            .find_map(|a| match a {
+                Action::Publish { topic, payload, .. }
+                    if *topic == topics::app_status("pipeline") && !payload.is_empty() =>
+                {
+                    Some(serde_json::from_slice(payload).unwrap())
+                }
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    fn desired_nodes_of(&self, comp: &str) -> Vec<String> {
+        // the latest desired state of each node, from the publications
+        let mut last: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for a in &self.log {
+            if let Action::Publish { topic, payload, .. } = a {
+                if let Some(topics::Topic::Desired(n)) = topics::parse(topic) {
+                    if let wire::Message::DesiredState(d) =
+                        wire::decode_verified(payload, &self.key.verifying_key()).unwrap()
+                    {
+                        last.insert(
+                            n.to_string(),
+                            d.containers
+                                .iter()
+                                .map(|c| c.component.to_string())
+                                .collect(),
+                        );
+                    }
+                }
+            }
+        }
+        last.into_iter()
+            .filter(|(_, cs)| cs.iter().any(|c| c == comp))
+            .map(|(n, _)| n)
+            .collect()
+    }
+}
+
+#[test]
+fn measured_traffic_moves_one_component_after_sustained_evaluations() {
+    big_stack(|| {
+        let c = cluster();
+        let mut s = Sim::new();
+        s.join(&c);
+        s.feed(Event::AppPublished {
+            app: "pipeline".into(),
+            payload: APP.as_bytes().to_vec(),
+        });
+        let first = s.assignment();
+        assert_eq!(first["source"], "n1");
+        assert_eq!(first["sink"], "n3");
+        // nothing measured yet: equal traffic on both channels, relay next to one of them
+        let relay = first["relay"].clone();
+        assert_ne!(relay, "n2", "a node of its own costs both channels 10 ms");
+        // what the workloads will measure: the heavy channel is the one relay is NOT next to
+        let (heavy, light, target) = if relay == "n1" {
+            ("relay-to-sink", "source-to-relay", "n3")
+        } else {
+            ("source-to-relay", "relay-to-sink", "n1")
+        };
+        let heavy_from = if heavy == "relay-to-sink" {
+            "relay"
+        } else {
+            "source"
+        };
+        let light_from = if heavy_from == "relay" {
+            "source"
+        } else {
+            "relay"
+        };
+        let traffic = [(heavy_from, heavy, 100_000.0), (light_from, light, 1_000.0)];
+        s.all_running(1);
+        s.usage(&traffic);
+
+        // the live model and the status document show the measurements (channels resolved)
+        let cl = s.e.cluster();
+        let o = &cl.observed["pipeline"];
+        assert_eq!(o.components["relay"].cpu_millis, 100.0);
+        assert_eq!(o.traffic.len(), 2);
+        assert!(o
+            .traffic
+            .iter()
+            .any(|t| t.bytes_per_s == 100_000.0 && (t.from == "relay" || t.to == "relay")));
+        let before = comm_cost(&cl, "pipeline", &first, "relay").unwrap();
+        assert!(
+            before.0 > 9.0,
+            "most of relay's bytes cross a 10 ms link: {before:?}"
+        );
+
+        // evaluations 1 and 2: a better node, not yet sustained; evaluation 3 moves
+        let mut moved_at = None;
+        for k in 1..=6 {
+            s.usage(&traffic);
+            let out = s.tick(1000);
+            let now = s.assignment();
+            if now["relay"] != relay {
+                moved_at.get_or_insert(k);
+                assert_eq!(now["relay"], target);
+                assert_eq!(now["source"], "n1");
+                assert_eq!(now["sink"], "n3");
+                assert!(
+                    out.iter().any(|a| matches!(a, Action::Publish { topic, .. } if *topic == topics::desired(target))),
+                    "the target node gets a new desired state"
+                );
+                break;
+            }
+        }
+        assert_eq!(moved_at, Some(3), "moved after 3 evaluations in a row");
+        assert_eq!(s.desired_nodes_of("relay"), vec![target.to_string()]);
+        let after = comm_cost(&s.e.cluster(), "pipeline", &s.assignment(), "relay").unwrap();
+        assert!(after.0 < before.0 / 2.0, "{before:?} -> {after:?}");
+        let st = s.last_status();
+        assert!(st.observed.is_some(), "the status shows what was measured");
+
+        // the move is rolling out (relay not yet running on the target): nothing else moves,
+        // and once it runs the placement is stable under the same measurements
+        let placed = s.assignment();
+        for k in 0..10 {
+            if k == 3 {
+                s.all_running(2);
+            }
+            s.usage(&traffic);
+            s.tick(1000);
+            assert_eq!(s.assignment(), placed, "no further move (tick {k})");
+        }
+    });
+}
+
+#[test]
+fn usage_of_unplaced_components_and_deleted_apps_is_not_kept() {
+    big_stack(|| {
+        let c = cluster();
+        let mut s = Sim::new();
+        s.join(&c);
+        s.feed(Event::AppPublished {
+            app: "pipeline".into(),
+            payload: APP.as_bytes().to_vec(),
+        });
+        let a = s.assignment();
+        // n2 claims to run source (placed on n1): not counted
+        let stray = ComponentUsage {
+            node: wire::name("n2").unwrap(),
+            seq: 1,
+            period_ms: 1000,
+            components: [ComponentSample {
+                app: wire::name("pipeline").unwrap(),
+                component: wire::name("source").unwrap(),
+                cpu_millis: Some(999.0),
+                memory_mb: Some(1.0),
+                traffic: Default::default(),
+            }]
+            .into_iter()
+            .collect(),
+        };
+        s.feed(Event::Usage(Box::new(stray)));
+        assert!(!s.e.cluster().observed.contains_key("pipeline"));
+        s.usage(&[("source", "source-to-relay", 10.0)]);
+        let cl = s.e.cluster();
+        assert_eq!(
+            cl.observed["pipeline"].components["source"].cpu_millis,
+            100.0
+        );
+        assert_eq!(
+            cl.observed["pipeline"].traffic[0].to, "relay",
+            "channel resolved to its downstream component"
+        );
+        assert_eq!(a["source"], "n1");
+        s.feed(Event::AppPublished {
+            app: "pipeline".into(),
+            payload: vec![],
+        });
+        assert!(s.e.cluster().observed.is_empty(), "deleted with its app");
+    });
+}

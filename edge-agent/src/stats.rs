@@ -1,0 +1,512 @@
+//! What the components on this node use: traffic from the workloads' own stats datagrams, CPU
+//! and memory from the runtime, put together into a [`ComponentUsage`] message every report
+//! period.
+//!
+//! Workloads send the agent (UDP, `[stats] listen`, address injected into every container as
+//! `ACOA_AGENT_STATS`), about every second, one JSON datagram of at most [`MAX_DATAGRAM`] bytes
+//! with cumulative counters since they started (`hil_tests::stats::Reporter` does it):
+//! `{"v":1,"app":"A","component":"C","sent":[{"to":"D","bytes":123456,"messages":789}]}`.
+//!
+//! Pure and bounded: a [`Table`] of at most [`MAX_COMPONENTS`] components, each with at most
+//! [`MAX_DOWNSTREAM`] downstream counters; only `app`/`component` pairs of the current desired
+//! state are accepted; time comes in as a value.
+
+use std::time::{Duration, Instant};
+
+use acoa_shared::wire::{
+    self, ComponentSample, ComponentUsage, Name, TrafficSample, MAX_CONTAINERS, MAX_DOWNSTREAM,
+};
+use serde::Deserialize;
+
+/// Components the table follows at most (one per container of a desired state).
+pub const MAX_COMPONENTS: usize = MAX_CONTAINERS;
+/// The largest datagram accepted.
+pub const MAX_DATAGRAM: usize = 1024;
+/// The datagram format this agent reads.
+pub const VERSION: u32 = 1;
+/// Counters not refreshed for this long count as a silent workload: rate 0.
+pub const STALE: Duration = Duration::from_secs(10);
+
+/// Why a datagram was dropped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatsError {
+    #[error("stats datagram of {0} bytes dropped: larger than {MAX_DATAGRAM}")]
+    TooLarge(usize),
+    #[error("stats datagram dropped: {0}")]
+    Malformed(String),
+    #[error("stats datagram of version {0} dropped (this agent reads version {VERSION})")]
+    Version(u32),
+    #[error("stats datagram from {app}/{component} dropped: not in the desired state")]
+    NotDesired { app: String, component: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+struct SentIn {
+    to: Name,
+    bytes: u64,
+    #[serde(default)]
+    messages: u64,
+}
+
+/// A parsed datagram.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Datagram {
+    pub v: u32,
+    pub app: Name,
+    pub component: Name,
+    #[serde(default)]
+    sent: heapless::Vec<SentIn, MAX_DOWNSTREAM>,
+}
+
+/// Parses one datagram: bounded input, bounded result, never panics.
+pub fn parse(bytes: &[u8]) -> Result<Datagram, StatsError> {
+    if bytes.len() > MAX_DATAGRAM {
+        return Err(StatsError::TooLarge(bytes.len()));
+    }
+    let d: Datagram = serde_json::from_slice(bytes).map_err(|e| {
+        let mut m = e.to_string();
+        m.truncate(120);
+        StatsError::Malformed(m)
+    })?;
+    if d.v != VERSION {
+        return Err(StatsError::Version(d.v));
+    }
+    Ok(d)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Counter {
+    bytes: u64,
+    messages: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Downstream {
+    to: Name,
+    last: Counter,
+    /// At `base_at`; `None` until a second datagram shows a difference.
+    base: Counter,
+    rate: (f32, f32),
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    app: Name,
+    component: Name,
+    down: heapless::Vec<Downstream, MAX_DOWNSTREAM>,
+    last_at: Instant,
+    base_at: Instant,
+}
+
+/// The workloads' counters and the rates derived from them.
+#[derive(Debug, Default)]
+pub struct Table {
+    allowed: heapless::Vec<(Name, Name), MAX_COMPONENTS>,
+    entries: heapless::Vec<Entry, MAX_COMPONENTS>,
+}
+
+impl Table {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The app/component pairs of the current desired state; entries of others are dropped.
+    pub fn set_desired<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        self.allowed.clear();
+        for (a, c) in pairs {
+            if let (Ok(a), Ok(c)) = (wire::name(a), wire::name(c)) {
+                let _ = self.allowed.push((a, c));
+            }
+        }
+        let allowed = &self.allowed;
+        self.entries.retain(|e| {
+            allowed
+                .iter()
+                .any(|(a, c)| *a == e.app && *c == e.component)
+        });
+    }
+
+    /// Components followed now.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Takes one datagram received at `now`.
+    pub fn receive(&mut self, bytes: &[u8], now: Instant) -> Result<(), StatsError> {
+        let d = parse(bytes)?;
+        if !self
+            .allowed
+            .iter()
+            .any(|(a, c)| *a == d.app && *c == d.component)
+        {
+            return Err(StatsError::NotDesired {
+                app: d.app.to_string(),
+                component: d.component.to_string(),
+            });
+        }
+        let i = match self
+            .entries
+            .iter()
+            .position(|e| e.app == d.app && e.component == d.component)
+        {
+            Some(i) => i,
+            None => {
+                // cannot fail: at most one entry per allowed pair, as many as MAX_COMPONENTS
+                let _ = self.entries.push(Entry {
+                    app: d.app.clone(),
+                    component: d.component.clone(),
+                    down: heapless::Vec::new(),
+                    last_at: now,
+                    base_at: now,
+                });
+                self.entries.len() - 1
+            }
+        };
+        let Some(e) = self.entries.get_mut(i) else {
+            return Ok(());
+        };
+        e.last_at = now;
+        for s in &d.sent {
+            let c = Counter {
+                bytes: s.bytes,
+                messages: s.messages,
+            };
+            match e.down.iter_mut().find(|x| x.to == s.to) {
+                Some(x) => {
+                    if c.bytes < x.last.bytes || c.messages < x.last.messages {
+                        // the workload restarted: its counters start again from 0
+                        x.base = Counter {
+                            bytes: 0,
+                            messages: 0,
+                        };
+                    }
+                    x.last = c;
+                }
+                None => {
+                    // first seen: the rate starts from here (what came before is unknown)
+                    let _ = e.down.push(Downstream {
+                        to: s.to.clone(),
+                        last: c,
+                        base: c,
+                        rate: (0.0, 0.0),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The traffic rates of `app`/`component` at `now`; every rate measured since the previous
+    /// call that saw a new datagram (so a datagram that comes late does not make a 0 and then a
+    /// double rate).
+    pub fn rates(
+        &mut self,
+        app: &str,
+        component: &str,
+        now: Instant,
+    ) -> heapless::Vec<TrafficSample, MAX_DOWNSTREAM> {
+        let mut out = heapless::Vec::new();
+        let Some(e) = self
+            .entries
+            .iter_mut()
+            .find(|e| e.app.as_str() == app && e.component.as_str() == component)
+        else {
+            return out;
+        };
+        let stale = now.saturating_duration_since(e.last_at) > STALE;
+        let span = e.last_at.saturating_duration_since(e.base_at).as_secs_f64();
+        let fresh = span > 0.0;
+        for x in e.down.iter_mut() {
+            if stale {
+                x.rate = (0.0, 0.0);
+            } else if fresh {
+                x.rate = (
+                    (x.last.bytes.saturating_sub(x.base.bytes) as f64 / span) as f32,
+                    (x.last.messages.saturating_sub(x.base.messages) as f64 / span) as f32,
+                );
+            }
+            if fresh {
+                x.base = x.last;
+            }
+            let _ = out.push(TrafficSample {
+                to: x.to.clone(),
+                bytes_per_s: x.rate.0,
+                messages_per_s: x.rate.1,
+            });
+        }
+        if fresh {
+            e.base_at = e.last_at;
+        }
+        out
+    }
+}
+
+/// Cumulative CPU time and memory of one container, as the runtime reports them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerUsage {
+    /// The spec name (`{app}.{component}`).
+    pub name: String,
+    /// CPU time used since the container started, ns.
+    pub cpu_ns: u64,
+    /// The runtime's clock when it was read, ns.
+    pub at_ns: u64,
+    pub memory_bytes: u64,
+}
+
+/// CPU rates from cumulative CPU times: remembers the previous reading of each container.
+#[derive(Debug, Default)]
+pub struct CpuRates {
+    prev: heapless::Vec<(Name, u64, u64), MAX_COMPONENTS>,
+}
+
+impl CpuRates {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Millicores used by each container since the previous call (`None` for a container seen
+    /// the first time, or restarted); forgets containers no longer listed.
+    pub fn update(&mut self, now: &[ContainerUsage]) -> Vec<(String, Option<f32>)> {
+        let mut next: heapless::Vec<(Name, u64, u64), MAX_COMPONENTS> = heapless::Vec::new();
+        let mut out = Vec::with_capacity(now.len());
+        for u in now {
+            let Ok(name) = wire::name(&u.name) else {
+                continue;
+            };
+            let rate = self
+                .prev
+                .iter()
+                .find(|(n, _, _)| *n == name)
+                .and_then(|&(_, cpu, at)| {
+                    let dt = u.at_ns.checked_sub(at).filter(|d| *d > 0)?;
+                    let used = u.cpu_ns.checked_sub(cpu)?;
+                    Some((used as f64 / dt as f64 * 1000.0) as f32)
+                });
+            out.push((u.name.clone(), rate));
+            let _ = next.push((name, u.cpu_ns, u.at_ns));
+        }
+        self.prev = next;
+        out
+    }
+}
+
+/// The samples of one report period: every container of the desired state (`(spec name, app,
+/// component)`), with its CPU and memory when the runtime told them and its traffic when the
+/// workload did.
+pub fn samples(
+    desired: &[(String, String, String)],
+    cpu: &[(String, Option<f32>)],
+    runtime: &[ContainerUsage],
+    table: &mut Table,
+    now: Instant,
+) -> heapless::Vec<ComponentSample, MAX_COMPONENTS> {
+    let mut components = heapless::Vec::new();
+    for (name, app, comp) in desired {
+        let (Ok(a), Ok(c)) = (wire::name(app), wire::name(comp)) else {
+            continue;
+        };
+        let memory_mb = runtime
+            .iter()
+            .find(|u| u.name == *name)
+            .map(|u| u.memory_bytes as f32 / (1024.0 * 1024.0));
+        let cpu_millis = cpu.iter().find(|(n, _)| n == name).and_then(|(_, r)| *r);
+        let _ = components.push(ComponentSample {
+            app: a,
+            component: c,
+            cpu_millis,
+            memory_mb,
+            traffic: table.rates(app, comp, now),
+        });
+    }
+    components
+}
+
+/// The message of one report period.
+pub fn usage_message(
+    node: &Name,
+    seq: u64,
+    period_ms: u32,
+    components: heapless::Vec<ComponentSample, MAX_COMPONENTS>,
+) -> ComponentUsage {
+    ComponentUsage {
+        node: node.clone(),
+        seq,
+        period_ms,
+        components,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dgram(app: &str, comp: &str, sent: &[(&str, u64, u64)]) -> Vec<u8> {
+        let s: Vec<String> = sent
+            .iter()
+            .map(|(t, b, m)| format!(r#"{{"to":"{t}","bytes":{b},"messages":{m}}}"#))
+            .collect();
+        format!(
+            r#"{{"v":1,"app":"{app}","component":"{comp}","sent":[{}]}}"#,
+            s.join(",")
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn parses_the_contract_datagram() {
+        let d = parse(br#"{"v":1,"app":"A","component":"C","sent":[{"to":"D","bytes":123456,"messages":789}]}"#).unwrap();
+        assert_eq!(d.app.as_str(), "A");
+        assert_eq!(d.sent[0].bytes, 123456);
+        assert_eq!(d.sent[0].messages, 789);
+        // without counters yet, and with fields of a later version
+        assert!(parse(br#"{"v":1,"app":"A","component":"C","extra":true}"#).is_ok());
+    }
+
+    #[test]
+    fn bad_datagrams_are_named_errors() {
+        assert_eq!(
+            parse(&[b' '; 1025]),
+            Err(StatsError::TooLarge(1025)),
+            "oversized"
+        );
+        assert!(matches!(parse(b"garbage"), Err(StatsError::Malformed(_))));
+        assert!(matches!(parse(b""), Err(StatsError::Malformed(_))));
+        assert_eq!(
+            parse(br#"{"v":2,"app":"A","component":"C"}"#),
+            Err(StatsError::Version(2))
+        );
+        let long = "x".repeat(70);
+        assert!(matches!(
+            parse(format!(r#"{{"v":1,"app":"{long}","component":"C"}}"#).as_bytes()),
+            Err(StatsError::Malformed(_))
+        ));
+        let many: Vec<(String, u64, u64)> = (0..9).map(|i| (format!("d{i}"), 1, 1)).collect();
+        let many: Vec<(&str, u64, u64)> =
+            many.iter().map(|(a, b, c)| (a.as_str(), *b, *c)).collect();
+        assert!(matches!(
+            parse(&dgram("A", "C", &many)),
+            Err(StatsError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse(br#"{"v":1,"app":"A","component":"C","sent":[{"to":"D","bytes":-1}]}"#),
+            Err(StatsError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn only_desired_components_are_accepted_and_kept() {
+        let mut t = Table::new();
+        let now = Instant::now();
+        t.set_desired([("app", "a")]);
+        assert!(t.receive(&dgram("app", "a", &[("b", 10, 1)]), now).is_ok());
+        assert_eq!(
+            t.receive(&dgram("app", "x", &[("b", 10, 1)]), now),
+            Err(StatsError::NotDesired {
+                app: "app".into(),
+                component: "x".into()
+            })
+        );
+        assert_eq!(t.len(), 1);
+        t.set_desired([("app", "b")]);
+        assert!(t.is_empty(), "a left the desired state: forgotten");
+    }
+
+    #[test]
+    fn rates_come_from_counter_differences() {
+        let mut t = Table::new();
+        let t0 = Instant::now();
+        let s = |x: u64| t0 + Duration::from_millis(x);
+        t.set_desired([("app", "a")]);
+        t.receive(&dgram("app", "a", &[("b", 5_000, 50)]), s(0))
+            .unwrap();
+        // one datagram: no rate yet
+        let r = t.rates("app", "a", s(500));
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].bytes_per_s, 0.0);
+        t.receive(&dgram("app", "a", &[("b", 7_000, 70)]), s(1000))
+            .unwrap();
+        let r = t.rates("app", "a", s(1100));
+        assert_eq!(r[0].to.as_str(), "b");
+        assert_eq!(r[0].bytes_per_s, 2000.0);
+        assert_eq!(r[0].messages_per_s, 20.0);
+        // no new datagram this period (it comes late): the last rate, not 0
+        let r = t.rates("app", "a", s(2050));
+        assert_eq!(r[0].bytes_per_s, 2000.0);
+        t.receive(&dgram("app", "a", &[("b", 11_000, 110)]), s(2100))
+            .unwrap();
+        let r = t.rates("app", "a", s(2200));
+        assert!((r[0].bytes_per_s - 4000.0 / 1.1).abs() < 1.0);
+        // the workload restarted: counters from 0
+        t.receive(&dgram("app", "a", &[("b", 1_000, 10)]), s(3100))
+            .unwrap();
+        let r = t.rates("app", "a", s(3200));
+        assert_eq!(r[0].bytes_per_s, 1000.0);
+        // silent for longer than STALE: 0
+        let r = t.rates("app", "a", s(3100) + STALE + Duration::from_millis(1));
+        assert_eq!(r[0].bytes_per_s, 0.0);
+        assert!(t.rates("app", "zz", s(0)).is_empty());
+    }
+
+    #[test]
+    fn cpu_rates_from_cumulative_times() {
+        let mut c = CpuRates::new();
+        let u = |cpu: u64, at: u64| ContainerUsage {
+            name: "app.a".into(),
+            cpu_ns: cpu,
+            at_ns: at,
+            memory_bytes: 3 * 1024 * 1024,
+        };
+        assert_eq!(
+            c.update(&[u(1_000_000, 1_000_000_000)]),
+            [("app.a".to_string(), None)]
+        );
+        // 250 ms of CPU over 1 s: 250 millicores
+        assert_eq!(
+            c.update(&[u(251_000_000, 2_000_000_000)]),
+            [("app.a".to_string(), Some(250.0))]
+        );
+        // restarted (CPU time went back): unknown this time
+        assert_eq!(
+            c.update(&[u(5, 3_000_000_000)]),
+            [("app.a".to_string(), None)]
+        );
+        assert!(c.update(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_message_holds_every_desired_container() {
+        let mut t = Table::new();
+        let now = Instant::now();
+        t.set_desired([("app", "a"), ("app", "b")]);
+        let desired = vec![
+            ("app.a".to_string(), "app".to_string(), "a".to_string()),
+            ("app.b".to_string(), "app".to_string(), "b".to_string()),
+        ];
+        t.receive(&dgram("app", "a", &[("b", 1, 1)]), now).unwrap();
+        let runtime = vec![ContainerUsage {
+            name: "app.a".into(),
+            cpu_ns: 0,
+            at_ns: 0,
+            memory_bytes: 2 * 1024 * 1024,
+        }];
+        let cpu = vec![("app.a".to_string(), Some(12.0))];
+        let m = usage_message(
+            &wire::name("n1").unwrap(),
+            7,
+            1000,
+            samples(&desired, &cpu, &runtime, &mut t, now),
+        );
+        assert_eq!(m.seq, 7);
+        assert_eq!(m.components.len(), 2);
+        assert_eq!(m.components[0].cpu_millis, Some(12.0));
+        assert_eq!(m.components[0].memory_mb, Some(2.0));
+        assert_eq!(m.components[0].traffic.len(), 1);
+        assert_eq!(m.components[1].cpu_millis, None);
+        assert_eq!(m.components[1].memory_mb, None);
+        assert!(m.components[1].traffic.is_empty());
+    }
+}
