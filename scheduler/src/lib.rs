@@ -305,6 +305,9 @@ pub(crate) enum Decided {
         assignment: Vec<u32>,
         notes: Vec<String>,
         explored: u64,
+        /// The deployment's score as [`score`] computes it, when the algorithm has it at
+        /// hand (saves building its inputs again).
+        score: Option<f64>,
     },
     Infeasible(String),
 }
@@ -328,13 +331,14 @@ fn heuristic_report(
     let t = Instant::now();
     let decided = decide(&model, app, ledger);
     let search = t.elapsed();
-    let (assignment, notes, explored) = match decided {
+    let (assignment, notes, explored, known) = match decided {
         Decided::Infeasible(r) => return infeasible(r),
         Decided::Placed {
             assignment,
             notes,
             explored,
-        } => (assignment, notes, explored),
+            score,
+        } => (assignment, notes, explored, score),
     };
     let named: BTreeMap<String, String> = model
         .comps
@@ -342,7 +346,7 @@ fn heuristic_report(
         .zip(&assignment)
         .map(|(c, n)| (c.name.clone(), infra.node(*n).name.clone()))
         .collect();
-    let (score, criteria) = match score_on(infra, app, &named) {
+    let (score, criteria) = match score_known(infra, app, &named, known) {
         Ok(x) => x,
         Err(e) => return infeasible(format!("the placement found cannot be scored: {e}")),
     };
@@ -722,6 +726,16 @@ pub fn score_on(
     app: &Application,
     assignment: &BTreeMap<String, String>,
 ) -> Result<(f64, Vec<CriterionGrade>), ScheduleError> {
+    score_known(infra, app, assignment, None)
+}
+
+/// [`score_on`], taking a `topsis` or `network-aware` score already known as the score.
+fn score_known(
+    infra: &Infra,
+    app: &Application,
+    assignment: &BTreeMap<String, String>,
+    known: Option<f64>,
+) -> Result<(f64, Vec<CriterionGrade>), ScheduleError> {
     let algorithm = Algorithm::of(app)?;
     let ledger = Ledger::new();
     let constraints = filter::default_constraints();
@@ -729,8 +743,10 @@ pub fn score_on(
     let a = resolve(infra, &model, assignment)?;
     let s = match algorithm {
         Algorithm::Qos => return qos_score(infra, app, &model, &a),
-        Algorithm::Topsis => topsis::app::score(&model, app, &ledger, &a),
-        Algorithm::NetworkAware => netaware::app::score(&model, app, &ledger, &a),
+        Algorithm::Topsis => known.unwrap_or_else(|| topsis::app::score(&model, app, &ledger, &a)),
+        Algorithm::NetworkAware => {
+            known.unwrap_or_else(|| netaware::app::score(&model, app, &ledger, &a))
+        }
     };
     let grades = qos_score(infra, app, &model, &a)
         .map(|(_, g)| g)

@@ -263,13 +263,23 @@ pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> De
         }
         assignment[c] = Some(n);
     }
+    let assignment: Vec<u32> = assignment
+        .into_iter()
+        .map(|n| n.expect("every component placed") as u32)
+        .collect();
+    // The score is judged without the ledger (see `score`): the same snapshot with the
+    // measured usage alone as background, which is what `prepare` builds without a ledger.
+    for (i, node) in s.nodes.iter_mut().enumerate() {
+        let u = &model.infra.node(i as u32).usage;
+        node.cpu_background = u.cpu_millis as f64;
+        node.memory_background = u.memory_mb as f64;
+    }
+    let score = app_score(&s, &assignment);
     Decided::Placed {
-        assignment: assignment
-            .into_iter()
-            .map(|n| n.expect("every component placed") as u32)
-            .collect(),
+        assignment,
         notes,
         explored,
+        score: Some(score),
     }
 }
 
@@ -283,8 +293,9 @@ pub(crate) fn score(model: &Model<'_>, app: &Application, ledger: &Ledger, a: &[
 fn app_score(s: &Snapshot, a: &[u32]) -> f64 {
     let w = app_weights();
     let opt: Vec<Option<usize>> = a.iter().map(|&n| Some(n as usize)).collect();
+    let lmax = s.max_latency();
     let total: f64 = (0..a.len())
-        .map(|c| super::score(s, &w, &opt, c, a[c] as usize))
+        .map(|c| super::score_with_max(s, &w, &opt, lmax, c, a[c] as usize))
         .sum();
     if a.is_empty() {
         0.0

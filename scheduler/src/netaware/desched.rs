@@ -38,7 +38,7 @@
 //! replica of a component at a time": one move in the whole application at a time (our
 //! components have one replica each).
 
-use super::{score, NetError, Snapshot, Weights};
+use super::{score_with_max, NetError, Snapshot, Weights};
 use std::collections::BTreeMap;
 
 /// The descheduler's tuning.
@@ -334,7 +334,11 @@ pub fn group_gains(
 ) -> Vec<Option<f64>> {
     let from = assignment[members[0]];
     let opt: Vec<Option<usize>> = assignment.iter().map(|&n| Some(n)).collect();
-    let here: f64 = members.iter().map(|&c| score(s, w, &opt, c, from)).sum();
+    let lmax = s.max_latency();
+    let here: f64 = members
+        .iter()
+        .map(|&c| score_with_max(s, w, &opt, lmax, c, from))
+        .sum();
     let (cpu, mem) = members.iter().fold((0.0, 0.0), |(a, b), &c| {
         (a + s.components[c].cpu, b + s.components[c].memory)
     });
@@ -358,7 +362,10 @@ pub fn group_gains(
             for &c in members {
                 moved[c] = Some(n);
             }
-            let there: f64 = members.iter().map(|&c| score(s, w, &moved, c, n)).sum();
+            let there: f64 = members
+                .iter()
+                .map(|&c| score_with_max(s, w, &moved, lmax, c, n))
+                .sum();
             // Relative to the members' mean score: the total improvement in units of one
             // member's score (for one component, its relative gain). Relative to the sum, the
             // gain of a group would shrink with its size: its inner members gain nothing

@@ -216,7 +216,10 @@ fn check_matrix(what: &str, m: &[Vec<f64>], n: usize) -> Result<(), NetError> {
             });
         }
         for (j, &v) in row.iter().enumerate() {
-            check_value(format!("{what}[{i}][{j}]"), v)?;
+            // The field name is formatted only for a bad value (this runs n² times).
+            if !(v.is_finite() && v >= 0.0) {
+                check_value(format!("{what}[{i}][{j}]"), v)?;
+            }
         }
     }
     Ok(())
@@ -347,7 +350,21 @@ pub fn score_parts(
     n: usize,
 ) -> ScoreParts {
     let loads = s.loads(assignment, Some(c));
-    score_with_loads(s, w, assignment, &loads, c, n)
+    score_with_loads(s, w, assignment, &loads, s.max_latency(), c, n)
+}
+
+/// [`score`] with the snapshot's [`Snapshot::max_latency`] given (it costs a pass over the
+/// latency matrix: callers that score many nodes compute it once).
+pub fn score_with_max(
+    s: &Snapshot,
+    w: &Weights,
+    assignment: &[Option<usize>],
+    lmax: f64,
+    c: usize,
+    n: usize,
+) -> f64 {
+    let loads = s.loads(assignment, Some(c));
+    score_with_loads(s, w, assignment, &loads, lmax, c, n).total
 }
 
 /// [`score_parts`]`.total`.
@@ -360,6 +377,7 @@ fn score_with_loads(
     w: &Weights,
     assignment: &[Option<usize>],
     loads: &[(f64, f64)],
+    lmax: f64,
     c: usize,
     n: usize,
 ) -> ScoreParts {
@@ -367,7 +385,6 @@ fn score_with_loads(
     let comp = &s.components[c];
     let cpu_headroom = 1.0 - (loads[n].0 + comp.cpu) / node.cpu_capacity;
     let memory_headroom = 1.0 - (loads[n].1 + comp.memory) / node.memory_capacity;
-    let lmax = s.max_latency();
     let (mut cost, mut volume) = (0.0, 0.0);
     for (k, a) in assignment.iter().enumerate() {
         if k == c {
@@ -446,12 +463,13 @@ pub fn best_node_except(
     except: Option<usize>,
 ) -> Option<(usize, f64)> {
     let loads = s.loads(assignment, Some(c));
+    let lmax = s.max_latency();
     let mut best: Option<(usize, f64)> = None;
     for n in 0..s.nodes.len() {
         if Some(n) == except || !fits_with_loads(s, w.max_utilisation, &loads, c, n) {
             continue;
         }
-        let v = score_with_loads(s, w, assignment, &loads, c, n).total;
+        let v = score_with_loads(s, w, assignment, &loads, lmax, c, n).total;
         if best.is_none_or(|(_, b)| v > b) {
             best = Some((n, v));
         }

@@ -236,6 +236,7 @@ pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> De
         assignment,
         notes: st.notes,
         explored,
+        score: None,
     }
 }
 
