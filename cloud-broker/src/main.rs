@@ -56,6 +56,10 @@ enum Cmd {
         /// How often the ingest statistics are logged (0: never).
         #[arg(long, default_value_t = 10_000)]
         stats_every_ms: u64,
+        /// How often the network-aware descheduler evaluates its applications and the status
+        /// documents get the measured use and traffic.
+        #[arg(long, default_value_t = 10_000)]
+        deschedule_ms: u64,
         #[arg(long, default_value_t = 200)]
         tick_ms: u64,
         /// Where placement jobs are computed: in this process, or by `scheduler worker`
@@ -192,6 +196,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             hysteresis,
             sustain,
             stats_every_ms,
+            deschedule_ms,
             tick_ms,
             scheduler_workers,
             worker_timeout_ms,
@@ -209,6 +214,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     hysteresis,
                     sustain,
                     stats_every_ms,
+                    deschedule_ms,
                     ..EngineConfig::default()
                 },
                 tick_ms,
