@@ -4,10 +4,10 @@
 //! Each probes the other through a UDP relay in the root namespace (threads of this
 //! test on real sockets) that holds every datagram for a fixed delay per direction and
 //! drops every fifth datagram of one direction: this kernel has no netem. The emulated
-//! link is asymmetric: A -> B 10 ms with 20 % loss, B -> A 40 ms without loss.
+//! link is asymmetric: A -> B 20 ms with 20 % loss, B -> A 60 ms without loss.
 //!
 //! With `clock = "synchronized"` (the namespaces share the host clock) each agent must
-//! report its own direction's latency within 10 % of what the relay held; with
+//! report its own direction's latency within 10 % (+ 1.5 ms) of what the relay held; with
 //! `clock = "free"` both report half the round trip. In both modes the success is that
 //! of the forward direction (the responder counts the pings it gets): about 0.8 for
 //! A -> B and about 1 for B -> A, although both see 0.8 of their round trips.
@@ -28,14 +28,16 @@ use acoa_shared::wire::{self, decode_verified, encode, Message, Peer, PeerList};
 use common::*;
 
 const DROP_EVERY: u32 = 5;
+/// Absolute tolerance on top of 10 %.
+const SLACK_MS: f64 = 1.5;
 /// A -> B: delay and whether every fifth datagram is dropped.
 const A_TO_B: Leg = Leg {
-    delay: Duration::from_millis(10),
+    delay: Duration::from_millis(20),
     lossy: true,
 };
 /// B -> A.
 const B_TO_A: Leg = Leg {
-    delay: Duration::from_millis(40),
+    delay: Duration::from_millis(60),
     lossy: false,
 };
 
@@ -355,6 +357,7 @@ fn prober_measures_injected_delay_and_loss_per_direction() {
         let a_to_b = (relay_b.mean_held_ms(0) + relay_a.mean_held_ms(1)) / 2.0;
         let b_to_a = (relay_b.mean_held_ms(1) + relay_a.mean_held_ms(0)) / 2.0;
         let half_rtt = (a_to_b + b_to_a) / 2.0;
+        let mut latencies = Vec::new();
         for (i, (me, other, one_way, success)) in [
             (&node_a, &node_b, a_to_b, expected_success),
             (&node_b, &node_a, b_to_a, 1.0),
@@ -378,10 +381,13 @@ fn prober_measures_injected_delay_and_loss_per_direction() {
                 s.success,
                 s.samples
             );
+            // 10 %, plus what the relay cannot see: its own and the agents' wake-ups after a
+            // datagram arrives (tenths of a millisecond idle, milliseconds on a loaded machine).
             assert!(
-                (lat - expected_ms).abs() <= 0.10 * expected_ms,
-                "clock {clock}: {me} latency {lat} ms not within 10 % of {expected_ms} ms"
+                (lat - expected_ms).abs() <= 0.10 * expected_ms + SLACK_MS,
+                "clock {clock}: {me} latency {lat} ms not within 10 % + {SLACK_MS} ms of {expected_ms} ms"
             );
+            latencies.push(lat);
             assert!(
                 (f64::from(s.success) - success).abs() <= 0.06,
                 "clock {clock}: {me} success {} not within 6 points of {success}",
@@ -389,11 +395,19 @@ fn prober_measures_injected_delay_and_loss_per_direction() {
             );
             assert_eq!(s.samples, 20);
             // The delay is constant up to the relay's own wake-up noise (a few ms on a
-            // busy machine): the jitter must stay small against it.
+            // busy machine, undamped in one-way samples): the jitter stays small against it.
             assert!(
-                f64::from(s.jitter_ms) < 0.3 * expected_ms,
+                f64::from(s.jitter_ms) < 0.5 * expected_ms,
                 "jitter {} ms on a constant delay",
                 s.jitter_ms
+            );
+        }
+        if clock == "synchronized" {
+            // The two directions are told apart: B -> A is seen 40 ms longer than A -> B.
+            let d = latencies[1] - latencies[0];
+            assert!(
+                d > 0.75 * (b_to_a - a_to_b),
+                "directions not told apart: {latencies:?}"
             );
         }
         for a in &mut agents {
