@@ -18,7 +18,7 @@
 //!   (placed first) is the most constrained component (fewest candidate nodes), then the one
 //!   that exchanges the most traffic, then the first.
 //!
-//! The score of a deployment ([`score`]): the mean over the components of S(c, node of c)
+//! The score of a deployment ([`crate::score`]): the mean over the components of S(c, node of c)
 //! with every component placed (the module formula of [`super`]), clamped to [0, 1].
 //!
 //! [`deschedule`]: one evaluation of the descheduler's rule on a running application: the move

@@ -60,6 +60,13 @@
 //! time) when another node scores clearly higher (smoothed relative gain above a threshold,
 //! sustained over N evaluations), one move in flight at a time.
 //!
+//! # Applications
+//!
+//! [`app`]: `scheduler: network-aware` in an application definition. Builds the snapshot from
+//! the domain model (the cluster's measured use and traffic, [`Snapshot::allowed`] from the
+//! constraint plugins and the ledger), places with the rule above, scores deployments, and
+//! [`app::deschedule`] evaluates the descheduler's rule once on a running application.
+//!
 //! # Simulation
 //!
 //! [`sim`]: paper 003's experiment as a simulation (not the testbed); run it with

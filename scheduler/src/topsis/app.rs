@@ -32,9 +32,9 @@
 //! five metrics equally. The balance criterion has its default share
 //! ([`super::DEFAULT_BALANCE`]).
 //!
-//! The score of a deployment ([`score`]): the mean, over the components, of the closeness of
+//! The score of a deployment ([`crate::score`]): the mean, over the components, of the closeness of
 //! the node each one is on, replaying the same flow with the components on their given nodes
-//! (0 for a component whose node is not a candidate at its turn). For the deployment [`place`]
+//! (0 for a component whose node is not a candidate at its turn). For the deployment [`crate::place`]
 //! returns it is the mean closeness of the chosen nodes, in [0, 1].
 
 use super::{ahp, rank, Metric, NodeUtil, PodRequest, Vector, Weights, METRICS};

@@ -16,6 +16,9 @@
 //!    the decision is over the paper's five metrics only;
 //! 6. the highest closeness wins; ties go to the lowest node index.
 //!
+//! [`app`]: `scheduler: topsis` in an application definition, the pod-by-pod flow over the
+//! domain model (nodes' capacity and usage, components' requests, the ledger).
+//!
 //! Everything here is pure: plain values in, plain values out, no I/O.
 
 // Index loops read like the formulas they implement.
