@@ -334,8 +334,10 @@ pub struct JobResult {
 pub struct Compared {
     pub current: f64,
     pub best: f64,
-    /// `keep` completed with the best placement for the other components.
-    pub merged: Option<f64>,
+    /// `keep` completed with the best placement for the other components, and the best
+    /// placement, both on the network seen in the kept components' favour (the incumbents of
+    /// that choice).
+    pub merged: Option<(f64, f64)>,
 }
 
 fn grades(g: &[sched::CriterionGrade]) -> Vec<GradeRecord> {
@@ -424,10 +426,20 @@ pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
         }
         if let (Some(_), Some(cur)) = (&favoured, &job.current) {
             if let (Some(c), Some(b)) = (compared_score(cur), compared_score(&best.assignment)) {
+                let merged = match (&job.bounds, &merged) {
+                    (Some(bounds), Some(m)) => {
+                        let f = favour_current(cluster, bounds, app, &m.assignment);
+                        let on_f = |a: &BTreeMap<String, String>| {
+                            sched::score(&f, app, a).ok().map(|x| x.0)
+                        };
+                        on_f(&m.assignment).zip(on_f(&best.assignment))
+                    }
+                    _ => None,
+                };
                 compared = Some(Compared {
                     current: c,
                     best: b,
-                    merged: merged.as_ref().and_then(|m| compared_score(&m.assignment)),
+                    merged,
                 });
             }
         }
@@ -1230,8 +1242,7 @@ impl Engine {
         // links' uncertainty turns out
         let (merged_cmp, best_cmp) = match r.compared {
             Some(Compared {
-                best: b,
-                merged: Some(m),
+                merged: Some((m, b)),
                 ..
             }) => (Some(m), b),
             _ => (r.merged.as_ref().map(|m| m.score), best.score),
