@@ -516,6 +516,31 @@ fn the_descheduler_ignores_noise_and_moves_on_a_latency_change() {
     .is_err());
 }
 
+/// Network-aware holds a dense latency matrix: past its node limit it refuses with a reason
+/// instead of allocating gigabytes; topsis places on the same cluster.
+#[test]
+fn network_aware_refuses_a_cluster_past_its_node_limit() {
+    use acoa_scheduler::netaware::app::MAX_NODES;
+    let names: Vec<String> = (0..=MAX_NODES).map(|i| format!("n{i:05}")).collect();
+    let c = cluster(names.iter().map(|n| node(n, "dc", &[])).collect(), vec![]);
+    let a = with(
+        app("x", vec![comp("m", &[], None)], vec![], vec![], vec![]),
+        "network-aware",
+    );
+    match place(&c, &a, &Ledger::new()).unwrap() {
+        Outcome::Infeasible(i) => {
+            assert!(i.reason.contains("at most 8192 nodes"), "{}", i.reason)
+        }
+        o => panic!("{o:?}"),
+    }
+    let current = assignment(&[("m", "n00000")]);
+    assert!(deschedule(&c, &a, &Ledger::new(), &current, &DeschedConfig::default()).is_err());
+    assert!(matches!(
+        place(&c, &with(a, "topsis"), &Ledger::new()).unwrap(),
+        Outcome::Placed(_)
+    ));
+}
+
 // ------------------------------------------------------------------ property
 
 struct Gen(u64);

@@ -35,6 +35,10 @@ use crate::{filter, Decided, Infra, ScheduleError};
 use acoa_shared::model::{Application, Cluster};
 use std::collections::{BTreeMap, HashMap};
 
+/// The largest cluster `network-aware` places on: its snapshot holds a dense latency matrix
+/// (8 bytes per ordered pair of nodes: 200 MB at 5,000 nodes, 537 MB at this limit).
+pub const MAX_NODES: usize = 8_192;
+
 /// The weights used for applications: [`Weights::default`] without the entry term (δ = 0).
 pub fn app_weights() -> Weights {
     Weights {
@@ -232,6 +236,9 @@ pub(crate) fn prepare(
 /// the components placed on it still fit in what the ledger leaves (capacity − usage −
 /// reservations), as for `qos` (the measured use may be lower than the requests).
 pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> Decided {
+    if let Some(reason) = too_large(model.infra) {
+        return Decided::Infeasible(reason);
+    }
     let Prepared {
         snapshot: mut s,
         notes,
@@ -283,8 +290,21 @@ pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> De
     }
 }
 
-/// The mean score of the given deployment (see the module docs).
+fn too_large(infra: &Infra) -> Option<String> {
+    (infra.len() > MAX_NODES).then(|| {
+        format!(
+            "network-aware places on at most {MAX_NODES} nodes (a dense latency matrix), the cluster has {}: use qos or topsis",
+            infra.len()
+        )
+    })
+}
+
+/// The mean score of the given deployment (see the module docs); 0 on a cluster larger than
+/// [`MAX_NODES`].
 pub(crate) fn score(model: &Model<'_>, app: &Application, ledger: &Ledger, a: &[u32]) -> f64 {
+    if too_large(model.infra).is_some() {
+        return 0.0;
+    }
     let p = prepare(model, app, ledger, None);
     app_score(&p.snapshot, a)
 }
@@ -347,6 +367,11 @@ pub fn snapshot(
     cluster.validate()?;
     app.validate()?;
     let infra = Infra::from_cluster(cluster);
+    if let Some(reason) = too_large(&infra) {
+        return Err(ScheduleError::Model(acoa_shared::model::ModelError::new(
+            "nodes", reason,
+        )));
+    }
     let constraints = filter::default_constraints();
     let model = Model::compile(&infra, app, ledger, &constraints);
     let a = crate::resolve(&infra, &model, current)?;
