@@ -149,6 +149,37 @@ fn placement_order_by_hand() {
 }
 
 #[test]
+fn allowed_restricts_where_each_component_may_go() {
+    // a may not go on n1 (its best, 0.92): n0 (0.88) beats n2 (0.695). c may only go on n1.
+    let mut s = fixture();
+    s.allowed = vec![
+        vec![true, false, true],
+        vec![true, true, true],
+        vec![false, true, false],
+    ];
+    let NetOutcome::Placed(a) = place(&s, &w()).unwrap() else {
+        panic!("placed")
+    };
+    assert_eq!((a[0], a[2]), (0, 1));
+    assert!(close(best_node(&s, &w(), &[None; 3], 0).unwrap().1, 0.88));
+    assert!(!fits(&s, &w(), &[None; 3], 0, 1));
+    // The descheduler's gains skip the nodes a component may not go on.
+    let g = desched::gains(&s, &w(), &a, 2);
+    assert!(g.iter().all(Option::is_none), "{g:?}");
+    assert!(desched::gains(&s, &w(), &a, 0)[1].is_none());
+    // The baseline respects it too.
+    let NetOutcome::Placed(b) = baseline::place(&s).unwrap() else {
+        panic!("placed")
+    };
+    assert!(b.iter().enumerate().all(|(c, &n)| s.allowed[c][n]));
+    // A mask of the wrong shape is bad input.
+    s.allowed.pop();
+    assert!(matches!(s.validate(), Err(NetError::Shape { .. })));
+    s.allowed = vec![vec![true; 2]; 3];
+    assert!(matches!(s.validate(), Err(NetError::Shape { .. })));
+}
+
+#[test]
 fn placement_by_hand() {
     // a: n0 0.175+0.105+0.5+0.1 = 0.88; n1 0.225+0.12+0.5+0.075 = 0.92; n2 0.695 -> n1
     // b (peer a on n1): n0 0.645/0.9; n1 0.78/0.9; n2 0.135/0.9 -> n1
