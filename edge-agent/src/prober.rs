@@ -161,6 +161,10 @@ pub fn wall_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// A pong this many pings older than the latest is a reordered one; further back, the
+/// numbering has restarted.
+const REORDER_LIMIT: u32 = 256;
+
 /// One pong seen by the loss attribution: our ping's index, the responder's count and how
 /// many pongs we had received in all.
 #[derive(Debug, Clone, Copy)]
@@ -190,12 +194,14 @@ impl DirLoss {
         };
         if let Some(last) = self.last {
             let di = idx.wrapping_sub(last.idx);
-            if di == 0 || di > u32::MAX / 2 {
+            let behind = last.idx.wrapping_sub(idx);
+            if di == 0 || behind <= REORDER_LIMIT {
                 return; // a reordered (older) pong: nothing new
             }
             let dc = u32::from(count.wrapping_sub(last.count));
-            if dc == 0 || dc > di {
-                // The responder restarted or forgot us: start over.
+            if behind < di || dc == 0 || dc > di {
+                // Our numbering restarted (far behind: the peer's stats were replaced), or
+                // the responder restarted or forgot us: start over.
                 *self = DirLoss::default();
             }
         }
@@ -1176,6 +1182,12 @@ mod tests {
         // A reordered older pong changes nothing.
         d.on_pong(29, 5, 33, 10);
         assert_eq!(d.reverse_success(), Some(1.0));
+        // The pings' numbering restarted (the peer's stats were replaced): follow it.
+        let mut r = DirLoss::default();
+        r.on_pong(5000, 100, 1, 10);
+        r.on_pong(0, 101, 2, 10);
+        r.on_pong(1, 102, 3, 10);
+        assert_eq!(r.reverse_success(), Some(1.0));
         // Wrapping counts.
         let mut w = DirLoss::default();
         w.on_pong(0, 65535, 1, 10);
