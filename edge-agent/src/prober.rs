@@ -560,38 +560,54 @@ impl Prober {
 
     /// [`Prober::due`], also knowing the wall clock at sending (`wall_ns`, 0 = unknown).
     pub fn due_at(&mut self, now_ns: u64, wall_ns: u64) -> Vec<(SocketAddr, [u8; PROBE_LEN])> {
-        let n = self.per_period.min(self.peers.len());
-        let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
-            if self.cursor >= self.order.len() {
-                self.shuffle();
-            }
-            let idx = self.order[self.cursor] as usize;
-            self.cursor += 1;
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            if self.inflight.is_full() {
-                // Oldest first out: it would have timed out anyway.
-                if let Some(f) = self.inflight.pop_front() {
-                    let window = self.window;
-                    if let Some(p) = self.peers.iter_mut().find(|p| p.name == f.peer) {
-                        p.stats.on_loss(window);
-                    }
+        (0..self.pings_due())
+            .filter_map(|_| self.next_ping(now_ns, wall_ns))
+            .collect()
+    }
+
+    /// How many pings a period sends.
+    pub fn pings_due(&self) -> usize {
+        self.per_period.min(self.peers.len())
+    }
+
+    /// The next ping of the rotation, stamped `now_ns` (monotonic) and `wall_ns` (wall
+    /// clock, 0 = unknown): the thread takes both right before sending it, so that a
+    /// period's later pings do not carry the earlier sends' time in their delays.
+    pub fn next_ping(
+        &mut self,
+        now_ns: u64,
+        wall_ns: u64,
+    ) -> Option<(SocketAddr, [u8; PROBE_LEN])> {
+        if self.peers.is_empty() {
+            return None;
+        }
+        if self.cursor >= self.order.len() {
+            self.shuffle();
+        }
+        let idx = self.order[self.cursor] as usize;
+        self.cursor += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if self.inflight.is_full() {
+            // Oldest first out: it would have timed out anyway.
+            if let Some(f) = self.inflight.pop_front() {
+                let window = self.window;
+                if let Some(p) = self.peers.iter_mut().find(|p| p.name == f.peer) {
+                    p.stats.on_loss(window);
                 }
             }
-            let peer = &mut self.peers[idx];
-            let n = peer.stats.sent;
-            peer.stats.sent = n.wrapping_add(1);
-            let _ = self.inflight.push_back(InFlight {
-                seq,
-                peer: peer.name.clone(),
-                sent_ns: now_ns,
-                sent_wall_ns: wall_ns,
-                idx: n,
-            });
-            out.push((peer.addr, encode_probe(PING, seq, now_ns)));
         }
-        out
+        let peer = &mut self.peers[idx];
+        let n = peer.stats.sent;
+        peer.stats.sent = n.wrapping_add(1);
+        let _ = self.inflight.push_back(InFlight {
+            seq,
+            peer: peer.name.clone(),
+            sent_ns: now_ns,
+            sent_wall_ns: wall_ns,
+            idx: n,
+        });
+        Some((peer.addr, encode_probe(PING, seq, now_ns)))
     }
 
     /// A datagram arrived at `now_ns` (the responder answers in the original format).
@@ -795,7 +811,10 @@ pub fn run(sock: UdpSocket, mut prober: Prober, cfg: RunConfig, mut io: impl Pro
         let now = Instant::now();
         if now >= next_probe {
             prober.expire(now_ns());
-            for (addr, ping) in prober.due_at(now_ns(), wall_ns()) {
+            for _ in 0..prober.pings_due() {
+                let Some((addr, ping)) = prober.next_ping(now_ns(), wall_ns()) else {
+                    break;
+                };
                 if let Err(e) = sock.send_to(&ping, addr) {
                     send_errors += 1;
                     if send_errors.is_power_of_two() {
