@@ -151,6 +151,38 @@ fn pinned_components_land_on_their_node_and_score_as_unpinned() {
     }
 }
 
+/// Every algorithm honours the pins (they all take the candidates after the filters).
+#[test]
+fn every_algorithm_honours_pins() {
+    let (cluster, app) = load("smoke-monitoring.yaml");
+    let chosen: std::collections::BTreeMap<String, String> = [
+        ("measurement", "n13"),
+        ("batching", "n19"),
+        ("level-detection", "n07"),
+        ("storage", "n02"),
+        ("alarm", "n14"),
+    ]
+    .into_iter()
+    .map(|(c, n)| (c.to_string(), n.to_string()))
+    .collect();
+    for algo in acoa_scheduler::algorithms() {
+        let mut pinned = app.clone();
+        pinned.scheduler = algo.to_string();
+        pinned.components[1].requires.node = Some("n19".into()); // batching only
+        let Outcome::Placed(p) = place(&cluster, &pinned, &Ledger::new()).unwrap() else {
+            panic!("{algo}: infeasible")
+        };
+        assert_eq!(p.assignment["batching"], "n19", "{algo}");
+        for c in &mut pinned.components {
+            c.requires.node = Some(chosen[&c.name].clone());
+        }
+        let Outcome::Placed(p) = place(&cluster, &pinned, &Ledger::new()).unwrap() else {
+            panic!("{algo}: infeasible")
+        };
+        assert_eq!(p.assignment, chosen, "{algo}");
+    }
+}
+
 #[test]
 fn a_pin_is_read_from_yaml_and_validated() {
     let text = std::fs::read_to_string(scenario("smoke-monitoring.yaml")).unwrap();
