@@ -14,10 +14,11 @@
 //! other: one that no longer fits the ledger counts a collision and is recomputed.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use acoa_shared::jobs::{self, ResultOutcome};
+use acoa_shared::model::Cluster;
 use ed25519_dalek::SigningKey;
 use rumqttc::{AsyncClient, Event as MqttEvent, Packet, QoS};
 use tokio::sync::mpsc;
@@ -273,6 +274,46 @@ pub fn wire_job(job: &Job, nonce: u128) -> jobs::Job {
     }
 }
 
+/// The snapshot last packed for jobs: the engine hands out the same `Arc` while its live model
+/// does not change, so consecutive jobs reuse the packed bytes.
+#[derive(Default)]
+pub struct PackCache {
+    last: Option<(Arc<Cluster>, Arc<Vec<u8>>)>,
+}
+
+impl PackCache {
+    pub fn packed(&mut self, cluster: &Arc<Cluster>) -> Result<Arc<Vec<u8>>, jobs::JobError> {
+        if let Some((c, b)) = &self.last {
+            if Arc::ptr_eq(c, cluster) {
+                return Ok(b.clone());
+            }
+        }
+        let b = Arc::new(jobs::pack_cluster(cluster)?);
+        self.last = Some((cluster.clone(), b.clone()));
+        Ok(b)
+    }
+}
+
+/// The signed frame of `job` for workers (the snapshot packed once per snapshot).
+pub fn encode(job: &Job, nonce: u128, key: &SigningKey, cache: &Mutex<PackCache>) -> Result<Vec<u8>, String> {
+    let packed = cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .packed(&job.cluster)
+        .map_err(|e| e.to_string())?;
+    let w = jobs::Job {
+        id: job.id,
+        nonce,
+        app: job.app.clone(),
+        application: job.application.as_ref().clone(),
+        cluster: Cluster::default(),
+        reserved: job.reserved.clone(),
+        time_budget_ms: sched::TIME_BUDGET.as_millis() as u64,
+        count_budget: sched::COUNT_BUDGET,
+    };
+    jobs::encode_job_packed(&w, &packed, key).map_err(|e| e.to_string())
+}
+
 /// Receives a worker's result for `job`: checks it against the job's snapshot and ledger,
 /// scores it again, and completes it as [`run_job`] would have. `Err` says why it is refused.
 pub fn check(job: &Job, r: &jobs::JobResult) -> Result<JobResult, String> {
@@ -466,6 +507,7 @@ impl Workers {
             let t0 = Instant::now();
             let now = || t0.elapsed().as_millis() as u64;
             let mut d = Dispatch::new(cfg);
+            let packs = Arc::new(Mutex::new(PackCache::default()));
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
@@ -475,10 +517,10 @@ impl Workers {
                         Some(In::Job(job)) => {
                             let tx = self_tx.clone();
                             let key = key.clone();
+                            let packs = packs.clone();
                             tokio::task::spawn_blocking(move || {
                                 let nonce: u128 = rand::random();
-                                let frame = jobs::encode_job(&wire_job(&job, nonce), &key)
-                                    .map_err(|e| e.to_string());
+                                let frame = encode(&job, nonce, &key, &packs);
                                 let _ = tx.blocking_send(In::Encoded(job, nonce, frame));
                             });
                             vec![]
@@ -829,9 +871,13 @@ mod tests {
     #[test]
     fn engine_jobs_travel_to_workers_exactly() {
         let key = SigningKey::from_bytes(&[5; 32]);
-        for j in jobs_for(&["smoke-monitoring", "speed-profiling"]) {
+        let cache = Mutex::new(PackCache::default());
+        let js = jobs_for(&["smoke-monitoring", "speed-profiling"]);
+        // the engine's live model did not change between the two: one snapshot, packed once
+        assert!(Arc::ptr_eq(&js[0].cluster, &js[1].cluster));
+        for j in js {
             let w = wire_job(&j, 42);
-            let bytes = jobs::encode_job(&w, &key).unwrap();
+            let bytes = encode(&j, 42, &key, &cache).unwrap();
             assert_eq!(jobs::decode_job(&bytes, &key.verifying_key()).unwrap(), w);
         }
     }

@@ -7,11 +7,11 @@
 //! with a log line (the control plane re-publishes a job nobody answers). The broker connection
 //! is retried forever with a backoff bounded at 5 s. A panicking computation answers an error.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use acoa_scheduler::{place_on, Infra, Ledger, Options, Outcome};
-use acoa_shared::jobs::{self, Job, JobResult, ResultOutcome};
+use acoa_shared::jobs::{self, Job, JobError, JobResult, ResultOutcome};
 use acoa_shared::wire::keys;
 use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
@@ -56,11 +56,31 @@ pub fn parse_url(url: &str) -> anyhow::Result<(String, u16)> {
     Ok((host, port))
 }
 
+/// The last snapshot unpacked, as its packed bytes, and its [`Infra`]: consecutive jobs on the
+/// same live model carry the same bytes, and are computed without unpacking them again.
+#[derive(Default)]
+pub struct SnapshotCache {
+    last: Option<(Vec<u8>, Arc<Infra>)>,
+}
+
+impl SnapshotCache {
+    pub fn infra(&mut self, packed: &[u8]) -> Result<Arc<Infra>, JobError> {
+        if let Some((b, i)) = &self.last {
+            if b.as_slice() == packed {
+                return Ok(i.clone());
+            }
+        }
+        let cluster = jobs::unpack_cluster(packed)?;
+        let infra = Arc::new(Infra::from_cluster(&cluster));
+        self.last = Some((packed.to_vec(), infra.clone()));
+        Ok(infra)
+    }
+}
+
 /// The placement computation, exactly as the control plane runs it in process
 /// (`cloud-broker/src/sched.rs`): the search on the job's snapshot around its ledger, within
 /// the job's budgets.
-pub fn compute(job: &Job) -> ResultOutcome {
-    let infra = Infra::from_cluster(&job.cluster);
+pub fn compute(job: &Job, infra: &Infra) -> ResultOutcome {
     let mut ledger = Ledger::new();
     for (n, r) in &job.reserved {
         ledger.reserve(n, *r);
@@ -70,7 +90,7 @@ pub fn compute(job: &Job) -> ResultOutcome {
         count_budget: job.count_budget,
         ..Default::default()
     };
-    match place_on(&infra, &job.application, &ledger, &opts) {
+    match place_on(infra, &job.application, &ledger, &opts) {
         Ok(r) => match r.outcome {
             Outcome::Placed(p) => ResultOutcome::Placed {
                 assignment: p.assignment,
@@ -83,11 +103,20 @@ pub fn compute(job: &Job) -> ResultOutcome {
     }
 }
 
-/// [`compute`], timed, with a panic turned into an error result.
-pub fn answer(job: &Job, worker: &str) -> JobResult {
+/// [`compute`] on the job's packed snapshot, timed, with a panic turned into an error result.
+pub fn answer(job: &Job, packed: &[u8], cache: &Mutex<SnapshotCache>, worker: &str) -> JobResult {
     let t = Instant::now();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compute(job)))
-        .unwrap_or_else(|_| ResultOutcome::Error("the scheduler failed (panicked)".into()));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let infra = cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .infra(packed);
+        match infra {
+            Ok(i) => compute(job, &i),
+            Err(e) => ResultOutcome::Error(format!("the snapshot does not unpack: {e}")),
+        }
+    }))
+    .unwrap_or_else(|_| ResultOutcome::Error("the scheduler failed (panicked)".into()));
     JobResult {
         id: job.id,
         nonce: job.nonce,
@@ -123,21 +152,27 @@ async fn serve(a: WorkerArgs, key: VerifyingKey, host: String, port: u16) -> any
     let (client, mut eventloop) = AsyncClient::new(o, 64);
 
     // Bounded work: `threads` computing, `queue` waiting.
-    let (job_tx, mut job_rx) = mpsc::channel::<Job>(a.queue.max(1));
+    let (job_tx, mut job_rx) = mpsc::channel::<(Job, Vec<u8>)>(a.queue.max(1));
+    let cache = Arc::new(Mutex::new(SnapshotCache::default()));
     let permits = Arc::new(Semaphore::new(a.threads.max(1)));
     let pub_client = client.clone();
     let name = a.name.clone();
     tokio::spawn(async move {
-        while let Some(job) = job_rx.recv().await {
+        while let Some((job, packed)) = job_rx.recv().await {
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 return;
             };
             let c = pub_client.clone();
             let name = name.clone();
+            let cache = cache.clone();
             tokio::spawn(async move {
                 let (id, app) = (job.id, job.app.clone());
                 let worker = name.clone();
-                let r = match tokio::task::spawn_blocking(move || answer(&job, &worker)).await {
+                let r = match tokio::task::spawn_blocking(move || {
+                    answer(&job, &packed, &cache, &worker)
+                })
+                .await
+                {
                     Ok(r) => r,
                     Err(e) => {
                         error!("job {id} for {app}: the computation did not finish: {e}");
@@ -192,11 +227,11 @@ async fn serve(a: WorkerArgs, key: VerifyingKey, host: String, port: u16) -> any
                     warn!("message on unexpected topic {} ignored", p.topic);
                     continue;
                 }
-                match jobs::decode_job(&p.payload, &key) {
+                match jobs::open_job(&p.payload, &key) {
                     Err(e) => warn!("job dropped ({} bytes): {e}", p.payload.len()),
-                    Ok(job) => {
+                    Ok((job, packed)) => {
                         let (id, app) = (job.id, job.app.clone());
-                        match job_tx.try_send(job) {
+                        match job_tx.try_send((job, packed)) {
                             Ok(()) => {}
                             Err(mpsc::error::TrySendError::Full(_)) => warn!(
                                 "job {id} for {app} dropped: {} jobs already waiting (the control plane re-publishes it)",

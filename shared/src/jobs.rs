@@ -10,12 +10,14 @@
 //! Results are not signed: the control plane never trusts one blindly (it checks the assignment
 //! against its own model and recomputes the score), and the job's random `nonce` must come back.
 //!
-//! The body carries the application, the cluster snapshot and what other applications reserve
-//! as JSON (the domain models evolve and skip empty optional fields, which a non-self-describing
-//! format cannot read back), except the links, the bulk of a snapshot, which travel in columns:
-//! node-name indices and numbers in the shortest exact form ([`Num`]). [`encode_job`] checks that
-//! the job decodes back equal, so what a worker computes on is exactly what the control plane
-//! holds; anything else is an error, never a silently different snapshot.
+//! The body carries the application and what other applications reserve as JSON (the domain
+//! models evolve and skip empty optional fields, which a non-self-describing format cannot read
+//! back), and the cluster snapshot packed apart ([`pack_cluster`]): its nodes as JSON, its links
+//! (the bulk of a snapshot) in columns of node-name indices and numbers in the shortest exact
+//! form ([`Num`]), the whole deflated. A packed snapshot is made once and reused by every job on
+//! that snapshot, and a worker unpacks it once for all the jobs that carry the same bytes.
+//! Encoding checks that everything decodes back equal, so what a worker computes on is exactly
+//! what the control plane holds; anything else is an error, never a silently different snapshot.
 
 use std::collections::BTreeMap;
 
@@ -36,6 +38,8 @@ pub const RESULTS_WILDCARD: &str = "acoa/v1/sched/results/+";
 pub const DEFAULT_GROUP: &str = "acoa-schedulers";
 /// Largest job frame (under the embedded broker's 1 MiB publication limit).
 pub const MAX_JOB_BYTES: usize = 1_000_000;
+/// Largest snapshot once inflated (a bound on what a frame can make a worker allocate).
+pub const MAX_CLUSTER_BYTES: usize = 64 << 20;
 /// Largest result frame.
 pub const MAX_RESULT_BYTES: usize = 256 * 1024;
 
@@ -157,9 +161,14 @@ struct Links {
 #[derive(Serialize, Deserialize)]
 struct Doc {
     application: Application,
-    /// The snapshot without its links.
-    cluster: Cluster,
     reserved: BTreeMap<String, Resources>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PackedCluster {
+    /// The snapshot without its links, as JSON.
+    json: String,
+    links: Links,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -171,7 +180,8 @@ struct JobBody {
     count_budget: u64,
     /// [`Doc`] as JSON.
     doc: String,
-    links: Links,
+    /// [`pack_cluster`].
+    cluster: Vec<u8>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -241,51 +251,95 @@ fn unpack_links(l: Links) -> Result<Vec<Link>, JobError> {
         .collect()
 }
 
-fn body_of(job: &Job) -> Result<Vec<u8>, JobError> {
-    let mut cluster = job.cluster.clone();
-    let links = pack_links(&std::mem::take(&mut cluster.links));
+/// The snapshot packed for jobs: deflated postcard of its nodes as JSON and its links in
+/// columns. Fails unless it unpacks exactly equal.
+pub fn pack_cluster(cluster: &Cluster) -> Result<Vec<u8>, JobError> {
+    let mut rest = cluster.clone();
+    let links = pack_links(&std::mem::take(&mut rest.links));
+    let p = PackedCluster {
+        json: serde_json::to_string(&rest).map_err(|e| JobError::Encode(e.to_string()))?,
+        links,
+    };
+    let raw = postcard::to_allocvec(&p).map_err(|e| JobError::Encode(e.to_string()))?;
+    let packed = miniz_oxide::deflate::compress_to_vec(&raw, 1);
+    if unpack_cluster(&packed).as_ref() != Ok(cluster) {
+        return Err(JobError::NotExact(
+            "a number or field of the snapshot does not read back the same",
+        ));
+    }
+    Ok(packed)
+}
+
+/// The snapshot of [`pack_cluster`].
+pub fn unpack_cluster(packed: &[u8]) -> Result<Cluster, JobError> {
+    let raw = miniz_oxide::inflate::decompress_to_vec_with_limit(packed, MAX_CLUSTER_BYTES)
+        .map_err(|e| JobError::Body(format!("snapshot does not inflate: {e:?}")))?;
+    let p: PackedCluster = postcard::from_bytes(&raw).map_err(JobError::Decode)?;
+    let mut c: Cluster =
+        serde_json::from_str(&p.json).map_err(|e| JobError::Body(format!("snapshot: {e}")))?;
+    c.links = unpack_links(p.links)?;
+    Ok(c)
+}
+
+fn body_of(job: &Job, cluster: &[u8]) -> Result<(Vec<u8>, String), JobError> {
     let doc = Doc {
         application: job.application.clone(),
-        cluster,
         reserved: job.reserved.clone(),
     };
+    let doc = serde_json::to_string(&doc).map_err(|e| JobError::Encode(e.to_string()))?;
     let body = JobBody {
         id: job.id,
         nonce: job.nonce,
         app: job.app.clone(),
         time_budget_ms: job.time_budget_ms,
         count_budget: job.count_budget,
-        doc: serde_json::to_string(&doc).map_err(|e| JobError::Encode(e.to_string()))?,
-        links,
+        doc: doc.clone(),
+        cluster: cluster.to_vec(),
     };
-    postcard::to_allocvec(&body).map_err(|e| JobError::Encode(e.to_string()))
+    let b = postcard::to_allocvec(&body).map_err(|e| JobError::Encode(e.to_string()))?;
+    Ok((b, doc))
 }
 
-fn job_of(body: &[u8]) -> Result<Job, JobError> {
+/// A job whose snapshot is still packed: `job.cluster` is empty, `cluster` is what
+/// [`unpack_cluster`] reads (the same bytes for every job on the same snapshot).
+fn job_of(body: &[u8]) -> Result<(Job, Vec<u8>), JobError> {
     let b: JobBody = postcard::from_bytes(body).map_err(JobError::Decode)?;
     let doc: Doc = serde_json::from_str(&b.doc).map_err(|e| JobError::Body(e.to_string()))?;
-    let mut cluster = doc.cluster;
-    cluster.links = unpack_links(b.links)?;
-    Ok(Job {
-        id: b.id,
-        nonce: b.nonce,
-        app: b.app,
-        application: doc.application,
-        cluster,
-        reserved: doc.reserved,
-        time_budget_ms: b.time_budget_ms,
-        count_budget: b.count_budget,
-    })
+    Ok((
+        Job {
+            id: b.id,
+            nonce: b.nonce,
+            app: b.app,
+            application: doc.application,
+            cluster: Cluster::default(),
+            reserved: doc.reserved,
+            time_budget_ms: b.time_budget_ms,
+            count_budget: b.count_budget,
+        },
+        b.cluster,
+    ))
 }
 
 /// Encodes and signs `job`. Fails if the frame is over [`MAX_JOB_BYTES`] or if the job would
 /// not decode back exactly equal (then it must be computed by the control plane itself).
 pub fn encode_job(job: &Job, key: &SigningKey) -> Result<Vec<u8>, JobError> {
-    let body = body_of(job)?;
-    if job_of(&body).as_ref() != Ok(job) {
-        return Err(JobError::NotExact(
-            "a number or field does not read back the same",
-        ));
+    encode_job_packed(job, &pack_cluster(&job.cluster)?, key)
+}
+
+/// [`encode_job`] with the snapshot already packed (`job.cluster` is not read).
+pub fn encode_job_packed(job: &Job, cluster: &[u8], key: &SigningKey) -> Result<Vec<u8>, JobError> {
+    let (body, _) = body_of(job, cluster)?;
+    match job_of(&body) {
+        Ok((j, _))
+            if j.application == job.application
+                && j.reserved == job.reserved
+                && j.app == job.app =>
+        {}
+        _ => {
+            return Err(JobError::NotExact(
+                "a number or field of the application does not read back the same",
+            ))
+        }
     }
     let sig = key.sign(&signed_bytes(&body)).to_bytes();
     let frame = postcard::to_allocvec(&Frame {
@@ -317,8 +371,9 @@ fn open(bytes: &[u8], max: usize) -> Result<Frame<'_>, JobError> {
     postcard::from_bytes(bytes).map_err(JobError::Decode)
 }
 
-/// Opens a job frame, checks its signature against the control plane's `key`, decodes it.
-pub fn decode_job(bytes: &[u8], key: &VerifyingKey) -> Result<Job, JobError> {
+/// Opens a job frame and checks its signature against the control plane's `key`; the
+/// snapshot stays packed (`job.cluster` is empty): see [`unpack_cluster`].
+pub fn open_job(bytes: &[u8], key: &VerifyingKey) -> Result<(Job, Vec<u8>), JobError> {
     let f = open(bytes, MAX_JOB_BYTES)?;
     if f.signature.is_empty() {
         return Err(JobError::Unsigned);
@@ -327,6 +382,13 @@ pub fn decode_job(bytes: &[u8], key: &VerifyingKey) -> Result<Job, JobError> {
     key.verify(&signed_bytes(f.body), &sig)
         .map_err(|_| JobError::BadSignature)?;
     job_of(f.body)
+}
+
+/// Opens a job frame, checks its signature against the control plane's `key`, decodes it.
+pub fn decode_job(bytes: &[u8], key: &VerifyingKey) -> Result<Job, JobError> {
+    let (mut job, cluster) = open_job(bytes, key)?;
+    job.cluster = unpack_cluster(&cluster)?;
+    Ok(job)
 }
 
 /// Encodes a result (unsigned).
