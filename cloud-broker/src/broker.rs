@@ -6,9 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use rumqttd::{Broker, Config, ConnectionSettings, RouterConfig, ServerSettings};
+use rumqttd::{Broker, Config, ConnectionSettings, RouterConfig, ServerSettings, TlsConfig};
 use tracing::{info, warn};
 
 /// Logins the broker accepts, shared with the loop that reloads the inventory.
@@ -17,7 +18,21 @@ pub type Logins = Arc<RwLock<BTreeMap<String, String>>>;
 /// Largest publication the broker accepts (the peer list of a few thousand nodes fits).
 pub const MAX_PAYLOAD: usize = 1 << 20;
 
+/// A second listener, for MQTT over TLS (`mqtts://`): the server's certificate chain and key
+/// (PEM). Clients still log in with their user name and password; the plain listener can stay
+/// on loopback for the control plane itself and the CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsListener {
+    pub listen: SocketAddr,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
 pub fn config(listen: SocketAddr, logins: Logins) -> Config {
+    config_with_tls(listen, logins, None)
+}
+
+pub fn config_with_tls(listen: SocketAddr, logins: Logins, tls: Option<&TlsListener>) -> Config {
     let mut connections = ConnectionSettings {
         connection_timeout_ms: 10_000,
         max_payload_size: MAX_PAYLOAD,
@@ -47,6 +62,17 @@ pub fn config(listen: SocketAddr, logins: Logins) -> Config {
         connections,
     };
     let mut v4 = HashMap::new();
+    if let Some(t) = tls {
+        let mut s = server.clone();
+        s.name = "acoa-v4-tls".into();
+        s.listen = t.listen;
+        s.tls = Some(TlsConfig::Rustls {
+            capath: None,
+            certpath: t.cert.display().to_string(),
+            keypath: t.key.display().to_string(),
+        });
+        v4.insert("2".to_string(), s);
+    }
     v4.insert("1".to_string(), server);
     Config {
         id: 0,
@@ -81,10 +107,31 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Starts the broker on its own threads; returns once it was started (it runs until exit).
 pub fn start(listen: SocketAddr, logins: Logins) -> anyhow::Result<()> {
-    // rumqttd binds in its own thread and reports failure only by logging: check the port first.
+    start_with_tls(listen, logins, None)
+}
+
+/// [`start`], with a TLS listener too when `tls` is given.
+pub fn start_with_tls(
+    listen: SocketAddr,
+    logins: Logins,
+    tls: Option<TlsListener>,
+) -> anyhow::Result<()> {
+    // rumqttd binds in its own thread and reports failure only by logging: check the port
+    // and the TLS files first.
     std::net::TcpListener::bind(listen)
         .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
-    let mut broker = Broker::new(config(listen, logins));
+    if let Some(t) = &tls {
+        std::net::TcpListener::bind(t.listen)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {} (TLS): {e}", t.listen))?;
+        for (what, p) in [("certificate", &t.cert), ("key", &t.key)] {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("cannot read the TLS {what} {}: {e}", p.display()))?;
+            if !text.contains("-----BEGIN") {
+                anyhow::bail!("the TLS {what} {} is not PEM", p.display());
+            }
+        }
+    }
+    let mut broker = Broker::new(config_with_tls(listen, logins, tls.as_ref()));
     std::thread::Builder::new()
         .name("broker".into())
         .spawn(move || {
@@ -93,5 +140,12 @@ pub fn start(listen: SocketAddr, logins: Logins) -> anyhow::Result<()> {
             }
         })?;
     info!("embedded MQTT broker listening on {listen} (credentials required)");
+    if let Some(t) = &tls {
+        info!(
+            "embedded MQTT broker listening on {} with TLS (certificate {})",
+            t.listen,
+            t.cert.display()
+        );
+    }
     Ok(())
 }

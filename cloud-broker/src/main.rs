@@ -41,6 +41,16 @@ enum Cmd {
         /// An external broker (e.g. Mosquitto configured with `mosquitto-config`).
         #[arg(long)]
         broker_url: Option<String>,
+        /// The embedded broker also listens here with TLS (`mqtts://`; agents set
+        /// `[broker] ca_file`), with --tls-cert and --tls-key.
+        #[arg(long, requires_all = ["tls_cert", "tls_key"])]
+        tls_listen: Option<SocketAddr>,
+        /// The TLS listener's certificate chain (PEM).
+        #[arg(long, requires = "tls_listen")]
+        tls_cert: Option<PathBuf>,
+        /// The TLS listener's private key (PEM).
+        #[arg(long, requires = "tls_listen")]
+        tls_key: Option<PathBuf>,
         /// A node whose reports stop for this long is lost.
         #[arg(long, default_value_t = 3000)]
         node_timeout_ms: u64,
@@ -202,8 +212,18 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             worker_timeout_ms,
             worker_tries,
             worker_window,
+            tls_listen,
+            tls_cert,
+            tls_key,
         } => {
+            let tls = match (tls_listen, tls_cert, tls_key) {
+                (Some(listen), Some(cert), Some(key)) => {
+                    Some(cloud_broker::broker::TlsListener { listen, cert, key })
+                }
+                _ => None,
+            };
             let opts = ServeOptions {
+                tls,
                 data_dir: cli.data_dir,
                 listen,
                 startup_wait_ms: if broker_url.is_some() { 1000 } else { 100 },

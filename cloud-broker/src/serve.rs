@@ -34,6 +34,8 @@ pub struct ServeOptions {
     pub startup_wait_ms: u64,
     /// Placement jobs go to `scheduler worker` processes (None: computed in this process).
     pub workers: Option<WorkersConfig>,
+    /// A TLS listener of the embedded broker besides `listen` (ignored with `broker_url`).
+    pub tls: Option<crate::broker::TlsListener>,
 }
 
 /// `mqtt://host:port` (or `tcp://`, or plain `host:port`) → host, port.
@@ -102,7 +104,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         Some(u) => (u.clone(), false),
         None => {
             let logins: Logins = Arc::new(RwLock::new(dd.logins()?));
-            broker::start(opts.listen, logins.clone())?;
+            broker::start_with_tls(opts.listen, logins.clone(), opts.tls.clone())?;
             spawn_inventory_watch(dd.clone(), keys.clone(), Some(logins), ctl_tx.clone());
             let host = if opts.listen.ip().is_unspecified() {
                 "127.0.0.1".to_string()

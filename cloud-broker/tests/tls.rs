@@ -1,0 +1,277 @@
+//! TLS on the embedded broker: `serve --tls-listen ... --tls-cert ... --tls-key ...` with a CA
+//! made here by openssl; a real edge agent connects over `mqtts://` (its `[broker] ca_file`)
+//! and receives its desired state; an agent that trusts another CA gets nothing.
+//!
+//! Needs the `edge-agent` binary (built by `cargo build -p edge-agent`, or ACOA_EDGE_AGENT_BIN)
+//! and openssl. No Podman: the agent's runtime points nowhere (its containers are not the
+//! point here, its desired state is).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn agent_bin() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("ACOA_EDGE_AGENT_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    // target/debug/deps/tls-… → target/debug/edge-agent
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("edge-agent");
+    p.exists().then_some(p)
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl runs (apt-get install -y openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate for localhost/127.0.0.1 signed by it, and an unrelated CA.
+fn make_certificates(dir: &Path) {
+    let ca = |name: &str, cn: &str| {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN={cn}"),
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.pem"),
+            ],
+        )
+    };
+    ca("ca", "acoa-test-ca");
+    ca("other", "other-ca");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ],
+    );
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "server.pem",
+        ],
+    );
+}
+
+struct Agent {
+    child: Child,
+    log: PathBuf,
+    state: PathBuf,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Agent {
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// Enrolls `name` and starts its agent on `url` trusting the CA in `ca_file`.
+fn start_agent(bin: &Path, dir: &Path, data: &Path, url: &str, name: &str, ca: &Path) -> Agent {
+    let state = dir.join(format!("{name}-state"));
+    let out = Command::new(bin)
+        .args(["pubkey", "--state-dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let pk = String::from_utf8(out.stdout).unwrap();
+    let out = cli(
+        data,
+        &[
+            "node",
+            "add",
+            name,
+            "--public-key",
+            pk.trim(),
+            "--broker-url",
+            url,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let broker = String::from_utf8(out.stdout).unwrap().replace(
+        "[broker]\n",
+        &format!("[broker]\nca_file = \"{}\"\n", ca.display()),
+    );
+    assert!(broker.contains("ca_file"), "{broker}");
+    let probe = free_port();
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "node = \"{name}\"\ndatacenter = \"train1\"\nlayer = \"edge\"\narch = \"aarch64\"\n\
+             hardware = [\"smoke-sensor\", \"dashboard\"]\nsoftware = [\"database\"]\n\
+             state_dir = \"{}\"\nreport_period_ms = 500\nruntime = \"podman\"\n\
+             image_allowlist = [\"localhost/acoa/\"]\n\
+             [capacity]\ncpu_millis = 8000\nmemory_mb = 8192\ndisk_mb = 100000\n{broker}\n\
+             [probe]\nlisten = \"127.0.0.1:{probe}\"\nperiod_ms = 300\n\
+             [podman]\nsocket = \"unix:///nonexistent/podman.sock\"\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.join(format!("{name}.log"));
+    let child = Command::new(bin)
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    Agent { child, log, state }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn an_agent_over_mqtts_to_the_embedded_broker_gets_its_desired_state() {
+    let Some(bin) = agent_bin() else {
+        eprintln!(
+            "SKIPPED: no edge-agent binary (cargo build -p edge-agent, or set ACOA_EDGE_AGENT_BIN)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    make_certificates(dir.path());
+    let data = dir.path().join("cp");
+    let (port, tls_port) = (free_port(), free_port());
+    let tls_listen = format!("127.0.0.1:{tls_port}");
+    let cp = ControlPlane::start(
+        &data,
+        port,
+        &[
+            "--tls-listen",
+            &tls_listen,
+            "--tls-cert",
+            dir.path().join("server.pem").to_str().unwrap(),
+            "--tls-key",
+            dir.path().join("server.key").to_str().unwrap(),
+        ],
+    );
+    cp.wait_log("with TLS", Duration::from_secs(20));
+    let url = format!("mqtts://localhost:{tls_port}");
+    let good = start_agent(
+        &bin,
+        dir.path(),
+        &data,
+        &url,
+        "tls-ok",
+        &dir.path().join("ca.pem"),
+    );
+    let bad = start_agent(
+        &bin,
+        dir.path(),
+        &data,
+        &url,
+        "tls-bad",
+        &dir.path().join("other.pem"),
+    );
+    cp.wait_log("node tls-ok joined", Duration::from_secs(30));
+    // every component fits the one node that joined
+    let out = cli(
+        &data,
+        &[
+            "apply",
+            scenario("smoke-monitoring.yaml").to_str().unwrap(),
+            "--wait-s",
+            "20",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // the agent persists every desired state it accepts (signed by the control plane)
+    wait_until(
+        "the desired state at the agent over mqtts",
+        Duration::from_secs(30),
+        || good.state.join("desired.bin").exists(),
+    );
+    assert!(
+        good.log_text()
+            .contains("accepted desired state generation"),
+        "{}",
+        good.log_text()
+    );
+    // the agent that does not trust the broker's CA never connects
+    assert!(!cp.has_log("node tls-bad joined"), "{}", cp.log_text());
+    let bad_log = bad.log_text();
+    assert!(
+        !bad_log.contains("connected to broker") && !bad_log.contains("connection back"),
+        "{bad_log}"
+    );
+    assert!(!bad_log.contains("accepted desired state"), "{bad_log}");
+    assert!(!bad.state.join("desired.bin").exists());
+}
