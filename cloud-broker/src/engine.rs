@@ -1710,9 +1710,19 @@ impl Engine {
                         Purpose::Place("a node it uses is not available".into()),
                         out,
                     );
-                } else if placed && !self.is_network_aware(&app) {
-                    // network-aware applications: their own descheduler (measured_tick)
-                    self.request(&app, Purpose::Reevaluate, out);
+                } else if placed {
+                    // Only qos applications are searched again. network-aware ones have their
+                    // own descheduler (measured_tick); topsis places once, as the paper's
+                    // scheduler does (both read the nodes' usage, which includes the running
+                    // application itself: scored again, every running placement would look
+                    // worse than moving).
+                    let topsis = self
+                        .apps
+                        .get(&app)
+                        .is_some_and(|a| a.rec.application.scheduler == "topsis");
+                    if !self.is_network_aware(&app) && !topsis {
+                        self.request(&app, Purpose::Reevaluate, out);
+                    }
                 } else {
                     self.request(&app, Purpose::Place("retry".into()), out);
                 }

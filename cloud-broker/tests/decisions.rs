@@ -981,3 +981,69 @@ fn a_lossy_or_slow_link_still_moves_the_component_that_uses_it_body() {
         );
     }
 }
+
+#[test]
+fn placed_topsis_and_network_aware_applications_are_not_searched_again() {
+    big_stack(placed_topsis_and_network_aware_applications_are_not_searched_again_body);
+}
+
+/// Re-evaluation searches again only `qos` applications: `network-aware` ones have their own
+/// descheduler, `topsis` places once (both read the nodes' usage, which includes the running
+/// application: searched again, a running placement would look worse than moving).
+fn placed_topsis_and_network_aware_applications_are_not_searched_again_body() {
+    let c = railway();
+    let cfg = EngineConfig {
+        reevaluate_ms: 1000,
+        node_timeout_ms: 1_000_000,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    sim.join_cluster(&c);
+    sim.feed(Event::StartupDone);
+    let with = |name: &str, algorithm: &str| {
+        String::from_utf8(app_text(name))
+            .unwrap()
+            .replacen(
+                "\nscheduler: qos\n",
+                &format!("\nscheduler: {algorithm}\n"),
+                1,
+            )
+            .into_bytes()
+    };
+    for (app, algorithm) in [
+        ("smoke-monitoring", "topsis"),
+        ("speed-profiling", "network-aware"),
+    ] {
+        sim.feed(Event::AppPublished {
+            app: app.into(),
+            payload: with(app, algorithm),
+        });
+        let p = sim.e.placement(app).expect("placed").clone();
+        assert_eq!(
+            p.assignment.len(),
+            if algorithm == "topsis" { 5 } else { 7 }
+        );
+    }
+    let jobs = |acts: &[Action]| {
+        acts.iter()
+            .filter_map(|a| match a {
+                Action::Schedule(j) => Some(j.app.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..5 {
+        let acts = sim.tick(1000);
+        assert!(jobs(&acts).is_empty(), "{:?}", jobs(&acts));
+    }
+    // A qos application next to them is searched again on every evaluation.
+    sim.feed(Event::AppPublished {
+        app: "qos-copy".into(),
+        payload: String::from_utf8(app_text("smoke-monitoring"))
+            .unwrap()
+            .replacen("application: smoke-monitoring", "application: qos-copy", 1)
+            .into_bytes(),
+    });
+    let acts = sim.tick(1000);
+    assert_eq!(jobs(&acts), ["qos-copy"]);
+}
