@@ -38,7 +38,8 @@
 //! - `topsis` (paper 002, [`topsis::app`]): components placed one by one in declaration order,
 //!   each on the candidate node that combined-weight TOPSIS ranks first over the five
 //!   utilisations (CPU, memory, bandwidth, disk, I/O) with the component added. `score` is the
-//!   mean TOPSIS closeness of the chosen nodes, in [0, 1].
+//!   mean TOPSIS closeness of the chosen nodes, in [0, 1]. Placement time only (the control
+//!   plane does not search it again on re-evaluation).
 //! - `network-aware` (paper 003, [`netaware::app`]): components placed one by one (entry first,
 //!   then by traffic), each on the node with the best resource headroom and traffic-weighted
 //!   latency to its placed peers, from the measured use and traffic of [`Cluster::observed`]

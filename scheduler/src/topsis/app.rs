@@ -32,6 +32,11 @@
 //! five metrics equally. The balance criterion has its default share
 //! ([`super::DEFAULT_BALANCE`]).
 //!
+//! Placement time only, as the paper's scheduler (and Kubernetes') is: the control plane does
+//! not search a running `topsis` application again on re-evaluation (the nodes' measured usage
+//! includes the application itself, so a search would always find moving better); it is placed
+//! again when a node it uses is lost or its definition changes.
+//!
 //! The score of a deployment ([`crate::score`]): the mean, over the components, of the closeness of
 //! the node each one is on, replaying the same flow with the components on their given nodes
 //! (0 for a component whose node is not a candidate at its turn). For the deployment [`crate::place`]
