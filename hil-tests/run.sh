@@ -5,12 +5,17 @@
 # Markdown reports with PNG plots under hil-tests/results/<UTC time>/.
 #
 #   sudo hil-tests/run.sh                 # emulator bench, experiment 1 (reference prober), experiment 2
-#   sudo hil-tests/run.sh --agents        # + experiment 1 with the real edge agents, and
+#   sudo hil-tests/run.sh --agents        # + experiment 1 with the real edge agents, experiment 2
+#                                         # through the control plane and agents (`hil live`),
 #                                         # experiments 3 and 4 (control plane, agents, Podman)
 #   AGENT_RT=1 sudo hil-tests/run.sh --agents   # agents SCHED_FIFO, as the emulator (a loaded
 #                                         # 2-core VM adds tenths of a ms to normal threads)
 #   AGENT_BIN_AARCH64=/path/to/aarch64/edge-agent sudo hil-tests/run.sh --agents
 #                                         # aarch64 nodes run the ARM build under qemu-aarch64-static
+#                                         # (build it: ACOA_DIST=target-hil/dist cross/build.sh);
+#                                         # experiment 1 then runs twice: native, and with qemu
+# The agents measure one-way delays (`[probe] clock = "synchronized"`: the namespaces share the
+# host's clock); CLOCK=free for half the round trip.
 # Needs: root, /dev/net/tun, iproute2, fonts-dejavu-core (plot text); with --agents also
 # mosquitto, podman + runc configured and its socket at /run/podman/podman.sock.
 set -euo pipefail
@@ -38,14 +43,16 @@ trap cleanup EXIT
 trap 'cleanup; exit 130' INT TERM
 cleanup
 
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 status=()
 run() {
   local name=$1; shift
   echo "== $name"
+  local l0; l0=$(cut -d' ' -f1 /proc/loadavg)
   if "$@" > "$out/$name.log" 2>&1; then
-    status+=("| $name | ok | [report]($name/report.md) |")
+    status+=("| $name | ok | [report]($name/report.md) | $l0 / $(cut -d' ' -f1 /proc/loadavg) |")
   else
-    status+=("| $name | FAILED (see $name.log) | |")
+    status+=("| $name | FAILED (see $name.log) | | $l0 / $(cut -d' ' -f1 /proc/loadavg) |")
     echo "run.sh: $name failed, see $out/$name.log" >&2
   fi
   cleanup
@@ -55,16 +62,23 @@ run emulator "$bin/hil" emu-bench --out "$out/emulator"
 run fidelity-reference "$bin/hil" fidelity --prober reference --out "$out/fidelity-reference"
 if [ "$agents" = 1 ]; then
   cargo build --release -p edge-agent -p cloud-broker
-  extra=()
+  common=(--clock "${CLOCK:-synchronized}")
+  if [ "${AGENT_RT:-0}" = 1 ]; then common+=(--agent-rt); fi
+  extra=("${common[@]}")
   if [ -n "${AGENT_BIN_AARCH64:-}" ]; then extra+=(--agent-bin-aarch64 "$AGENT_BIN_AARCH64"); fi
-  if [ "${AGENT_RT:-0}" = 1 ]; then extra+=(--agent-rt); fi
   run fidelity-agent "$bin/hil" fidelity --prober agent --agent-bin "$bin/edge-agent" \
-    --duration-s "${AGENT_SECS:-100}" "${extra[@]}" --out "$out/fidelity-agent"
+    --duration-s "${AGENT_SECS:-100}" "${common[@]}" --out "$out/fidelity-agent"
+  if [ -n "${AGENT_BIN_AARCH64:-}" ]; then
+    run fidelity-agent-qemu "$bin/hil" fidelity --prober agent --agent-bin "$bin/edge-agent" \
+      --duration-s "${AGENT_SECS:-100}" "${extra[@]}" --out "$out/fidelity-agent-qemu"
+  fi
 fi
 run placement "$bin/hil" placement --out "$out/placement"
 if [ "$agents" = 1 ]; then
   # workload images (static acoa-workload) for the containers the agents run
   OUT="$CARGO_TARGET_DIR/workload" "$root/hil-tests/images.sh" >/dev/null
+  run live "$bin/hil" live --cloud-bin "$bin/cloud-broker" --agent-bin "$bin/edge-agent" \
+    --random "${RANDOM_DRAWS:-20}" "${extra[@]}" --out "$out/live"
   run dynamic "$bin/hil" dynamic --cloud-bin "$bin/cloud-broker" --agent-bin "$bin/edge-agent" \
     "${extra[@]}" --out "$out/dynamic"
 fi
@@ -73,9 +87,10 @@ fi
   echo "# Railway testbed run $stamp"
   echo
   echo "Host: $(uname -srm), $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
+  echo "Load average at the start: $load0; at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
-  echo "| experiment | result | report |"
-  echo "|---|---|---|"
+  echo "| experiment | result | report | load average (1 min) before / after |"
+  echo "|---|---|---|---|"
   printf '%s\n' "${status[@]}"
 } > "$out/README.md"
 cat "$out/README.md"

@@ -110,6 +110,9 @@ pub struct AgentOptions {
     /// run: on a loaded 2-core machine a normal thread's wake-up adds tenths of a millisecond.
     /// Agents under qemu (aarch64) stay normal processes.
     pub realtime: bool,
+    /// `[probe] clock`: "synchronized" (one-way delays: every namespace shares the host's clock)
+    /// or "free" (half the round trip).
+    pub clock: String,
 }
 
 impl AgentOptions {
@@ -122,6 +125,7 @@ impl AgentOptions {
             window: 64,
             report_period_ms: 1000,
             realtime: false,
+            clock: "synchronized".into(),
         }
     }
 }
@@ -169,6 +173,7 @@ pub fn agent_config(
     let _ = writeln!(s, "peers_per_period = {}", o.peers_per_period);
     let _ = writeln!(s, "period_ms = {}", o.period_ms);
     let _ = writeln!(s, "window = {}", o.window);
+    let _ = writeln!(s, "clock = {:?}", o.clock);
     let _ = writeln!(s, "[podman]");
     let _ = writeln!(s, "socket = \"unix:///run/podman/podman.sock\"");
     let _ = writeln!(s, "netns = {:?}", netns_path.display().to_string());
@@ -369,7 +374,11 @@ fn collect(
             if a == b {
                 continue;
             }
-            let mut row = fidelity::expected(&map, a, b);
+            let mut row = if o.clock == "synchronized" {
+                fidelity::expected_one_way(&map, a, b)
+            } else {
+                fidelity::expected(&map, a, b)
+            };
             if let Some(s) = t.get(&(a.clone(), b.clone())) {
                 row.measured_latency_ms = f64::from(s.latency_ms);
                 row.measured_success = f64::from(s.success);

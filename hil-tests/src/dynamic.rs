@@ -97,6 +97,11 @@ impl Cloud {
         Ok(serde_json::from_str(out.lines().last().unwrap_or("null"))?)
     }
 
+    pub fn delete(&self, app: &str) -> Result<()> {
+        self.run(&["delete", app, "--broker-url", &self.url()])?;
+        Ok(())
+    }
+
     pub fn status(&self, app: &str) -> Result<Value> {
         let out = self.run(&["status", app, "--broker-url", &self.url()])?;
         Ok(serde_json::from_str(out.lines().last().unwrap_or("null"))?)
@@ -146,6 +151,8 @@ pub struct DynamicRun {
     /// (seconds since start, path, latency ms) of every message that completed a path.
     pub path_samples: Vec<(f64, String, f64)>,
     pub event_times: Vec<(f64, String)>,
+    /// Experiment 3b computed: per path through the degraded link.
+    pub recovery: Vec<PathRecovery>,
 }
 
 pub struct DynamicOptions {
@@ -201,6 +208,129 @@ pub fn remove_containers(app: &str, nodes: &[String]) {
     }
 }
 
+/// The running system on a testbed: the control plane, one agent per node, the collector of
+/// the workload containers. Dropping it stops the agents and the control plane (containers are
+/// removed by [`remove_containers`], per application).
+pub struct System {
+    pub cloud: Cloud,
+    pub cp: Option<Proc>,
+    pub agents: BTreeMap<String, Proc>,
+    pub collector: Collector,
+    pub names: Vec<String>,
+    pub workdir: PathBuf,
+}
+
+/// The control plane's options on the testbed (node timeout 3 s).
+pub const SERVE_ARGS: &[&str] = &["--node-timeout-ms", "3000"];
+
+impl System {
+    /// Enrolls every node's agent, starts the control plane on the host endpoint and the agents
+    /// in their namespaces (`tb` must have the host endpoint).
+    pub fn up(
+        tb: &Testbed,
+        cluster: &Cluster,
+        cloud_bin: &Path,
+        agent: &AgentOptions,
+        workdir: &Path,
+    ) -> Result<Self> {
+        let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+        let host = tb
+            .addr(HOST)
+            .context("the testbed needs its host endpoint")?;
+        std::fs::create_dir_all(workdir)?;
+        let cloud = Cloud {
+            bin: cloud_bin.to_path_buf(),
+            data_dir: workdir.join("cloud"),
+            addr: host,
+        };
+        // enroll every agent's key, write its configuration
+        let mut cfgs = BTreeMap::new();
+        for n in &names {
+            let dir = workdir.join(n);
+            std::fs::create_dir_all(dir.join("state"))?;
+            let key = pubkey(&agent.bin, &dir.join("state"))?;
+            let broker = cloud.enroll(n, &key)?;
+            let cfg = agents::agent_config(
+                cluster,
+                n,
+                tb.addr(n)?,
+                &broker,
+                &dir.join("state"),
+                &tb.netns_path(n)?,
+                agent,
+            )?;
+            let path = dir.join("agent.toml");
+            std::fs::write(&path, cfg)?;
+            cfgs.insert(n.clone(), path);
+        }
+        let cp = Some(cloud.serve(&workdir.join("cloud.log"), SERVE_ARGS)?);
+        let mut agent_procs: BTreeMap<String, Proc> = BTreeMap::new();
+        for n in &names {
+            let cmd = agents::agent_command(tb, cluster, n, agent, &cfgs[n]);
+            agent_procs.insert(
+                n.clone(),
+                Proc::spawn(
+                    &format!("agent {n}"),
+                    cmd,
+                    &workdir.join(n).join("agent.log"),
+                )?,
+            );
+        }
+        let collector = Collector::start_from(
+            UdpSocket::bind(SocketAddrV4::new(host, COLLECTOR_PORT))?,
+            Some(
+                tb.nodes()
+                    .iter()
+                    .map(|n| std::net::IpAddr::V4(n.addr))
+                    .collect(),
+            ),
+        )?;
+        Ok(Self {
+            cloud,
+            cp,
+            agents: agent_procs,
+            collector,
+            names,
+            workdir: workdir.to_path_buf(),
+        })
+    }
+
+    /// Polls the status of `app` every 0.25 s until every component runs on a placement that
+    /// `ok` accepts; returns the seconds it took (None: not within `deadline`) and the last
+    /// placement seen.
+    pub fn wait_running(
+        &self,
+        app: &Application,
+        deadline: Duration,
+        ok: &dyn Fn(&BTreeMap<String, String>) -> bool,
+        on_change: &mut dyn FnMut(&BTreeMap<String, String>, &Value),
+    ) -> (Option<f64>, BTreeMap<String, String>) {
+        let start = Instant::now();
+        let mut last = BTreeMap::new();
+        while start.elapsed() < deadline {
+            if let Ok(st) = self.cloud.status(&app.application) {
+                let p = placement_of(&st);
+                if p != last {
+                    on_change(&p, &st);
+                    last = p.clone();
+                }
+                if all_running(&st, app) && ok(&p) {
+                    return (Some(start.elapsed().as_secs_f64()), p);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        (None, last)
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        self.agents.clear();
+        self.cp.take();
+    }
+}
+
 /// Runs experiments 3 and 4 on `tb` (which must have the host endpoint).
 pub fn run(
     tb: &Testbed,
@@ -208,51 +338,11 @@ pub fn run(
     app: &Application,
     o: &DynamicOptions,
 ) -> Result<DynamicRun> {
-    let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
-    let host = tb
-        .addr(HOST)
-        .context("the testbed needs its host endpoint")?;
-    std::fs::create_dir_all(&o.workdir)?;
-    let cloud = Cloud {
-        bin: o.cloud_bin.clone(),
-        data_dir: o.workdir.join("cloud"),
-        addr: host,
-    };
-    // enroll every agent's key, write its configuration
-    let mut cfgs = BTreeMap::new();
-    for n in &names {
-        let dir = o.workdir.join(n);
-        std::fs::create_dir_all(dir.join("state"))?;
-        let key = pubkey(&o.agent.bin, &dir.join("state"))?;
-        let broker = cloud.enroll(n, &key)?;
-        let cfg = agents::agent_config(
-            cluster,
-            n,
-            tb.addr(n)?,
-            &broker,
-            &dir.join("state"),
-            &tb.netns_path(n)?,
-            &o.agent,
-        )?;
-        let path = dir.join("agent.toml");
-        std::fs::write(&path, cfg)?;
-        cfgs.insert(n.clone(), path);
-    }
+    let mut sys = System::up(tb, cluster, &o.cloud_bin, &o.agent, &o.workdir)?;
+    let names = sys.names.clone();
+    let cloud = sys.cloud.clone();
     let cloud_log = o.workdir.join("cloud.log");
-    let mut cp = Some(cloud.serve(&cloud_log, &["--node-timeout-ms", "3000"])?);
-    let mut agent_procs: BTreeMap<String, Proc> = BTreeMap::new();
-    for n in &names {
-        let cmd = agents::agent_command(tb, cluster, n, &o.agent, &cfgs[n]);
-        agent_procs.insert(
-            n.clone(),
-            Proc::spawn(
-                &format!("agent {n}"),
-                cmd,
-                &o.workdir.join(n).join("agent.log"),
-            )?,
-        );
-    }
-    let collector = Collector::start(UdpSocket::bind(SocketAddrV4::new(host, COLLECTOR_PORT))?)?;
+    let collector = &sys.collector;
     let t0 = Instant::now();
     let since = |t: Instant| t.duration_since(t0).as_secs_f64();
     tracing::info!(
@@ -319,7 +409,7 @@ pub fn run(
     let before = placement.clone();
     let te = Instant::now();
     event_times.push((since(te), format!("node {victim} killed")));
-    drop(agent_procs.remove(&victim));
+    drop(sys.agents.remove(&victim));
     remove_containers(&app.application, std::slice::from_ref(&victim));
     for n in names.iter().chain(std::iter::once(&HOST.to_string())) {
         if n != &victim {
@@ -347,6 +437,8 @@ pub fn run(
     std::thread::sleep(o.settle);
 
     // experiment 3b: a link on a path is degraded (+40 ms both ways)
+    // (path, event time since t0, re-placed after s, expected latency on the new placement)
+    let mut pending: Vec<(String, f64, Option<f64>, f64)> = Vec::new();
     // the channel to degrade: on a path whose response time is a criterion, between two
     // different nodes (a latency change elsewhere changes no score, so nothing should move)
     let timed: Vec<&str> = app
@@ -386,12 +478,29 @@ pub fn run(
             &move |p| !(p.get(&from_c) == Some(&a2) && p.get(&to_c) == Some(&b2)),
             &mut status_log,
         )?;
+        let replaced_s = rec.map(|_| te.elapsed().as_secs_f64());
+        // what every path through the degraded channel should take on the new placement:
+        // the emulated one-way delays of its channels (the degraded link still degraded)
+        for p in app.paths.iter().filter(|p| p.channels.contains(&ch.name)) {
+            let mut expected = 0.0;
+            for cn in &p.channels {
+                let Some(c) = app.channels.iter().find(|c| &c.name == cn) else {
+                    continue;
+                };
+                if let (Some(x), Some(y)) = (after.get(&c.from), after.get(&c.to)) {
+                    if x != y {
+                        expected += tb.link(x, y)?.latency_ms;
+                    }
+                }
+            }
+            pending.push((p.name.clone(), since(te), replaced_s, expected));
+        }
         events.push(EventResult {
             what: format!(
                 "link {a} <-> {b} (channel {}) degraded by +40 ms each way",
                 ch.name
             ),
-            recovered_s: rec.map(|_| te.elapsed().as_secs_f64()),
+            recovered_s: replaced_s,
             before,
             after: after.clone(),
             note: String::new(),
@@ -451,12 +560,9 @@ pub fn run(
     let before = placement.clone();
     let te = Instant::now();
     event_times.push((since(te), "control plane restarted".into()));
-    drop(cp.take());
+    drop(sys.cp.take());
     std::thread::sleep(Duration::from_secs(2));
-    cp = Some(cloud.serve(
-        &o.workdir.join("cloud-2.log"),
-        &["--node-timeout-ms", "3000"],
-    )?);
+    sys.cp = Some(cloud.serve(&o.workdir.join("cloud-2.log"), SERVE_ARGS)?);
     let (rec, after) = wait_running(o.timeout, &|_| true, &mut status_log)?;
     events.push(EventResult {
         what: "control plane killed, restarted 2 s later on the same data directory".into(),
@@ -493,8 +599,43 @@ pub fn run(
             }
         }
     }
-    drop(agent_procs);
-    drop(cp);
+    let recovery = pending
+        .into_iter()
+        .map(|(path, event_t, replaced_s, expected_ms)| {
+            let end_t = event_times
+                .iter()
+                .map(|(t, _)| *t)
+                .find(|t| *t > event_t + 1.0)
+                .unwrap_or(f64::INFINITY);
+            let pts: Vec<(f64, f64)> = path_samples
+                .iter()
+                .filter(|s| s.1 == path && s.0 >= event_t && s.0 < end_t)
+                .map(|s| (s.0 - event_t, s.2))
+                .collect();
+            let before: Vec<f64> = path_samples
+                .iter()
+                .filter(|s| s.1 == path && s.0 < event_t && s.0 >= event_t - 10.0)
+                .map(|s| s.2)
+                .collect();
+            let tolerance_ms = recovery_tolerance_ms(expected_ms);
+            PathRecovery {
+                recovered_s: latency_recovered_after(&pts, expected_ms, tolerance_ms, 1.0, 3),
+                degraded_ms: crate::probe::quantile(
+                    &pts.iter()
+                        .filter(|p| replaced_s.is_none_or(|r| p.0 < r))
+                        .map(|p| p.1)
+                        .collect::<Vec<_>>(),
+                    0.5,
+                ),
+                before_ms: crate::probe::quantile(&before, 0.5),
+                path,
+                expected_ms,
+                tolerance_ms,
+                replaced_s,
+            }
+        })
+        .collect();
+    drop(sys);
     remove_containers(&app.application, &names);
     Ok(DynamicRun {
         events,
@@ -502,5 +643,95 @@ pub fn run(
         status_log,
         path_samples,
         event_times,
+        recovery,
     })
+}
+
+/// How a path's measured latency came back after a link on it was degraded.
+#[derive(Clone, Debug)]
+pub struct PathRecovery {
+    pub path: String,
+    /// The emulated one-way delays of its channels on the new placement, ms.
+    pub expected_ms: f64,
+    pub tolerance_ms: f64,
+    /// Seconds from the degradation until the control plane's status showed the new placement
+    /// running.
+    pub replaced_s: Option<f64>,
+    /// Seconds from the degradation until the path's measured latency (median over 1 s windows
+    /// of the messages' origin time) was within the tolerance of `expected_ms` for 3 windows in
+    /// a row.
+    pub recovered_s: Option<f64>,
+    /// Median measured latency in the 10 s before the degradation, and between the degradation
+    /// and the re-placement.
+    pub before_ms: f64,
+    pub degraded_ms: f64,
+}
+
+/// The tolerance a recovered path's latency is judged with: 10 % of the expected value or
+/// 1 ms, whichever is larger (the workload's own hops and the containers' scheduling add a
+/// few tenths of a millisecond on this machine).
+pub fn recovery_tolerance_ms(expected_ms: f64) -> f64 {
+    (0.10 * expected_ms).max(1.0)
+}
+
+/// Seconds (from 0, the event) until the median of `(t, latency)` samples over consecutive
+/// windows of `window_s` is within `tol` of `expected` for `hold` windows in a row; the start
+/// of the first such window. Empty windows break a run (nothing arrived: not recovered).
+pub fn latency_recovered_after(
+    samples: &[(f64, f64)],
+    expected: f64,
+    tol: f64,
+    window_s: f64,
+    hold: usize,
+) -> Option<f64> {
+    let end = samples
+        .iter()
+        .map(|s| s.0)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if !end.is_finite() || window_s <= 0.0 {
+        return None;
+    }
+    let n = (end / window_s).floor() as usize + 1;
+    let ok: Vec<bool> = (0..n)
+        .map(|k| {
+            let (a, b) = (k as f64 * window_s, (k + 1) as f64 * window_s);
+            let v: Vec<f64> = samples
+                .iter()
+                .filter(|s| s.0 >= a && s.0 < b)
+                .map(|s| s.1)
+                .collect();
+            !v.is_empty() && (crate::probe::quantile(&v, 0.5) - expected).abs() <= tol
+        })
+        .collect();
+    let hold = hold.max(1);
+    (0..n)
+        .find(|&k| k + hold <= n && ok[k..k + hold].iter().all(|x| *x))
+        .map(|k| k as f64 * window_s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovery_is_the_first_window_of_a_run_within_tolerance() {
+        // 0-5 s degraded (41 ms), 5-6 s one good window then a bad one, from 7 s good (1.2 ms)
+        let mut s = Vec::new();
+        for i in 0..150 {
+            let t = i as f64 * 0.1;
+            let v = if t < 5.0 || (6.0..7.0).contains(&t) {
+                41.0
+            } else {
+                1.2
+            };
+            s.push((t, v));
+        }
+        assert_eq!(latency_recovered_after(&s, 1.0, 1.0, 1.0, 3), Some(7.0));
+        assert_eq!(latency_recovered_after(&s, 1.0, 1.0, 1.0, 1), Some(5.0));
+        // never within tolerance
+        assert_eq!(latency_recovered_after(&s, 20.0, 1.0, 1.0, 3), None);
+        assert_eq!(latency_recovered_after(&[], 1.0, 1.0, 1.0, 3), None);
+        assert_eq!(recovery_tolerance_ms(40.0), 4.0);
+        assert_eq!(recovery_tolerance_ms(2.0), 1.0);
+    }
 }

@@ -72,6 +72,17 @@ pub fn expected(map: &HashMap<(String, String), Link>, from: &str, to: &str) -> 
     }
 }
 
+/// The expected row of a pair for a one-way prober (synchronized clocks): the table's own
+/// latency and success of `from -> to`.
+pub fn expected_one_way(map: &HashMap<(String, String), Link>, from: &str, to: &str) -> PairRow {
+    let mut row = expected(map, from, to);
+    row.expected_latency_ms = row.table_latency_ms;
+    row.expected_success = map
+        .get(&(from.to_string(), to.to_string()))
+        .map_or(1.0, |l| l.success);
+    row
+}
+
 pub const ECHO_PORT: u16 = 9000;
 
 /// Measures every directed pair of `nodes` with the reference UDP echo prober: `probes` probes

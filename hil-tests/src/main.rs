@@ -63,6 +63,9 @@ enum Cmd {
         /// Run the agents SCHED_FIFO (chrt -f 20), like the emulator
         #[arg(long)]
         agent_rt: bool,
+        /// The agents' `[probe] clock`: synchronized (one-way delays) or free (half the RTT)
+        #[arg(long, default_value = "synchronized")]
+        clock: String,
         /// Namespace prefix
         #[arg(long, default_value = "hil-")]
         prefix: String,
@@ -139,6 +142,8 @@ enum Cmd {
         agent_bin_aarch64: Option<PathBuf>,
         #[arg(long)]
         agent_rt: bool,
+        #[arg(long, default_value = "synchronized")]
+        clock: String,
         /// Seconds the agents measure before the application is applied
         #[arg(long, default_value_t = 30)]
         warmup_s: u64,
@@ -159,6 +164,54 @@ enum Cmd {
     /// Paper 003 in the testbed: network-aware placement against the baseline, and the
     /// descheduler (namespaces na-*, 10.78.0.0/16)
     Netaware(hil_tests::netaware_exp::Args),
+    /// Experiment 2 with the whole system: the control plane places every application from the
+    /// agents' measurements, the agents run it as containers; random feasible placements run
+    /// the same way, pinned (`requires.node`)
+    Live {
+        #[arg(long, default_value = "scenarios/railway/cluster.yaml")]
+        cluster: PathBuf,
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "scenarios/railway/smoke-monitoring.yaml,scenarios/railway/speed-profiling.yaml"
+        )]
+        apps: Vec<PathBuf>,
+        #[arg(long, default_value = "target-hil/release/cloud-broker")]
+        cloud_bin: PathBuf,
+        #[arg(long, default_value = "target-hil/release/edge-agent")]
+        agent_bin: PathBuf,
+        #[arg(long)]
+        agent_bin_aarch64: Option<PathBuf>,
+        #[arg(long)]
+        agent_rt: bool,
+        #[arg(long, default_value = "synchronized")]
+        clock: String,
+        /// Probes in the agents' window
+        #[arg(long, default_value_t = 20)]
+        window: usize,
+        /// Seconds the agents measure before the first application is applied
+        #[arg(long, default_value_t = 40)]
+        warmup_s: u64,
+        #[arg(long, default_value_t = 90)]
+        timeout_s: u64,
+        /// Random feasible placements per application
+        #[arg(long, default_value_t = 20)]
+        random: usize,
+        /// Random placements run at once
+        #[arg(long, default_value_t = 5)]
+        batch: usize,
+        /// Seconds every placement is measured
+        #[arg(long, default_value_t = 15.0)]
+        secs: f64,
+        #[arg(long, default_value_t = 10.0)]
+        rate_hz: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value = "hil-")]
+        prefix: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Deletes the namespaces of a run that was killed
     Down {
         #[arg(long, default_value = "hil-")]
@@ -289,6 +342,7 @@ fn main() -> Result<()> {
             agent_bin,
             agent_bin_aarch64,
             agent_rt,
+            clock,
             warmup_s,
             settle_s,
             timeout_s,
@@ -324,6 +378,7 @@ fn main() -> Result<()> {
             ao.aarch64_bin = agent_bin_aarch64;
             ao.realtime = agent_rt;
             ao.window = 20;
+            ao.clock = clock;
             let opts = hil_tests::dynamic::DynamicOptions {
                 cloud_bin,
                 agent: ao,
@@ -343,6 +398,83 @@ fn main() -> Result<()> {
             drop(tb);
             let run = res?;
             let md = report::dynamic_report(&dir, &application, &run)?;
+            println!("{md}\nhil: report in {}", dir.join("report.md").display());
+            Ok(())
+        }
+        Cmd::Live {
+            cluster,
+            apps,
+            cloud_bin,
+            agent_bin,
+            agent_bin_aarch64,
+            agent_rt,
+            clock,
+            window,
+            warmup_s,
+            timeout_s,
+            random,
+            batch,
+            secs,
+            rate_hz,
+            seed,
+            prefix,
+            out,
+        } => {
+            if prefix.is_empty() {
+                bail!("--prefix must not be empty");
+            }
+            guard_signals(&prefix)?;
+            let cl =
+                acoa_shared::model::load_cluster(&cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let apps: Vec<_> = apps
+                .iter()
+                .map(|p| {
+                    acoa_shared::model::load_application(p).map_err(|e| anyhow::anyhow!("{e}"))
+                })
+                .collect::<Result<_>>()?;
+            let numbered: Vec<(String, u32)> = cl
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.clone(), i as u32 + 1))
+                .collect();
+            down(&prefix)?;
+            let dir = out.unwrap_or_else(|| {
+                PathBuf::from(format!("hil-tests/results/live-{}", utc_stamp()))
+            });
+            let tb = Testbed::builder()
+                .prefix(&prefix)
+                .host(true)
+                .up_numbered(&numbered, &cl.links)?;
+            let comp = tb.calibrate(&numbered[0].0, &numbered[1].0)?;
+            tb.set_compensation(comp);
+            let mut ao = hil_tests::agents::AgentOptions::new(&agent_bin);
+            ao.aarch64_bin = agent_bin_aarch64;
+            ao.realtime = agent_rt;
+            ao.window = window;
+            ao.clock = clock;
+            let o = hil_tests::live::LiveOptions {
+                cloud_bin,
+                agent: ao,
+                workdir: dir.join("run"),
+                warmup: Duration::from_secs(warmup_s),
+                timeout: Duration::from_secs(timeout_s),
+                random,
+                batch,
+                secs,
+                rate_hz,
+                seed,
+            };
+            let res = hil_tests::live::run(&tb, &cl, &apps, &o);
+            let emu = tb.stats();
+            drop(tb);
+            let res = res?;
+            let note = format!(
+                "Emulator: compensation {:.0} µs; {} packets delivered, {} dropped by emulated loss; lateness p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs. Load average at the end: {}.\n",
+                comp.as_secs_f64() * 1e6, emu.delivered, emu.dropped, emu.lateness_us.p50, emu.lateness_us.p99, emu.lateness_us.max,
+                std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+            );
+            let md = hil_tests::live::report(&dir, &o, &res, &note)?;
             println!("{md}\nhil: report in {}", dir.join("report.md").display());
             Ok(())
         }
@@ -392,6 +524,7 @@ fn main() -> Result<()> {
             agent_bin,
             agent_bin_aarch64,
             agent_rt,
+            clock,
             prefix,
             no_compensate,
             subnet,
@@ -468,6 +601,7 @@ fn main() -> Result<()> {
                     let mut o = hil_tests::agents::AgentOptions::new(&agent_bin);
                     o.aarch64_bin = agent_bin_aarch64.clone();
                     o.realtime = agent_rt;
+                    o.clock = clock.clone();
                     let rows = hil_tests::agents::fidelity(
                         &tb,
                         &cl,
@@ -477,9 +611,18 @@ fn main() -> Result<()> {
                         &dir.join("run"),
                     )?;
                     let how = format!(
-                        "Prober: the edge agents (`{}`{}), one per node namespace, reporting link metrics over MQTT (Mosquitto on the testbed's host endpoint); the last metrics of every pair after {duration_s} s. Emulated: `{}` through `linkemu`.",
+                        "Prober: the edge agents (`{}`{}{}), one per node namespace, `[probe] clock = \"{clock}\"` ({}), reporting link metrics over MQTT (Mosquitto on the testbed's host endpoint); the last metrics of every pair after {duration_s} s. Emulated: `{}` through `linkemu`.",
                         agent_bin.display(),
                         if agent_rt { ", SCHED_FIFO" } else { "" },
+                        match &agent_bin_aarch64 {
+                            Some(b) => format!("; the aarch64 nodes run `{}` under qemu-aarch64-static, normal priority", b.display()),
+                            None => String::new(),
+                        },
+                        if clock == "synchronized" {
+                            "one-way delays: every namespace shares the host's clock; expected = the table's value of that direction, success of that direction"
+                        } else {
+                            "half the round trip: expected = (latency(A->B) + latency(B->A)) / 2, round-trip success"
+                        },
                         cluster.display()
                     );
                     (rows, how)

@@ -96,7 +96,19 @@ pub fn evaluate(truth: &Cluster, measured: &Cluster, app: &Application) -> Resul
         Outcome::Placed(p) => p,
         Outcome::Infeasible(i) => bail!("{}: infeasible: {}", app.application, i.reason),
     };
-    let (score_true, _) = acoa_scheduler::score(truth, app, &placed.assignment)?;
+    judge(truth, app, &placed.assignment, placed.score)
+}
+
+/// Judges a placement made elsewhere (from measurements: by [`evaluate`], or by the running
+/// control plane) under the true table: its score against the optimum and the worst.
+pub fn judge(
+    truth: &Cluster,
+    app: &Application,
+    assignment: &BTreeMap<String, String>,
+    score_measured: f64,
+) -> Result<Evaluation> {
+    let ledger = Ledger::new();
+    let (score_true, _) = acoa_scheduler::score(truth, app, assignment)?;
     let opts = Options {
         enumerate: true,
         ..Options::default()
@@ -112,8 +124,8 @@ pub fn evaluate(truth: &Cluster, measured: &Cluster, app: &Application) -> Resul
     Ok(Evaluation {
         score_true_from_round_trip_view: rt_view,
         app: app.application.clone(),
-        assignment: placed.assignment,
-        score_measured: placed.score,
+        assignment: assignment.clone(),
+        score_measured,
         score_true,
         optimum_true: best.score,
         worst_true: rep.worst_score.unwrap_or(f64::NAN),
@@ -121,6 +133,17 @@ pub fn evaluate(truth: &Cluster, measured: &Cluster, app: &Application) -> Resul
         feasible: best.feasible_deployments,
         optimum_assignment: best.assignment,
     })
+}
+
+/// `app` with every component pinned (`requires.node`) to its node in `assignment`, renamed
+/// `name`: how a placement made elsewhere (a random draw) runs through the control plane.
+pub fn pinned(app: &Application, name: &str, assignment: &BTreeMap<String, String>) -> Application {
+    let mut a = app.clone();
+    a.application = name.to_string();
+    for c in &mut a.components {
+        c.requires.node = assignment.get(&c.name).cloned();
+    }
+    a
 }
 
 /// A random feasible placement: every component on a uniformly drawn node that satisfies its
@@ -178,7 +201,15 @@ pub fn run_placements(
     let host = tb
         .addr(HOST)
         .context("the testbed needs its host endpoint")?;
-    let collector = Collector::start(UdpSocket::bind(SocketAddrV4::new(host, COLLECTOR_PORT))?)?;
+    let collector = Collector::start_from(
+        UdpSocket::bind(SocketAddrV4::new(host, COLLECTOR_PORT))?,
+        Some(
+            tb.nodes()
+                .iter()
+                .map(|n| std::net::IpAddr::V4(n.addr))
+                .collect(),
+        ),
+    )?;
     let control = SocketAddr::V4(SocketAddrV4::new(host, COLLECTOR_PORT));
     std::fs::create_dir_all(logdir)?;
     let stride = app.components.len().max(1) as u16;

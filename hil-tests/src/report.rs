@@ -234,11 +234,11 @@ pub fn fidelity_report(
         .collect();
     plots.push((
         "success.png",
-        "measured against emulated round-trip success (line: equal)",
+        "measured against emulated success (line: equal)",
         scatter_png(
             &dir.join("success.png"),
             "Success rate: measured vs emulated",
-            "emulated round-trip success",
+            "emulated success",
             "measured success",
             &succ,
             true,
@@ -458,6 +458,27 @@ pub fn dynamic_report(
             e.after,
             e.note
         );
+    }
+    if !run.recovery.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nPath latency after the link degradation, measured inside the workload containers (median over 1 s windows by the messages' origin time; recovered = the first of 3 windows in a row within the tolerance of the new placement's emulated value, 10 % or 1 ms whichever is larger):\n\n| path | median before (ms) | median while degraded (ms) | new placement's emulated value (ms) | tolerance (ms) | re-placed after (s) | latency recovered after (s) |\n|---|---|---|---|---|---|---|"
+        );
+        let opt =
+            |v: Option<f64>| v.map_or("not within the run".to_string(), |s| format!("{s:.1}"));
+        for r in &run.recovery {
+            let _ = writeln!(
+                md,
+                "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} |",
+                r.path,
+                r.before_ms,
+                r.degraded_ms,
+                r.expected_ms,
+                r.tolerance_ms,
+                opt(r.replaced_s),
+                opt(r.recovered_s)
+            );
+        }
     }
     let ymax = run.path_samples.iter().map(|s| s.2).fold(1.0, f64::max);
     let lines: Vec<Vec<(f64, f64)>> = run

@@ -152,12 +152,14 @@ impl Records {
             return PathStats::default();
         };
         let trail = path.channels.join("/");
-        let sent: HashSet<u64> = self
+        // (seq, origin): a stray copy of the same application elsewhere (another test's
+        // containers reaching this collector) counts from 0 too, but not at the same instants
+        let sent: HashSet<(u64, u128)> = self
             .sent
             .iter()
             .filter(|s| s.app == app.application && s.component == first.from)
             .filter(|s| s.origin_ns >= from_ns && s.origin_ns < to_ns)
-            .map(|s| s.seq)
+            .map(|s| (s.seq, s.origin_ns))
             .collect();
         let mut seen = HashSet::new();
         let mut latency_ms = Vec::new();
@@ -165,7 +167,7 @@ impl Records {
             if r.app == app.application
                 && r.component == last.to
                 && (r.trail == trail || r.trail.ends_with(&format!("/{trail}")))
-                && sent.contains(&r.seq)
+                && sent.contains(&(r.seq, r.origin_ns))
                 && seen.insert(r.seq)
             {
                 latency_ms.push((r.recv_ns.saturating_sub(r.origin_ns)) as f64 / 1e6);
@@ -190,6 +192,16 @@ pub struct Collector {
 
 impl Collector {
     pub fn start(sock: UdpSocket) -> std::io::Result<Self> {
+        Self::start_from(sock, None)
+    }
+
+    /// [`Collector::start`] that ignores datagrams from any address but `allowed` (the
+    /// testbed's node addresses): containers of other tests that reach the host endpoint must
+    /// not be told a configuration nor counted.
+    pub fn start_from(
+        sock: UdpSocket,
+        allowed: Option<HashSet<std::net::IpAddr>>,
+    ) -> std::io::Result<Self> {
         sock.set_read_timeout(Some(Duration::from_millis(50)))?;
         let addr = sock.local_addr()?;
         let confs: Arc<RwLock<HashMap<(String, String), ComponentConf>>> = Arc::default();
@@ -204,6 +216,9 @@ impl Collector {
                     let Ok((n, from)) = sock.recv_from(&mut buf) else {
                         continue;
                     };
+                    if allowed.as_ref().is_some_and(|a| !a.contains(&from.ip())) {
+                        continue;
+                    }
                     let text = String::from_utf8_lossy(&buf[..n]);
                     let w: Vec<&str> = text.split_whitespace().collect();
                     match w.as_slice() {
