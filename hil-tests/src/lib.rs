@@ -18,6 +18,7 @@ pub mod emu;
 pub mod fidelity;
 pub mod forwarder;
 pub mod linktable;
+pub mod live;
 pub mod netaware_exp;
 pub mod netns;
 pub mod placement;
