@@ -91,6 +91,10 @@ pub struct Setup {
     pub nodes: Vec<String>,
     /// As the schedulers see them (the simulation's capacities and background use).
     pub states: Vec<NodeState>,
+    /// Applications left to the control plane declare, as their requests, the components'
+    /// use at this many users (the simulation's model), so that its scheduler sees the same
+    /// resource needs as the ones computed here.
+    pub declare_users: Option<f64>,
 }
 
 impl Setup {
@@ -106,6 +110,7 @@ impl Setup {
             wf: sim::paper_workflow(),
             nodes: states.iter().map(|n| n.name.clone()).collect(),
             states,
+            declare_users: None,
         })
     }
 
@@ -151,10 +156,19 @@ impl Setup {
         pins: Option<&BTreeMap<String, String>>,
     ) -> String {
         let mut s = format!("application: {app}\nscheduler: {scheduler}\ncomponents:\n");
-        for c in &self.wf.names {
+        let visits = self.wf.visits();
+        for (i, c) in self.wf.names.iter().enumerate() {
             let _ = write!(s, "- name: {c}\n  image: {IMAGE}\n");
             if let Some(node) = pins.and_then(|p| p.get(c)) {
                 let _ = writeln!(s, "  requires: {{datacenter: {node}}}");
+            }
+            if let (None, Some(u)) = (pins, self.declare_users) {
+                let _ = writeln!(
+                    s,
+                    "  resources: {{cpu_millis: {}, memory_mb: {}}}",
+                    (u * visits[i] * self.wf.cpu_ms[i]).round() as u64,
+                    self.wf.memory_mb[i].round() as u64
+                );
             }
         }
         s.push_str("channels:\n");
@@ -1240,6 +1254,10 @@ pub struct Args {
     /// control plane deschedules by itself)
     #[arg(long, default_value = "network-aware")]
     pub dyn_sched: String,
+    /// Passed to `cloud-broker serve --deschedule-ms`: how often the control plane's own
+    /// network-aware descheduler evaluates (for `--dyn-sched cp:NAME`)
+    #[arg(long)]
+    pub deschedule_ms: Option<u64>,
     /// Namespace prefix
     #[arg(long, default_value = "na-")]
     pub prefix: String,
@@ -1328,7 +1346,8 @@ pub fn main(a: Args) -> Result<()> {
     if a.prefix.is_empty() {
         bail!("--prefix must not be empty");
     }
-    let setup = Setup::paper(a.workers)?;
+    let mut setup = Setup::paper(a.workers)?;
+    setup.declare_users = Some(a.users.iter().copied().max().unwrap_or(10) as f64);
     guard_signals(&a.prefix, setup.workers().to_vec())?;
     let scheds: Vec<Sched> = a
         .scheds
@@ -1366,13 +1385,18 @@ pub fn main(a: Args) -> Result<()> {
         let mut ao = AgentOptions::new(&a.agent_bin);
         ao.peers_per_period = setup.workers().len();
         ao.window = 20;
+        let ms = a.deschedule_ms.map(|m| m.to_string());
+        let extra: Vec<&str> = match &ms {
+            Some(m) => vec!["--deschedule-ms", m.as_str()],
+            None => Vec::new(),
+        };
         Launch::ControlPlane(Box::new(CpRun::start(
             &tb,
             &setup,
             &a.cloud_bin,
             &ao,
             &dir.join("run"),
-            &[],
+            &extra,
         )?))
     };
     let res = run_all(&tb, setup.clone(), launch, &a, &scheds);
@@ -1460,12 +1484,17 @@ pub fn write_report(
         String::from("# Paper 003 in the testbed: network-aware placement and descheduler\n\n");
     let _ = writeln!(
         md,
-        "Workflow m0–m12 + db1–db4 (`acoa_scheduler::netaware::sim::paper_workflow`: {} calls per request), one `na-micro` per component; control node `cp` (ingress, load generator) and workers {}; uniform one-way latency between every two nodes on the emulated network. Service time: a sleep of 2 ms (microservice) or 4 ms (database) per visit, not CPU work (2 shared cores). Request 200 B, answers 1000 B / 1400 B (database). Components run {}. Load: N virtual users on `cp`, one request per second each, {} s per step (the first 2 s of a step not counted). Placements: baseline = Kubernetes' default scoring (LeastAllocated + BalancedAllocation, network-unaware, `netaware::baseline`), network-aware = `netaware::place` (default weights), both from the simulation's node capacities and background use and the components' use at {} users, imposed with `requires.datacenter`. Percentiles over the successful requests; failed = no answer within 10 s, or answered after a downstream call timed out (8 s).\n",
+        "Workflow m0–m12 + db1–db4 (`acoa_scheduler::netaware::sim::paper_workflow`: {} calls per request), one `na-micro` per component; control node `cp` (ingress, load generator) and workers {}; uniform one-way latency between every two nodes on the emulated network. Service time: a sleep of 2 ms (microservice) or 4 ms (database) per visit, not CPU work (2 shared cores). Request 200 B, answers 1000 B / 1400 B (database). Components run {}. Load: N virtual users on `cp`, one request per second each, {} s per step (the first 2 s of a step not counted). Placements: baseline = Kubernetes' default scoring (LeastAllocated + BalancedAllocation, network-unaware, `netaware::baseline`), network-aware = `netaware::place` (default weights), both from the simulation's node capacities and background use and the components' use at {} users, imposed with `requires.datacenter`{}. Percentiles over the successful requests; failed = no answer within 10 s, or answered after a downstream call timed out (8 s).\n",
         setup.wf.calls().iter().flatten().sum::<f64>(),
         setup.workers().join(", "),
         if a.processes { "as processes in the node namespaces" } else { "as Podman containers started by the real agents, placed through the real control plane" },
         a.step_s,
-        a.users.iter().max().copied().unwrap_or(0)
+        a.users.iter().max().copied().unwrap_or(0),
+        if a.scheds.iter().any(|s| s.starts_with("cp:")) {
+            "; `control plane: NAME` = the application published with `scheduler: NAME` and no pins, placed by the control plane from what the agents measure (latencies from their probers, each component's CPU, memory and traffic from Podman and the workloads' stats datagrams)"
+        } else {
+            ""
+        }
     );
     if !results.is_empty() {
         md.push_str("## Response time per setting\n\n| latency (ms) | scheduler | nodes used (components) | cross-node calls / request | users | requests | failed | p50 (ms) | p95 (ms) | p99 (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n");
@@ -1684,7 +1713,19 @@ mod tests {
             .components
             .iter()
             .all(|c| c.requires.datacenter.as_deref() == Some("w2")));
+        let mut s2 = s.clone();
+        s2.declare_users = Some(40.0);
+        let req =
+            acoa_shared::model::parse_application(&s2.app_yaml("na-z", "network-aware", None))
+                .unwrap();
+        // db1: 2 visits x 4 ms x 40 users
+        let db1 = req.components.iter().find(|c| c.name == "db1").unwrap();
+        assert_eq!(
+            db1.resources.as_ref().map(|r| (r.cpu_millis, r.memory_mb)),
+            Some((320, 256))
+        );
         let free = acoa_shared::model::parse_application(&s.app_yaml("na-y", "qos", None)).unwrap();
+        assert!(free.components.iter().all(|c| c.resources.is_none()));
         assert!(free
             .components
             .iter()
