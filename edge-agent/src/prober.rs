@@ -165,6 +165,59 @@ pub fn wall_ns() -> u64 {
 /// numbering has restarted.
 const REORDER_LIMIT: u32 = 256;
 
+/// Turns on the kernel's receive timestamps (`SO_TIMESTAMPNS`) on the probe socket; false
+/// where the system refuses.
+pub fn enable_kernel_stamps(sock: &UdpSocket) -> bool {
+    nix::sys::socket::setsockopt(sock, nix::sys::socket::sockopt::ReceiveTimestampns, &true).is_ok()
+}
+
+/// Receives a datagram with the kernel's receive time (wall clock ns) when the socket has
+/// `SO_TIMESTAMPNS` on: the time the datagram arrived, not when this thread woke up.
+pub fn recv_stamped(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, SocketAddr, Option<u64>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, SockaddrStorage};
+    use std::os::fd::AsRawFd;
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let mut space = nix::cmsg_space!(nix::sys::time::TimeSpec);
+    let msg = recvmsg::<SockaddrStorage>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .map_err(std::io::Error::from)?;
+    let mut stamp = None;
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmTimestampns(ts) = c {
+                let ns = i128::from(ts.tv_sec()) * 1_000_000_000 + i128::from(ts.tv_nsec());
+                stamp = u64::try_from(ns).ok().filter(|n| *n != 0);
+            }
+        }
+    }
+    let from = msg.address.as_ref().and_then(|a| {
+        a.as_sockaddr_in()
+            .map(|v4| SocketAddr::from(*v4))
+            .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::from(*v6)))
+    });
+    let n = msg.bytes;
+    let from = from.ok_or_else(|| std::io::Error::other("datagram without a source address"))?;
+    Ok((n, from, stamp))
+}
+
+/// `(now_ns, wall_ns)` moved back to the kernel's receive time `kernel_wall_ns` when it is
+/// plausible (at most 1 s ago; a clock step in between leaves both as they are).
+pub fn backdate(now_ns: u64, wall_ns: u64, kernel_wall_ns: Option<u64>) -> (u64, u64) {
+    match kernel_wall_ns {
+        Some(k) if k <= wall_ns && wall_ns - k < 1_000_000_000 => {
+            (now_ns.saturating_sub(wall_ns - k), k)
+        }
+        _ => (now_ns, wall_ns),
+    }
+}
+
 /// One pong seen by the loss attribution: our ping's index, the responder's count and how
 /// many pongs we had received in all.
 #[derive(Debug, Clone, Copy)]
@@ -797,6 +850,11 @@ pub fn run(sock: UdpSocket, mut prober: Prober, cfg: RunConfig, mut io: impl Pro
     let mut seq = 0u64;
     let mut buf = [0u8; 64];
     let mut send_errors = 0u32;
+    if !enable_kernel_stamps(&sock) {
+        tracing::warn!(
+            "no kernel receive timestamps on the probe socket: delays include this thread's wake-ups"
+        );
+    }
     loop {
         if let Some(frame) = io.new_peers() {
             match prober.set_peers(&frame, false) {
@@ -841,9 +899,10 @@ pub fn run(sock: UdpSocket, mut prober: Prober, cfg: RunConfig, mut io: impl Pro
             .saturating_duration_since(Instant::now())
             .clamp(Duration::from_millis(1), Duration::from_millis(200));
         let _ = sock.set_read_timeout(Some(wait));
-        match sock.recv_from(&mut buf) {
-            Ok((n, from)) => {
-                let (t, w) = (now_ns(), wall_ns());
+        match recv_stamped(&sock, &mut buf) {
+            Ok((n, from, kernel)) => {
+                // Arrival as the kernel saw it: the thread's wake-up is not the network's.
+                let (t, w) = backdate(now_ns(), wall_ns(), kernel);
                 match prober.on_datagram(&buf[..n], Some(from), t, w) {
                     Received::Reply(pong) => {
                         if bucket.take(Instant::now()) {
@@ -1243,6 +1302,54 @@ mod tests {
             panic!()
         };
         assert_eq!(parse_probe(&p).unwrap().count, Some(2));
+    }
+
+    #[test]
+    fn the_kernel_receive_time_is_when_the_datagram_arrived() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(enable_kernel_stamps(&rx));
+        // The kernel turns its receive stamping on a moment later (deferred work): until
+        // then the stamp is the time of the recvmsg call. Retry for up to 5 s.
+        let mut buf = [0u8; 16];
+        let mut late_ms = 0.0;
+        for _ in 0..50 {
+            tx.send_to(b"ping", rx.local_addr().unwrap()).unwrap();
+            // The receiving thread wakes up late: the stamp is still the arrival.
+            std::thread::sleep(Duration::from_millis(50));
+            let (n, from, stamp) = recv_stamped(&rx, &mut buf).unwrap();
+            assert_eq!((n, from), (4, tx.local_addr().unwrap()));
+            late_ms = (wall_ns() - stamp.expect("a kernel stamp")) as f64 / 1e6;
+            if late_ms >= 45.0 {
+                break;
+            }
+        }
+        assert!((45.0..5000.0).contains(&late_ms), "{late_ms}");
+        // Without the option: no stamp; a timeout is WouldBlock as with recv_from.
+        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"x", plain.local_addr().unwrap()).unwrap();
+        assert_eq!(recv_stamped(&plain, &mut buf).unwrap().2, None);
+        plain
+            .set_read_timeout(Some(Duration::from_millis(10)))
+            .unwrap();
+        let e = recv_stamped(&plain, &mut buf).unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn backdating_moves_both_clocks_to_the_arrival() {
+        assert_eq!(backdate(10_000, 50_000, Some(48_000)), (8_000, 48_000));
+        assert_eq!(backdate(10_000, 50_000, None), (10_000, 50_000));
+        // A stamp from the future or from long ago (clock stepped): ignored.
+        assert_eq!(backdate(10_000, 50_000, Some(60_000)), (10_000, 50_000));
+        let w = 5_000_000_000;
+        assert_eq!(backdate(10, w, Some(w - 2_000_000_000)), (10, w));
     }
 
     mod fuzz {

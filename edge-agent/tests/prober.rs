@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use acoa_shared::topics;
 use acoa_shared::wire::{self, decode_verified, encode, Message, Peer, PeerList};
 use common::*;
+use edge_agent::prober;
 
 const DROP_EVERY: u32 = 5;
 /// Absolute tolerance on top of 10 %.
@@ -48,8 +49,8 @@ struct Leg {
     lossy: bool,
 }
 
-/// Milliseconds datagrams were actually held, and how many: on a loaded machine the
-/// relay's own wake-ups add to the nominal delay.
+/// Milliseconds datagrams were actually held (from their arrival in the kernel to their
+/// sending), and how many: on a loaded machine the relay's wake-ups add to the nominal delay.
 #[derive(Default)]
 struct Held {
     ms: f64,
@@ -96,9 +97,18 @@ impl Relay {
                 threads.push(std::thread::spawn(move || {
                     let mut buf = [0u8; 2048];
                     let mut n = 0u32;
+                    // Held from the kernel's arrival time, as the agents stamp: the relay's
+                    // own wake-up is then part of what it holds, not an unseen extra.
+                    prober::enable_kernel_stamps(&rx_sock);
                     while !stop.load(Ordering::Relaxed) {
-                        if let Ok((len, from)) = rx_sock.recv_from(&mut buf) {
-                            let t = Instant::now();
+                        if let Ok((len, from, kernel)) = prober::recv_stamped(&rx_sock, &mut buf) {
+                            let now = Instant::now();
+                            let (_, k) = prober::backdate(0, prober::wall_ns(), kernel);
+                            let t = now
+                                .checked_sub(Duration::from_nanos(
+                                    prober::wall_ns().saturating_sub(k),
+                                ))
+                                .unwrap_or(now);
                             if dir == 0 {
                                 *client.lock().unwrap() = Some(from);
                             }
