@@ -181,8 +181,13 @@ impl Setup {
         s
     }
 
-    /// The cluster the agents describe: the workers, each its own datacenter.
+    /// The cluster the agents describe: the workers, each its own datacenter (capacities as
+    /// the schedulers here see them, or `capacity` = (millicores, MB) for every worker).
     pub fn cluster_yaml(&self) -> String {
+        self.cluster_yaml_with(None)
+    }
+
+    pub fn cluster_yaml_with(&self, capacity: Option<(u64, u64)>) -> String {
         let mut s = String::from("cluster: na\ndatacenters:\n");
         for n in self.workers() {
             let _ = writeln!(s, "- {{name: {n}, layer: edge}}");
@@ -195,8 +200,8 @@ impl Setup {
                 n.name,
                 n.name,
                 std::env::consts::ARCH,
-                n.cpu_capacity as u64,
-                n.memory_capacity as u64
+                capacity.map(|c| c.0).unwrap_or(n.cpu_capacity as u64),
+                capacity.map(|c| c.1).unwrap_or(n.memory_capacity as u64)
             );
         }
         s
@@ -598,10 +603,11 @@ impl CpRun {
         agent: &AgentOptions,
         workdir: &Path,
         extra: &[&str],
+        capacity: Option<(u64, u64)>,
     ) -> Result<Self> {
         let host = tb.addr(HOST)?;
         std::fs::create_dir_all(workdir)?;
-        let cl = acoa_shared::model::parse_cluster(&setup.cluster_yaml())
+        let cl = acoa_shared::model::parse_cluster(&setup.cluster_yaml_with(capacity))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let cloud = Cloud {
             bin: cloud_bin.to_path_buf(),
@@ -1258,6 +1264,16 @@ pub struct Args {
     /// network-aware descheduler evaluates (for `--dyn-sched cp:NAME`)
     #[arg(long)]
     pub deschedule_ms: Option<u64>,
+    /// Applications left to the control plane (cp:NAME) declare the components' modelled use
+    /// at the largest load step as resource requests. Off by default: every agent of the testbed
+    /// reports the one host's usage, and on a busy 2-core host no node then has room for them
+    #[arg(long)]
+    pub declare_requests: bool,
+    /// Capacity the agents declare (`[capacity]`), MILLICORES,MB. Every agent here measures
+    /// the one shared host's usage; a control-plane scheduler that filters on measured usage
+    /// (cp:network-aware keeps nodes below 80 %) needs a capacity far above the host's load
+    #[arg(long, value_delimiter = ',')]
+    pub agent_capacity: Vec<u64>,
     /// Namespace prefix
     #[arg(long, default_value = "na-")]
     pub prefix: String,
@@ -1347,7 +1363,9 @@ pub fn main(a: Args) -> Result<()> {
         bail!("--prefix must not be empty");
     }
     let mut setup = Setup::paper(a.workers)?;
-    setup.declare_users = Some(a.users.iter().copied().max().unwrap_or(10) as f64);
+    if a.declare_requests {
+        setup.declare_users = Some(a.users.iter().copied().max().unwrap_or(10) as f64);
+    }
     guard_signals(&a.prefix, setup.workers().to_vec())?;
     let scheds: Vec<Sched> = a
         .scheds
@@ -1397,6 +1415,11 @@ pub fn main(a: Args) -> Result<()> {
             &ao,
             &dir.join("run"),
             &extra,
+            match a.agent_capacity.as_slice() {
+                [c, m] => Some((*c, *m)),
+                [] => None,
+                _ => bail!("--agent-capacity wants MILLICORES,MB"),
+            },
         )?))
     };
     let res = run_all(&tb, setup.clone(), launch, &a, &scheds);
