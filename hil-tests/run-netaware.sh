@@ -12,6 +12,10 @@
 #   sudo hil-tests/run-netaware.sh --processes     # components as processes (no Podman)
 #   sudo hil-tests/run-netaware.sh --latencies 10 --users 10 --step-s 10 --no-dynamic
 #                                                  # any `hil netaware` option (see --help)
+#   sudo hil-tests/run-netaware.sh --scheds cp:network-aware --dyn-sched cp:network-aware \
+#        --deschedule-ms 2000 --agent-capacity 20000,65536
+#                                                  # placed and descheduled by the control plane
+#                                                  # itself from what the agents measure
 # Env: PROFILE=debug (default release), CARGO_TARGET_DIR (default target-hil), OUT (report dir).
 # Needs: root, /dev/net/tun, iproute2, fonts-dejavu-core (plot text); without --processes also
 # podman + runc configured and its socket at /run/podman/podman.sock.
