@@ -23,6 +23,11 @@
 //! it reports is that of the forward direction, `round-trip success / reverse success`.
 //! This needs no clocks, so it applies in both modes whenever the peer's responder counts.
 //!
+//! Timestamps: the socket has `SO_TIMESTAMPNS` on, so a datagram's arrival (a pong at the
+//! prober, a ping at the responder) is the kernel's receive time, not the moment this thread
+//! woke up to read it; on a busy node that wake-up is most of the error otherwise. Pings are
+//! stamped right before their own send.
+//!
 //! The packet is versioned: a ping is the original 32-byte format; a pong sets extension
 //! flags in byte 5 ([`EXT_RECV_TIME`], [`EXT_COUNT`]) for the fields it carries. An old
 //! prober ignores them; an old responder's pong (no flags) yields RTT/2 and round-trip
