@@ -43,20 +43,31 @@ struct Worker {
 
 impl Worker {
     fn start(data: &Path, name: &str) -> Worker {
-        let out = cli(data, &["worker", "add", name]);
+        Self::spawn(data, name, &Self::add(data, name, &[]))
+    }
+
+    /// `cloud-broker worker add`: the worker's command-line options.
+    fn add(data: &Path, name: &str, extra: &[&str]) -> Vec<String> {
+        let mut a = vec!["worker", "add", name];
+        a.extend(extra);
+        let out = cli(data, &a);
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
         let flags = String::from_utf8(out.stdout).unwrap();
-        let args: Vec<&str> = flags.split_whitespace().collect();
+        let args: Vec<String> = flags.split_whitespace().map(String::from).collect();
         assert_eq!(args.len(), 8, "{flags}");
+        args
+    }
+
+    fn spawn(data: &Path, name: &str, args: &[String]) -> Worker {
         let log = data.join(format!("{name}.log"));
         let f = std::fs::File::create(&log).unwrap();
         let child = Command::new(scheduler_bin())
             .arg("worker")
-            .args(&args)
+            .args(args)
             .args(["--threads", "1"])
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -408,5 +419,145 @@ fn with_no_worker_jobs_go_out_again_then_run_in_process() {
         assert!(log.contains("published again (try 2 of 2)"), "{log}");
         assert!(log.contains("computed in process"), "{log}");
         drop(agents);
+    });
+}
+
+fn find(bin: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .chain(["/usr/sbin", "/usr/bin", "/usr/local/sbin"])
+        .map(|d| Path::new(d).join(bin))
+        .find(|p| p.exists());
+    found
+}
+
+struct Mosquitto(Child);
+impl Drop for Mosquitto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Mosquitto with the generated ACL lets a worker take jobs through its shared subscription and
+/// answer on its own results topic, and nothing else.
+#[test]
+fn a_worker_through_mosquitto_with_the_generated_acl() {
+    let (Some(mosquitto), Some(_)) = (find("mosquitto"), find("mosquitto_passwd")) else {
+        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
+        return;
+    };
+    run(async move {
+        let dir = tempfile::tempdir().unwrap();
+        // mosquitto drops to its own user: it must be able to reach its files
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let data = dir.path().join("data");
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let mut creds = BTreeMap::new();
+        for n in &cluster.nodes {
+            creds.insert(n.name.clone(), enroll(&data, &n.name));
+        }
+        let port = free_port();
+        let url = format!("mqtt://127.0.0.1:{port}");
+        let wargs = Worker::add(&data, "w1", &["--broker-url", &url]);
+        let conf = dir.path().join("mosquitto");
+        let out = cli(
+            &data,
+            &[
+                "mosquitto-config",
+                "--out",
+                conf.to_str().unwrap(),
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let acl = std::fs::read_to_string(conf.join("acl")).unwrap();
+        assert!(
+            acl.contains(
+                "user w1\ntopic read acoa/v1/sched/jobs\ntopic write acoa/v1/sched/results/w1\n"
+            ),
+            "{acl}"
+        );
+        let mlog = std::fs::File::create(dir.path().join("mosquitto.log")).unwrap();
+        let _m = Mosquitto(
+            Command::new(&mosquitto)
+                .arg("-c")
+                .arg(conf.join("mosquitto.conf"))
+                .stdout(Stdio::null())
+                .stderr(mlog)
+                .spawn()
+                .unwrap(),
+        );
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "mosquitto did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let cp = ControlPlane::start(
+            &data,
+            free_port(),
+            &["--broker-url", &url, "--scheduler-workers", "external"],
+        );
+        let (d, a) = (data.clone(), wargs.clone());
+        let w = tokio::task::spawn_blocking(move || Worker::spawn(&d, "w1", &a))
+            .await
+            .unwrap();
+        let mut agents = vec![];
+        for (i, n) in cluster.nodes.iter().enumerate() {
+            let (key, pw, cpk) = creds[&n.name].clone();
+            agents.push(SimAgent::start(AgentSpec {
+                url: url.clone(),
+                node: n.clone(),
+                password: pw,
+                key,
+                control_plane: cpk,
+                probe_addr: format!("127.0.0.1:{}", 18200 + i),
+                links: samples_of(&cluster, &n.name),
+                period: Duration::from_millis(300),
+                subscribe_desired: false,
+            }));
+        }
+        let t = Instant::now();
+        while cp.count_log(" joined: ") < cluster.nodes.len() {
+            assert!(t.elapsed() < Duration::from_secs(20), "{}", cp.log_text());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let d = data.clone();
+        let st = tokio::task::spawn_blocking(move || apply(&d, &scenario("smoke-monitoring.yaml")))
+            .await
+            .unwrap();
+        assert!(st.placement.is_some());
+        assert!(w.count("placed with score") >= 1, "{}", w.text());
+        assert!(!cp.has_log("computed in process"), "{}", cp.log_text());
+        // the worker's login may not read other topics: the retained desired states of the
+        // placement just made do not come to it
+        let (host, p) = cloud_broker::serve::parse_url(&url).unwrap();
+        let mut o = MqttOptions::new("w1-snooping", host, p);
+        o.set_credentials(&wargs[3], &wargs[5]);
+        let (c, mut el) = AsyncClient::new(o, 16);
+        c.subscribe("acoa/v1/nodes/+/desired", QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(1500) {
+            if let Ok(Ok(MqttEvent::Incoming(Packet::Publish(p)))) =
+                tokio::time::timeout(Duration::from_millis(300), el.poll()).await
+            {
+                panic!("a worker login read {}", p.topic);
+            }
+        }
+        drop(agents);
+        drop(w);
     });
 }
