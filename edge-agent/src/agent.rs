@@ -387,6 +387,12 @@ async fn stats_advertise(cfg: &Config, port: u16, rt: &PodmanRuntime) -> Option<
         return Some(a.clone());
     }
     let ip = cfg.stats.listen.ip();
+    if ip.is_loopback() && cfg.netns.is_none() {
+        warn!(
+            "stats.listen {}: containers on Podman's bridge cannot reach a loopback address (they can when they join the agent's namespace, [podman] netns); set stats.listen = \"0.0.0.0:{port}\" for workload traffic stats",
+            cfg.stats.listen
+        );
+    }
     if !ip.is_unspecified() {
         return Some(std::net::SocketAddr::new(ip, port).to_string());
     }
