@@ -1618,16 +1618,25 @@ pub fn write_report(
         let (before, after) = (placed(&d.before), placed(&d.after));
         let _ = writeln!(
             md,
-            "\n## Latencies changed while it runs: the descheduler\n\n{} users (the schedulers see the use at {} users); network-aware placement at {} ms everywhere; at {:.1} s every link of the node with the most components besides m0's goes to {} ms. The descheduler (`netaware::desched::Descheduler`, default configuration: 20 % gain sustained 5 ticks, one move in flight) ticks every second{}.\n\n- before: {}\n- after: {}\n- p95 before the change {:.1} ms; from the change to the first move {:.1} ms; in the last 10 s {:.1} ms\n\n| t (s) | event |\n|---|---|",
+            "\n## Latencies changed while it runs: the descheduler\n\n{} users; {}; at {:.1} s every link of the node with the most components besides m0's (or m0's node when they share one) goes to {} ms. {}.\n\n- before: {}\n- after: {}\n- p95 before the change {:.1} ms; from the change to the first move (at most 10 s) {:.1} ms; in the last 10 s {:.1} ms\n\n| t (s) | event |\n|---|---|",
             a.dyn_users,
-            a.users.iter().copied().max().unwrap_or(10),
-            a.dyn_latency_ms,
+            match parse_sched(&a.dyn_sched) {
+                Ok(Sched::ControlPlane(n)) => format!(
+                    "placed by the control plane (`scheduler: {n}`) at {} ms everywhere",
+                    a.dyn_latency_ms
+                ),
+                _ => format!(
+                    "the network-aware placement at {} ms everywhere (the schedulers see the use at {} users)",
+                    a.dyn_latency_ms,
+                    a.users.iter().copied().max().unwrap_or(10)
+                ),
+            },
             d.change_s,
             a.dyn_degraded_ms,
             if a.dyn_sched.starts_with("cp:") {
-                " in the control plane"
+                "The control plane's own descheduler (`netaware::app::deschedule`, every `--deschedule-ms`) decides, on the agents' measurements".to_string()
             } else {
-                " in the harness, on the emulator's current link table and the components' use at this load; each move re-pins the component through the control plane (a re-applied definition)"
+                "The descheduler (`netaware::desched::Descheduler`, default configuration: 20 % gain sustained 5 ticks, one move in flight) ticks every second in the harness, on the emulator's current link table and the components' modelled use; each move re-pins the component through the control plane (a re-applied definition)".to_string()
             },
             before,
             after,
