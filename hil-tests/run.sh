@@ -29,7 +29,9 @@ for a in "$@"; do
   esac
 done
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-hil}
-cargo build --release -p hil-tests --bins
+# SKIP_BUILD=1: use the release binaries already in $CARGO_TARGET_DIR (a busy machine)
+build() { if [ "${SKIP_BUILD:-0}" != 1 ]; then cargo build --release "$@"; fi; }
+build -p hil-tests --bins
 bin=$CARGO_TARGET_DIR/release
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=${OUT:-hil-tests/results/$stamp}
@@ -61,7 +63,7 @@ run() {
 run emulator "$bin/hil" emu-bench --out "$out/emulator"
 run fidelity-reference "$bin/hil" fidelity --prober reference --out "$out/fidelity-reference"
 if [ "$agents" = 1 ]; then
-  cargo build --release -p edge-agent -p cloud-broker
+  build -p edge-agent -p cloud-broker
   common=(--clock "${CLOCK:-synchronized}")
   if [ "${AGENT_RT:-0}" = 1 ]; then common+=(--agent-rt); fi
   extra=("${common[@]}")

@@ -170,8 +170,8 @@ fn run_inner(
     }
     for app in apps {
         sys.cloud.delete(&app.application)?;
+        wait_gone(&app.application, &sys.names, Duration::from_secs(30));
     }
-    std::thread::sleep(Duration::from_secs(3));
 
     // the random baseline, through the same control plane and agents
     let mut rng = rand::rngs::StdRng::seed_from_u64(o.seed);
@@ -211,13 +211,13 @@ fn run_inner(
                         placement_of(&st)
                     );
                 }
-                copies.push((k, a.clone(), copy));
-            }
-            for (_, _, copy) in &copies {
-                let (up, _) = sys.wait_running(copy, o.timeout, &|_| true, &mut |_, _| {});
+                // one copy at a time: an agent busy reconciling drops desired-state frames
+                // that arrive faster than it works (seen with the qemu agents)
+                let (up, _) = sys.wait_running(&copy, o.timeout, &|_| true, &mut |_, _| {});
                 if up.is_none() {
                     bail!("{} never ran", copy.application);
                 }
+                copies.push((k, a.clone(), copy));
             }
             println!(
                 "hil: {}: random placements batch {} ({} copies) running",
@@ -234,12 +234,42 @@ fn run_inner(
                     paths,
                 });
                 sys.cloud.delete(&copy.application)?;
+                wait_gone(&copy.application, &sys.names, Duration::from_secs(30));
             }
-            std::thread::sleep(Duration::from_secs(2));
         }
         la.random_wall_s = t.elapsed().as_secs_f64();
     }
     Ok(out)
+}
+
+/// Waits until no container of `app` on one of `nodes` is left (the agents removed them), at
+/// most `max`.
+fn wait_gone(app: &str, nodes: &[String], max: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < max {
+        let left = std::process::Command::new("podman")
+            .args([
+                "ps",
+                "-a",
+                "--filter",
+                "label=acoa.managed=true",
+                "--filter",
+            ])
+            .arg(format!("label=acoa.app={app}"))
+            .args(["--format", "{{index .Labels \"acoa.node\"}}"])
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .any(|n| nodes.iter().any(|x| x == n))
+            })
+            .unwrap_or(false);
+        if !left {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    tracing::warn!(%app, "containers still there after {max:?}");
 }
 
 /// Measures every path of `apps` (running, their confs set) for `secs`: messages that left a
