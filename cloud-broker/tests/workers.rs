@@ -20,17 +20,33 @@ use common::*;
 use ed25519_dalek::SigningKey;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
-/// The `scheduler` binary of this build (built here if the workspace build did not).
+/// The `scheduler` binary of this build (the workspace build makes it); else built here, in a
+/// target directory of its own (the running `cargo test` may hold the lock of its own).
 fn scheduler_bin() -> PathBuf {
     let p = Path::new(bin()).with_file_name("scheduler");
-    if !p.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-p", "acoa-scheduler", "--bin", "scheduler"])
-            .status()
-            .unwrap();
-        assert!(st.success(), "cannot build the scheduler binary");
+    if p.exists() {
+        return p;
     }
+    let own = Path::new(bin())
+        .parent()
+        .unwrap()
+        .join("workers-test-build");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let st = Command::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "acoa-scheduler",
+            "--bin",
+            "scheduler",
+            "--target-dir",
+        ])
+        .arg(&own)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "cannot build the scheduler binary");
+    let p = own.join("debug").join("scheduler");
     assert!(p.exists(), "{} missing", p.display());
     p
 }
