@@ -140,6 +140,8 @@ struct AgentConfig {
     podman: Option<PodmanCfg>,
     #[allow(dead_code)] // checked by deserialising it
     k3s: Option<K3sCfg>,
+    #[allow(dead_code)] // checked by deserialising it
+    stats: Option<StatsCfg>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -148,6 +150,8 @@ struct CapacityCfg {
     cpu_millis: Option<u64>,
     memory_mb: Option<u64>,
     disk_mb: Option<u64>,
+    #[allow(dead_code)] // checked by deserialising it
+    net_mbps: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,6 +173,23 @@ struct ProbeCfg {
     peers_per_period: Option<u32>,
     period_ms: Option<u64>,
     window: Option<u32>,
+    timeout_ms: Option<u64>,
+    clock: Option<ProbeClock>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ProbeClock {
+    Free,
+    Synchronized,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // checked by deserialising it
+struct StatsCfg {
+    listen: Option<std::net::SocketAddr>,
+    advertise: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -183,6 +204,7 @@ struct PodmanCfg {
 #[allow(dead_code)]
 struct K3sCfg {
     kubeconfig: Option<String>,
+    namespace: Option<String>,
 }
 
 const PLACEHOLDER: &str = "CHANGE-ME";
