@@ -366,6 +366,21 @@ pub struct Application {
     pub paths: Vec<AppPath>,
     #[serde(default)]
     pub criteria: Vec<Criterion>,
+    /// Where users' requests enter the system (optional). Read by the `network-aware`
+    /// scheduler only (the paper's entry term δ: the latency from `ingress.node` to the node
+    /// of `ingress.component`); `qos` and `topsis` ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<Ingress>,
+}
+
+/// Users' requests enter the system at cluster node `node` and go to component `component`.
+/// The component must exist in the application; the node is a valid name here and is looked
+/// up in the cluster at placement time (an unknown node is a note, not an error).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ingress {
+    pub node: String,
+    pub component: String,
 }
 
 fn default_scheduler() -> String {
@@ -539,6 +554,16 @@ impl Application {
             if let Some(r) = &c.resources {
                 check_opt_rate(&format!("components[{i}].resources.net_mbps"), r.net_mbps)?;
                 check_opt_rate(&format!("components[{i}].resources.io_mbps"), r.io_mbps)?;
+            }
+        }
+        if let Some(ing) = &self.ingress {
+            check_name("ingress.node", &ing.node)?;
+            check_name("ingress.component", &ing.component)?;
+            if !comps.contains(ing.component.as_str()) {
+                return Err(ModelError::new(
+                    "ingress.component",
+                    format!("component `{}` does not exist", ing.component),
+                ));
             }
         }
         let mut chans: HashMap<&str, &Channel> = HashMap::new();

@@ -466,3 +466,32 @@ fn expected_demands_of_a_component_read_and_are_validated() {
     assert_eq!(err.field, "components[1].resources.net_mbps", "{err}");
     assert!(err.reason.contains("finite number >= 0"), "{err}");
 }
+
+#[test]
+fn ingress_reads_round_trips_and_is_validated() {
+    let text = format!("{APP}ingress: {{node: cp, component: a}}\n");
+    let app = parse_application(&text).unwrap();
+    let ing = app.ingress.as_ref().unwrap();
+    assert_eq!((ing.node.as_str(), ing.component.as_str()), ("cp", "a"));
+    let json = serde_json::to_string(&app).unwrap();
+    assert_eq!(parse_application(&json).unwrap(), app);
+    // absent by default, and not written when absent
+    let plain = parse_application(APP).unwrap();
+    assert_eq!(plain.ingress, None);
+    assert!(!serde_json::to_string(&plain).unwrap().contains("ingress"));
+    // the component must exist; the node must be a valid name (the cluster is not known here)
+    let bad = format!("{APP}ingress: {{node: cp, component: x}}\n");
+    let err = parse_application(&bad).unwrap_err();
+    assert_eq!(err.field, "ingress.component", "{err}");
+    assert!(err.reason.contains("component `x` does not exist"), "{err}");
+    let bad = format!("{APP}ingress: {{node: 'c p', component: a}}\n");
+    let err = parse_application(&bad).unwrap_err();
+    assert_eq!(err.field, "ingress.node", "{err}");
+    assert!(err.reason.contains("not a valid name"), "{err}");
+    let bad = format!("{APP}ingress: {{node: cp, component: a, port: 80}}\n");
+    let err = parse_application(&bad).unwrap_err();
+    assert!(err.reason.contains("unknown field"), "{err}");
+    // a node unknown to any cluster is fine in the file
+    let ok = format!("{APP}ingress: {{node: nowhere, component: c}}\n");
+    assert!(parse_application(&ok).is_ok());
+}
