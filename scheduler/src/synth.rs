@@ -368,5 +368,6 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
         channels,
         paths,
         criteria,
+        ingress: None,
     }
 }

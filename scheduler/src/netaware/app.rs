@@ -14,9 +14,15 @@
 //!   is measured, each component's declared request (0 without one) and 1 byte/s on every
 //!   channel (equal traffic); a component without a measurement of its own takes its request.
 //!   [`crate::Placement::notes`] says which were used;
-//! - there is no ingress node in our model: δ = 0 (the entry term drops out); the *entry*
-//!   (placed first) is the most constrained component (fewest candidate nodes), then the one
-//!   that exchanges the most traffic, then the first.
+//! - the entry point: with the application's `ingress: {node, component}` and that node in
+//!   the cluster, the *entry* (placed first) is `ingress.component`, the ingress is
+//!   `ingress.node` and the weights are the paper's ([`Weights::default`], δ = 0.1: the
+//!   latency from the ingress node to the entry's node counts); the node needs no capacity
+//!   (it can be a gateway that runs nothing), but its links must be measured (an agent on it)
+//!   or they count as the slowest known. Without `ingress` (or with a node the cluster does not
+//!   have: a note says so) δ = 0 (the entry term drops out) and the entry is the most
+//!   constrained component (fewest candidate nodes), then the one that exchanges the most
+//!   traffic, then the first.
 //!
 //! The score of a deployment ([`crate::score`]): the mean over the components of S(c, node of c)
 //! with every component placed (the module formula of [`super`]), clamped to [0, 1].
@@ -39,7 +45,8 @@ use std::collections::{BTreeMap, HashMap};
 /// (8 bytes per ordered pair of nodes: 200 MB at 5,000 nodes, 537 MB at this limit).
 pub const MAX_NODES: usize = 8_192;
 
-/// The weights used for applications: [`Weights::default`] without the entry term (δ = 0).
+/// The weights used for applications without an ingress: [`Weights::default`] without the
+/// entry term (δ = 0). With an ingress in the cluster: [`Weights::default`].
 pub fn app_weights() -> Weights {
     Weights {
         delta: 0.0,
@@ -52,8 +59,11 @@ pub fn app_weights() -> Weights {
 pub struct Prepared {
     /// Nodes in the infrastructure's (name) order, components in the application's.
     pub snapshot: Snapshot,
-    /// One line per fallback taken (no measurements, unknown links).
+    /// One line per fallback taken (no measurements, unknown links, no ingress node).
     pub notes: Vec<String>,
+    /// The weights to judge it with: [`Weights::default`] with an ingress, else
+    /// [`app_weights`] (δ = 0).
+    pub weights: Weights,
 }
 
 /// Builds the snapshot (see the module docs). With `current` (node index per component), the
@@ -207,16 +217,44 @@ pub(crate) fn prepare(
             allowed[c][cur[c] as usize] = true;
         }
     }
-    let entry = (0..nc)
-        .min_by(|&a, &b| {
-            let count = |c: usize| allowed[c].iter().filter(|x| **x).count();
-            let vol = |c: usize| (0..nc).map(|k| traffic[c][k] + traffic[k][c]).sum::<f64>();
-            count(a)
-                .cmp(&count(b))
-                .then(vol(b).total_cmp(&vol(a)))
-                .then(a.cmp(&b))
-        })
-        .unwrap_or(0);
+    // The entry point: the declared ingress when its node is in the cluster.
+    let declared = app.ingress.as_ref().and_then(|ing| {
+        let node = infra.index_of(&ing.node);
+        let comp = index.get(ing.component.as_str()).copied();
+        if node.is_none() {
+            notes.push(format!(
+                "ingress node `{}` is not a node of the cluster: no entry term (δ = 0)",
+                ing.node
+            ));
+        }
+        Some((comp?, node? as usize))
+    });
+    if let Some((_, n)) = declared {
+        let measured = infra.out_links(n as u32).0.len() + infra.inn_links(n as u32).0.len();
+        if measured == 0 && nn > 1 {
+            notes.push(format!(
+                "no link of ingress node `{}` is measured: taken as the slowest known",
+                infra.node(n as u32).name
+            ));
+        }
+    }
+    let weights = if declared.is_some() {
+        Weights::default()
+    } else {
+        app_weights()
+    };
+    let entry = declared.map(|(c, _)| c).unwrap_or_else(|| {
+        (0..nc)
+            .min_by(|&a, &b| {
+                let count = |c: usize| allowed[c].iter().filter(|x| **x).count();
+                let vol = |c: usize| (0..nc).map(|k| traffic[c][k] + traffic[k][c]).sum::<f64>();
+                count(a)
+                    .cmp(&count(b))
+                    .then(vol(b).total_cmp(&vol(a)))
+                    .then(a.cmp(&b))
+            })
+            .unwrap_or(0)
+    });
     Prepared {
         snapshot: Snapshot {
             nodes,
@@ -224,10 +262,11 @@ pub(crate) fn prepare(
             components,
             traffic,
             entry,
-            ingress: 0,
+            ingress: declared.map_or(0, |(_, n)| n),
             allowed,
         },
         notes,
+        weights,
     }
 }
 
@@ -242,8 +281,8 @@ pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> De
     let Prepared {
         snapshot: mut s,
         notes,
+        weights: w,
     } = prepare(model, app, ledger, None);
-    let w = app_weights();
     if let Err(e) = s.validate() {
         return Decided::Infeasible(format!("network-aware: {e}"));
     }
@@ -281,7 +320,7 @@ pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> De
         node.cpu_background = u.cpu_millis as f64;
         node.memory_background = u.memory_mb as f64;
     }
-    let score = app_score(&s, &assignment);
+    let score = app_score(&s, &w, &assignment);
     Decided::Placed {
         assignment,
         notes,
@@ -306,16 +345,15 @@ pub(crate) fn score(model: &Model<'_>, app: &Application, ledger: &Ledger, a: &[
         return 0.0;
     }
     let p = prepare(model, app, ledger, None);
-    app_score(&p.snapshot, a)
+    app_score(&p.snapshot, &p.weights, a)
 }
 
 /// The mean of S(c, a[c]) over the components, everything placed as in `a`, in [0, 1].
-fn app_score(s: &Snapshot, a: &[u32]) -> f64 {
-    let w = app_weights();
+fn app_score(s: &Snapshot, w: &Weights, a: &[u32]) -> f64 {
     let opt: Vec<Option<usize>> = a.iter().map(|&n| Some(n as usize)).collect();
     let lmax = s.max_latency();
     let total: f64 = (0..a.len())
-        .map(|c| super::score_with_max(s, &w, &opt, lmax, c, a[c] as usize))
+        .map(|c| super::score_with_max(s, w, &opt, lmax, c, a[c] as usize))
         .sum();
     if a.is_empty() {
         0.0
@@ -384,7 +422,9 @@ pub fn snapshot(
 /// `cfg.threshold`) for a component or a traffic-connected group sharing a node; `None`
 /// otherwise. Pure and deterministic: the largest gain wins, ties to the first candidate
 /// (single components in application order, then groups). Judged with the network-aware score
-/// whatever the application's `scheduler:`.
+/// whatever the application's `scheduler:`. With an `ingress` whose node is in the cluster, the
+/// entry term counts: a slower link between the ingress node and the entry's node lowers the
+/// entry's (and its group's) score where it runs.
 pub fn deschedule(
     cluster: &Cluster,
     app: &Application,
@@ -400,7 +440,7 @@ pub fn deschedule(
     }
     let (p, a) = snapshot(cluster, app, ledger, current)?;
     let s = &p.snapshot;
-    let w = app_weights();
+    let w = p.weights;
     let mut candidates: Vec<Vec<usize>> = (0..a.len()).map(|c| vec![c]).collect();
     if cfg.group_moves {
         candidates.extend(desched::groups(s, &a).into_iter().filter(|g| g.len() > 1));

@@ -99,5 +99,6 @@ pub fn app(
         channels,
         paths,
         criteria,
+        ingress: None,
     }
 }
