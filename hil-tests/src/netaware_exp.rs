@@ -178,6 +178,14 @@ impl Setup {
                 let _ = writeln!(s, "- {{name: {a}-{b}, from: {a}, to: {b}}}");
             }
         }
+        if pins.is_none() {
+            // left to the control plane: users' requests enter at cp and go to the entry
+            let _ = writeln!(
+                s,
+                "ingress: {{node: {CONTROL_NODE}, component: {}}}",
+                self.wf.names[self.wf.entry]
+            );
+        }
         s
     }
 
@@ -185,6 +193,17 @@ impl Setup {
     /// the schedulers here see them, or `capacity` = (millicores, MB) for every worker).
     pub fn cluster_yaml(&self) -> String {
         self.cluster_yaml_with(None)
+    }
+
+    /// [`Self::cluster_yaml_with`] plus the control node `cp` with no capacity (its agent
+    /// reports and probes, so the control plane knows the ingress's links; nothing runs there).
+    pub fn cluster_yaml_cp(&self, capacity: Option<(u64, u64)>) -> String {
+        let s = self.cluster_yaml_with(capacity);
+        let (dcs, nodes) = s.split_once("nodes:\n").expect("a nodes section");
+        format!(
+            "{dcs}- {{name: {CONTROL_NODE}, layer: edge}}\nnodes:\n{nodes}- {{name: {CONTROL_NODE}, datacenter: {CONTROL_NODE}, layer: edge, arch: {}, capacity: {{cpu_millis: 0, memory_mb: 0, disk_mb: 16000}}}}\n",
+            std::env::consts::ARCH
+        )
     }
 
     pub fn cluster_yaml_with(&self, capacity: Option<(u64, u64)>) -> String {
@@ -607,7 +626,7 @@ impl CpRun {
     ) -> Result<Self> {
         let host = tb.addr(HOST)?;
         std::fs::create_dir_all(workdir)?;
-        let cl = acoa_shared::model::parse_cluster(&setup.cluster_yaml_with(capacity))
+        let cl = acoa_shared::model::parse_cluster(&setup.cluster_yaml_cp(capacity))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let cloud = Cloud {
             bin: cloud_bin.to_path_buf(),
@@ -615,7 +634,8 @@ impl CpRun {
             addr: host,
         };
         let mut cfgs = Vec::new();
-        for n in setup.workers() {
+        // an agent on every worker and on cp (the ingress: no capacity, measured links)
+        for n in setup.workers().iter().chain(&setup.nodes[..1]) {
             let dir = workdir.join(n);
             std::fs::create_dir_all(dir.join("state"))?;
             let key = pubkey(&agent.bin, &dir.join("state"))?;
@@ -1401,7 +1421,7 @@ pub fn main(a: Args) -> Result<()> {
         }
     } else {
         let mut ao = AgentOptions::new(&a.agent_bin);
-        ao.peers_per_period = setup.workers().len();
+        ao.peers_per_period = setup.nodes.len() - 1;
         ao.window = 20;
         let ms = a.deschedule_ms.map(|m| m.to_string());
         let extra: Vec<&str> = match &ms {
@@ -1762,6 +1782,21 @@ mod tests {
             .components
             .iter()
             .all(|c| c.requires.datacenter.is_none()));
+        // left to the control plane: requests enter at cp and go to m0
+        let ing = free.ingress.as_ref().expect("an ingress");
+        assert_eq!((ing.node.as_str(), ing.component.as_str()), ("cp", "m0"));
+        let pinned = acoa_shared::model::parse_application(&s.app_yaml(
+            "na-x",
+            "qos",
+            Some(&BTreeMap::new()),
+        ))
+        .unwrap();
+        assert_eq!(pinned.ingress, None);
+        let with_cp =
+            acoa_shared::model::parse_cluster(&s.cluster_yaml_cp(Some((20000, 65536)))).unwrap();
+        let cp = with_cp.node("cp").expect("cp in the cluster");
+        assert_eq!((cp.capacity.cpu_millis, cp.capacity.memory_mb), (0, 0));
+        assert_eq!(with_cp.nodes.len(), s.nodes.len());
         let cl = acoa_shared::model::parse_cluster(&s.cluster_yaml()).unwrap();
         assert_eq!(cl.nodes.len(), 5);
         assert!(Setup::paper(0).is_err() && Setup::paper(6).is_err());
