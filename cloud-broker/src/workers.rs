@@ -295,7 +295,12 @@ impl PackCache {
 }
 
 /// The signed frame of `job` for workers (the snapshot packed once per snapshot).
-pub fn encode(job: &Job, nonce: u128, key: &SigningKey, cache: &Mutex<PackCache>) -> Result<Vec<u8>, String> {
+pub fn encode(
+    job: &Job,
+    nonce: u128,
+    key: &SigningKey,
+    cache: &Mutex<PackCache>,
+) -> Result<Vec<u8>, String> {
     let packed = cache
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use acoa_test_support::{busybox_images, sh};
 use cloud_broker::status::AppStatus;
 use common::*;
 
@@ -57,55 +58,9 @@ fn podman_ok() -> bool {
     out.contains("OK")
 }
 
-fn sh(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The railway images, made from busybox-static when they are missing (no registry here).
 fn ensure_images() {
-    let missing: Vec<&str> = IMAGES
-        .iter()
-        .copied()
-        .filter(|i| {
-            !Command::new("podman")
-                .args(["image", "exists", i])
-                .status()
-                .unwrap()
-                .success()
-        })
-        .collect();
-    if missing.is_empty() {
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("cb-img-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("root/bin")).unwrap();
-    std::fs::copy("/bin/busybox", dir.join("root/bin/busybox"))
-        .expect("apt-get install busybox-static");
-    for l in ["sh", "sleep"] {
-        std::os::unix::fs::symlink("busybox", dir.join("root/bin").join(l)).unwrap();
-    }
-    let tar = dir.join("root.tar");
-    sh(Command::new("tar")
-        .arg("-C")
-        .arg(dir.join("root"))
-        .arg("-cf")
-        .arg(&tar)
-        .arg("."));
-    sh(Command::new("podman")
-        .args(["import", "--change", r#"CMD ["/bin/sleep","1000000"]"#])
-        .arg(&tar)
-        .arg(missing[0]));
-    for i in &missing[1..] {
-        sh(Command::new("podman").args(["tag", missing[0], i]));
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    busybox_images(&IMAGES);
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -12,14 +12,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use acoa_test_support::{podman_ok, remove_containers_labelled, sh, workload_image, PODMAN_SOCKET};
 use cloud_broker::status::AppStatus;
 use common::*;
 
-const PODMAN_SOCKET: &str = "/run/podman/podman.sock";
 const SRC_IMAGE: &str = "localhost/acoa/measure-e2e-src:1";
 const SINK_IMAGE: &str = "localhost/acoa/measure-e2e-sink:1";
 
@@ -33,100 +33,21 @@ fn agent_bin() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-fn podman_ok() -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::os::unix::net::UnixStream::connect(PODMAN_SOCKET) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    if s.write_all(b"GET /v4.0.0/libpod/_ping HTTP/1.0\r\nHost: d\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.contains("OK")
-}
-
-fn sh(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+/// The workload images, from the current source: the source emits 20 messages/s on channel
+/// `to-sink` (where they go does not matter: they are counted when sent), the sink only listens.
+fn workload_images() {
+    workload_image(
+        SRC_IMAGE,
+        &["ACOA_RATE_HZ=20", "ACOA_OUT=to-sink@127.0.0.1:9"],
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The workload images, from the current source (rustc takes about a second): the source
-/// emits 20 messages/s on channel `to-sink` (where they go does not matter: they are counted
-/// when sent), the sink only listens.
-fn workload_images(dir: &Path) {
-    let src = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../hil-tests/src/bin/acoa-workload.rs"
-    );
-    sh(Command::new("rustc")
-        .args([
-            "--edition",
-            "2021",
-            "-C",
-            "panic=abort",
-            "-C",
-            "target-feature=+crt-static",
-            src,
-            "-o",
-        ])
-        .arg(dir.join("acoa-workload")));
-    sh(Command::new("tar")
-        .arg("-C")
-        .arg(dir)
-        .arg("-cf")
-        .arg(dir.join("w.tar"))
-        .arg("acoa-workload"));
-    for (image, env) in [
-        (
-            SRC_IMAGE,
-            vec!["ACOA_RATE_HZ=20", "ACOA_OUT=to-sink@127.0.0.1:9"],
-        ),
-        (SINK_IMAGE, vec![]),
-    ] {
-        let mut cmd = Command::new("podman");
-        cmd.args([
-            "import",
-            "--quiet",
-            "--change",
-            r#"ENTRYPOINT ["/acoa-workload"]"#,
-        ]);
-        for e in env {
-            cmd.args(["--change", &format!("ENV {e}")]);
-        }
-        sh(cmd.arg(dir.join("w.tar")).arg(image));
-    }
+    workload_image(SINK_IMAGE, &[]);
 }
 
 /// Removes the node's containers however the test ends.
 struct Cleanup(String);
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let ids = Command::new("podman")
-            .args([
-                "ps",
-                "-aq",
-                "--filter",
-                &format!("label=acoa.node={}", self.0),
-            ])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        let ids: Vec<&str> = ids.split_whitespace().collect();
-        if !ids.is_empty() {
-            let _ = Command::new("podman")
-                .args(["rm", "-f", "-t", "0"])
-                .args(&ids)
-                .output();
-        }
+        remove_containers_labelled("acoa.node", &self.0);
     }
 }
 
@@ -175,7 +96,7 @@ fn workload_traffic_reaches_the_control_planes_observed_model() {
         "needs the Podman REST socket at {PODMAN_SOCKET} (or ACOA_SKIP_PODMAN=1)"
     );
     let dir = tempfile::tempdir().unwrap();
-    workload_images(dir.path());
+    workload_images();
     let node = format!("mu{}-n1", std::process::id() % 100_000);
     let _cleanup = Cleanup(node.clone());
     let data = dir.path().join("cp");

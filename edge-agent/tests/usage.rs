@@ -21,40 +21,9 @@ const WAIT: Duration = Duration::from_secs(60);
 const PROBE: &str = "listen = \"127.0.0.1:0\"\nperiod_ms = 500";
 const WORKLOAD: &str = "localhost/acoa/measure-usage-test:1";
 
-/// The workload image, from the current source (rustc takes about a second).
+/// The workload image, from the current source.
 fn ensure_workload_image() {
-    let dir = scratch_dir("workload-img");
-    let src = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../hil-tests/src/bin/acoa-workload.rs"
-    );
-    run(Command::new("rustc")
-        .args([
-            "--edition",
-            "2021",
-            "-C",
-            "panic=abort",
-            "-C",
-            "target-feature=+crt-static",
-            src,
-            "-o",
-        ])
-        .arg(dir.join("acoa-workload")));
-    run(Command::new("tar")
-        .arg("-C")
-        .arg(&dir)
-        .arg("-cf")
-        .arg(dir.join("w.tar"))
-        .arg("acoa-workload"));
-    run(Command::new("podman")
-        .args([
-            "import",
-            "--quiet",
-            "--change",
-            r#"ENTRYPOINT ["/acoa-workload"]"#,
-        ])
-        .arg(dir.join("w.tar"))
-        .arg(WORKLOAD));
+    acoa_test_support::workload_image(WORKLOAD, &[]);
 }
 
 fn env(name: &str, value: &str) -> EnvVar {

@@ -333,8 +333,7 @@ pub fn encode_job_packed(job: &Job, cluster: &[u8], key: &SigningKey) -> Result<
         Ok((j, _))
             if j.application == job.application
                 && j.reserved == job.reserved
-                && j.app == job.app =>
-        {}
+                && j.app == job.app => {}
         _ => {
             return Err(JobError::NotExact(
                 "a number or field of the application does not read back the same",

@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -37,7 +36,7 @@ pub fn skip_or_require(what: &str, podman: bool) -> bool {
     if podman {
         require_bin("podman", "apt-get install -y podman runc");
         assert!(
-            podman_ping(),
+            acoa_test_support::podman_ok(),
             "{what} needs the Podman REST socket at {PODMAN_SOCKET}: \
              run `podman system service --time=0 unix://{PODMAN_SOCKET} &` \
              (or set ACOA_SKIP_PODMAN=1 to skip)"
@@ -57,71 +56,13 @@ pub fn require_bin(bin: &str, hint: &str) {
     );
 }
 
-fn podman_ping() -> bool {
-    use std::io::Read;
-    use std::os::unix::net::UnixStream;
-    let Ok(mut s) = UnixStream::connect(PODMAN_SOCKET) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    if s.write_all(b"GET /v4.0.0/libpod/_ping HTTP/1.0\r\nHost: d\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.contains("OK")
-}
-
 /// Builds the test image from busybox-static's binary, once.
 pub fn ensure_image() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let exists = Command::new("podman")
-            .args(["image", "exists", IMAGE])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if exists {
-            return;
-        }
-        let busybox = Path::new("/bin/busybox");
-        assert!(
-            busybox.is_file(),
-            "the test image needs /bin/busybox: apt-get install -y busybox-static"
-        );
-        let dir = std::env::temp_dir().join(format!("acoa-img-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(dir.join("root/bin")).unwrap();
-        fs::copy(busybox, dir.join("root/bin/busybox")).unwrap();
-        for l in ["sh", "sleep"] {
-            std::os::unix::fs::symlink("busybox", dir.join("root/bin").join(l)).unwrap();
-        }
-        let tar = dir.join("root.tar");
-        run(Command::new("tar")
-            .arg("-C")
-            .arg(dir.join("root"))
-            .arg("-cf")
-            .arg(&tar)
-            .arg("."));
-        run(Command::new("podman")
-            .args(["import", "--change", r#"CMD ["/bin/sleep","1000000"]"#])
-            .arg(&tar)
-            .arg(IMAGE));
-        let _ = fs::remove_dir_all(&dir);
-    });
+    ONCE.call_once(|| acoa_test_support::busybox_images(&[IMAGE]));
 }
 
-pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+pub use acoa_test_support::sh as run;
 
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();

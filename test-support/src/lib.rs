@@ -1,0 +1,160 @@
+//! What the tests of several crates need from the machine, in one place: Podman's socket, the
+//! test images (busybox-static for plain containers, `acoa-workload` built from its source),
+//! commands that must succeed. Standard library only; a dev-dependency, never in a binary.
+#![forbid(unsafe_code)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Where `.ci/setup` starts Podman's REST service.
+pub const PODMAN_SOCKET: &str = "/run/podman/podman.sock";
+
+/// Whether Podman's REST service answers its ping on [`PODMAN_SOCKET`].
+pub fn podman_ok() -> bool {
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(PODMAN_SOCKET) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    if s.write_all(b"GET /v4.0.0/libpod/_ping HTTP/1.0\r\nHost: d\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.contains("OK")
+}
+
+/// Runs a command that must succeed; panics with the command and its stderr otherwise.
+/// Returns its stdout.
+pub fn sh(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Whether Podman has `image` locally.
+pub fn image_exists(image: &str) -> bool {
+    Command::new("podman")
+        .args(["image", "exists", image])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// A fresh scratch directory for this process and `tag`.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("acoa-ts-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Makes sure every one of `images` exists: a root of busybox-static's binary with `sh` and
+/// `sleep`, whose command sleeps (no registry here: `podman import` of a tarball). Images that
+/// exist are left as they are.
+pub fn busybox_images(images: &[&str]) {
+    let missing: Vec<&str> = images
+        .iter()
+        .copied()
+        .filter(|i| !image_exists(i))
+        .collect();
+    let Some(first) = missing.first() else {
+        return;
+    };
+    let busybox = Path::new("/bin/busybox");
+    assert!(
+        busybox.is_file(),
+        "the test image needs /bin/busybox: apt-get install -y busybox-static"
+    );
+    let dir = scratch("busybox");
+    std::fs::create_dir_all(dir.join("root/bin")).unwrap();
+    std::fs::copy(busybox, dir.join("root/bin/busybox")).unwrap();
+    for l in ["sh", "sleep"] {
+        std::os::unix::fs::symlink("busybox", dir.join("root/bin").join(l)).unwrap();
+    }
+    let tar = dir.join("root.tar");
+    sh(Command::new("tar")
+        .arg("-C")
+        .arg(dir.join("root"))
+        .arg("-cf")
+        .arg(&tar)
+        .arg("."));
+    sh(Command::new("podman")
+        .args(["import", "--change", r#"CMD ["/bin/sleep","1000000"]"#])
+        .arg(&tar)
+        .arg(first));
+    for i in &missing[1..] {
+        sh(Command::new("podman").args(["tag", first, i]));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Builds `image` from the current source of `hil-tests/src/bin/acoa-workload.rs` (static, with
+/// plain `rustc`, as `hil-tests/images.sh` does; about a second) with `/acoa-workload` as its
+/// entry point and `env` (`NAME=value`) baked in. Always rebuilt, so that a test never runs an
+/// older workload than the source it is compiled with.
+pub fn workload_image(image: &str, env: &[&str]) {
+    let dir = scratch("workload");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../hil-tests/src/bin/acoa-workload.rs"
+    );
+    sh(Command::new("rustc")
+        .args([
+            "--edition",
+            "2021",
+            "-C",
+            "panic=abort",
+            "-C",
+            "target-feature=+crt-static",
+            src,
+            "-o",
+        ])
+        .arg(dir.join("acoa-workload")));
+    sh(Command::new("tar")
+        .arg("-C")
+        .arg(&dir)
+        .arg("-cf")
+        .arg(dir.join("w.tar"))
+        .arg("acoa-workload"));
+    let mut cmd = Command::new("podman");
+    cmd.args([
+        "import",
+        "--quiet",
+        "--change",
+        r#"ENTRYPOINT ["/acoa-workload"]"#,
+    ]);
+    for e in env {
+        cmd.args(["--change", &format!("ENV {e}")]);
+    }
+    sh(cmd.arg(dir.join("w.tar")).arg(image));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Removes (forcibly) every container that carries the label `key=value`; errors are ignored
+/// (for drop guards: cleanup must not panic while a test is already failing).
+pub fn remove_containers_labelled(key: &str, value: &str) {
+    let Ok(out) = Command::new("podman")
+        .args(["ps", "-aq", "--filter", &format!("label={key}={value}")])
+        .output()
+    else {
+        return;
+    };
+    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if !ids.is_empty() {
+        let _ = Command::new("podman")
+            .args(["rm", "-f", "-t", "0"])
+            .args(&ids)
+            .output();
+    }
+}
