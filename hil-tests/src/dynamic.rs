@@ -331,6 +331,34 @@ impl Drop for System {
     }
 }
 
+/// Removes every container the agents of this run made for any of `apps` on one of `nodes`,
+/// with one listing (many applications: `remove_containers` lists per node).
+pub fn remove_containers_of(apps: &[String], nodes: &[String]) {
+    let Ok(out) = Command::new("podman")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            "label=acoa.managed=true",
+            "--format",
+        ])
+        .arg("{{.ID}} {{index .Labels \"acoa.node\"}} {{index .Labels \"acoa.app\"}}")
+        .output()
+    else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if let [id, node, app] = w.as_slice() {
+            if nodes.iter().any(|n| n == node) && apps.iter().any(|a| a == app) {
+                let _ = Command::new("podman")
+                    .args(["rm", "-f", "-t", "0", id])
+                    .output();
+            }
+        }
+    }
+}
+
 /// Runs experiments 3 and 4 on `tb` (which must have the host endpoint).
 pub fn run(
     tb: &Testbed,

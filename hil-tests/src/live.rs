@@ -18,7 +18,7 @@ use anyhow::{bail, Result};
 use rand::SeedableRng;
 
 use crate::agents::AgentOptions;
-use crate::dynamic::{placement_of, remove_containers, System};
+use crate::dynamic::{placement_of, remove_containers_of, System};
 use crate::emu::Testbed;
 use crate::placement::{self, Evaluation, RunResult};
 use crate::workload::{self, BASE_PORT};
@@ -72,16 +72,14 @@ pub fn run(
     let mut applied: Vec<String> = Vec::new();
     let res = run_inner(tb, truth, apps, o, &sys, &mut applied);
     drop(sys);
-    for a in &applied {
-        remove_containers(
-            a,
-            &truth
-                .nodes
-                .iter()
-                .map(|n| n.name.clone())
-                .collect::<Vec<_>>(),
-        );
-    }
+    remove_containers_of(
+        &applied,
+        &truth
+            .nodes
+            .iter()
+            .map(|n| n.name.clone())
+            .collect::<Vec<_>>(),
+    );
     res
 }
 
