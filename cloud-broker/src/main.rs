@@ -70,6 +70,10 @@ enum Cmd {
         /// documents get the measured use and traffic.
         #[arg(long, default_value_t = 10_000)]
         deschedule_ms: u64,
+        /// The relative gain of its score a move must offer the network-aware descheduler
+        /// (paper 003's "clearly higher"; sustained over `--sustain` evaluations).
+        #[arg(long, default_value_t = 0.2)]
+        deschedule_threshold: f64,
         #[arg(long, default_value_t = 200)]
         tick_ms: u64,
         /// Where placement jobs are computed: in this process, or by `scheduler worker`
@@ -207,6 +211,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             sustain,
             stats_every_ms,
             deschedule_ms,
+            deschedule_threshold,
             tick_ms,
             scheduler_workers,
             worker_timeout_ms,
@@ -220,8 +225,13 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 (Some(listen), Some(cert), Some(key)) => {
                     Some(cloud_broker::broker::TlsListener { listen, cert, key })
                 }
-                _ => None,
+                (None, None, None) => None,
+                _ => anyhow::bail!("--tls-listen, --tls-cert and --tls-key go together"),
             };
+            anyhow::ensure!(
+                deschedule_threshold.is_finite() && deschedule_threshold >= 0.0,
+                "--deschedule-threshold must be a finite number >= 0, not {deschedule_threshold}"
+            );
             let opts = ServeOptions {
                 tls,
                 data_dir: cli.data_dir,
@@ -235,6 +245,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     sustain,
                     stats_every_ms,
                     deschedule_ms,
+                    netaware_threshold: deschedule_threshold,
                     ..EngineConfig::default()
                 },
                 tick_ms,

@@ -73,8 +73,13 @@ struct Sim {
 
 impl Sim {
     fn new() -> Sim {
+        Sim::with_threshold(EngineConfig::default().netaware_threshold)
+    }
+
+    fn with_threshold(netaware_threshold: f64) -> Sim {
         let key = SigningKey::from_bytes(&[42; 32]);
         let cfg = EngineConfig {
+            netaware_threshold,
             node_timeout_ms: 1_000_000,
             reevaluate_ms: 1_000_000,
             deschedule_ms: 1000,
@@ -361,5 +366,101 @@ fn usage_of_unplaced_components_and_deleted_apps_is_not_kept() {
             payload: vec![],
         });
         assert!(s.e.cluster().observed.is_empty(), "deleted with its app");
+    });
+}
+
+/// A gateway `gw` (capacity 0: hosts nothing, measures its links) where users' requests enter,
+/// and n1..n3; 10 ms between any two nodes, 0.5 ms loopback; `slow` raises both directions
+/// between gw and that node to 200 ms.
+fn cluster_with_gateway(slow: Option<&str>) -> Cluster {
+    let mut text = String::from(
+        "cluster: t\n\
+         datacenters: [{name: dc, layer: edge}]\n\
+         nodes:\n\
+         - {name: gw, datacenter: dc, layer: edge, arch: x86_64, \
+            capacity: {cpu_millis: 0, memory_mb: 0, disk_mb: 0}}\n",
+    );
+    for n in ["n1", "n2", "n3"] {
+        text += &format!(
+            "- {{name: {n}, datacenter: dc, layer: edge, arch: x86_64, \
+             capacity: {{cpu_millis: 4000, memory_mb: 8192, disk_mb: 1000}}}}\n"
+        );
+    }
+    text += "links:\n";
+    let all = ["gw", "n1", "n2", "n3"];
+    for a in all {
+        for b in all {
+            let mut l = if a == b { 0.5 } else { 10.0 };
+            if slow.is_some_and(|x| (a == "gw" && b == x) || (b == "gw" && a == x)) {
+                l = 200.0;
+            }
+            text += &format!(
+                "- {{from: {a}, to: {b}, latency_ms: {l}, jitter_ms: 0.0, success: 1.0}}\n"
+            );
+        }
+    }
+    model::parse_cluster(&text).unwrap()
+}
+
+/// Users enter at gw and call `front`, which calls `back` a lot.
+const GROUP_APP: &str = "application: pipeline
+scheduler: network-aware
+ingress: {node: gw, component: front}
+components:
+- {name: front, image: 'localhost/acoa/x:1'}
+- {name: back, image: 'localhost/acoa/x:1'}
+channels:
+- {name: front-to-back, from: front, to: back}
+";
+
+#[test]
+fn a_group_move_is_carried_through_one_member_at_a_time_without_flapping() {
+    big_stack(|| {
+        let mut s = Sim::with_threshold(0.05);
+        s.join(&cluster_with_gateway(None));
+        s.feed(Event::AppPublished {
+            app: "pipeline".into(),
+            payload: GROUP_APP.as_bytes().to_vec(),
+        });
+        let first = s.assignment();
+        let home = first["front"].clone();
+        assert_eq!(first["back"], home, "the pair shares a node: {first:?}");
+        assert_ne!(home, "gw", "the gateway hosts nothing");
+        let traffic = [("front", "front-to-back", 100_000.0)];
+        s.all_running(1);
+        s.usage(&traffic);
+        // the gateway's links to the pair's node become slow (both directions)
+        let slow = cluster_with_gateway(Some(&home));
+        for n in ["gw", home.as_str()] {
+            s.feed(Event::Links(Box::new(LinkMetrics {
+                node: wire::name(n).unwrap(),
+                seq: 2,
+                links: samples_of(&slow, n).into_iter().collect(),
+            })));
+        }
+        // the group moves: front first, then back follows once front runs, and nothing returns
+        let mut history = vec![s.assignment()];
+        for k in 0..30u64 {
+            s.usage(&traffic);
+            s.tick(1000);
+            s.all_running(3 + k);
+            let now = s.assignment();
+            if history.last() != Some(&now) {
+                history.push(now);
+            }
+        }
+        assert_eq!(
+            history.len(),
+            3,
+            "two moves, one member at a time: {history:?}"
+        );
+        let to = history[1]["front"].clone();
+        assert_ne!(to, home);
+        assert_eq!(
+            history[1]["back"], home,
+            "one member at a time: {history:?}"
+        );
+        assert_eq!(history[2]["front"], to);
+        assert_eq!(history[2]["back"], to, "the group follows: {history:?}");
     });
 }

@@ -1284,6 +1284,10 @@ pub struct Args {
     /// network-aware descheduler evaluates (for `--dyn-sched cp:NAME`)
     #[arg(long)]
     pub deschedule_ms: Option<u64>,
+    /// Passed to `cloud-broker serve --deschedule-threshold`: the relative gain a move must
+    /// offer the control plane's own descheduler (for `--dyn-sched cp:NAME`)
+    #[arg(long)]
+    pub deschedule_threshold: Option<f64>,
     /// Applications left to the control plane (cp:NAME) declare the components' modelled use
     /// at the largest load step as resource requests. Off by default: every agent of the testbed
     /// reports the one host's usage, and on a busy 2-core host no node then has room for them
@@ -1424,10 +1428,14 @@ pub fn main(a: Args) -> Result<()> {
         ao.peers_per_period = setup.nodes.len() - 1;
         ao.window = 20;
         let ms = a.deschedule_ms.map(|m| m.to_string());
-        let extra: Vec<&str> = match &ms {
-            Some(m) => vec!["--deschedule-ms", m.as_str()],
-            None => Vec::new(),
-        };
+        let th = a.deschedule_threshold.map(|t| t.to_string());
+        let mut extra: Vec<&str> = Vec::new();
+        if let Some(m) = &ms {
+            extra.extend(["--deschedule-ms", m.as_str()]);
+        }
+        if let Some(t) = &th {
+            extra.extend(["--deschedule-threshold", t.as_str()]);
+        }
         Launch::ControlPlane(Box::new(CpRun::start(
             &tb,
             &setup,

@@ -9,7 +9,11 @@
 //! and target node) must be proposed [`EngineConfig::sustain`](super::EngineConfig::sustain)
 //! evaluations in a row; one move at a time per application: nothing is evaluated while a
 //! component of the application is not running (a move still rolling out, or anything else
-//! wrong), and the evidence restarts after each move. The move goes through the same path as
+//! wrong), and the evidence restarts after each move. A move of a traffic-connected group (the
+//! rule proposes its first member) is carried through: the other members follow to the same node,
+//! one at a time, each once everything runs, without evaluating again in between (a half-moved
+//! group would see its own return as a gain and flap); the plan is dropped if the application is
+//! placed again meanwhile, the target is lost, or a member does not fit there. The move goes through the same path as
 //! every placement change (reservations, desired states of the two nodes, status). Pure: part of
 //! the state machine, driven by `Event::Usage` and `Event::Tick`.
 
@@ -36,6 +40,19 @@ pub(super) struct Measured {
     streaks: BTreeMap<String, (String, String, u32)>,
     /// Per application: the measurements the status document shows (rounded).
     pub(super) for_status: BTreeMap<String, Observed>,
+    /// Per application: a group move under way (see [`GroupPlan`]).
+    plans: BTreeMap<String, GroupPlan>,
+}
+
+/// A traffic-connected group that the descheduler decided to move together, one member at a
+/// time: its first member has moved; the others follow to `to`, each once everything runs,
+/// without evaluating again in between (a half-moved group would score its own return as a
+/// gain, and flap). Abandoned if the first member is no longer on `to` (something else placed
+/// the application again), `to` is lost, or a member does not fit there.
+#[derive(Debug, Clone, PartialEq)]
+struct GroupPlan {
+    to: String,
+    members: Vec<String>,
 }
 
 impl Measured {
@@ -45,6 +62,7 @@ impl Measured {
             last_desched: now,
             streaks: BTreeMap::new(),
             for_status: BTreeMap::new(),
+            plans: BTreeMap::new(),
         }
     }
 }
@@ -123,6 +141,7 @@ impl Engine {
             changed |= self.measured.table.forget_app(a);
             self.measured.streaks.remove(a);
             self.measured.for_status.remove(a);
+            self.measured.plans.remove(a);
         }
         if changed {
             self.model_version += 1;
@@ -188,6 +207,10 @@ impl Engine {
             return;
         }
         let application = a.rec.application.clone();
+        if let Some(plan) = self.measured.plans.get(app).cloned() {
+            self.follow_plan(app, &application, cluster, &current, plan, out);
+            return;
+        }
         let mut ledger = sched::Ledger::new();
         for (n, r) in self.reserved_by_others(app) {
             ledger.reserve(&n, r);
@@ -227,47 +250,146 @@ impl Engine {
             return;
         }
         self.measured.streaks.remove(app);
-        let mut assignment = current.clone();
-        assignment.insert(m.component.clone(), m.to.clone());
-        if !self.fits(&application, &assignment) {
-            warn!(
-                "application {app}: {} does not fit on {} next to the other applications' reservations: not moved",
-                m.component, m.to
+        let why = format!(
+            "network-aware descheduler, gain {:.1} % for {sustain} evaluations",
+            m.gain * 100.0
+        );
+        let follows = if m.group.len() > 1 {
+            format!("; its group {} follows", m.group[1..].join(", "))
+        } else {
+            String::new()
+        };
+        if self.move_one(
+            app,
+            &application,
+            cluster,
+            &current,
+            &m.component,
+            &m.to,
+            &why,
+            &follows,
+            out,
+        ) && m.group.len() > 1
+        {
+            self.measured.plans.insert(
+                app.to_string(),
+                GroupPlan {
+                    to: m.to.clone(),
+                    members: m.group.clone(),
+                },
             );
+        }
+    }
+
+    /// The next member of a group move under way, or the end of the plan.
+    fn follow_plan(
+        &mut self,
+        app: &str,
+        application: &acoa_shared::model::Application,
+        cluster: &Cluster,
+        current: &BTreeMap<String, String>,
+        plan: GroupPlan,
+        out: &mut Vec<Action>,
+    ) {
+        let first_there = plan
+            .members
+            .first()
+            .is_some_and(|c| current.get(c) == Some(&plan.to));
+        let to_online = self.nodes.get(&plan.to).is_some_and(|n| n.online);
+        if !first_there || !to_online {
+            info!(
+                "application {app}: group move to {} abandoned ({})",
+                plan.to,
+                if to_online {
+                    "the application was placed again meanwhile"
+                } else {
+                    "the target node is lost"
+                }
+            );
+            self.measured.plans.remove(app);
             return;
         }
-        let (score, criteria) = match sched::score(cluster, &application, &assignment) {
+        let left: Vec<&String> = plan
+            .members
+            .iter()
+            .filter(|c| current.get(*c).is_some_and(|n| *n != plan.to))
+            .collect();
+        let Some(next) = left.first() else {
+            self.measured.plans.remove(app);
+            return;
+        };
+        let why = format!(
+            "network-aware descheduler, following its group to {} ({} of {})",
+            plan.to,
+            plan.members.len() - left.len() + 1,
+            plan.members.len()
+        );
+        let next = (*next).clone();
+        let moved = self.move_one(
+            app,
+            application,
+            cluster,
+            current,
+            &next,
+            &plan.to,
+            &why,
+            "",
+            out,
+        );
+        if !moved || left.len() == 1 {
+            if !moved {
+                info!(
+                    "application {app}: group move to {} abandoned at {next}",
+                    plan.to
+                );
+            }
+            self.measured.plans.remove(app);
+        }
+    }
+
+    /// Moves `comp` of `app` to `to` (one component: the rollout of every placement change),
+    /// with one log line; false when it does not fit or cannot be scored (logged).
+    #[allow(clippy::too_many_arguments)]
+    fn move_one(
+        &mut self,
+        app: &str,
+        application: &acoa_shared::model::Application,
+        cluster: &Cluster,
+        current: &BTreeMap<String, String>,
+        comp: &str,
+        to: &str,
+        why: &str,
+        suffix: &str,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let from = current.get(comp).cloned().unwrap_or_default();
+        let mut assignment = current.clone();
+        assignment.insert(comp.to_string(), to.to_string());
+        if !self.fits(application, &assignment) {
+            warn!(
+                "application {app}: {comp} does not fit on {to} next to the other applications' reservations: not moved"
+            );
+            return false;
+        }
+        let (score, criteria) = match sched::score(cluster, application, &assignment) {
             Ok((s, g)) => (s, grades(&g)),
             Err(e) => {
-                warn!(
-                    "application {app}: the move of {} cannot be scored: {e}",
-                    m.component
-                );
-                return;
+                warn!("application {app}: the move of {comp} cannot be scored: {e}");
+                return false;
             }
         };
         let cost = |a: &BTreeMap<String, String>| {
-            comm_cost(cluster, app, a, &m.component)
+            comm_cost(cluster, app, a, comp)
                 .map(|(l, _)| format!("{l:.1} ms"))
                 .unwrap_or_else(|| "n/a".into())
         };
-        let bytes = comm_cost(cluster, app, &current, &m.component)
+        let bytes = comm_cost(cluster, app, current, comp)
             .map(|(_, b)| b)
             .unwrap_or(0.0);
         info!(
-            "moved {app}/{} from {} to {} (network-aware descheduler, gain {:.1} % for {sustain} evaluations): traffic-weighted latency to its peers {} -> {} over {:.0} B/s{}",
-            m.component,
-            m.from,
-            m.to,
-            m.gain * 100.0,
-            cost(&current),
+            "moved {app}/{comp} from {from} to {to} ({why}): traffic-weighted latency to its peers {} -> {} over {bytes:.0} B/s{suffix}",
+            cost(current),
             cost(&assignment),
-            bytes,
-            if m.group.len() > 1 {
-                format!("; its group {} follows", m.group[1..].join(", "))
-            } else {
-                String::new()
-            }
         );
         let feasible = self
             .apps
@@ -281,6 +403,7 @@ impl Engine {
             criteria,
             feasible_deployments: feasible,
         };
-        self.apply_placement(app, p, &current, out);
+        self.apply_placement(app, p, current, out);
+        true
     }
 }
