@@ -9,7 +9,7 @@ use acoa_shared::wire::{self, Message};
 use anyhow::Context;
 use ed25519_dalek::SigningKey;
 use rumqttc::{AsyncClient, Event as MqttEvent, LastWill, MqttOptions, Packet, QoS};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tracing::{debug, error, info, warn};
 
 use crate::config::{Config, RuntimeKind};
@@ -140,7 +140,10 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         containers: AtomicU32::new(0),
     });
 
-    let (desired_tx, desired_rx) = mpsc::channel::<Vec<u8>>(8);
+    // The latest desired-state frame: a whole document, so when several arrive while the
+    // reconciler is busy only the newest matters (a queue that drops the newest when full
+    // could leave the node on an old state for good).
+    let (desired_tx, desired_rx) = watch::channel::<Option<Vec<u8>>>(None);
     let (session_tx, session_rx) = watch::channel(0u64);
     let (peers_tx, peers_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
     let (restored_tx, restored_rx) = oneshot::channel();
@@ -283,7 +286,7 @@ async fn mqtt_loop(
     cfg: Config,
     mut eventloop: rumqttc::EventLoop,
     shared: Arc<Shared>,
-    desired_tx: mpsc::Sender<Vec<u8>>,
+    desired_tx: watch::Sender<Option<Vec<u8>>>,
     peers_tx: std::sync::mpsc::SyncSender<Vec<u8>>,
     session_tx: watch::Sender<u64>,
 ) {
@@ -320,11 +323,8 @@ async fn mqtt_loop(
             }
             Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
                 if p.topic == desired_topic {
-                    if desired_tx.try_send(p.payload.to_vec()).is_err() {
-                        warn!(
-                            "dropped a desired-state frame: the reconciler is busy with 8 already"
-                        );
-                    }
+                    // a newer frame replaces one the reconciler has not read yet
+                    desired_tx.send_replace(Some(p.payload.to_vec()));
                 } else if p.topic == topics::PEERS {
                     if peers_tx.try_send(p.payload.to_vec()).is_err() {
                         warn!("dropped a peer-list frame: the prober is busy with 4 already");
@@ -413,7 +413,7 @@ async fn reconcile_loop<R: Runtime>(
     rt: R,
     mut rec: Reconciler,
     cfg: Config,
-    mut desired_rx: mpsc::Receiver<Vec<u8>>,
+    mut desired_rx: watch::Receiver<Option<Vec<u8>>>,
     mut session_rx: watch::Receiver<u64>,
     shared: Arc<Shared>,
     restored_tx: oneshot::Sender<()>,
@@ -448,9 +448,12 @@ async fn reconcile_loop<R: Runtime>(
     loop {
         let ev = tokio::select! {
             _ = interval.tick() => Event::Tick { now_ms: now_ms() },
-            f = desired_rx.recv(), if desired_open => match f {
-                Some(bytes) => Event::DesiredFrame(bytes),
-                None => { desired_open = false; continue; }
+            r = desired_rx.changed(), if desired_open => {
+                if r.is_err() { desired_open = false; continue; }
+                match desired_rx.borrow_and_update().clone() {
+                    Some(bytes) => Event::DesiredFrame(bytes),
+                    None => continue,
+                }
             },
             r = session_rx.changed() => {
                 if r.is_err() { return; }

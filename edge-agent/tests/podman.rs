@@ -378,3 +378,44 @@ fn containers_join_the_configured_network_namespace() {
         "the container sees the namespace's interface: {dev}"
     );
 }
+
+#[test]
+fn a_burst_of_desired_states_ends_on_the_newest() {
+    // Desired states arrive faster than containers start: the reconciler must end on the
+    // newest one (a queue that dropped the newest frames when full left the node on an old
+    // state until the next reconnect; seen in the testbed).
+    let Some(r) = rig("burst") else { return };
+    let node = r.agent.node.clone();
+    r.agent.wait_log("connected to broker", WAIT);
+    // one MQTT session publishes all of them back to back
+    let opts = rumqttc::MqttOptions::new("burst-publisher", &r.broker.host, r.broker.port);
+    let (client, mut conn) = rumqttc::Client::new(opts, 32);
+    for g in 1..=20u64 {
+        let s = spec(&format!("app.c{g}"), IMAGE);
+        client
+            .publish(
+                topics::desired(&node),
+                rumqttc::QoS::AtLeastOnce,
+                false,
+                desired(&node, g, &[s], Some(&cp_key())),
+            )
+            .unwrap();
+    }
+    let mut acked = 0;
+    for ev in conn.iter() {
+        match ev {
+            Ok(rumqttc::Event::Incoming(rumqttc::Packet::PubAck(_))) => {
+                acked += 1;
+                if acked == 20 {
+                    break;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => panic!("burst publisher: {e}"),
+        }
+    }
+    wait_until("the newest desired state runs", WAIT, || {
+        running_names(&node) == [cname(&node, "app.c20")]
+    });
+    assert!(!r.agent.logs().contains("dropped a desired-state frame"));
+}

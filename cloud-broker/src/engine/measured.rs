@@ -5,8 +5,8 @@
 //!
 //! The descheduler rule is `acoa_scheduler::netaware::app::deschedule` (one evaluation: the
 //! move of one component, or the first of a traffic-connected group sharing a node, whose
-//! relative gain is largest and above the threshold). Hysteresis here: the same move (component
-//! and target node) must be proposed [`EngineConfig::sustain`](super::EngineConfig::sustain)
+//! relative gain is largest and above the threshold). Hysteresis here: a move of the same component
+//! (to the best node of the last evaluation) must be proposed [`EngineConfig::sustain`](super::EngineConfig::sustain)
 //! evaluations in a row; one move at a time per application: nothing is evaluated while a
 //! component of the application is not running (a move still rolling out, or anything else
 //! wrong), and the evidence restarts after each move. A move of a traffic-connected group (the
@@ -232,7 +232,9 @@ impl Engine {
             }
         };
         let count = match self.measured.streaks.get(app) {
-            Some((c, to, k)) if *c == m.component && *to == m.to => k + 1,
+            // the same component must want to leave; where to may change between equally good
+            // nodes (measurement noise picks another each time), the last evaluation's wins
+            Some((c, _, k)) if *c == m.component => k + 1,
             _ => 1,
         };
         let sustain = self.cfg.sustain.max(1);
