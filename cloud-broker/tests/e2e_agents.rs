@@ -102,8 +102,16 @@ fn running(prefix: &str) -> Vec<Running> {
     r
 }
 
+/// Removes the run's containers when dropped.
+struct Containers(String);
+impl Drop for Containers {
+    fn drop(&mut self) {
+        cleanup(&self.0);
+    }
+}
+
 fn cleanup(prefix: &str) {
-    let out = Command::new("podman")
+    let Ok(out) = Command::new("podman")
         .args([
             "ps",
             "-a",
@@ -113,7 +121,9 @@ fn cleanup(prefix: &str) {
             "{{.Names}}",
         ])
         .output()
-        .unwrap();
+    else {
+        return;
+    };
     for name in String::from_utf8_lossy(&out.stdout).lines() {
         if name.starts_with(&format!("acoa-{prefix}")) {
             let _ = Command::new("podman")
@@ -238,6 +248,8 @@ fn railway_app_runs_on_real_agents_moves_when_one_dies_and_survives_a_control_pl
     ensure_images();
     let prefix = format!("cb{}-", std::process::id() % 100_000);
     cleanup(&prefix);
+    // however the test ends (a failed assertion too), its containers go
+    let _containers = Containers(prefix.clone());
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cp");
     let port = free_port();
