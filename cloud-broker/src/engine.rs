@@ -340,7 +340,7 @@ pub struct Compared {
     pub merged: Option<(f64, f64)>,
 }
 
-fn grades(g: &[sched::CriterionGrade]) -> Vec<GradeRecord> {
+pub(crate) fn grades(g: &[sched::CriterionGrade]) -> Vec<GradeRecord> {
     g.iter()
         .map(|c| GradeRecord {
             kind: c.kind,

@@ -24,10 +24,10 @@ use rumqttc::{AsyncClient, Event as MqttEvent, Packet, QoS};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
-use crate::engine::{finish_job, run_job, Event, Job, JobOutcome, JobResult};
+use crate::engine::{finish_job, grades, run_job, Event, Job, JobOutcome, JobResult};
 use crate::identity::Login;
 use crate::sched;
-use crate::status::{GradeRecord, PlacementRecord};
+use crate::status::PlacementRecord;
 
 /// Tunables of the dispatch to workers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -345,16 +345,7 @@ pub fn check(job: &Job, r: &jobs::JobResult) -> Result<JobResult, String> {
             JobOutcome::Placed(PlacementRecord {
                 assignment: assignment.clone(),
                 score: s,
-                criteria: g
-                    .iter()
-                    .map(|c| GradeRecord {
-                        kind: c.kind,
-                        path: c.path.clone(),
-                        component: c.component.clone(),
-                        weight: c.weight,
-                        grade: c.grade,
-                    })
-                    .collect(),
+                criteria: grades(&g),
                 feasible_deployments: *feasible_deployments,
             })
         }
