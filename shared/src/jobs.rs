@@ -184,14 +184,8 @@ struct JobBody {
     cluster: Vec<u8>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct Frame<'a> {
-    version: u16,
-    #[serde(borrow)]
-    body: &'a [u8],
-    #[serde(borrow)]
-    signature: &'a [u8],
-}
+/// The same envelope as the agents' messages (version first, body, signature).
+use crate::wire::Frame;
 
 fn signed_bytes(body: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(JOB_SIGNING_CONTEXT.len() + body.len());

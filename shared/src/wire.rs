@@ -249,13 +249,14 @@ pub struct TrafficSample {
     pub messages_per_s: f32,
 }
 
+/// The envelope of every signed frame (also the scheduler jobs': `crate::jobs`).
 #[derive(Serialize, Deserialize)]
-struct Frame<'a> {
-    version: u16,
+pub(crate) struct Frame<'a> {
+    pub(crate) version: u16,
     #[serde(borrow)]
-    body: &'a [u8],
+    pub(crate) body: &'a [u8],
     #[serde(borrow)]
-    signature: &'a [u8],
+    pub(crate) signature: &'a [u8],
 }
 
 /// Encodes `msg` in a v1 frame, signed with `key` when one is given.
