@@ -248,38 +248,17 @@ fn main() -> Result<()> {
             out,
         } => {
             use rand::SeedableRng;
-            if prefix.is_empty() {
-                bail!("--prefix must not be empty");
-            }
-            guard_signals(&prefix)?;
             let workload_bin = match workload_bin {
                 Some(p) => p,
                 None => std::env::current_exe()?.with_file_name("acoa-workload"),
             };
-            let cl =
-                acoa_shared::model::load_cluster(&cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let apps: Vec<_> = apps
-                .iter()
-                .map(|p| {
-                    acoa_shared::model::load_application(p).map_err(|e| anyhow::anyhow!("{e}"))
-                })
-                .collect::<Result<_>>()?;
+            let cl = load_cluster(&cluster)?;
+            let apps = load_apps(&apps)?;
             let names: Vec<String> = cl.nodes.iter().map(|n| n.name.clone()).collect();
-            let numbered: Vec<(String, u32)> = names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.clone(), i as u32 + 1))
-                .collect();
-            down(&prefix)?;
             let dir = out.unwrap_or_else(|| {
                 PathBuf::from(format!("hil-tests/results/placement-{}", utc_stamp()))
             });
-            let tb = Testbed::builder()
-                .prefix(&prefix)
-                .host(true)
-                .up_numbered(&numbered, &cl.links)?;
-            let comp = tb.calibrate(&names[0], &names[1])?;
-            tb.set_compensation(comp);
+            let (tb, comp) = cluster_testbed(&cl, &prefix)?;
             println!(
                 "hil: testbed up, compensation {:.0} µs; measuring every pair",
                 comp.as_secs_f64() * 1e6
@@ -350,30 +329,13 @@ fn main() -> Result<()> {
             prefix,
             out,
         } => {
-            if prefix.is_empty() {
-                bail!("--prefix must not be empty");
-            }
-            guard_signals(&prefix)?;
-            let cl =
-                acoa_shared::model::load_cluster(&cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let cl = load_cluster(&cluster)?;
             let application =
                 acoa_shared::model::load_application(&app).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let numbered: Vec<(String, u32)> = cl
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.name.clone(), i as u32 + 1))
-                .collect();
-            down(&prefix)?;
             let dir = out.unwrap_or_else(|| {
                 PathBuf::from(format!("hil-tests/results/dynamic-{}", utc_stamp()))
             });
-            let tb = Testbed::builder()
-                .prefix(&prefix)
-                .host(true)
-                .up_numbered(&numbered, &cl.links)?;
-            let comp = tb.calibrate(&numbered[0].0, &numbered[1].0)?;
-            tb.set_compensation(comp);
+            let (tb, _) = cluster_testbed(&cl, &prefix)?;
             let mut ao = hil_tests::agents::AgentOptions::new(&agent_bin);
             ao.aarch64_bin = agent_bin_aarch64;
             ao.realtime = agent_rt;
@@ -420,34 +382,12 @@ fn main() -> Result<()> {
             prefix,
             out,
         } => {
-            if prefix.is_empty() {
-                bail!("--prefix must not be empty");
-            }
-            guard_signals(&prefix)?;
-            let cl =
-                acoa_shared::model::load_cluster(&cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let apps: Vec<_> = apps
-                .iter()
-                .map(|p| {
-                    acoa_shared::model::load_application(p).map_err(|e| anyhow::anyhow!("{e}"))
-                })
-                .collect::<Result<_>>()?;
-            let numbered: Vec<(String, u32)> = cl
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.name.clone(), i as u32 + 1))
-                .collect();
-            down(&prefix)?;
+            let cl = load_cluster(&cluster)?;
+            let apps = load_apps(&apps)?;
             let dir = out.unwrap_or_else(|| {
                 PathBuf::from(format!("hil-tests/results/live-{}", utc_stamp()))
             });
-            let tb = Testbed::builder()
-                .prefix(&prefix)
-                .host(true)
-                .up_numbered(&numbered, &cl.links)?;
-            let comp = tb.calibrate(&numbered[0].0, &numbered[1].0)?;
-            tb.set_compensation(comp);
+            let (tb, comp) = cluster_testbed(&cl, &prefix)?;
             let mut ao = hil_tests::agents::AgentOptions::new(&agent_bin);
             ao.aarch64_bin = agent_bin_aarch64;
             ao.realtime = agent_rt;
@@ -651,6 +591,36 @@ fn main() -> Result<()> {
 }
 
 /// Deletes every namespace whose name starts with `prefix`.
+fn load_cluster(path: &std::path::Path) -> Result<acoa_shared::model::Cluster> {
+    acoa_shared::model::load_cluster(path).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn load_apps(paths: &[PathBuf]) -> Result<Vec<acoa_shared::model::Application>> {
+    paths
+        .iter()
+        .map(|p| acoa_shared::model::load_application(p).map_err(|e| anyhow::anyhow!("{e}")))
+        .collect()
+}
+
+/// The whole cluster as a testbed under `prefix` (node i of the file at address number i + 1,
+/// with the host endpoint), after removing what a killed run left there, with Ctrl-C tearing
+/// it down, and calibrated (the emulator's own overhead compensated); returns the compensation.
+fn cluster_testbed(cl: &acoa_shared::model::Cluster, prefix: &str) -> Result<(Testbed, Duration)> {
+    if prefix.is_empty() {
+        bail!("--prefix must not be empty");
+    }
+    guard_signals(prefix)?;
+    down(prefix)?;
+    let names: Vec<&str> = cl.nodes.iter().map(|n| n.name.as_str()).collect();
+    let tb = Testbed::builder()
+        .prefix(prefix)
+        .host(true)
+        .up(&names, &cl.links)?;
+    let comp = tb.calibrate(names[0], names[1])?;
+    tb.set_compensation(comp);
+    Ok((tb, comp))
+}
+
 fn down(prefix: &str) -> Result<usize> {
     let mut n = 0;
     for ns in netns::list_netns() {
