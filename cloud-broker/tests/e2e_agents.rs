@@ -12,13 +12,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use acoa_test_support::{busybox_images, sh};
+use acoa_test_support::{busybox_images, sh, PODMAN_SOCKET};
 use cloud_broker::status::AppStatus;
 use common::*;
 
-const PODMAN_SOCKET: &str = "/run/podman/podman.sock";
 const IMAGES: [&str; 5] = [
     "localhost/acoa/smoke-measurement:1",
     "localhost/acoa/smoke-batching:1",
@@ -32,32 +31,6 @@ const IMAGES: [&str; 5] = [
 /// over 20 probes move in 5 % steps; the re-placement decision allows for that uncertainty
 /// (engine.rs, `favour_current`), so no hysteresis above the noise is needed.
 const ENGINE_ARGS: [&str; 0] = [];
-fn agent_bin() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("ACOA_EDGE_AGENT_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    // target/debug/deps/e2e_agents-… → target/debug/edge-agent
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("edge-agent");
-    p.exists().then_some(p)
-}
-
-fn podman_ok() -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::os::unix::net::UnixStream::connect(PODMAN_SOCKET) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    if s.write_all(b"GET /v4.0.0/libpod/_ping HTTP/1.0\r\nHost: d\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.contains("OK")
-}
-
 /// The railway images, made from busybox-static when they are missing (no registry here).
 fn ensure_images() {
     busybox_images(&IMAGES);
@@ -215,36 +188,11 @@ fn status(data: &Path) -> Option<AppStatus> {
         .flatten()
 }
 
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let t = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            t.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
 #[test]
 fn railway_app_runs_on_real_agents_moves_when_one_dies_and_survives_a_control_plane_restart() {
-    if std::env::var("ACOA_SKIP_PODMAN").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: ACOA_SKIP_PODMAN=1");
-        return;
-    }
-    let Some(bin) = agent_bin() else {
-        eprintln!(
-            "SKIPPED: no edge-agent binary (cargo build -p edge-agent, or set ACOA_EDGE_AGENT_BIN)"
-        );
+    let Some(bin) = agent_bin_with_podman() else {
         return;
     };
-    assert!(
-        podman_ok(),
-        "needs the Podman REST socket at {PODMAN_SOCKET} (or ACOA_SKIP_PODMAN=1)"
-    );
     ensure_images();
     let prefix = format!("cb{}-", std::process::id() % 100_000);
     cleanup(&prefix);

@@ -14,24 +14,14 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use acoa_test_support::{podman_ok, remove_containers_labelled, sh, workload_image, PODMAN_SOCKET};
+use acoa_test_support::{remove_containers_labelled, sh, workload_image, PODMAN_SOCKET};
 use cloud_broker::status::AppStatus;
 use common::*;
 
 const SRC_IMAGE: &str = "localhost/acoa/measure-e2e-src:1";
 const SINK_IMAGE: &str = "localhost/acoa/measure-e2e-sink:1";
-
-fn agent_bin() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("ACOA_EDGE_AGENT_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    // target/debug/deps/e2e_usage-… → target/debug/edge-agent
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("edge-agent");
-    p.exists().then_some(p)
-}
 
 /// The workload images, from the current source: the source emits 20 messages/s on channel
 /// `to-sink` (where they go does not matter: they are counted when sent), the sink only listens.
@@ -65,36 +55,11 @@ impl Drop for Agent {
     }
 }
 
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let t = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            t.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
 #[test]
 fn workload_traffic_reaches_the_control_planes_observed_model() {
-    if std::env::var("ACOA_SKIP_PODMAN").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: ACOA_SKIP_PODMAN=1");
-        return;
-    }
-    let Some(bin) = agent_bin() else {
-        eprintln!(
-            "SKIPPED: no edge-agent binary (cargo build -p edge-agent, or set ACOA_EDGE_AGENT_BIN)"
-        );
+    let Some(bin) = agent_bin_with_podman() else {
         return;
     };
-    assert!(
-        podman_ok(),
-        "needs the Podman REST socket at {PODMAN_SOCKET} (or ACOA_SKIP_PODMAN=1)"
-    );
     let dir = tempfile::tempdir().unwrap();
     workload_images();
     let node = format!("mu{}-n1", std::process::id() % 100_000);

@@ -14,16 +14,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn agent_bin() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("ACOA_EDGE_AGENT_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    // target/debug/deps/tls-… → target/debug/edge-agent
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("edge-agent");
-    p.exists().then_some(p)
-}
-
 fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
         .current_dir(dir)

@@ -182,3 +182,51 @@ pub fn scenario(name: &str) -> PathBuf {
         .join("../scenarios/railway")
         .join(name)
 }
+
+/// The edge-agent binary the workspace build made beside the tests
+/// (target/debug/deps/<test>-… → target/debug/edge-agent), or `ACOA_EDGE_AGENT_BIN`.
+pub fn agent_bin() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("ACOA_EDGE_AGENT_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("edge-agent");
+    p.exists().then_some(p)
+}
+
+/// For the tests that run real agents with Podman: the agent binary, or `None` after saying
+/// why the test is skipped (`ACOA_SKIP_PODMAN=1`, no agent binary); Podman's REST service must
+/// answer otherwise.
+pub fn agent_bin_with_podman() -> Option<PathBuf> {
+    if std::env::var("ACOA_SKIP_PODMAN").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: ACOA_SKIP_PODMAN=1");
+        return None;
+    }
+    let Some(bin) = agent_bin() else {
+        eprintln!(
+            "SKIPPED: no edge-agent binary (cargo build -p edge-agent, or set ACOA_EDGE_AGENT_BIN)"
+        );
+        return None;
+    };
+    assert!(
+        acoa_test_support::podman_ok(),
+        "needs the Podman REST socket at {} (or ACOA_SKIP_PODMAN=1)",
+        acoa_test_support::PODMAN_SOCKET
+    );
+    Some(bin)
+}
+
+/// Polls `f` every 300 ms until it gives a value; fails naming `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let t = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            t.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
