@@ -9,7 +9,6 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use acoa_shared::topics;
-use anyhow::Context;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
@@ -40,26 +39,13 @@ pub struct ServeOptions {
 
 /// `mqtt://host:port` (or `tcp://`, or plain `host:port`) → host, port.
 pub fn parse_url(url: &str) -> anyhow::Result<(String, u16)> {
-    let rest = url
-        .strip_prefix("mqtt://")
-        .or_else(|| url.strip_prefix("tcp://"))
-        .unwrap_or(url);
-    if url.starts_with("mqtts://") || url.starts_with("ssl://") {
-        anyhow::bail!("{url}: TLS brokers are not supported by this build of the control plane");
-    }
-    let rest = rest.trim_end_matches('/');
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((h, p)) => (
-            h.trim_matches(|c| c == '[' || c == ']').to_string(),
-            p.parse::<u16>()
-                .with_context(|| format!("{url}: the port is not a number"))?,
+    use acoa_shared::topics::{broker_address, BrokerUrlError};
+    broker_address(url).map_err(|e| match e {
+        BrokerUrlError::Tls(_) => anyhow::anyhow!(
+            "{url}: TLS brokers are not supported by this build of the control plane"
         ),
-        None => (rest.to_string(), 1883),
-    };
-    if host.is_empty() {
-        anyhow::bail!("{url}: no host");
-    }
-    Ok((host, port))
+        e => anyhow::anyhow!("{e}"),
+    })
 }
 
 /// Client options for `url` with `login`.

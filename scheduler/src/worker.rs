@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use acoa_scheduler::{place_on, Infra, Ledger, Options, Outcome};
 use acoa_shared::jobs::{self, Job, JobError, JobResult, ResultOutcome};
 use acoa_shared::wire::keys;
-use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use tokio::sync::{mpsc, Semaphore};
@@ -34,26 +33,13 @@ pub struct WorkerArgs {
 
 /// `mqtt://host:port` (or `tcp://`, or plain `host:port`) → host, port.
 pub fn parse_url(url: &str) -> anyhow::Result<(String, u16)> {
-    if url.starts_with("mqtts://") || url.starts_with("ssl://") {
-        anyhow::bail!("{url}: TLS brokers are not supported by this build of the worker");
-    }
-    let rest = url
-        .strip_prefix("mqtt://")
-        .or_else(|| url.strip_prefix("tcp://"))
-        .unwrap_or(url)
-        .trim_end_matches('/');
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((h, p)) => (
-            h.trim_matches(|c| c == '[' || c == ']').to_string(),
-            p.parse::<u16>()
-                .with_context(|| format!("{url}: the port is not a number"))?,
-        ),
-        None => (rest.to_string(), 1883),
-    };
-    if host.is_empty() {
-        anyhow::bail!("{url}: no host");
-    }
-    Ok((host, port))
+    use acoa_shared::topics::{broker_address, BrokerUrlError};
+    broker_address(url).map_err(|e| match e {
+        BrokerUrlError::Tls(_) => {
+            anyhow::anyhow!("{url}: TLS brokers are not supported by this build of the worker")
+        }
+        e => anyhow::anyhow!("{e}"),
+    })
 }
 
 /// The last snapshot unpacked, as its packed bytes, and its [`Infra`]: consecutive jobs on the

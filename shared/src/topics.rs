@@ -105,3 +105,66 @@ mod tests {
         assert_eq!(parse("acoa/v1/nodes//report"), None);
     }
 }
+
+/// Why a broker address is refused by [`broker_address`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BrokerUrlError {
+    #[error("{0}: TLS brokers (mqtts://, ssl://) are not plain addresses")]
+    Tls(String),
+    #[error("{0}: the port is not a number")]
+    Port(String),
+    #[error("{0}: no host")]
+    NoHost(String),
+}
+
+/// `mqtt://host:port` (or `tcp://`, or plain `host[:port]`; port 1883 by default, `[v6]` hosts
+/// unbracketed) → host, port. TLS schemes are refused: the caller says whether it has TLS.
+pub fn broker_address(url: &str) -> Result<(String, u16), BrokerUrlError> {
+    if url.starts_with("mqtts://") || url.starts_with("ssl://") {
+        return Err(BrokerUrlError::Tls(url.to_string()));
+    }
+    let rest = url
+        .strip_prefix("mqtt://")
+        .or_else(|| url.strip_prefix("tcp://"))
+        .unwrap_or(url)
+        .trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) => (
+            h.trim_matches(|c| c == '[' || c == ']').to_string(),
+            p.parse::<u16>()
+                .map_err(|_| BrokerUrlError::Port(url.to_string()))?,
+        ),
+        None => (rest.to_string(), 1883),
+    };
+    if host.is_empty() {
+        return Err(BrokerUrlError::NoHost(url.to_string()));
+    }
+    Ok((host, port))
+}
+
+#[cfg(test)]
+mod broker_address_tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_and_bad_ones_are_named() {
+        assert_eq!(
+            broker_address("mqtt://127.0.0.1:1884/"),
+            Ok(("127.0.0.1".into(), 1884))
+        );
+        assert_eq!(broker_address("tcp://h"), Ok(("h".into(), 1883)));
+        assert_eq!(broker_address("[::1]:1"), Ok(("::1".into(), 1)));
+        assert_eq!(
+            broker_address("mqtts://h:8883"),
+            Err(BrokerUrlError::Tls("mqtts://h:8883".into()))
+        );
+        assert_eq!(
+            broker_address("mqtt://h:x").unwrap_err().to_string(),
+            "mqtt://h:x: the port is not a number"
+        );
+        assert_eq!(
+            broker_address("mqtt://:1"),
+            Err(BrokerUrlError::NoHost("mqtt://:1".into()))
+        );
+    }
+}
