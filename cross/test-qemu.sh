@@ -153,6 +153,14 @@ else
     echo "  skip  Podman API check (no /run/podman/podman.sock here; the agent ran without it)"
 fi
 
+# qemu's user-mode emulation refuses SO_TIMESTAMPNS and SO_TIMESTAMPING: the prober must fall
+# back to SO_TIMESTAMP (microseconds), not to the thread's wake-up times (issue 6's fidelity)
+if grep -q 'no kernel receive timestamps' "$work/agent.log"; then
+    fail "probe socket has kernel receive timestamps under qemu" "$(grep 'kernel receive' "$work/agent.log" | tail -1)"
+else
+    pass "probe socket has kernel receive timestamps under qemu ($(grep -o 'SO_TIMESTAMP[A-Z]*; SO_TIMESTAMPNS refused' "$work/agent.log" | head -1 || true))"
+fi
+
 online="$(sub -t acoa/v1/nodes/n13/online -C 1 -W 10 2>&1)"
 [ "$online" = online ] && pass "online marker is retained as 'online'" || fail "online marker is retained as 'online'" "$online"
 

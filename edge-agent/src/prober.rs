@@ -23,10 +23,13 @@
 //! it reports is that of the forward direction, `round-trip success / reverse success`.
 //! This needs no clocks, so it applies in both modes whenever the peer's responder counts.
 //!
-//! Timestamps: the socket has `SO_TIMESTAMPNS` on, so a datagram's arrival (a pong at the
+//! Timestamps: the socket has `SO_TIMESTAMPNS` on (or `SO_TIMESTAMP`, in microseconds, where
+//! only that one is known: qemu's user-mode emulation), so a datagram's arrival (a pong at the
 //! prober, a ping at the responder) is the kernel's receive time, not the moment this thread
 //! woke up to read it; on a busy node that wake-up is most of the error otherwise. Pings are
-//! stamped right before their own send.
+//! stamped right before their own send, and where the kernel gives send timestamps
+//! (`SO_TIMESTAMPING`, read back from the socket's error queue) the delays count from the
+//! moment the ping left instead ([`Prober::on_sent`]).
 //!
 //! The packet is versioned: a ping is the original 32-byte format; a pong sets extension
 //! flags in byte 5 ([`EXT_RECV_TIME`], [`EXT_COUNT`]) for the fields it carries. An old
@@ -170,14 +173,95 @@ pub fn wall_ns() -> u64 {
 /// numbering has restarted.
 const REORDER_LIMIT: u32 = 256;
 
-/// Turns on the kernel's receive timestamps (`SO_TIMESTAMPNS`) on the probe socket; false
-/// where the system refuses.
-pub fn enable_kernel_stamps(sock: &UdpSocket) -> bool {
-    nix::sys::socket::setsockopt(sock, nix::sys::socket::sockopt::ReceiveTimestampns, &true).is_ok()
+/// The kernel receive timestamps a probe socket delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelStamps {
+    /// `SO_TIMESTAMPNS`: nanoseconds.
+    Nanoseconds,
+    /// `SO_TIMESTAMP`: microseconds (qemu's user-mode emulation knows only this one).
+    Microseconds,
+    /// None: a datagram's arrival is when the thread reads it.
+    Off,
+}
+
+/// Turns on the kernel's receive timestamps on the probe socket: `SO_TIMESTAMPNS`, else
+/// `SO_TIMESTAMP`; [`KernelStamps::Off`] where the system refuses both.
+pub fn enable_kernel_stamps(sock: &UdpSocket) -> KernelStamps {
+    use nix::sys::socket::{setsockopt, sockopt};
+    if setsockopt(sock, sockopt::ReceiveTimestampns, &true).is_ok() {
+        KernelStamps::Nanoseconds
+    } else if setsockopt(sock, sockopt::ReceiveTimestamp, &true).is_ok() {
+        KernelStamps::Microseconds
+    } else {
+        KernelStamps::Off
+    }
+}
+
+/// Turns on the kernel's software send timestamps (`SO_TIMESTAMPING`, returned with the sent
+/// packet on the socket's error queue, read by [`recv_send_stamp`]); false where the system
+/// refuses (qemu's user-mode emulation does).
+pub fn enable_send_stamps(sock: &UdpSocket) -> bool {
+    use nix::sys::socket::{setsockopt, sockopt, TimestampingFlag};
+    let flags = TimestampingFlag::SOF_TIMESTAMPING_TX_SOFTWARE
+        | TimestampingFlag::SOF_TIMESTAMPING_SOFTWARE
+        | TimestampingFlag::from_bits_retain(nix::libc::SOF_TIMESTAMPING_TX_SCHED);
+    setsockopt(sock, sockopt::Timestamping, &flags).is_ok()
+}
+
+/// One send timestamp from the socket's error queue: the sequence number of the ping it
+/// belongs to (`None` for anything else we sent: pongs) and the kernel's send time (wall
+/// clock ns). `Ok(None)` when the queue is empty.
+pub fn recv_send_stamp(sock: &UdpSocket) -> std::io::Result<Option<(Option<u64>, u64)>> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, SockaddrStorage};
+    use std::os::fd::AsRawFd;
+    // The packet comes back whole (IP and UDP headers, on some devices a link header):
+    // the probe is its last PROBE_LEN bytes.
+    let mut buf = [0u8; 128];
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let mut space = nix::cmsg_space!(
+        nix::sys::socket::Timestamps,
+        nix::libc::sock_extended_err,
+        nix::libc::sockaddr_in6
+    );
+    let msg = match recvmsg::<SockaddrStorage>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
+    ) {
+        Ok(m) => m,
+        Err(nix::errno::Errno::EAGAIN) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut stamp = None;
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmTimestampsns(ts) = c {
+                stamp = timespec_ns(&ts.system);
+            }
+        }
+    }
+    let n = msg.bytes;
+    let truncated = msg.flags.contains(MsgFlags::MSG_TRUNC);
+    let Some(stamp) = stamp else {
+        return Ok(Some((None, 0)));
+    };
+    let seq = (!truncated && n >= PROBE_LEN)
+        .then(|| parse_probe(&buf[n - PROBE_LEN..n]))
+        .flatten()
+        .filter(|p| p.kind == PING)
+        .map(|p| p.seq);
+    Ok(Some((seq, stamp)))
+}
+
+fn timespec_ns(ts: &nix::sys::time::TimeSpec) -> Option<u64> {
+    let ns = i128::from(ts.tv_sec()) * 1_000_000_000 + i128::from(ts.tv_nsec());
+    u64::try_from(ns).ok().filter(|n| *n != 0)
 }
 
 /// Receives a datagram with the kernel's receive time (wall clock ns) when the socket has
-/// `SO_TIMESTAMPNS` on: the time the datagram arrived, not when this thread woke up.
+/// receive timestamps on ([`enable_kernel_stamps`]): the time the datagram arrived, not when
+/// this thread woke up.
 pub fn recv_stamped(
     sock: &UdpSocket,
     buf: &mut [u8],
@@ -196,9 +280,14 @@ pub fn recv_stamped(
     let mut stamp = None;
     if let Ok(cmsgs) = msg.cmsgs() {
         for c in cmsgs {
-            if let ControlMessageOwned::ScmTimestampns(ts) = c {
-                let ns = i128::from(ts.tv_sec()) * 1_000_000_000 + i128::from(ts.tv_nsec());
-                stamp = u64::try_from(ns).ok().filter(|n| *n != 0);
+            match c {
+                ControlMessageOwned::ScmTimestampns(ts) => stamp = timespec_ns(&ts),
+                ControlMessageOwned::ScmTimestamp(tv) => {
+                    let ns =
+                        i128::from(tv.tv_sec()) * 1_000_000_000 + i128::from(tv.tv_usec()) * 1_000;
+                    stamp = u64::try_from(ns).ok().filter(|n| *n != 0);
+                }
+                _ => {}
             }
         }
     }
@@ -405,6 +494,8 @@ struct InFlight {
     sent_ns: u64,
     /// Wall clock at sending (0 when unknown).
     sent_wall_ns: u64,
+    /// How long after `sent_wall_ns` the kernel sent it ([`Prober::on_sent`]; 0 = unknown).
+    tx_delay_ns: u64,
     /// The ping's index among those sent to `peer`.
     idx: u32,
 }
@@ -663,9 +754,26 @@ impl Prober {
             peer: peer.name.clone(),
             sent_ns: now_ns,
             sent_wall_ns: wall_ns,
+            tx_delay_ns: 0,
             idx: n,
         });
         Some((peer.addr, encode_probe(PING, seq, now_ns)))
+    }
+
+    /// The kernel sent our ping `seq` at `kernel_wall_ns` (wall clock ns, from the socket's
+    /// send timestamps): its delays count from then, not from the stamp taken before the send
+    /// call (on a busy or emulated node the two differ by tenths of a millisecond). A time
+    /// before the stamp or over a second after it (a clock step) is ignored.
+    pub fn on_sent(&mut self, seq: u64, kernel_wall_ns: u64) {
+        if let Some(f) = self.inflight.iter_mut().find(|f| f.seq == seq) {
+            if f.sent_wall_ns != 0 {
+                let d = kernel_wall_ns.wrapping_sub(f.sent_wall_ns);
+                if kernel_wall_ns >= f.sent_wall_ns && d < 1_000_000_000 {
+                    // The latest of the stamps (entering the queue, leaving the device).
+                    f.tx_delay_ns = f.tx_delay_ns.max(d);
+                }
+            }
+        }
     }
 
     /// A datagram arrived at `now_ns` (the responder answers in the original format).
@@ -709,7 +817,7 @@ impl Prober {
         if f.sent_ns != t_ns {
             return Received::Dropped;
         }
-        let rtt_ms = now_ns.saturating_sub(t_ns) as f64 / 1e6;
+        let rtt_ms = now_ns.saturating_sub(t_ns.saturating_add(f.tx_delay_ns)) as f64 / 1e6;
         let window = self.window;
         let clock = self.clock;
         let Some(p) = self.peers.iter_mut().find(|p| p.name == f.peer) else {
@@ -724,7 +832,7 @@ impl Prober {
         let mut warning = None;
         let sample = match (clock, stamp) {
             (ClockMode::Synchronized, Some(recv)) => {
-                match one_way_ms(f.sent_wall_ns, recv, rtt_ms) {
+                match one_way_ms(f.sent_wall_ns + f.tx_delay_ns, recv, rtt_ms) {
                     Ok(owd) => owd,
                     Err(owd) => {
                         st.clock_fallbacks += 1;
@@ -855,9 +963,19 @@ pub fn run(sock: UdpSocket, mut prober: Prober, cfg: RunConfig, mut io: impl Pro
     let mut seq = 0u64;
     let mut buf = [0u8; 64];
     let mut send_errors = 0u32;
-    if !enable_kernel_stamps(&sock) {
-        tracing::warn!(
+    match enable_kernel_stamps(&sock) {
+        KernelStamps::Nanoseconds => {}
+        KernelStamps::Microseconds => tracing::info!(
+            "probe socket: kernel receive timestamps in microseconds (SO_TIMESTAMP; SO_TIMESTAMPNS refused)"
+        ),
+        KernelStamps::Off => tracing::warn!(
             "no kernel receive timestamps on the probe socket: delays include this thread's wake-ups"
+        ),
+    }
+    let send_stamps = enable_send_stamps(&sock);
+    if !send_stamps {
+        tracing::info!(
+            "probe socket: no kernel send timestamps (SO_TIMESTAMPING refused): pings count from just before the send call"
         );
     }
     loop {
@@ -888,6 +1006,17 @@ pub fn run(sock: UdpSocket, mut prober: Prober, cfg: RunConfig, mut io: impl Pro
             next_probe += cfg.period;
             if next_probe < now {
                 next_probe = now + cfg.period;
+            }
+        }
+        // Send times as the kernel saw them (queued right after each send; also pongs',
+        // which are dropped here). Bounded: the queue holds what the socket's buffer allows.
+        if send_stamps {
+            loop {
+                match recv_send_stamp(&sock) {
+                    Ok(Some((Some(seq), ns))) => prober.on_sent(seq, ns),
+                    Ok(Some((None, _))) => {}
+                    Ok(None) | Err(_) => break,
+                }
             }
         }
         if now >= next_publish {
@@ -1313,7 +1442,7 @@ mod tests {
     fn the_kernel_receive_time_is_when_the_datagram_arrived() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        assert!(enable_kernel_stamps(&rx));
+        assert_eq!(enable_kernel_stamps(&rx), KernelStamps::Nanoseconds);
         // The kernel turns its receive stamping on a moment later (deferred work): until
         // then the stamp is the time of the recvmsg call. Retry for up to 5 s.
         let mut buf = [0u8; 16];
@@ -1345,6 +1474,94 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_kernel_send_time_moves_both_delays_to_when_the_ping_left() {
+        let key = cp().verifying_key();
+        let w0 = 1_700_000_000_000_000_000u64;
+        let from: SocketAddr = "10.0.0.1:7878".parse().unwrap();
+        for (clock, expected) in [(ClockMode::Synchronized, 1.0), (ClockMode::Free, 1.0)] {
+            let mut a = Prober::new("me", key, 10, 1, 500).with_clock(clock);
+            a.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+            let mut b = Prober::new("p0", key, 10, 1, 500);
+            // Stamped at t0, left 0.3 ms later (a slow send path), 1 ms each way.
+            let (t0, lag) = (5_000_000_000u64, 300_000u64);
+            let (_, ping) = a.due_at(t0, w0)[0];
+            let seq = parse_probe(&ping).unwrap().seq;
+            a.on_sent(seq, w0 - 5); // before the stamp: ignored
+            a.on_sent(seq, w0 + 2_000_000_000); // a clock step: ignored
+            a.on_sent(seq + 1, w0 + lag); // another ping: ignored
+            a.on_sent(seq, w0 + lag / 2); // entering the queue
+            a.on_sent(seq, w0 + lag); // leaving the device: the latest counts
+            a.on_sent(seq, w0 + lag / 3);
+            let recv = w0 + lag + 1_000_000;
+            let Received::Reply(pong) = b.on_datagram(&ping, Some(from), t0, recv) else {
+                panic!("no reply")
+            };
+            let r = a.on_datagram(&pong, None, t0 + lag + 2_000_000, 0);
+            assert_eq!(r, Received::Recorded);
+            let got = a.stats("p0").unwrap().latency_ms().unwrap();
+            assert!((got - expected).abs() < 1e-9, "{clock}: {got}");
+        }
+    }
+
+    #[test]
+    fn the_kernel_send_time_of_each_ping_comes_back_from_the_error_queue() {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(enable_send_stamps(&tx));
+        assert_eq!(recv_send_stamp(&tx).unwrap(), None);
+        let mut seqs = Vec::new();
+        for seq in 40..43u64 {
+            let before = wall_ns();
+            tx.send_to(&encode_probe(PING, seq, 7), rx.local_addr().unwrap())
+                .unwrap();
+            seqs.push((seq, before, wall_ns()));
+        }
+        // Anything else we send (a pong, junk) is stamped too, and named as not a ping.
+        tx.send_to(&encode_pong(9, 7, None, None), rx.local_addr().unwrap())
+            .unwrap();
+        tx.send_to(b"junk", rx.local_addr().unwrap()).unwrap();
+        let mut got = Vec::new();
+        while let Some(s) = recv_send_stamp(&tx).unwrap() {
+            got.push(s);
+        }
+        for (seq, before, after) in seqs {
+            let stamps: Vec<u64> = got
+                .iter()
+                .filter(|(s, _)| *s == Some(seq))
+                .map(|(_, ns)| *ns)
+                .collect();
+            assert!(!stamps.is_empty(), "no stamp for ping {seq}: {got:?}");
+            for ns in stamps {
+                assert!(
+                    (before..=after).contains(&ns),
+                    "{before} <= {ns} <= {after}"
+                );
+            }
+        }
+        assert!(
+            got.iter().filter(|(s, _)| s.is_none()).count() >= 2,
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn microsecond_receive_stamps_are_read_where_nanoseconds_are_refused() {
+        // qemu's user-mode emulation refuses SO_TIMESTAMPNS but translates SO_TIMESTAMP.
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        nix::sys::socket::setsockopt(&rx, nix::sys::socket::sockopt::ReceiveTimestamp, &true)
+            .unwrap();
+        let mut buf = [0u8; 16];
+        let before = wall_ns() / 1000 * 1000;
+        tx.send_to(b"ping", rx.local_addr().unwrap()).unwrap();
+        let (n, _, stamp) = recv_stamped(&rx, &mut buf).unwrap();
+        let stamp = stamp.expect("a microsecond stamp");
+        assert_eq!(n, 4);
+        assert_eq!(stamp % 1000, 0);
+        assert!((before..=wall_ns()).contains(&stamp), "{before} <= {stamp}");
     }
 
     #[test]
