@@ -438,37 +438,32 @@ impl Testbed {
         Ok(n)
     }
 
-    /// Measures the emulator's own one-way overhead on a delayed link: with `a <-> b` set to
-    /// exactly 1 ms each way (no jitter, no loss, no compensation), half the median round trip
-    /// of 300 UDP echoes minus 1 ms. Their links are restored afterwards. Use it with
-    /// [`Shared::set_compensation`] (see there).
+    /// Measures the emulator's own one-way overhead on a delayed link: with `a -> b` set to
+    /// exactly 1 ms (no jitter, no loss, no compensation), the median of 300 datagrams' one-way
+    /// delays from the kernel's send time in `a` to the kernel's receive time in `b` (the
+    /// namespaces share one clock), minus 1 ms: the emulator's reader wake-up, hand-over and
+    /// write, not the measuring program's (a program's own wake-ups are its own, as on a real
+    /// network). The link is restored afterwards. Use it with [`Shared::set_compensation`].
     pub fn calibrate(&self, a: &str, b: &str) -> Result<Duration, EmuError> {
         const PROBE_DELAY_MS: f64 = 1.0;
-        let (ab, ba) = (self.link(a, b)?, self.link(b, a)?);
+        let ab = self.link(a, b)?;
         let comp = self.shared().compensation();
         self.shared().set_compensation(Duration::ZERO);
-        let fixed = LinkSpec::new(PROBE_DELAY_MS, 0.0, 0.0);
-        self.set_link(a, b, fixed)?;
-        self.set_link(b, a, fixed)?;
+        self.set_link(a, b, LinkSpec::new(PROBE_DELAY_MS, 0.0, 0.0))?;
         let run = || -> Result<f64, EmuError> {
-            let echo = crate::probe::EchoServer::start(self.udp_socket(b, 0)?)?;
-            let port = echo.local.port();
-            let sock = self.udp_socket(a, 0)?;
-            let dst = std::net::SocketAddr::new(self.addr(b)?.into(), port);
-            let r = crate::probe::measure(
-                &sock,
-                dst,
-                300,
-                Duration::from_millis(5),
-                Duration::from_millis(200),
-            )?;
-            Ok(r.median())
+            let rx = self.udp_socket(b, 0)?;
+            let to = std::net::SocketAddr::new(self.addr(b)?.into(), rx.local_addr()?.port());
+            let tx = self.udp_socket(a, 0)?;
+            let d = crate::probe::one_way_kernel(&tx, &rx, to, 300, Duration::from_millis(5))?;
+            if d.is_empty() {
+                return Err(std::io::Error::other("no calibration datagram arrived").into());
+            }
+            Ok(crate::probe::quantile(&d, 0.5))
         };
         let res = run();
         self.set_link(a, b, ab)?;
-        self.set_link(b, a, ba)?;
         self.shared().set_compensation(comp);
-        let one_way_ms = (res? / 2.0 - PROBE_DELAY_MS).max(0.0);
+        let one_way_ms = (res? - PROBE_DELAY_MS).max(0.0);
         Ok(Duration::from_secs_f64(one_way_ms / 1000.0))
     }
 

@@ -2,6 +2,10 @@
 //!
 //! Probes carry a sequence number and the send time; an [`EchoServer`] sends every datagram
 //! back. [`measure`] sends `count` probes at a fixed interval and collects round-trip times.
+//! Times are the kernel's (send: `SO_TIMESTAMPING` from the error queue; receive:
+//! `SO_TIMESTAMPNS`), with the agent's own socket code, so the round trip counts from the
+//! probe leaving the device to its answer arriving, not the prober's wake-ups;
+//! [`one_way_kernel`] measures one direction the same way (the namespaces share one clock).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -139,9 +143,13 @@ pub fn measure_here(
     interval: Duration,
     grace: Duration,
 ) -> std::io::Result<Rtts> {
+    use edge_agent::prober::{self as ap, KernelStamps};
     let token: u32 = rand::random();
-    let mut sent_at: Vec<Option<Instant>> = vec![None; count];
+    // Wall clock ns: taken before the send call, moved to the kernel's send time when known.
+    let mut sent_at: Vec<Option<u64>> = vec![None; count];
     let mut rtt: Vec<Option<f64>> = vec![None; count];
+    let kernel_rx = ap::enable_kernel_stamps(sock) != KernelStamps::Off;
+    let kernel_tx = ap::enable_send_stamps(sock);
     let mut buf = [0u8; 2048];
     let start = Instant::now();
     let mut next = start;
@@ -150,11 +158,11 @@ pub fn measure_here(
     loop {
         let now = Instant::now();
         if i < count && now >= next {
-            let mut msg = [0u8; 64];
-            msg[..4].copy_from_slice(&token.to_be_bytes());
-            msg[4..12].copy_from_slice(&(i as u64).to_be_bytes());
-            sent_at[i] = Some(Instant::now());
-            sock.send_to(&msg, to)?;
+            sent_at[i] = Some(ap::wall_ns());
+            sock.send_to(&probe_bytes(token, i as u64), to)?;
+            if kernel_tx {
+                drain_send_stamps(sock, token, &mut sent_at);
+            }
             i += 1;
             next += interval;
             if i == count {
@@ -174,16 +182,12 @@ pub fn measure_here(
         }
         .max(Duration::from_micros(100));
         sock.set_read_timeout(Some(wait))?;
-        match sock.recv_from(&mut buf) {
-            Ok((n, _)) if n >= 12 => {
-                let t = Instant::now();
-                if buf[..4] != token.to_be_bytes() {
-                    continue;
-                }
-                let seq = u64::from_be_bytes(buf[4..12].try_into().expect("8 bytes")) as usize;
-                if seq < count && rtt[seq].is_none() {
-                    if let Some(s) = sent_at[seq] {
-                        rtt[seq] = Some((t - s).as_secs_f64() * 1000.0);
+        match ap::recv_stamped(sock, &mut buf) {
+            Ok((n, _, kernel)) if n >= 12 => {
+                let t = kernel.filter(|_| kernel_rx).unwrap_or_else(ap::wall_ns);
+                if let Some(seq) = probe_seq(&buf[..n], token).filter(|s| *s < count) {
+                    if let (None, Some(s)) = (rtt[seq], sent_at[seq]) {
+                        rtt[seq] = Some(t.saturating_sub(s) as f64 / 1e6);
                     }
                 }
             }
@@ -201,4 +205,84 @@ pub fn measure_here(
         rtts_ms: rtt.into_iter().flatten().collect(),
         sent: count,
     })
+}
+
+/// A probe: the run's token, then the sequence number.
+fn probe_bytes(token: u32, seq: u64) -> [u8; 64] {
+    let mut msg = [0u8; 64];
+    msg[..4].copy_from_slice(&token.to_be_bytes());
+    msg[4..12].copy_from_slice(&seq.to_be_bytes());
+    msg
+}
+
+/// The sequence number of a probe of this run (`payload` at least 12 bytes from its start).
+fn probe_seq(payload: &[u8], token: u32) -> Option<usize> {
+    if payload.len() < 12 || payload[..4] != token.to_be_bytes() {
+        return None;
+    }
+    Some(u64::from_be_bytes(payload[4..12].try_into().ok()?) as usize)
+}
+
+/// Moves each probe's send time in `sent_at` to the kernel's (the latest of its stamps, within
+/// a second of the stamp taken before the send call) from `sock`'s error queue.
+fn drain_send_stamps(sock: &UdpSocket, token: u32, sent_at: &mut [Option<u64>]) {
+    let mut buf = [0u8; 256];
+    while let Ok(Some((n, stamp))) = edge_agent::prober::recv_sent(sock, &mut buf) {
+        let (Some(k), true) = (stamp, n >= 64) else {
+            continue;
+        };
+        let Some(seq) = probe_seq(&buf[n - 64..n], token) else {
+            continue;
+        };
+        if let Some(Some(s)) = sent_at.get_mut(seq) {
+            if k >= *s && k - *s < 1_000_000_000 {
+                *s = k;
+            }
+        }
+    }
+}
+
+/// One-way delays (ms) from `tx` to `rx`, which is reached at `to` (both sockets on this host's
+/// clock, e.g. in two namespaces): `count` datagrams one every `interval`, each from the
+/// kernel's send time to the kernel's receive time; those that did not arrive within 200 ms of
+/// the last are left out. Errors if the kernel gives no send or receive timestamps.
+pub fn one_way_kernel(
+    tx: &UdpSocket,
+    rx: &UdpSocket,
+    to: SocketAddr,
+    count: usize,
+    interval: Duration,
+) -> std::io::Result<Vec<f64>> {
+    use edge_agent::prober::{self as ap, KernelStamps};
+    if ap::enable_kernel_stamps(rx) != KernelStamps::Nanoseconds || !ap::enable_send_stamps(tx) {
+        return Err(std::io::Error::other(
+            "no kernel send or receive timestamps (SO_TIMESTAMPING, SO_TIMESTAMPNS)",
+        ));
+    }
+    let token: u32 = rand::random();
+    let mut sent_at: Vec<Option<u64>> = vec![None; count];
+    let mut arrived: Vec<Option<u64>> = vec![None; count];
+    rx.set_read_timeout(Some(Duration::from_millis(1)))?;
+    let mut buf = [0u8; 256];
+    let mut poll_until = |until: Instant, sent_at: &mut [Option<u64>]| {
+        while Instant::now() < until {
+            drain_send_stamps(tx, token, sent_at);
+            if let Ok((n, _, Some(k))) = ap::recv_stamped(rx, &mut buf) {
+                if let Some(seq) = probe_seq(&buf[..n], token).filter(|s| *s < count) {
+                    arrived[seq].get_or_insert(k);
+                }
+            }
+        }
+    };
+    for i in 0..count {
+        sent_at[i] = Some(ap::wall_ns());
+        tx.send_to(&probe_bytes(token, i as u64), to)?;
+        poll_until(Instant::now() + interval, &mut sent_at);
+    }
+    poll_until(Instant::now() + Duration::from_millis(200), &mut sent_at);
+    Ok(sent_at
+        .iter()
+        .zip(&arrived)
+        .filter_map(|(s, a)| Some(a.as_ref()?.saturating_sub(*s.as_ref()?) as f64 / 1e6))
+        .collect())
 }
