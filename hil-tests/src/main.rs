@@ -572,7 +572,7 @@ fn main() -> Result<()> {
             drop(tb);
             let summary = fidelity::summarize(&rows);
             let how = format!(
-                "{how}\n\nEmulator overhead compensation: {:.0} µs subtracted from every non-zero one-way delay (calibrated: half the median round trip over a 1 ms + 1 ms link, minus 1 ms; `--no-compensate` to disable).\n\nEmulator during the run: {} packets delivered, {} dropped by emulated loss; delivery lateness p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs, max {:.0} µs.",
+                "{how}\n\nEmulator overhead compensation: {:.0} µs subtracted from every non-zero one-way delay (calibrated: the median one-way delay over a 1 ms link from the kernel send stamp to the kernel receive stamp, minus 1 ms; `--no-compensate` to disable).\n\nEmulator during the run: {} packets delivered, {} dropped by emulated loss; delivery lateness p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs, max {:.0} µs.",
                 comp.as_secs_f64() * 1e6,
                 emu.delivered, emu.dropped, emu.lateness_us.p50, emu.lateness_us.p99, emu.lateness_us.p999, emu.lateness_us.max
             );
