@@ -1,7 +1,8 @@
-//! How precisely the emulator holds its delays as the packet rate grows: one node sends
-//! timestamped UDP datagrams to another over a link of fixed delay (no jitter, no loss) at a
-//! given rate; the receiver computes each datagram's one-way latency (same clock) minus the
-//! configured delay. Reported beside the emulator's own delivery lateness.
+//! How precisely the emulator holds its delays as the packet rate grows: one node sends UDP
+//! datagrams to another over a link of fixed delay (no jitter, no loss) at a given rate; each
+//! datagram's one-way latency runs from the kernel's send stamp to the kernel's receive stamp
+//! (one clock: the emulator's delay, not the measuring threads' wake-ups), minus the configured
+//! delay. Reported beside the emulator's own delivery lateness.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,8 +35,8 @@ pub fn rate_sweep(
     rates: &[u64],
     secs: f64,
 ) -> Result<Vec<RateResult>, EmuError> {
+    use edge_agent::prober::{self as ap, KernelStamps};
     tb.set_link(a, b, LinkSpec::new(delay_ms, 0.0, 0.0))?;
-    let base = Instant::now();
     let mut out = Vec::new();
     for &rate in rates {
         tb.reset_stats();
@@ -43,18 +44,26 @@ pub fn rate_sweep(
         rx.set_read_timeout(Some(Duration::from_millis(100)))?;
         let dst = std::net::SocketAddr::new(tb.addr(b)?.into(), rx.local_addr()?.port());
         let tx = tb.udp_socket(a, 0)?;
+        if ap::enable_kernel_stamps(&rx) != KernelStamps::Nanoseconds
+            || !ap::enable_send_stamps(&tx)
+        {
+            return Err(std::io::Error::other("no kernel send or receive timestamps").into());
+        }
+        let token: u32 = rand::random();
+        let count = (rate as f64 * secs) as u64;
         let done = Arc::new(AtomicBool::new(false));
         let d2 = done.clone();
+        // (sequence number, kernel receive time) of every datagram that arrived
         let recv = std::thread::spawn(move || {
             crate::forwarder::tune_thread(true, "bench-rx");
-            let mut errs = Vec::new();
-            let mut buf = [0u8; 64];
+            let mut got = Vec::new();
+            let mut buf = [0u8; 128];
             loop {
-                match rx.recv(&mut buf) {
-                    Ok(n) if n >= 8 => {
-                        let now = base.elapsed().as_nanos() as u64;
-                        let sent = u64::from_be_bytes(buf[..8].try_into().expect("8 bytes"));
-                        errs.push((now.saturating_sub(sent)) as f64 / 1e6 - delay_ms);
+                match ap::recv_stamped(&rx, &mut buf) {
+                    Ok((n, _, Some(k))) => {
+                        if let Some(seq) = crate::probe::probe_seq(&buf[..n], token) {
+                            got.push((seq, k));
+                        }
                     }
                     _ => {
                         if d2.load(Ordering::Relaxed) {
@@ -63,14 +72,15 @@ pub fn rate_sweep(
                     }
                 }
             }
-            errs
+            got
         });
-        let count = (rate as f64 * secs) as u64;
-        let send = std::thread::spawn(move || -> std::io::Result<u64> {
+        // every datagram's send time: the kernel's where it gave one
+        let send = std::thread::spawn(move || -> std::io::Result<Vec<Option<u64>>> {
             crate::forwarder::tune_thread(true, "bench-tx");
             let interval = Duration::from_secs_f64(1.0 / rate as f64);
+            let mut sent_at = vec![None; count as usize];
             let start = Instant::now();
-            for i in 0..count {
+            for i in 0..count as usize {
                 let due = start + interval * i as u32;
                 while Instant::now() < due {
                     let left = due - Instant::now();
@@ -80,20 +90,30 @@ pub fn rate_sweep(
                         std::hint::spin_loop();
                     }
                 }
-                let mut msg = [0u8; 64];
-                msg[..8].copy_from_slice(&(base.elapsed().as_nanos() as u64).to_be_bytes());
-                tx.send_to(&msg, dst)?;
+                sent_at[i] = Some(ap::wall_ns());
+                tx.send_to(&crate::probe::probe_bytes(token, i as u64), dst)?;
+                crate::probe::drain_send_stamps(&tx, token, &mut sent_at);
             }
-            Ok(count)
+            std::thread::sleep(Duration::from_millis(5));
+            crate::probe::drain_send_stamps(&tx, token, &mut sent_at);
+            Ok(sent_at)
         });
-        let sent = send
+        let sent_at = send
             .join()
             .map_err(|_| std::io::Error::other("sender panicked"))??;
+        let sent = sent_at.len() as u64;
         std::thread::sleep(Duration::from_secs_f64(delay_ms / 1000.0 + 0.3));
         done.store(true, Ordering::Relaxed);
-        let errs = recv
+        let got = recv
             .join()
             .map_err(|_| std::io::Error::other("receiver panicked"))?;
+        let errs: Vec<f64> = got
+            .iter()
+            .filter_map(|(seq, k)| {
+                let s = (*sent_at.get(*seq)?)?;
+                Some(k.saturating_sub(s) as f64 / 1e6 - delay_ms)
+            })
+            .collect();
         out.push(RateResult {
             rate_pps: rate,
             sent,

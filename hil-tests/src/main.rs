@@ -435,7 +435,7 @@ fn main() -> Result<()> {
             let res = hil_tests::bench::rate_sweep(&tb, "a", "b", delay_ms, &rates, secs)?;
             drop(tb);
             let mut md = format!(
-                "# Emulator precision against packet rate\n\nOne link of {delay_ms} ms (no jitter, no loss), {secs} s per rate, 64-byte UDP datagrams stamped by the sender; one-way error = receive time - send time - {delay_ms} ms (one clock), with {:.0} µs calibrated compensation. Lateness: the delivery thread's write time minus due time.\n\n| rate (pkt/s) | sent | received | error p50 (ms) | error p99 (ms) | error max (ms) | lateness p50 / p99 / p99.9 / max (µs) |\n|---|---|---|---|---|---|---|\n",
+                "# Emulator precision against packet rate\n\nOne link of {delay_ms} ms (no jitter, no loss), {secs} s per rate, 64-byte UDP datagrams; one-way error = kernel receive stamp - kernel send stamp - {delay_ms} ms (one clock: the emulator's own error, not the measuring threads' wake-ups), with {:.0} µs calibrated compensation. Lateness: the delivery thread's write time minus due time.\n\n| rate (pkt/s) | sent | received | error p50 (ms) | error p99 (ms) | error max (ms) | lateness p50 / p99 / p99.9 / max (µs) |\n|---|---|---|---|---|---|---|\n",
                 comp.as_secs_f64() * 1e6
             );
             for r in &res {

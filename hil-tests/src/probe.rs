@@ -208,7 +208,7 @@ pub fn measure_here(
 }
 
 /// A probe: the run's token, then the sequence number.
-fn probe_bytes(token: u32, seq: u64) -> [u8; 64] {
+pub(crate) fn probe_bytes(token: u32, seq: u64) -> [u8; 64] {
     let mut msg = [0u8; 64];
     msg[..4].copy_from_slice(&token.to_be_bytes());
     msg[4..12].copy_from_slice(&seq.to_be_bytes());
@@ -216,7 +216,7 @@ fn probe_bytes(token: u32, seq: u64) -> [u8; 64] {
 }
 
 /// The sequence number of a probe of this run (`payload` at least 12 bytes from its start).
-fn probe_seq(payload: &[u8], token: u32) -> Option<usize> {
+pub(crate) fn probe_seq(payload: &[u8], token: u32) -> Option<usize> {
     if payload.len() < 12 || payload[..4] != token.to_be_bytes() {
         return None;
     }
@@ -225,7 +225,7 @@ fn probe_seq(payload: &[u8], token: u32) -> Option<usize> {
 
 /// Moves each probe's send time in `sent_at` to the kernel's (the latest of its stamps, within
 /// a second of the stamp taken before the send call) from `sock`'s error queue.
-fn drain_send_stamps(sock: &UdpSocket, token: u32, sent_at: &mut [Option<u64>]) {
+pub(crate) fn drain_send_stamps(sock: &UdpSocket, token: u32, sent_at: &mut [Option<u64>]) {
     let mut buf = [0u8; 256];
     while let Ok(Some((n, stamp))) = edge_agent::prober::recv_sent(sock, &mut buf) {
         let (Some(k), true) = (stamp, n >= 64) else {
