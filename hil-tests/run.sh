@@ -8,8 +8,8 @@
 #   sudo hil-tests/run.sh --agents        # + experiment 1 with the real edge agents, experiment 2
 #                                         # through the control plane and agents (`hil live`),
 #                                         # experiments 3 and 4 (control plane, agents, Podman)
-#   AGENT_RT=1 sudo hil-tests/run.sh --agents   # agents SCHED_FIFO, as the emulator (a loaded
-#                                         # 2-core VM adds tenths of a ms to normal threads)
+#   AGENT_RT=1 sudo hil-tests/run.sh --agents   # native agents SCHED_FIFO (not needed since the
+#                                         # agents take kernel send and receive timestamps)
 #   AGENT_BIN_AARCH64=/path/to/aarch64/edge-agent sudo hil-tests/run.sh --agents
 #                                         # aarch64 nodes run the ARM build under qemu-aarch64-static
 #                                         # (build it: ACOA_DIST=target-hil/dist cross/build.sh);
