@@ -196,10 +196,12 @@ impl Shared {
         }
     }
 
-    /// The emulator's own path (reader wake-up, hand-over, write, the receiver's wake-up) adds
-    /// about 0.1-0.2 ms per packet on a small VM. A compensation is subtracted from every
-    /// non-zero drawn delay (never below zero) so that what a program measures matches the table;
-    /// [`crate::emu::Testbed::calibrate`] measures it. Ideal links (latency 0) are not touched.
+    /// The emulator's own path (reader wake-up, hand-over, write) adds about 0.02-0.04 ms per
+    /// packet on a small VM, kernel stamp to kernel stamp. A compensation is subtracted from
+    /// every non-zero drawn delay (never below zero) so that a packet takes the table's delay
+    /// from leaving one device to reaching the other (a program's own wake-ups come on top, as
+    /// on a real network); [`crate::emu::Testbed::calibrate`] measures it. Ideal links (latency
+    /// 0) are not touched.
     pub fn set_compensation(&self, d: Duration) {
         self.compensate_ns
             .store(d.as_nanos() as u64, Ordering::Relaxed);
