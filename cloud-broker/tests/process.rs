@@ -10,7 +10,7 @@ use acoa_shared::model;
 use acoa_shared::topics;
 use acoa_shared::wire::{self, DesiredState, Message};
 use cloud_broker::status::AppStatus;
-use cloud_broker::testkit::{report_of, samples_of, AgentSpec, SimAgent};
+use cloud_broker::testkit::{report_of, AgentSpec, SimAgent};
 use common::*;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
@@ -54,35 +54,10 @@ fn railway_apps_on_the_embedded_broker_placed_moved_and_kept_across_a_restart() 
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().to_path_buf();
         let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let mut creds = BTreeMap::new();
-        for n in &cluster.nodes {
-            creds.insert(n.name.clone(), enroll(&data, &n.name));
-        }
+        let creds = enroll_all(&data, &cluster);
         let port = free_port();
         let mut cp = ControlPlane::start(&data, port, &[]);
-        let mut agents: BTreeMap<String, SimAgent> = BTreeMap::new();
-        for (i, n) in cluster.nodes.iter().enumerate() {
-            let (key, pw, cpk) = creds[&n.name].clone();
-            agents.insert(
-                n.name.clone(),
-                SimAgent::start(AgentSpec {
-                    url: cp.url.clone(),
-                    node: n.clone(),
-                    password: pw,
-                    key,
-                    control_plane: cpk,
-                    probe_addr: format!("127.0.0.1:{}", 17000 + i),
-                    links: samples_of(&cluster, &n.name),
-                    period: Duration::from_millis(300),
-                    subscribe_desired: true,
-                }),
-            );
-        }
-        let t = Instant::now();
-        while cp.count_log(" joined: ") < cluster.nodes.len() {
-            assert!(t.elapsed() < Duration::from_secs(20), "{}", cp.log_text());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let mut agents = join_all(&cp, &cp.url, &cluster, &creds, 17000, true).await;
         // links arrive with the next reports
         tokio::time::sleep(Duration::from_millis(800)).await;
 

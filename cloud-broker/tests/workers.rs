@@ -15,7 +15,6 @@ use acoa_shared::jobs;
 use acoa_shared::model;
 use cloud_broker::identity::DataDir;
 use cloud_broker::status::AppStatus;
-use cloud_broker::testkit::{samples_of, AgentSpec, SimAgent};
 use common::*;
 use ed25519_dalek::SigningKey;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
@@ -226,10 +225,7 @@ async fn run_phase(external: bool) -> BTreeMap<String, (BTreeMap<String, String>
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_path_buf();
     let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-    let mut creds = BTreeMap::new();
-    for n in &cluster.nodes {
-        creds.insert(n.name.clone(), enroll(&data, &n.name));
-    }
+    let creds = enroll_all(&data, &cluster);
     let port = free_port();
     let extra: &[&str] = if external {
         &[
@@ -251,26 +247,7 @@ async fn run_phase(external: bool) -> BTreeMap<String, (BTreeMap<String, String>
         .await
         .unwrap();
     }
-    let mut agents = vec![];
-    for (i, n) in cluster.nodes.iter().enumerate() {
-        let (key, pw, cpk) = creds[&n.name].clone();
-        agents.push(SimAgent::start(AgentSpec {
-            url: cp.url.clone(),
-            node: n.clone(),
-            password: pw,
-            key,
-            control_plane: cpk,
-            probe_addr: format!("127.0.0.1:{}", 18000 + i),
-            links: samples_of(&cluster, &n.name),
-            period: Duration::from_millis(300),
-            subscribe_desired: false,
-        }));
-    }
-    let t = Instant::now();
-    while cp.count_log(" joined: ") < cluster.nodes.len() {
-        assert!(t.elapsed() < Duration::from_secs(20), "{}", cp.log_text());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let agents = join_all(&cp, &cp.url, &cluster, &creds, 18000, false).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
 
     let mut files = vec![
@@ -389,10 +366,7 @@ fn with_no_worker_jobs_go_out_again_then_run_in_process() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().to_path_buf();
         let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let mut creds = BTreeMap::new();
-        for n in &cluster.nodes {
-            creds.insert(n.name.clone(), enroll(&data, &n.name));
-        }
+        let creds = enroll_all(&data, &cluster);
         let cp = ControlPlane::start(
             &data,
             free_port(),
@@ -405,26 +379,7 @@ fn with_no_worker_jobs_go_out_again_then_run_in_process() {
                 "2",
             ],
         );
-        let mut agents = vec![];
-        for (i, n) in cluster.nodes.iter().enumerate() {
-            let (key, pw, cpk) = creds[&n.name].clone();
-            agents.push(SimAgent::start(AgentSpec {
-                url: cp.url.clone(),
-                node: n.clone(),
-                password: pw,
-                key,
-                control_plane: cpk,
-                probe_addr: format!("127.0.0.1:{}", 18100 + i),
-                links: samples_of(&cluster, &n.name),
-                period: Duration::from_millis(300),
-                subscribe_desired: false,
-            }));
-        }
-        let t = Instant::now();
-        while cp.count_log(" joined: ") < cluster.nodes.len() {
-            assert!(t.elapsed() < Duration::from_secs(20), "{}", cp.log_text());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let agents = join_all(&cp, &cp.url, &cluster, &creds, 18100, false).await;
         tokio::time::sleep(Duration::from_millis(1000)).await;
         let d = data.clone();
         let st = tokio::task::spawn_blocking(move || apply(&d, &scenario("smoke-monitoring.yaml")))
@@ -471,10 +426,7 @@ fn a_worker_through_mosquitto_with_the_generated_acl() {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let data = dir.path().join("data");
         let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let mut creds = BTreeMap::new();
-        for n in &cluster.nodes {
-            creds.insert(n.name.clone(), enroll(&data, &n.name));
-        }
+        let creds = enroll_all(&data, &cluster);
         let port = free_port();
         let url = format!("mqtt://127.0.0.1:{port}");
         let wargs = Worker::add(&data, "w1", &["--broker-url", &url]);
@@ -528,26 +480,7 @@ fn a_worker_through_mosquitto_with_the_generated_acl() {
         let w = tokio::task::spawn_blocking(move || Worker::spawn(&d, "w1", &a))
             .await
             .unwrap();
-        let mut agents = vec![];
-        for (i, n) in cluster.nodes.iter().enumerate() {
-            let (key, pw, cpk) = creds[&n.name].clone();
-            agents.push(SimAgent::start(AgentSpec {
-                url: url.clone(),
-                node: n.clone(),
-                password: pw,
-                key,
-                control_plane: cpk,
-                probe_addr: format!("127.0.0.1:{}", 18200 + i),
-                links: samples_of(&cluster, &n.name),
-                period: Duration::from_millis(300),
-                subscribe_desired: false,
-            }));
-        }
-        let t = Instant::now();
-        while cp.count_log(" joined: ") < cluster.nodes.len() {
-            assert!(t.elapsed() < Duration::from_secs(20), "{}", cp.log_text());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let agents = join_all(&cp, &url, &cluster, &creds, 18200, false).await;
         tokio::time::sleep(Duration::from_millis(1000)).await;
         let d = data.clone();
         let st = tokio::task::spawn_blocking(move || apply(&d, &scenario("smoke-monitoring.yaml")))

@@ -66,6 +66,54 @@ pub fn enroll(data: &Path, name: &str) -> (SigningKey, String, VerifyingKey) {
     (key, b["password"].as_str().unwrap().to_string(), cp)
 }
 
+/// Every node's enrollment ([`enroll`]) by name.
+pub type Creds = std::collections::BTreeMap<String, (SigningKey, String, VerifyingKey)>;
+
+/// Enrolls every node of `cluster`.
+pub fn enroll_all(data: &Path, cluster: &acoa_shared::model::Cluster) -> Creds {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), enroll(data, &n.name)))
+        .collect()
+}
+
+/// Starts a simulated agent for every node of `cluster` (reports every 300 ms, probe ports
+/// from `base_port`, its links from the cluster's table) against the broker at `url`, and waits
+/// until `cp` has logged every join; returns them by node name.
+pub async fn join_all(
+    cp: &ControlPlane,
+    url: &str,
+    cluster: &acoa_shared::model::Cluster,
+    creds: &Creds,
+    base_port: u16,
+    subscribe_desired: bool,
+) -> std::collections::BTreeMap<String, cloud_broker::testkit::SimAgent> {
+    use cloud_broker::testkit::{samples_of, AgentSpec, SimAgent};
+    let mut agents = std::collections::BTreeMap::new();
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        let (key, password, control_plane) = creds[&n.name].clone();
+        let spec = AgentSpec {
+            url: url.to_string(),
+            node: n.clone(),
+            password,
+            key,
+            control_plane,
+            probe_addr: format!("127.0.0.1:{}", usize::from(base_port) + i),
+            links: samples_of(cluster, &n.name),
+            period: Duration::from_millis(300),
+            subscribe_desired,
+        };
+        agents.insert(n.name.clone(), SimAgent::start(spec));
+    }
+    let t = Instant::now();
+    while cp.count_log(" joined: ") < cluster.nodes.len() {
+        assert!(t.elapsed() < Duration::from_secs(20), "{}", cp.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    agents
+}
+
 /// A running control plane whose log goes to a file.
 pub struct ControlPlane {
     pub child: Child,
