@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use acoa_shared::model;
 use acoa_shared::topics;
@@ -17,31 +16,13 @@ use cloud_broker::testkit::{report_of, AgentSpec, SimAgent};
 use common::*;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
-fn find(bin: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .chain(["/usr/sbin", "/usr/bin", "/usr/local/sbin"])
-        .map(|d| std::path::Path::new(d).join(bin))
-        .find(|p| p.exists());
-    found
-}
-
-struct Mosquitto(Child);
-impl Drop for Mosquitto {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
-    let Some(mosquitto) = find("mosquitto") else {
+    let Some(mosquitto) = find_bin("mosquitto") else {
         eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
         return;
     };
-    if find("mosquitto_passwd").is_none() {
+    if find_bin("mosquitto_passwd").is_none() {
         eprintln!("SKIPPED: mosquitto_passwd is not installed");
         return;
     }
@@ -54,44 +35,9 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
         let (k1, pw1, cpk) = enroll(&data, "n1");
         let (k2, pw2, _) = enroll(&data, "n2");
         let port = free_port();
-        let conf = dir.path().join("mosquitto");
-        let out = cli(
-            &data,
-            &[
-                "mosquitto-config",
-                "--out",
-                conf.to_str().unwrap(),
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let acl = std::fs::read_to_string(conf.join("acl")).unwrap();
+        let (_m, acl) = start_mosquitto(&mosquitto, dir.path(), &data, port, true).await;
         assert!(acl.contains("user n1\ntopic write acoa/v1/nodes/n1/report"));
         assert!(!acl.contains("topic write acoa/v1/nodes/n1/desired"));
-        let mlog = std::fs::File::create(dir.path().join("mosquitto.log")).unwrap();
-        let _m = Mosquitto(
-            Command::new(&mosquitto)
-                .arg("-c")
-                .arg(conf.join("mosquitto.conf"))
-                .arg("-v")
-                .stdout(Stdio::null())
-                .stderr(mlog)
-                .spawn()
-                .unwrap(),
-        );
-        let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "mosquitto did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
         let url = format!("mqtt://127.0.0.1:{port}");
         let cp = ControlPlane::start(&data, free_port(), &["--broker-url", &url]);
 

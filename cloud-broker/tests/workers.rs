@@ -393,29 +393,11 @@ fn with_no_worker_jobs_go_out_again_then_run_in_process() {
     });
 }
 
-fn find(bin: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .chain(["/usr/sbin", "/usr/bin", "/usr/local/sbin"])
-        .map(|d| Path::new(d).join(bin))
-        .find(|p| p.exists());
-    found
-}
-
-struct Mosquitto(Child);
-impl Drop for Mosquitto {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Mosquitto with the generated ACL lets a worker take jobs through its shared subscription and
 /// answer on its own results topic, and nothing else.
 #[test]
 fn a_worker_through_mosquitto_with_the_generated_acl() {
-    let (Some(mosquitto), Some(_)) = (find("mosquitto"), find("mosquitto_passwd")) else {
+    let (Some(mosquitto), Some(_)) = (find_bin("mosquitto"), find_bin("mosquitto_passwd")) else {
         eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
         return;
     };
@@ -430,47 +412,13 @@ fn a_worker_through_mosquitto_with_the_generated_acl() {
         let port = free_port();
         let url = format!("mqtt://127.0.0.1:{port}");
         let wargs = Worker::add(&data, "w1", &["--broker-url", &url]);
-        let conf = dir.path().join("mosquitto");
-        let out = cli(
-            &data,
-            &[
-                "mosquitto-config",
-                "--out",
-                conf.to_str().unwrap(),
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let acl = std::fs::read_to_string(conf.join("acl")).unwrap();
+        let (_m, acl) = start_mosquitto(&mosquitto, dir.path(), &data, port, false).await;
         assert!(
             acl.contains(
                 "user w1\ntopic read acoa/v1/sched/jobs\ntopic write acoa/v1/sched/results/w1\n"
             ),
             "{acl}"
         );
-        let mlog = std::fs::File::create(dir.path().join("mosquitto.log")).unwrap();
-        let _m = Mosquitto(
-            Command::new(&mosquitto)
-                .arg("-c")
-                .arg(conf.join("mosquitto.conf"))
-                .stdout(Stdio::null())
-                .stderr(mlog)
-                .spawn()
-                .unwrap(),
-        );
-        let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "mosquitto did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
         let cp = ControlPlane::start(
             &data,
             free_port(),

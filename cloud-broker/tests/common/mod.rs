@@ -114,6 +114,72 @@ pub async fn join_all(
     agents
 }
 
+/// A program on PATH or in the usual system directories.
+pub fn find_bin(bin: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .chain(["/usr/sbin", "/usr/bin", "/usr/local/sbin"])
+        .map(|d| Path::new(d).join(bin))
+        .find(|p| p.exists());
+    found
+}
+
+/// A running Mosquitto, killed on drop.
+pub struct Mosquitto(Child);
+impl Drop for Mosquitto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Writes Mosquitto's configuration for the control plane in `data` (`mosquitto-config`,
+/// listening on 127.0.0.1:`port`) under `dir/mosquitto`, starts `mosquitto` on it (log in
+/// `dir/mosquitto.log`, `-v` if `verbose`) and waits until it listens; returns it and the
+/// generated ACL. `dir` must be readable by Mosquitto's own user.
+pub async fn start_mosquitto(
+    mosquitto: &Path,
+    dir: &Path,
+    data: &Path,
+    port: u16,
+    verbose: bool,
+) -> (Mosquitto, String) {
+    let conf = dir.join("mosquitto");
+    let out = cli(
+        data,
+        &[
+            "mosquitto-config",
+            "--out",
+            conf.to_str().unwrap(),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let acl = std::fs::read_to_string(conf.join("acl")).unwrap();
+    let mlog = std::fs::File::create(dir.join("mosquitto.log")).unwrap();
+    let mut cmd = Command::new(mosquitto);
+    cmd.arg("-c").arg(conf.join("mosquitto.conf"));
+    if verbose {
+        cmd.arg("-v");
+    }
+    let m = Mosquitto(cmd.stdout(Stdio::null()).stderr(mlog).spawn().unwrap());
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "mosquitto did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (m, acl)
+}
+
 /// A running control plane whose log goes to a file.
 pub struct ControlPlane {
     pub child: Child,
