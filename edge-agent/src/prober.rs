@@ -432,8 +432,8 @@ fn mean_sd(values: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
 #[derive(Debug, Clone, Default)]
 pub struct LinkStats {
     /// The fast tracker (EWMA), which detects level shifts.
-    latency_ms: Option<f64>,
-    /// The newest one-way samples, oldest first; the reported latency is their mean.
+    tracker_ms: Option<f64>,
+    /// The newest one-way samples, oldest first; the reported latency is their trimmed mean.
     recent: heapless::Deque<f32, LATENCY_WINDOW>,
     jitter_ms: f64,
     last_owd_ms: Option<f64>,
@@ -468,11 +468,11 @@ impl LinkStats {
 
     /// A one-way latency sample of an answered probe.
     pub fn on_sample(&mut self, owd: f64, window: usize) {
-        let ewma = match self.latency_ms {
+        let ewma = match self.tracker_ms {
             None => owd,
             Some(l) => l + EWMA_ALPHA * (owd - l),
         };
-        self.latency_ms = Some(ewma);
+        self.tracker_ms = Some(ewma);
         if self.recent.is_full() {
             self.recent.pop_front();
         }
@@ -499,7 +499,7 @@ impl LinkStats {
                 }
                 // The tracker restarts at the new level (else it would trigger again and
                 // again while it catches up).
-                self.latency_ms = Some(mean_sd(self.recent.iter().map(|v| f64::from(*v))).0);
+                self.tracker_ms = Some(mean_sd(self.recent.iter().map(|v| f64::from(*v))).0);
             }
         }
         if let Some(last) = self.last_owd_ms {
