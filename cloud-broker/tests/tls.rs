@@ -14,85 +14,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl runs (apt-get install -y openssl)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA, a server certificate for localhost/127.0.0.1 signed by it, and an unrelated CA.
-fn make_certificates(dir: &Path) {
-    let ca = |name: &str, cn: &str| {
-        openssl(
-            dir,
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN={cn}"),
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.pem"),
-            ],
-        )
-    };
-    ca("ca", "acoa-test-ca");
-    ca("other", "other-ca");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ],
-    );
-    std::fs::write(
-        dir.join("san.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-            "-out",
-            "server.pem",
-        ],
-    );
-}
-
 struct Agent {
     child: Child,
     log: PathBuf,
@@ -192,7 +113,7 @@ fn an_agent_over_mqtts_to_the_embedded_broker_gets_its_desired_state() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    make_certificates(dir.path());
+    acoa_test_support::test_certificates(dir.path());
     let data = dir.path().join("cp");
     let (port, tls_port) = (free_port(), free_port());
     let tls_listen = format!("127.0.0.1:{tls_port}");

@@ -8,10 +8,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn openssl(dir: &std::path::Path, args: &[&str]) {
-    run(Command::new("openssl").current_dir(dir).args(args));
-}
-
 #[test]
 fn agent_connects_over_tls_and_refuses_an_unknown_ca() {
     if skip_or_require("agent_connects_over_tls", false) {
@@ -20,82 +16,7 @@ fn agent_connects_over_tls_and_refuses_an_unknown_ca() {
     require_bin("openssl", "apt-get install -y openssl");
     let dir = scratch_dir("tls");
     // A CA, a server certificate for localhost/127.0.0.1, and an unrelated CA.
-    openssl(
-        &dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=acoa-test-ca",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-        ],
-    );
-    openssl(
-        &dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ],
-    );
-    std::fs::write(
-        dir.join("san.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .unwrap();
-    openssl(
-        &dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-            "-out",
-            "server.pem",
-        ],
-    );
-    openssl(
-        &dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=other-ca",
-            "-keyout",
-            "other.key",
-            "-out",
-            "other.pem",
-        ],
-    );
+    acoa_test_support::test_certificates(&dir);
     // Mosquitto started as root drops to its own user: let it read its key.
     std::fs::set_permissions(
         dir.join("server.key"),

@@ -1,6 +1,6 @@
 //! What the tests of several crates need from the machine, in one place: Podman's socket, the
 //! test images (busybox-static for plain containers, `acoa-workload` built from its source),
-//! commands that must succeed. Standard library only; a dev-dependency, never in a binary.
+//! commands that must succeed, test certificates made by openssl. Standard library only; a dev-dependency, never in a binary.
 #![forbid(unsafe_code)]
 
 use std::io::{Read, Write};
@@ -37,6 +37,66 @@ pub fn sh(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Test certificates made by `openssl` in `dir`: a CA (`ca.pem`, `ca.key`), a server
+/// certificate for localhost and 127.0.0.1 signed by it (`server.pem`, `server.key`), and an
+/// unrelated CA (`other.pem`, `other.key`), each valid two days.
+pub fn test_certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        sh(Command::new("openssl").current_dir(dir).args(args));
+    };
+    for (name, cn) in [("ca", "acoa-test-ca"), ("other", "other-ca")] {
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={cn}"),
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.pem"),
+        ]);
+    }
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.pem",
+    ]);
 }
 
 /// Whether Podman has `image` locally.
