@@ -142,12 +142,12 @@ fn every_class_of_bad_application_is_refused_with_field_and_reason() {
         "paths[0].channels[1]",
         "listed twice",
     );
-    // a cyclic response-time path
+    // a cyclic response-time path: the channel that closes the cycle is named
     refused(
         "{name: bc, from: b, to: c}",
         "{name: bc, from: b, to: a}",
-        "criteria[0].path",
-        "cycle",
+        "channels[1]",
+        "channel `bc` closes the cycle a -> b -> a (channels `ab`, `bc`)",
     );
     // a criterion with the wrong kind of target
     refused(
@@ -203,7 +203,8 @@ fn every_class_of_bad_application_is_refused_with_field_and_reason() {
 }
 
 #[test]
-fn a_cycle_is_fine_on_a_reliability_only_path() {
+fn a_channel_cycle_anywhere_is_refused_naming_it() {
+    // on a path that only a reliability criterion reads
     let text = APP
         .replacen(
             "{name: bc, from: b, to: c}",
@@ -215,7 +216,59 @@ fn a_cycle_is_fine_on_a_reliability_only_path() {
             "",
             1,
         );
-    parse_application(&text).unwrap();
+    let err = parse_application(&text).unwrap_err();
+    assert_eq!(err.field, "channels[1]", "{err}");
+    assert!(
+        err.reason
+            .contains("closes the cycle a -> b -> a (channels `ab`, `bc`)"),
+        "{err}"
+    );
+    // on no path at all, and longer
+    let text = APP.replacen(
+        "- {name: bc, from: b, to: c}\n",
+        "- {name: bc, from: b, to: c}\n- {name: ca, from: c, to: a}\n",
+        1,
+    );
+    let err = parse_application(&text).unwrap_err();
+    assert_eq!(err.field, "channels[2]", "{err}");
+    assert!(
+        err.reason
+            .contains("channel `ca` closes the cycle a -> b -> c -> a (channels `ab`, `bc`, `ca`)"),
+        "{err}"
+    );
+    // off the path, not through the first component
+    let text = APP.replacen(
+        "- {name: bc, from: b, to: c}\n",
+        "- {name: bc, from: b, to: c}\n- {name: cb, from: c, to: b}\n",
+        1,
+    );
+    let err = parse_application(&text).unwrap_err();
+    assert_eq!(err.field, "channels[2]", "{err}");
+    assert!(err.reason.contains("b -> c -> b"), "{err}");
+    // a component sending to itself
+    let text = APP.replacen(
+        "- {name: bc, from: b, to: c}\n",
+        "- {name: bc, from: b, to: c}\n- {name: cc, from: c, to: c}\n",
+        1,
+    );
+    let err = parse_application(&text).unwrap_err();
+    assert_eq!(err.field, "channels[2]", "{err}");
+    assert!(err.reason.contains("c -> c (channels `cc`)"), "{err}");
+}
+
+#[test]
+fn branches_that_meet_again_and_parallel_channels_are_not_cycles() {
+    // a -> b -> c and a -> c (a diamond's two routes), and two channels from a to b
+    let text = APP.replacen(
+        "- {name: bc, from: b, to: c}\n",
+        "- {name: bc, from: b, to: c}\n- {name: ac, from: a, to: c}\n- {name: ab2, from: a, to: b}\n",
+        1,
+    );
+    let app = parse_application(&text).unwrap();
+    assert_eq!(app.channels.len(), 4);
+    // the railway applications (speed-profiling's broker fans in and out)
+    load_application(&scenario("speed-profiling.yaml")).unwrap();
+    load_application(&scenario("smoke-monitoring.yaml")).unwrap();
 }
 
 #[test]
@@ -494,4 +547,137 @@ fn ingress_reads_round_trips_and_is_validated() {
     // a node unknown to any cluster is fine in the file
     let ok = format!("{APP}ingress: {{node: nowhere, component: c}}\n");
     assert!(parse_application(&ok).is_ok());
+}
+
+/// Every name that becomes an MQTT topic level, a container name or a label: `+`, `#`, `/`,
+/// NUL, a space, a leading dot and an overlong name are refused at the field that holds it.
+#[test]
+fn names_that_could_break_a_topic_or_container_name_are_refused_at_their_field() {
+    let bad = [
+        "a+b".to_string(),
+        "a#".to_string(),
+        "a/b".to_string(),
+        "+".to_string(),
+        "a\u{0}b".to_string(),
+        "a b".to_string(),
+        ".hidden".to_string(),
+        "x".repeat(64),
+    ];
+    let app_fields = [
+        ("application: demo", "application: {}", "application"),
+        ("{name: a, image", "{name: {}, image", "components[0].name"),
+        ("{name: ab, from", "{name: {}, from", "channels[0].name"),
+        (
+            "- {name: p, channels",
+            "- {name: {}, channels",
+            "paths[0].name",
+        ),
+        (
+            "hardware: [gps]",
+            "hardware: [{}]",
+            "components[2].requires.hardware[0]",
+        ),
+        (
+            "hardware: [gps]",
+            "hardware: [gps], datacenter: {}",
+            "components[2].requires.datacenter",
+        ),
+        (
+            "hardware: [gps]",
+            "hardware: [gps], node: {}",
+            "components[2].requires.node",
+        ),
+        ("arch: aarch64", "arch: {}", "components[2].requires.arch"),
+    ];
+    for name in &bad {
+        // JSON string escapes carry every character, NUL included, through YAML too
+        let quoted = serde_json::to_string(name).unwrap();
+        for (from, to, field) in app_fields {
+            let text = APP.replacen(from, &to.replace("{}", &quoted), 1);
+            let err = parse_application(&text).expect_err(&text);
+            assert_eq!(err.field, field, "{name:?}: {err}");
+            assert!(err.reason.contains("not a valid name"), "{err}");
+            assert!(
+                !err.reason.contains('\u{0}'),
+                "a NUL is escaped in the error"
+            );
+        }
+        let ingress = format!("{APP}ingress: {{node: {quoted}, component: a}}\n");
+        let err = parse_application(&ingress).unwrap_err();
+        assert_eq!(err.field, "ingress.node", "{err}");
+        for (from, to, field) in [
+            ("cluster: t", "cluster: {}", "cluster"),
+            (
+                "{name: dc1, layer",
+                "{name: {}, layer",
+                "datacenters[0].name",
+            ),
+            (
+                "{name: a, datacenter",
+                "{name: {}, datacenter",
+                "nodes[0].name",
+            ),
+        ] {
+            let text = CLUSTER.replacen(from, &to.replace("{}", &quoted), 1);
+            let err = parse_cluster(&text).expect_err(&text);
+            assert_eq!(err.field, field, "{name:?}: {err}");
+            assert!(err.reason.contains("not a valid name"), "{err}");
+        }
+    }
+    // what the railway files use stays valid
+    for ok in [
+        "smoke-monitoring",
+        "n13",
+        "train1",
+        "fast-cpu",
+        "x86_64",
+        "a.b-c_d",
+    ] {
+        acoa_shared::model::check_name("f", ok).unwrap();
+    }
+    acoa_shared::model::check_name("f", &"x".repeat(63)).unwrap();
+}
+
+#[test]
+fn binary_and_other_non_core_tags_are_refused_at_their_field() {
+    let err = parse_application(&APP.replacen(
+        "image: localhost/acoa/a:1",
+        "image: !!binary bG9jYWxob3N0L2Fjb2EvYToxCg==",
+        1,
+    ))
+    .unwrap_err();
+    assert_eq!(err.field, "components[0].image", "{err}");
+    assert!(
+        err.reason.contains("tag `!!binary` is not allowed"),
+        "{err}"
+    );
+    let err =
+        parse_application(&APP.replacen("requires: {hardware", "requires: !custom {hardware", 1))
+            .unwrap_err();
+    assert_eq!(err.field, "components[2].requires", "{err}");
+    assert!(err.reason.contains("tag `!custom` is not allowed"), "{err}");
+    for tag in [
+        "!!timestamp",
+        "!!set",
+        "!!omap",
+        "!!python/object",
+        "!<tag:x.org,1:a>",
+    ] {
+        let text = APP.replacen("weight: 0.5", &format!("weight: {tag} 0.5"), 1);
+        let err = parse_application(&text).expect_err(tag);
+        assert_eq!(err.field, "criteria[1].weight", "{tag}: {err}");
+        assert!(err.reason.contains("is not allowed"), "{tag}: {err}");
+    }
+    // the core schema's own tags say what a plain scalar already is
+    let app = parse_application(&APP.replacen("application: demo", "application: !!str demo", 1))
+        .unwrap();
+    assert_eq!(app.application, "demo");
+}
+
+#[test]
+fn every_railway_file_reads_within_the_limits() {
+    for f in ["smoke-monitoring.yaml", "speed-profiling.yaml"] {
+        load_application(&scenario(f)).unwrap();
+    }
+    load_cluster(&scenario("cluster.yaml")).unwrap();
 }

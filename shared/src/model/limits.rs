@@ -1,0 +1,82 @@
+//! Every bound on a model document, in one place (documented in `docs/model.md`).
+//!
+//! Two kinds: [`DocumentLimits`] are checked on the text before and while it is parsed (so
+//! that no input makes parsing slow or large: a refusal comes before any deep work), the
+//! `MAX_*` counts and lengths by `validate()` on the parsed model (so that models built as
+//! values are held to them too). Application definitions arrive from the network and get
+//! the tight [`APPLICATION`] bounds; cluster snapshots are operator files and get the
+//! looser [`CLUSTER`] bounds. The counts comfortably admit the railway scenario (7
+//! components) and the scheduler's synthetic benchmark applications (20 components,
+//! about 30 channels, 6 paths, 12 criteria).
+
+/// Longest name (application, component, node, datacenter, channel, path, label, ...),
+/// bytes. Names are MQTT topic levels and container names.
+pub const MAX_NAME_LEN: usize = 63;
+
+/// Longest container image reference, bytes.
+pub const MAX_IMAGE_LEN: usize = 255;
+
+/// Most components in one application.
+pub const MAX_COMPONENTS: usize = 256;
+
+/// Most channels in one application (and so in one path).
+pub const MAX_CHANNELS: usize = 1024;
+
+/// Most paths in one application.
+pub const MAX_PATHS: usize = 256;
+
+/// Most criteria in one application.
+pub const MAX_CRITERIA: usize = 256;
+
+/// Most labels in one list of a requirement (`requires.hardware`, `requires.software`).
+pub const MAX_LABELS: usize = 32;
+
+/// Bounds on a document's text, checked before (size) and while (the rest) it is parsed.
+/// A node is a scalar, a sequence or a mapping (a mapping entry is two nodes, its key and
+/// its value); nodes brought in by an alias count as often as the alias is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocumentLimits {
+    /// Largest document, bytes.
+    pub max_bytes: usize,
+    /// Deepest nesting of sequences and mappings (the top-level mapping is depth 1).
+    pub max_depth: usize,
+    /// Longest scalar (a YAML scalar's value, a JSON string as written), bytes.
+    pub max_scalar_bytes: usize,
+    /// Most entries in one sequence or mapping.
+    pub max_items: usize,
+    /// Most nodes in the document, aliases expanded.
+    pub max_nodes: u64,
+    /// Most uses of aliases (`*name`).
+    pub max_alias_uses: u64,
+    /// Most nodes brought in by aliases, counted expanded (an alias of a 10-node anchor
+    /// used 3 times brings in 30).
+    pub max_alias_nodes: u64,
+    /// Most scalar bytes brought in by aliases, counted expanded.
+    pub max_alias_bytes: u64,
+}
+
+/// Bounds on an application definition (published on MQTT, applied by the CLI). The
+/// largest application within the counts above is about 350 KiB and 30,000 nodes.
+pub const APPLICATION: DocumentLimits = DocumentLimits {
+    max_bytes: 512 * 1024,
+    max_depth: 32,
+    max_scalar_bytes: 1024,
+    max_items: MAX_CHANNELS,
+    max_nodes: 65_536,
+    max_alias_uses: 1024,
+    max_alias_nodes: 16_384,
+    max_alias_bytes: 256 * 1024,
+};
+
+/// Bounds on a cluster snapshot file (written by an operator; a full mesh of 1,000 nodes
+/// is a million links, about 70 MiB).
+pub const CLUSTER: DocumentLimits = DocumentLimits {
+    max_bytes: 256 * 1024 * 1024,
+    max_depth: 32,
+    max_scalar_bytes: 1024,
+    max_items: 1 << 24,
+    max_nodes: 1 << 28,
+    max_alias_uses: 1 << 20,
+    max_alias_nodes: 1 << 22,
+    max_alias_bytes: 64 * 1024 * 1024,
+};
