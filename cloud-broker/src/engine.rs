@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use acoa_shared::model::{self, Application, Capacity, Cluster, Layer, Link, Resources, Usage};
+use acoa_shared::model::{self, Application, Cluster, Link, Resources, Usage};
 use acoa_shared::topics;
 use acoa_shared::wire::ComponentUsage;
 use acoa_shared::wire::{
@@ -16,12 +16,11 @@ use acoa_shared::wire::{
     NodeReport, Peer, PeerList, MAX_CONTAINERS,
 };
 use ed25519_dalek::SigningKey;
-use serde::{Deserialize, Serialize};
 use tracing::{error, info, warn};
 
+use crate::records::{AppRecord, Meta, NodeInfo, PersistOp, Snapshot};
 use crate::sched;
 use crate::status::{digest, AppStatus, GradeRecord, NotRunning, PlacementRecord};
-use crate::store::{Meta, PersistOp, Snapshot};
 
 mod measured;
 pub use measured::{comm_cost, NETWORK_AWARE};
@@ -186,51 +185,6 @@ impl Default for EngineConfig {
             observed_max_age_ms: 30_000,
         }
     }
-}
-
-/// The static properties a node reported last (persisted when they change).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeInfo {
-    pub name: String,
-    pub datacenter: String,
-    pub layer: Layer,
-    pub arch: String,
-    pub hardware: Vec<String>,
-    pub software: Vec<String>,
-    pub capacity: Capacity,
-    pub probe_addr: String,
-}
-
-impl NodeInfo {
-    pub fn from_report(r: &NodeReport) -> NodeInfo {
-        NodeInfo {
-            name: r.node.to_string(),
-            datacenter: r.datacenter.to_string(),
-            layer: r.layer,
-            arch: r.arch.to_string(),
-            hardware: r.hardware.iter().map(|s| s.to_string()).collect(),
-            software: r.software.iter().map(|s| s.to_string()).collect(),
-            capacity: Capacity {
-                cpu_millis: r.capacity.cpu_millis,
-                memory_mb: r.capacity.memory_mb,
-                disk_mb: r.capacity.disk_mb,
-                ..Default::default()
-            },
-            probe_addr: r.probe_addr.to_string(),
-        }
-    }
-}
-
-/// An accepted application, as persisted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AppRecord {
-    pub name: String,
-    /// The definition's text as published.
-    pub definition: String,
-    pub digest: String,
-    pub application: Application,
-    #[serde(default)]
-    pub placement: Option<PlacementRecord>,
 }
 
 /// What happens to the control plane.

@@ -23,6 +23,7 @@ pub mod identity;
 pub mod ingest;
 pub mod mosquitto;
 pub mod observed;
+pub mod records;
 pub mod sched;
 pub mod serve;
 pub mod status;

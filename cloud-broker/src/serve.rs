@@ -17,7 +17,7 @@ use crate::broker::{self, Logins, MAX_PAYLOAD};
 use crate::engine::{Action, Engine, EngineConfig, Event};
 use crate::identity::{DataDir, Login};
 use crate::ingest::{classify, Keys};
-use crate::store::{PersistOp, Store};
+use crate::store::{FileStore, PersistOp, Store};
 use crate::workers::{run_in_process, Workers, WorkersConfig};
 
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let key = dd.signing_key()?;
     let cp_public = key.verifying_key();
     let creds = dd.credentials()?;
-    let store = Store::open(&opts.data_dir)?;
+    let store = FileStore::open(&opts.data_dir)?;
     let snap = store.load()?;
     let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
 

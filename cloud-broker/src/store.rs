@@ -1,20 +1,27 @@
-//! The crash-safe store: one small file per record, written atomically (write a temporary
-//! file, fsync it, rename it over the old one, fsync the directory), so that a crash at any
-//! instant leaves either the old record or the new one, never a torn one.
+//! Where the control plane's records ([`crate::records`]) are kept: the [`Store`] trait
+//! (load everything at start-up, make each operation durable), and [`FileStore`], the
+//! crash-safe file store.
 //!
-//! Layout under the data directory: `store/apps/{app}.json` (definition, placement),
-//! `store/desired/{node}.json` (desired state with its generation), `store/nodes/{node}.json`
-//! (the last static properties a node reported), `store/meta.json` (counters).
+//! Invariant of every store: when [`Store::apply`] returns `Ok`, the operation survives a crash
+//! (the decision loop publishes nothing before its records are durable); [`Store::load`]
+//! returns the records as the last applied operations left them.
+//!
+//! [`FileStore`] keeps one small file per record, written atomically (write a temporary file,
+//! fsync it, rename it over the old one, fsync the directory), so that a crash at any instant
+//! leaves either the old record or the new one, never a torn one. Layout under the data
+//! directory: `store/apps/{app}.json` (definition, placement), `store/desired/{node}.json`
+//! (desired state with its generation), `store/nodes/{node}.json` (the last static properties a
+//! node reported), `store/meta.json` (counters).
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use acoa_shared::wire::DesiredState;
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Serialize};
 
-use crate::engine::{AppRecord, NodeInfo};
+use crate::records::{AppRecord, NodeInfo};
+pub use crate::records::{Meta, PersistOp, Snapshot};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -108,45 +115,29 @@ fn read_dir_json<T: DeserializeOwned>(dir: &Path) -> Result<Vec<T>, StoreError> 
     Ok(out)
 }
 
-/// Counters that must survive a restart.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Meta {
-    pub peer_generation: u64,
+/// Where the records are kept (see the module documentation): record-oriented, so that a
+/// store can keep one entry per application, node and counter set.
+pub trait Store: Send + Sync {
+    /// Every record (an empty snapshot for a new store).
+    fn load(&self) -> Result<Snapshot, StoreError>;
+    /// Makes `op` durable before returning.
+    fn apply(&self, op: &PersistOp) -> Result<(), StoreError>;
 }
 
-/// Everything the control plane keeps across restarts.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Snapshot {
-    pub apps: BTreeMap<String, AppRecord>,
-    pub desired: BTreeMap<String, DesiredState>,
-    pub nodes: BTreeMap<String, NodeInfo>,
-    pub meta: Meta,
-}
-
-/// What the engine asks to be made durable.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PersistOp {
-    PutApp(Box<AppRecord>),
-    DeleteApp(String),
-    PutDesired(Box<DesiredState>),
-    PutNode(Box<NodeInfo>),
-    PutMeta(Meta),
-}
-
-/// The store in `{data_dir}/store`.
+/// The file store in `{data_dir}/store`.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub struct FileStore {
     root: PathBuf,
 }
 
-impl Store {
-    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+impl FileStore {
+    pub fn open(data_dir: &Path) -> Result<FileStore, StoreError> {
         let root = data_dir.join("store");
         for sub in ["apps", "desired", "nodes"] {
             let d = root.join(sub);
             fs::create_dir_all(&d).map_err(io_err(&d))?;
         }
-        Ok(Store { root })
+        Ok(FileStore { root })
     }
 
     fn file(&self, sub: &str, name: &str) -> PathBuf {
@@ -154,7 +145,14 @@ impl Store {
         self.root.join(sub).join(format!("{name}.json"))
     }
 
-    pub fn load(&self) -> Result<Snapshot, StoreError> {
+    pub fn remove_node(&self, name: &str) -> Result<(), StoreError> {
+        remove_durable(&self.file("nodes", name))?;
+        remove_durable(&self.file("desired", name))
+    }
+}
+
+impl Store for FileStore {
+    fn load(&self) -> Result<Snapshot, StoreError> {
         let apps: Vec<AppRecord> = read_dir_json(&self.root.join("apps"))?;
         let desired: Vec<DesiredState> = read_dir_json(&self.root.join("desired"))?;
         let nodes: Vec<NodeInfo> = read_dir_json(&self.root.join("nodes"))?;
@@ -175,7 +173,7 @@ impl Store {
         })
     }
 
-    pub fn apply(&self, op: &PersistOp) -> Result<(), StoreError> {
+    fn apply(&self, op: &PersistOp) -> Result<(), StoreError> {
         match op {
             PersistOp::PutApp(a) => {
                 write_atomic(&self.file("apps", &a.name), &json(a.as_ref()), 0o600)
@@ -189,11 +187,6 @@ impl Store {
             }
             PersistOp::PutMeta(m) => write_atomic(&self.root.join("meta.json"), &json(m), 0o600),
         }
-    }
-
-    pub fn remove_node(&self, name: &str) -> Result<(), StoreError> {
-        remove_durable(&self.file("nodes", name))?;
-        remove_durable(&self.file("desired", name))
     }
 }
 
@@ -222,7 +215,7 @@ mod tests {
     #[test]
     fn a_torn_temporary_is_ignored_on_load() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
         store
             .apply(&PersistOp::PutMeta(Meta { peer_generation: 7 }))
             .unwrap();
