@@ -1,5 +1,5 @@
 //! Placement time of each algorithm (not a test):
-//! `cargo run --release -p acoa-scheduler --example algos-bench [-- --sizes 100,1000 --algorithms topsis,network-aware --components 10]`
+//! `cargo run --release -p acoa-scheduler --features sim --example algos-bench [-- --sizes 100,1000 --algorithms topsis,network-aware --components 10]`
 //!
 //! For each cluster size (synthetic, `acoa_scheduler::synth`) and algorithm, places one
 //! synthetic application of `--components` components (median of 5 runs below 2,000 nodes,

@@ -1,4 +1,4 @@
-//! Placement benchmark (not a test): `cargo run --release -p acoa-scheduler --example bench`
+//! Placement benchmark (not a test): `cargo run --release -p acoa-scheduler --features sim --example bench`
 //!
 //! Prints: the two railway applications (branch and bound vs exhaustive enumeration), and
 //! a synthetic sweep of 100 / 1,000 / 10,000 nodes x applications of 5 / 10 / 20

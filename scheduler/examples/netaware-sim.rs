@@ -3,10 +3,9 @@
 //! after a latency change. Model and workflow: `acoa_scheduler::netaware::sim`.
 //!
 //! ```text
-//! cargo run --release -p acoa-scheduler --example netaware-sim                  # tables
-//! cargo run --release -p acoa-scheduler --example netaware-sim -- --out DIR     # + CSV files
-//! cargo run --release -p acoa-scheduler --example netaware-sim --features sim -- --out DIR
-//!                                                                # + PNG plots (p95.png, desched.png)
+//! cargo run --release -p acoa-scheduler --features sim --example netaware-sim               # tables
+//! cargo run --release -p acoa-scheduler --features sim --example netaware-sim -- --out DIR
+//!                                                   # + CSV files and PNG plots (p95.png, desched.png)
 //! ```
 
 #![allow(clippy::needless_range_loop)]
@@ -197,14 +196,12 @@ fn main() -> anyhow::Result<()> {
             }
         }
         std::fs::write(dir.join("desched.csv"), csv)?;
-        #[cfg(feature = "sim")]
         plots::write(&dir, &rows, &runs)?;
         println!("\nwrote {}", dir.display());
     }
     Ok(())
 }
 
-#[cfg(feature = "sim")]
 mod plots {
     use acoa_scheduler::netaware::sim::{Row, TickRow};
     use plotters::prelude::*;

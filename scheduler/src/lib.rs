@@ -1,4 +1,4 @@
-//! The ACOA placement engine (ACOA section 3.3.3, `spec/model.md`).
+//! The ACOA placement engine (ACOA section 3.3.3, `spec/model.md`): the facade.
 //!
 //! A pluggable design in the spirit of the Kubernetes scheduling framework:
 //! - constraint plugins ([`filter`]) filter the candidate nodes of each component
@@ -7,22 +7,13 @@
 //! - criterion plugins ([`criteria`]) grade whole deployments exactly as model.md says, and
 //!   give admissible optimistic grades (upper bounds) for partial ones;
 //! - a search finds the deployment of highest score: branch and bound ([`search`]), or
-//!   exhaustive enumeration ([`enumerate`], the test oracle and `--enumerate`).
-//!
-//! [`place_on`] runs: compile ([`problem::Model`]: candidates per component, channels as
-//! index pairs; [`problem::Space`]: per-channel best-link tables, then arc consistency
-//! over the links) -> l_min of every response-time path (its own exact search over the
-//! deployments that satisfy `requires` and have every link, resource requests aside) ->
-//! bound tables (route potentials, reliability forests) -> branch and bound -> count of
-//! the feasible deployments (exact when cheap, else an upper bound, said so).
+//!   exhaustive enumeration ([`enumerate`], the test oracle and `--enumerate`); [`qos`] puts
+//!   them together.
 //!
 //! The infrastructure is an [`Infra`]: nodes in name order and a sparse link set (a
 //! missing link is unknown: a deployment that needs it is infeasible, and the
 //! [`Infeasible`] reason names it). Build it once per snapshot ([`Infra::from_cluster`]);
 //! [`place`] builds it on every call.
-//!
-//! Optimality is exact up to [`search::EPS`] (1e-12): a subtree is cut unless its bound
-//! beats the incumbent by more than that, for the score and for each l_min alike.
 //!
 //! The library does no I/O and is deterministic: the same inputs give the same placement
 //! (candidates in name order, fixed variable and value orders, ties to the first found;
@@ -34,7 +25,8 @@
 //! [`Algorithm`]); [`place`], [`place_on`] and [`score`] dispatch on it. All three use the
 //! same constraint plugins ([`filter`]) and the same [`Ledger`] (a component with a resource
 //! request goes only where capacity − usage − reservations leave room for it).
-//! - `qos` (default): the search above; `score` is G of model.md, `criteria` its grades.
+//! - `qos` (default, [`qos`]): branch and bound over whole deployments; `score` is G of
+//!   model.md, `criteria` its grades.
 //! - `topsis` (paper 002, [`topsis::app`]): components placed one by one in declaration order,
 //!   each on the candidate node that combined-weight TOPSIS ranks first over the five
 //!   utilisations (CPU, memory, bandwidth, disk, I/O) with the component added. `score` is the
@@ -62,13 +54,15 @@ pub mod infra;
 pub mod ledger;
 pub mod netaware;
 pub mod problem;
+pub mod qos;
+pub mod rng;
 pub mod search;
+#[cfg(feature = "sim")]
 pub mod synth;
 pub mod topsis;
 
 use acoa_shared::model::{Application, Cluster, CriterionKind, ModelError};
-use criteria::{Ctx, Objective};
-use problem::{Model, Space};
+use problem::Model;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -76,6 +70,7 @@ use std::time::{Duration, Instant};
 pub use acoa_shared::model::Resources;
 pub use infra::{Infra, LinkQ};
 pub use ledger::Ledger;
+pub use qos::lmin_search;
 
 /// The outcome of placing one application: a placement, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
@@ -287,7 +282,7 @@ pub fn place_on(
     let t0 = Instant::now();
     app.validate()?;
     match Algorithm::of(app)? {
-        Algorithm::Qos => place_qos(infra, app, ledger, opts, t0),
+        Algorithm::Qos => qos::place(infra, app, ledger, opts, t0),
         Algorithm::Topsis => Ok(heuristic_report(infra, app, ledger, topsis::app::place, t0)),
         Algorithm::NetworkAware => Ok(heuristic_report(
             infra,
@@ -378,227 +373,7 @@ fn heuristic_report(
     }
 }
 
-/// The `qos` search of [`place_on`].
-fn place_qos(
-    infra: &Infra,
-    app: &Application,
-    ledger: &Ledger,
-    opts: &Options,
-    t0: Instant,
-) -> Result<Report, ScheduleError> {
-    let constraints = filter::default_constraints();
-    let model = Model::compile(infra, app, ledger, &constraints);
-    if let Some(r) = model.comps.iter().find_map(|c| c.empty_reason.clone()) {
-        return Ok(infeasible(r));
-    }
-    let space =
-        match Space::build_consistent(&model, model.comps.iter().map(|c| c.cand.clone()).collect())
-        {
-            Ok(s) => s,
-            Err(c) => {
-                let full =
-                    Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
-                let reason = dead_channel(&model, &full).unwrap_or_else(|| unsupported(&model, c));
-                return Ok(infeasible(reason));
-            }
-        };
-    let limits = search::Limits {
-        deadline: opts.time_budget.map(|b| Instant::now() + b),
-        max_nodes: None,
-    };
-    let remaining = model.has_requests().then(|| model.remaining(ledger));
-    if opts.enumerate {
-        let total = space.product();
-        if total > opts.enumerate_limit {
-            return Err(ScheduleError::TooLarge(total, opts.enumerate_limit));
-        }
-        let lmin = enumerate::lmin(app, &model);
-        if let Some(r) = missing_reference(app, &lmin) {
-            return Ok(infeasible(r));
-        }
-        let objective = Objective::for_app(app, &model, &space, &lmin);
-        let e = enumerate::run(&model, &space, &objective, remaining.as_deref());
-        let Some((best, _)) = e.best else {
-            return Ok(infeasible(no_deployment(
-                &model,
-                e.first_missing,
-                remaining.is_some(),
-            )));
-        };
-        let placement = make_placement(app, &model, &space, &objective, &best, e.feasible);
-        let score = placement.score;
-        return Ok(Report {
-            outcome: Outcome::Placed(placement),
-            feasible_exact: true,
-            worst_score: Some(e.worst),
-            mean_score: Some(e.mean),
-            explored: space.product().min(u64::MAX as u128) as u64,
-            proven: true,
-            upper_bound: score,
-            phases: Phases::default(),
-        });
-    }
-    let mut phases = Phases {
-        compile: t0.elapsed(),
-        ..Phases::default()
-    };
-    let t = Instant::now();
-    let (lmin, lmin_proven, mut explored, pots) = lmin_search_pots(app, &model, &space, limits);
-    phases.lmin = t.elapsed();
-    if let Some(r) = missing_reference(app, &lmin) {
-        if lmin_proven {
-            return Ok(infeasible(r));
-        }
-    }
-    let t = Instant::now();
-    let objective = Objective::for_app_with(app, &model, &space, &lmin, &pots);
-    phases.bounds = t.elapsed();
-    let t = Instant::now();
-    let found = search::branch_and_bound(&model, &space, &objective, remaining.clone(), limits);
-    explored += found.explored;
-    phases.search = t.elapsed();
-    let Some((best, _)) = found.best else {
-        let reason = if found.proven {
-            no_deployment(&model, found.first_missing, remaining.is_some())
-        } else {
-            "no deployment found within the time budget".to_string()
-        };
-        return Ok(infeasible(reason));
-    };
-    let t = Instant::now();
-    let largest = space
-        .cand
-        .iter()
-        .map(|c| c.len() as u128)
-        .max()
-        .unwrap_or(1);
-    let (feasible, feasible_exact) = if remaining.is_none() && space.links_complete(&model) {
-        (space.product(), true)
-    } else if remaining.is_some() && space.product() / largest.max(1) > opts.count_budget as u128 {
-        // With requests the count visits every feasible deployment but the last
-        // component's: hopeless within the budget, so do not start.
-        (space.product(), false)
-    } else {
-        match search::count(&model, &space, &objective, remaining, opts.count_budget) {
-            Some(n) => (n, true),
-            None => (space.product(), false),
-        }
-    };
-    phases.count = t.elapsed();
-    let placement = make_placement(app, &model, &space, &objective, &best, feasible);
-    let score = placement.score;
-    let proven = found.proven && lmin_proven;
-    Ok(Report {
-        outcome: Outcome::Placed(placement),
-        feasible_exact,
-        worst_score: None,
-        mean_score: None,
-        explored,
-        proven,
-        upper_bound: if proven {
-            score
-        } else {
-            found.upper_bound.max(score)
-        },
-        phases,
-    })
-}
-
-/// l_min of every response-time criterion by branch and bound (minimise the path's
-/// longest route over the deployments that satisfy `requires` and have every link,
-/// resource requests aside). Returns the values, whether all are proven, and the
-/// search-tree nodes explored.
-pub fn lmin_search(
-    app: &Application,
-    model: &Model<'_>,
-    space: &Space,
-    limits: search::Limits,
-) -> (Vec<Option<f64>>, bool, u64) {
-    let (l, p, e, _) = lmin_search_pots(app, model, space, limits);
-    (l, p, e)
-}
-
-type Pots = Vec<Option<std::sync::Arc<criteria::RtPot>>>;
-
-/// [`lmin_search`], also returning the route potentials it computed (per criterion
-/// index), which the main search reuses.
-fn lmin_search_pots(
-    app: &Application,
-    model: &Model<'_>,
-    space: &Space,
-    limits: search::Limits,
-) -> (Vec<Option<f64>>, bool, u64, Pots) {
-    let mut out = vec![None; app.criteria.len()];
-    let mut pots: Pots = vec![None; app.criteria.len()];
-    let mut proven = true;
-    let mut explored = 0;
-    if !app
-        .criteria
-        .iter()
-        .any(|c| c.kind == CriterionKind::MinE2eResponseTime)
-    {
-        return (out, true, 0, Vec::new());
-    }
-    let same = model.comps.iter().all(|c| c.cand.len() == c.req_cand.len());
-    let owned;
-    let req_space = if same {
-        space
-    } else {
-        match Space::build_consistent(
-            model,
-            model.comps.iter().map(|c| c.req_cand.clone()).collect(),
-        ) {
-            Ok(s) => owned = s,
-            Err(_) => return (out, true, 0, Vec::new()),
-        }
-        &owned
-    };
-    for (j, cr) in app.criteria.iter().enumerate() {
-        if cr.kind != CriterionKind::MinE2eResponseTime {
-            continue;
-        }
-        let pname = cr.path.as_deref().unwrap_or_default();
-        let chans = criteria::path_channels(app, model, pname);
-        let ctx = Ctx {
-            model,
-            space: req_space,
-        };
-        let rt = criteria::ResponseTime::new(model, pname, &chans, None);
-        let pot = std::sync::Arc::new(rt.potentials(&ctx));
-        pots[j] = Some(pot.clone());
-        let rt = rt.with_pot(pot);
-        let obj = Objective::new(model.comps.len(), vec![Box::new(rt)], vec![1.0]);
-        let found = search::branch_and_bound(model, req_space, &obj, None, limits);
-        explored += found.explored;
-        proven &= found.proven;
-        if let Some((a, _)) = found.best {
-            let rt = criteria::ResponseTime::new(model, pname, &chans, None);
-            let ctx = Ctx {
-                model,
-                space: req_space,
-            };
-            out[j] = Some(rt.latency(&ctx, &a));
-        }
-    }
-    (out, proven, explored, pots)
-}
-
-fn no_deployment(
-    model: &Model<'_>,
-    first_missing: Option<(usize, u32, u32)>,
-    requests: bool,
-) -> String {
-    match first_missing {
-        Some((ch, f, t)) if !requests => missing_reason(model, ch, f, t),
-        Some((ch, f, t)) => format!(
-            "the resource requests of the components do not fit together on the candidate nodes with a link under every channel ({})",
-            missing_reason(model, ch, f, t)
-        ),
-        None => "the resource requests of the components do not fit together on the candidate nodes".to_string(),
-    }
-}
-
-fn infeasible(reason: String) -> Report {
+pub(crate) fn infeasible(reason: String) -> Report {
     Report {
         outcome: Outcome::Infeasible(Infeasible { reason }),
         feasible_exact: true,
@@ -608,101 +383,6 @@ fn infeasible(reason: String) -> Report {
         proven: true,
         upper_bound: 0.0,
         phases: Phases::default(),
-    }
-}
-
-fn missing_reason(model: &Model<'_>, ch: usize, f: u32, t: u32) -> String {
-    let c = &model.chans[ch];
-    format!(
-        "no deployment has a link under every channel: missing link from `{}` to `{}` under channel `{}` (`{}` -> `{}`)",
-        model.infra.node(f).name,
-        model.infra.node(t).name,
-        c.name,
-        model.comps[c.from].name,
-        model.comps[c.to].name
-    )
-}
-
-/// Why arc consistency emptied the candidates of component `c`.
-fn unsupported(model: &Model<'_>, c: usize) -> String {
-    let chans: Vec<&str> = model.chans_of[c]
-        .iter()
-        .map(|ch| model.chans[*ch].name.as_str())
-        .collect();
-    format!(
-        "component `{}` has no candidate node with a link under each of its channels ({}) to a node its other ends can take: the links are missing",
-        model.comps[c].name,
-        chans.join(", ")
-    )
-}
-
-/// A channel none of whose candidate pairs has a link.
-fn dead_channel(model: &Model<'_>, space: &Space) -> Option<String> {
-    model
-        .chans
-        .iter()
-        .zip(&space.tables)
-        .find(|(_, t)| t.linked_pairs == 0)
-        .map(|(c, _)| {
-            let f = space.cand[c.from][0];
-            let t = if c.from == c.to { f } else { space.cand[c.to][0] };
-            format!(
-                "channel `{}`: no candidate node of `{}` has a link to a candidate node of `{}` (missing link from `{}` to `{}`, among others)",
-                c.name,
-                model.comps[c.from].name,
-                model.comps[c.to].name,
-                model.infra.node(f).name,
-                model.infra.node(t).name
-            )
-        })
-}
-
-fn missing_reference(app: &Application, lmin: &[Option<f64>]) -> Option<String> {
-    app.criteria
-        .iter()
-        .zip(lmin)
-        .find(|(c, l)| c.kind == CriterionKind::MinE2eResponseTime && l.is_none())
-        .map(|(c, _)| {
-            format!(
-                "no deployment that satisfies the constraints has a link under every channel (path `{}` has no reference latency)",
-                c.path.as_deref().unwrap_or_default()
-            )
-        })
-}
-
-fn make_placement(
-    app: &Application,
-    model: &Model<'_>,
-    space: &Space,
-    objective: &Objective,
-    a: &[u32],
-    feasible: u128,
-) -> Placement {
-    let ctx = Ctx { model, space };
-    let grades = objective.grades(&ctx, a);
-    let score = objective.combine(&grades);
-    Placement {
-        assignment: model
-            .comps
-            .iter()
-            .zip(a)
-            .map(|(c, n)| (c.name.clone(), model.infra.node(*n).name.clone()))
-            .collect(),
-        score,
-        criteria: app
-            .criteria
-            .iter()
-            .zip(grades)
-            .map(|(c, g)| CriterionGrade {
-                kind: c.kind,
-                path: c.path.clone(),
-                component: c.component.clone(),
-                weight: c.weight,
-                grade: g,
-            })
-            .collect(),
-        feasible_deployments: feasible,
-        notes: Vec::new(),
     }
 }
 
@@ -743,13 +423,13 @@ fn score_known(
     let model = Model::compile(infra, app, &ledger, &constraints);
     let a = resolve(infra, &model, assignment)?;
     let s = match algorithm {
-        Algorithm::Qos => return qos_score(infra, app, &model, &a),
+        Algorithm::Qos => return qos::score(infra, app, &model, &a),
         Algorithm::Topsis => known.unwrap_or_else(|| topsis::app::score(&model, app, &ledger, &a)),
         Algorithm::NetworkAware => {
             known.unwrap_or_else(|| netaware::app::score(&model, app, &ledger, &a))
         }
     };
-    let grades = qos_score(infra, app, &model, &a)
+    let grades = qos::score(infra, app, &model, &a)
         .map(|(_, g)| g)
         .unwrap_or_default();
     Ok((s, grades))
@@ -784,45 +464,4 @@ pub(crate) fn resolve(
         a.push(i);
     }
     Ok(a)
-}
-
-/// The `qos` score of a resolved deployment.
-fn qos_score(
-    infra: &Infra,
-    app: &Application,
-    model: &Model<'_>,
-    a: &[u32],
-) -> Result<(f64, Vec<CriterionGrade>), ScheduleError> {
-    if let Some(ch) = model.missing_link(a) {
-        let c = &model.chans[ch];
-        return Err(ScheduleError::MissingLink {
-            channel: c.name.clone(),
-            from: infra.node(a[c.from]).name.clone(),
-            to: infra.node(a[c.to]).name.clone(),
-        });
-    }
-    // The same spaces as `place_on`, so that l_min (exact to within the search's EPS)
-    // comes out bit for bit the same.
-    let space =
-        Space::build_consistent(model, model.comps.iter().map(|c| c.cand.clone()).collect())
-            .unwrap_or_else(|_| {
-                Space::build(
-                    model,
-                    model.comps.iter().map(|c| c.req_cand.clone()).collect(),
-                )
-            });
-    let (lmin, _, _) = lmin_search(app, model, &space, search::Limits::default());
-    if let Some((c, _)) = app
-        .criteria
-        .iter()
-        .zip(&lmin)
-        .find(|(c, l)| c.kind == CriterionKind::MinE2eResponseTime && l.is_none())
-    {
-        return Err(ScheduleError::NoReference(
-            c.path.clone().unwrap_or_default(),
-        ));
-    }
-    let objective = Objective::for_app(app, model, &space, &lmin);
-    let p = make_placement(app, model, &space, &objective, a, 0);
-    Ok((p.score, p.criteria))
 }

@@ -19,6 +19,7 @@
 //! Everything is a deterministic function of the seed.
 
 use crate::infra::{Infra, LinkQ};
+use crate::rng::SplitMix64 as Rng;
 use acoa_shared::model::{
     AppPath, Application, Capacity, Channel, Component, Criterion, CriterionKind, Layer, Node,
     Requirements, Resources, Usage,
@@ -26,33 +27,6 @@ use acoa_shared::model::{
 
 /// Nodes per datacenter that have links to other datacenters.
 pub const GATEWAYS: usize = 4;
-
-/// splitmix64.
-#[derive(Debug, Clone)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-    pub fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-}
 
 /// The name of datacenter `d`: cloud datacenters are `cloudNNN`, edge ones `siteNNN`.
 pub fn dc_name(d: usize) -> String {
@@ -69,7 +43,7 @@ fn is_cloud(d: usize) -> bool {
 
 /// A synthetic cluster of `dcs * per_dc` nodes.
 pub fn cluster(dcs: usize, per_dc: usize, seed: u64) -> Infra {
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     let mut nodes = Vec::with_capacity(dcs * per_dc);
     for d in 0..dcs {
         let cloud = is_cloud(d);
@@ -173,7 +147,7 @@ pub fn cluster(dcs: usize, per_dc: usize, seed: u64) -> Infra {
 /// A synthetic application of `n` components (n >= 3) for a cluster of `dcs`
 /// datacenters.
 pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
-    let mut r = Rng(seed ^ 0x5eed);
+    let mut r = Rng::new(seed ^ 0x5eed);
     let edge_dc = |r: &mut Rng| loop {
         let d = r.below(dcs);
         if !is_cloud(d) {

@@ -5,6 +5,7 @@
 mod common;
 
 use acoa_scheduler::netaware::app::{deschedule, DeschedConfig};
+use acoa_scheduler::rng::SplitMix64;
 use acoa_scheduler::topsis::{self, NodeUtil, PodRequest};
 use acoa_scheduler::{algorithms, place, score, Ledger, Outcome, Placement, ScheduleError};
 use acoa_shared::model::{
@@ -434,18 +435,6 @@ fn desched_app() -> Application {
     )
 }
 
-/// splitmix64, for reproducible noise.
-struct Rng(u64);
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// `f` runs on b, next to s on a; c is as good. Latencies measured with ±20 % noise on every
 /// link: never a move (the noise is below the 20 % gain threshold). Then a-b becomes slow
 /// (5 -> 40 ms) while a-c stays fast: one move, f from b to c.
@@ -454,7 +443,7 @@ fn the_descheduler_ignores_noise_and_moves_on_a_latency_change() {
     let app = desched_app();
     let current = assignment(&[("s", "a"), ("f", "b")]);
     let cfg = DeschedConfig::default();
-    let mut rng = Rng(7);
+    let mut rng = SplitMix64::new(7);
     for _ in 0..200 {
         let mut c = desched_cluster(5.0, 5.0);
         for l in &mut c.links {
@@ -543,44 +532,27 @@ fn network_aware_refuses_a_cluster_past_its_node_limit() {
 
 // ------------------------------------------------------------------ property
 
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-}
-
 /// A random small cluster (with and without bandwidth/I/O figures, sparse links, measured
 /// use), application (hardware constraints, requests, channels, measured traffic) and ledger.
 fn generate(seed: u64) -> (Cluster, Application, Ledger) {
-    let mut r = Gen(seed);
-    let nn = 1 + r.below(6) as usize;
+    let mut r = SplitMix64::new(seed);
+    let nn = 1 + r.below(6);
     let names: Vec<String> = (0..nn).map(|i| format!("n{i}")).collect();
     let nodes: Vec<Node> = names
         .iter()
         .map(|nm| {
             let hw: Vec<&str> = ["h0", "h1"].into_iter().filter(|_| r.chance(0.6)).collect();
             let mut n = node(nm, "dc", &hw);
-            n.capacity.cpu_millis = 500 + 500 * r.below(4);
-            n.capacity.memory_mb = 500 + 500 * r.below(4);
-            n.usage.cpu_millis = r.below(n.capacity.cpu_millis);
-            n.usage.memory_mb = r.below(n.capacity.memory_mb);
+            n.capacity.cpu_millis = 500 + 500 * r.below_u64(4);
+            n.capacity.memory_mb = 500 + 500 * r.below_u64(4);
+            n.usage.cpu_millis = r.below_u64(n.capacity.cpu_millis);
+            n.usage.memory_mb = r.below_u64(n.capacity.memory_mb);
             if r.chance(0.5) {
-                n.capacity.net_mbps = Some(100.0 * (1 + r.below(10)) as f64);
-                n.usage.net_mbps = r.chance(0.7).then(|| r.below(100) as f64);
+                n.capacity.net_mbps = Some(100.0 * (1 + r.below_u64(10)) as f64);
+                n.usage.net_mbps = r.chance(0.7).then(|| r.below_u64(100) as f64);
             }
             if r.chance(0.5) {
-                n.capacity.io_mbps = Some(50.0 * (1 + r.below(4)) as f64);
+                n.capacity.io_mbps = Some(50.0 * (1 + r.below_u64(4)) as f64);
             }
             n
         })
@@ -592,37 +564,40 @@ fn generate(seed: u64) -> (Cluster, Application, Ledger) {
                 links.push(link(
                     f,
                     t,
-                    r.below(40) as f64 * 0.5,
+                    r.below_u64(40) as f64 * 0.5,
                     0.9 + 0.1 * r.chance(0.5) as u8 as f64,
                 ));
             }
         }
     }
-    let nc = 1 + r.below(5) as usize;
+    let nc = 1 + r.below(5);
     let comps: Vec<_> = (0..nc)
         .map(|i| {
             let hw: Vec<&str> = if r.chance(0.3) {
-                vec![["h0", "h1"][r.below(2) as usize]]
+                vec![["h0", "h1"][r.below(2)]]
             } else {
                 vec![]
             };
-            let rq = r.chance(0.7).then(|| (100 * r.below(6), 100 * r.below(6)));
+            let rq = r
+                .chance(0.7)
+                .then(|| (100 * r.below_u64(6), 100 * r.below_u64(6)));
             let mut c = comp(&format!("c{i}"), &hw, rq);
             if let Some(res) = c.resources.as_mut() {
                 if r.chance(0.4) {
-                    res.net_mbps = Some(r.below(50) as f64);
+                    res.net_mbps = Some(r.below_u64(50) as f64);
                 }
                 if r.chance(0.3) {
-                    res.disk_mb = Some(r.below(500));
+                    res.disk_mb = Some(r.below_u64(500));
                 }
             }
             c
         })
         .collect();
     let mut chans = Vec::new();
+    // Forward only: an application's channels form no cycle.
     for i in 0..nc {
-        for j in 0..nc {
-            if i != j && r.chance(0.4) {
+        for j in i + 1..nc {
+            if r.chance(0.4) {
                 chans.push(chan(
                     &format!("e{i}-{j}"),
                     &format!("c{i}"),
@@ -639,8 +614,8 @@ fn generate(seed: u64) -> (Cluster, Application, Ledger) {
                 o.components.insert(
                     format!("c{i}"),
                     ObservedUsage {
-                        cpu_millis: r.below(400) as f64,
-                        memory_mb: r.below(400) as f64,
+                        cpu_millis: r.below_u64(400) as f64,
+                        memory_mb: r.below_u64(400) as f64,
                     },
                 );
             }
@@ -650,7 +625,7 @@ fn generate(seed: u64) -> (Cluster, Application, Ledger) {
                 o.traffic.push(ObservedTraffic {
                     from: ch.from.clone(),
                     to: ch.to.clone(),
-                    bytes_per_s: r.below(100_000) as f64,
+                    bytes_per_s: r.below_u64(100_000) as f64,
                 });
             }
         }
@@ -662,8 +637,8 @@ fn generate(seed: u64) -> (Cluster, Application, Ledger) {
             ledger.reserve(
                 n,
                 Resources {
-                    cpu_millis: 100 * r.below(4),
-                    memory_mb: 100 * r.below(4),
+                    cpu_millis: 100 * r.below_u64(4),
+                    memory_mb: 100 * r.below_u64(4),
                     ..Default::default()
                 },
             );

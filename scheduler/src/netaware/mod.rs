@@ -70,7 +70,8 @@
 //! # Simulation
 //!
 //! [`sim`]: paper 003's experiment as a simulation (not the testbed); run it with
-//! `cargo run --release -p acoa-scheduler --example netaware-sim`.
+//! `cargo run --release -p acoa-scheduler --features sim --example netaware-sim` (the module
+//! is built with the feature `sim` only).
 
 // Index loops read like the formulas they implement.
 #![allow(clippy::needless_range_loop)]
@@ -78,6 +79,7 @@
 pub mod app;
 pub mod baseline;
 pub mod desched;
+#[cfg(feature = "sim")]
 pub mod sim;
 
 /// One node as measured.

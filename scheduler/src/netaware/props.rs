@@ -1,8 +1,8 @@
 //! Properties over random snapshots (seeded generator, proptest picks the seeds).
 
 use super::desched::{Action, Config, Descheduler, Event};
-use super::sim::Rng;
 use super::*;
+use crate::rng::SplitMix64 as Rng;
 use proptest::prelude::*;
 
 fn random_snapshot(seed: u64) -> Snapshot {
@@ -11,22 +11,22 @@ fn random_snapshot(seed: u64) -> Snapshot {
     let nc = 1 + (r.next_u64() % 8) as usize;
     let nodes: Vec<NodeState> = (0..nn)
         .map(|i| {
-            let cap = 500.0 + 3500.0 * r.uniform();
-            let mem = 500.0 + 3500.0 * r.uniform();
+            let cap = 500.0 + 3500.0 * r.unit();
+            let mem = 500.0 + 3500.0 * r.unit();
             NodeState {
                 name: format!("n{i}"),
                 cpu_capacity: cap,
                 memory_capacity: mem,
-                cpu_background: cap * 0.5 * r.uniform(),
-                memory_background: mem * 0.5 * r.uniform(),
-                schedulable: r.uniform() > 0.15,
+                cpu_background: cap * 0.5 * r.unit(),
+                memory_background: mem * 0.5 * r.unit(),
+                schedulable: r.unit() > 0.15,
             }
         })
         .collect();
     let mut latency_ms = vec![vec![0.0; nn]; nn];
     for a in 0..nn {
         for b in a + 1..nn {
-            let l = 200.0 * r.uniform();
+            let l = 200.0 * r.unit();
             latency_ms[a][b] = l;
             latency_ms[b][a] = l;
         }
@@ -34,15 +34,15 @@ fn random_snapshot(seed: u64) -> Snapshot {
     let components = (0..nc)
         .map(|i| ComponentUse {
             name: format!("c{i}"),
-            cpu: 400.0 * r.uniform(),
-            memory: 400.0 * r.uniform(),
+            cpu: 400.0 * r.unit(),
+            memory: 400.0 * r.unit(),
         })
         .collect();
     let mut traffic = vec![vec![0.0; nc]; nc];
     for row in traffic.iter_mut() {
         for v in row.iter_mut() {
-            if r.uniform() < 0.4 {
-                *v = 10_000.0 * r.uniform();
+            if r.unit() < 0.4 {
+                *v = 10_000.0 * r.unit();
             }
         }
     }

@@ -44,31 +44,7 @@
 
 use super::desched::{Action, Config, Descheduler, Event};
 use super::{baseline, place, ComponentUse, NetOutcome, NodeState, Snapshot, Weights};
-
-/// A small deterministic random number generator (SplitMix64).
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Exponential with the given mean.
-    pub fn exp(&mut self, mean: f64) -> f64 {
-        -mean * (1.0 - self.uniform()).ln()
-    }
-}
+use crate::rng::SplitMix64 as Rng;
 
 /// The application: components, their calls, their costs.
 #[derive(Debug, Clone)]
@@ -448,7 +424,7 @@ pub fn deschedule_run(
             .iter()
             .map(|row| {
                 row.iter()
-                    .map(|&l| l * (1.0 + noise * (2.0 * rng.uniform() - 1.0)))
+                    .map(|&l| l * (1.0 + noise * (2.0 * rng.unit() - 1.0)))
                     .collect()
             })
             .collect();

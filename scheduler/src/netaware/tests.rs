@@ -11,8 +11,8 @@
 //! ```
 
 use super::desched::{evaluate, Action, Config, Descheduler, Event};
-use super::sim::Rng;
 use super::*;
+use crate::rng::SplitMix64 as Rng;
 
 fn node(name: &str, cpu_bg: f64, mem_bg: f64) -> NodeState {
     NodeState {
@@ -575,7 +575,7 @@ fn equidistant(noise: f64, rng: &mut Rng) -> Snapshot {
     for a in 0..3 {
         for b in 0..3 {
             if a != b {
-                s.latency_ms[a][b] *= 1.0 + noise * (2.0 * rng.uniform() - 1.0);
+                s.latency_ms[a][b] *= 1.0 + noise * (2.0 * rng.unit() - 1.0);
             }
         }
     }

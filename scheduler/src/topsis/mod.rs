@@ -29,6 +29,7 @@ pub mod app;
 pub mod closeness;
 pub mod entropy;
 pub mod kube;
+#[cfg(feature = "sim")]
 pub mod sim;
 
 use closeness::Direction;

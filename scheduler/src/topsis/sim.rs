@@ -7,40 +7,7 @@
 
 use super::kube::{self, KubeScore, MAX_NODE_SCORE};
 use super::{ahp, imbalance, NodeUtil, PodRequest, Vector, Weights, METRICS};
-
-/// A small seeded generator (SplitMix64): enough for a reproducible workload, no dependency.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in 0..n (n > 0), by rejection so it is unbiased.
-    pub fn below(&mut self, n: u64) -> u64 {
-        let zone = u64::MAX - u64::MAX % n;
-        loop {
-            let x = self.next_u64();
-            if x < zone {
-                return x % n;
-            }
-        }
-    }
-}
+use crate::rng::SplitMix64;
 
 /// A kind of node and how many of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -185,10 +152,10 @@ pub fn pod_stream(kinds: &[PodKind], n: usize, seed: u64) -> Vec<Pod> {
     let mut rng = SplitMix64::new(seed);
     (0..n)
         .map(|_| {
-            let kind = rng.below(kinds.len() as u64) as usize;
+            let kind = rng.below_unbiased(kinds.len() as u64) as usize;
             let mut demand = kinds[kind].demand;
             for (j, d) in demand.iter_mut().enumerate() {
-                *d *= 1.0 - DEMAND_JITTER + 2.0 * DEMAND_JITTER * rng.next_f64();
+                *d *= 1.0 - DEMAND_JITTER + 2.0 * DEMAND_JITTER * rng.unit();
                 *d = if j < 2 {
                     d.round().max(1.0)
                 } else {
@@ -254,7 +221,7 @@ impl Algorithm {
                     KubeScore::BalancedAllocation
                 };
                 let scores = kube::scores(nodes, &pod.request, which, MAX_NODE_SCORE);
-                kube::select_host(&scores, |n| rng.below(n))
+                kube::select_host(&scores, |n| rng.below_unbiased(n))
             }
         }
     }
@@ -396,7 +363,7 @@ mod tests {
         let mut r = SplitMix64::new(1);
         let mut counts = [0usize; 6];
         for _ in 0..60_000 {
-            counts[r.below(6) as usize] += 1;
+            counts[r.below_unbiased(6) as usize] += 1;
         }
         assert!(
             counts.iter().all(|&c| (9_000..11_000).contains(&c)),
