@@ -1,4 +1,4 @@
-//! The engine's side of run-time measurements (issue 7): the agents' usage messages folded into
+//! The engine's side of run-time measurements: the agents' usage messages folded into
 //! the live model's `observed` ([`crate::observed`]), and the network-aware descheduler of
 //! applications with `scheduler: network-aware`, run every
 //! [`EngineConfig::deschedule_ms`](super::EngineConfig::deschedule_ms) on the live model.

@@ -1,0 +1,338 @@
+//! The node inventory and the live infrastructure model: nodes join with a signed report and
+//! are lost on silence, on a confirmed last will or on removal; link metrics between known
+//! nodes; the live [`Cluster`] and its links' confidence bounds; the signed peer list.
+//!
+//! Invariant: `model_version` grows whenever anything [`Engine::cluster`] shows changes (a
+//! node's properties, usage or liveness, a link's metrics, the measurements), so that the
+//! cached live model and bounds are those of the current version; memory stays bounded (links
+//! only between known nodes, forgotten with their node or when too old).
+
+use std::sync::Arc;
+
+use acoa_shared::model::{self, Cluster, Link, Usage};
+use acoa_shared::topics;
+use acoa_shared::wire::{self, LinkMetrics, Message, NodeReport, Peer, PeerList};
+use tracing::{error, info, warn};
+
+use super::links::{quantize_latency, LinkBounds, LOOPBACK_LATENCY_MS};
+use super::{ms, Action, Engine, Purpose};
+use crate::records::{NodeInfo, PersistOp};
+
+/// A node of the inventory, as last reported.
+#[derive(Debug, Clone)]
+pub(super) struct LiveNode {
+    pub(super) info: NodeInfo,
+    pub(super) usage: Usage,
+    pub(super) last_seen: u64,
+    pub(super) online: bool,
+    /// When an `offline` marker (last will) came. The marker is not signed, and the embedded
+    /// broker lets any client publish it: it counts only if no signed report follows it.
+    pub(super) offline_marker: Option<u64>,
+}
+
+/// A link's last metrics, as its source node measured them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LinkEntry {
+    pub(super) latency_ms: f64,
+    pub(super) jitter_ms: f64,
+    pub(super) success: f64,
+    pub(super) samples: u16,
+    /// When they came.
+    pub(super) at: u64,
+}
+
+impl Engine {
+    pub(super) fn on_report(&mut self, r: NodeReport, out: &mut Vec<Action>) {
+        self.stats.reports += 1;
+        let info = NodeInfo::from_report(&r);
+        let usage = Usage {
+            cpu_millis: r.load.cpu_millis,
+            memory_mb: r.load.memory_used_mb,
+            disk_mb: r.load.disk_used_mb,
+            containers: r.load.containers,
+            ..Default::default()
+        };
+        let name = info.name.clone();
+        let now = self.now;
+        let mut joined = false;
+        match self.nodes.get_mut(&name) {
+            Some(n) => {
+                if n.info != info {
+                    if n.info.probe_addr != info.probe_addr {
+                        self.peers_dirty = true;
+                    }
+                    out.push(Action::Persist(PersistOp::PutNode(Box::new(info.clone()))));
+                    n.info = info;
+                    self.model_version += 1;
+                }
+                if n.usage != usage {
+                    n.usage = usage;
+                    self.model_version += 1;
+                }
+                n.last_seen = now;
+                if let Some(at) = n.offline_marker.take() {
+                    if n.online {
+                        warn!(
+                            "node {name}: an offline marker came {} before this signed report: ignored, the node is alive (restarted, or the marker was not its own)",
+                            ms(now.saturating_sub(at))
+                        );
+                    }
+                }
+                if !n.online {
+                    n.online = true;
+                    joined = true;
+                }
+            }
+            None => {
+                out.push(Action::Persist(PersistOp::PutNode(Box::new(info.clone()))));
+                self.nodes.insert(
+                    name.clone(),
+                    LiveNode {
+                        info,
+                        usage,
+                        last_seen: now,
+                        online: true,
+                        offline_marker: None,
+                    },
+                );
+                joined = true;
+            }
+        }
+        if joined {
+            let n = &self.nodes[&name];
+            info!(
+                "node {name} joined: {} {} {}, {} mCPU, {} MB, probes at {}",
+                n.info.datacenter,
+                n.info.layer,
+                n.info.arch,
+                n.info.capacity.cpu_millis,
+                n.info.capacity.memory_mb,
+                n.info.probe_addr
+            );
+            self.model_version += 1;
+            self.peers_dirty = true;
+            // A node that joins may make unplaced applications feasible.
+            let waiting: Vec<String> = self
+                .apps
+                .iter()
+                .filter(|(_, a)| a.rec.placement.is_none() || a.unplaced.is_some())
+                .map(|(n, _)| n.clone())
+                .collect();
+            for app in waiting {
+                self.request(&app, Purpose::Place(format!("node {name} joined")), out);
+            }
+        }
+    }
+
+    pub(super) fn on_links(&mut self, l: &LinkMetrics) {
+        self.stats.links += 1;
+        let from = l.node.to_string();
+        if !self.nodes.get(&from).is_some_and(|n| n.online) {
+            return;
+        }
+        for s in &l.links {
+            let to = s.peer.to_string();
+            if !self.nodes.contains_key(&to) {
+                continue; // unknown peers are not remembered: memory stays bounded
+            }
+            let (lat, jit, suc) = (s.latency_ms as f64, s.jitter_ms as f64, s.success as f64);
+            if !(lat.is_finite() && lat >= 0.0 && jit.is_finite() && (0.0..=1.0).contains(&suc)) {
+                continue;
+            }
+            let e = LinkEntry {
+                latency_ms: quantize_latency(lat),
+                jitter_ms: jit.max(0.0),
+                success: suc,
+                samples: s.samples,
+                at: self.now,
+            };
+            let k = (from.clone(), to);
+            match self.links.get(&k) {
+                Some(old)
+                    if old.latency_ms == e.latency_ms
+                        && old.success == e.success
+                        && old.jitter_ms == e.jitter_ms
+                        && old.samples == e.samples =>
+                {
+                    self.links.insert(k, e);
+                }
+                _ => {
+                    self.links.insert(k, e);
+                    self.model_version += 1;
+                }
+            }
+        }
+    }
+
+    pub(super) fn lose(&mut self, node: &str, why: &str, out: &mut Vec<Action>) {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if !n.online {
+            return;
+        }
+        n.online = false;
+        n.offline_marker = None;
+        self.model_version += 1;
+        self.peers_dirty = true;
+        self.links.retain(|(a, b), _| a != node && b != node);
+        self.forget_measured(Some(node), None);
+        self.actual.remove(node);
+        let affected: Vec<String> = self
+            .apps
+            .iter()
+            .filter(|(_, a)| {
+                a.rec
+                    .placement
+                    .as_ref()
+                    .is_some_and(|p| p.assignment.values().any(|v| v == node))
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        if affected.is_empty() {
+            warn!("node {node} lost ({why})");
+        } else {
+            warn!(
+                "node {node} lost ({why}); re-placing {}",
+                affected.join(", ")
+            );
+        }
+        for app in affected {
+            self.request(&app, Purpose::Place(format!("node {node} lost")), out);
+            self.update_status(&app, out);
+        }
+    }
+
+    /// The live infrastructure model: online nodes and their links (loopbacks filled in).
+    pub fn cluster(&mut self) -> Arc<Cluster> {
+        if let Some((v, c)) = &self.cluster_cache {
+            if *v == self.model_version {
+                return c.clone();
+            }
+        }
+        let nodes: Vec<model::Node> = self
+            .nodes
+            .values()
+            .filter(|n| n.online)
+            .map(|n| model::Node {
+                name: n.info.name.clone(),
+                datacenter: n.info.datacenter.clone(),
+                layer: n.info.layer,
+                arch: n.info.arch.clone(),
+                hardware: n.info.hardware.clone(),
+                software: n.info.software.clone(),
+                capacity: n.info.capacity,
+                usage: n.usage,
+            })
+            .collect();
+        let mut links: Vec<Link> = self
+            .links
+            .iter()
+            .map(|((a, b), e)| Link {
+                from: a.clone(),
+                to: b.clone(),
+                latency_ms: e.latency_ms,
+                jitter_ms: e.jitter_ms,
+                success: e.success,
+            })
+            .collect();
+        for n in &nodes {
+            if !self.links.contains_key(&(n.name.clone(), n.name.clone())) {
+                links.push(Link {
+                    from: n.name.clone(),
+                    to: n.name.clone(),
+                    latency_ms: LOOPBACK_LATENCY_MS,
+                    jitter_ms: 0.0,
+                    success: 1.0,
+                });
+            }
+        }
+        links.sort_by(|a, b| (&a.from, &a.to).cmp(&(&b.from, &b.to)));
+        let observed = self
+            .apps
+            .iter()
+            .filter_map(|(n, a)| {
+                Some((n.clone(), self.measured.table.observed(&a.rec.application)?))
+            })
+            .collect();
+        let c = Arc::new(Cluster {
+            cluster: "live".into(),
+            datacenters: vec![],
+            nodes,
+            links,
+            observed,
+        });
+        self.cluster_cache = Some((self.model_version, c.clone()));
+        c
+    }
+
+    /// Confidence bounds of the live model's links, aligned with [`Engine::cluster`]'s.
+    pub fn link_bounds(&mut self) -> Arc<Vec<LinkBounds>> {
+        let cluster = self.cluster();
+        if let Some((v, b)) = &self.bounds_cache {
+            if *v == self.model_version {
+                return b.clone();
+            }
+        }
+        let b: Vec<LinkBounds> = cluster
+            .links
+            .iter()
+            .map(|l| match self.links.get(&(l.from.clone(), l.to.clone())) {
+                // a node's own loopback carries no network: what its prober loses there is
+                // the host's scheduling, not a link's quality
+                Some(e) if l.from != l.to => {
+                    LinkBounds::measured(e.latency_ms, e.jitter_ms, e.success, e.samples)
+                }
+                _ => LinkBounds::exact(l.latency_ms, l.success),
+            })
+            .collect();
+        let b = Arc::new(b);
+        self.bounds_cache = Some((self.model_version, b.clone()));
+        b
+    }
+
+    pub(super) fn peers_now(&self) -> Vec<(String, String)> {
+        self.nodes
+            .values()
+            .filter(|n| n.online && !n.info.probe_addr.is_empty())
+            .map(|n| (n.info.name.clone(), n.info.probe_addr.clone()))
+            .collect()
+    }
+
+    pub(super) fn publish_peers(&mut self, out: &mut Vec<Action>) {
+        self.peers_dirty = false;
+        self.last_peers_pub = self.now;
+        let peers = self.peers_now();
+        if self.peers_sent.as_ref() == Some(&peers) {
+            return;
+        }
+        let mut list = Vec::with_capacity(peers.len());
+        for (n, a) in &peers {
+            if let (Ok(node), Ok(addr)) = (wire::name(n), wire::bounded("probe_addr", a)) {
+                list.push(Peer { node, addr });
+            }
+        }
+        self.meta.peer_generation += 1;
+        let msg = Message::PeerList(PeerList {
+            generation: self.meta.peer_generation,
+            peers: list,
+        });
+        match wire::encode(&msg, Some(&self.key)) {
+            Ok(bytes) => {
+                out.push(Action::Persist(PersistOp::PutMeta(self.meta.clone())));
+                out.push(Action::Publish {
+                    topic: topics::PEERS.into(),
+                    payload: bytes,
+                    retain: true,
+                });
+                info!(
+                    "peer list {} published: {} nodes",
+                    self.meta.peer_generation,
+                    peers.len()
+                );
+            }
+            Err(e) => error!("peer list cannot be encoded: {e}"),
+        }
+        self.peers_sent = Some(peers);
+    }
+}

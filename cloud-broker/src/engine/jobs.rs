@@ -1,0 +1,204 @@
+//! Placement computations: a [`Job`] carries everything it needs as values (the application,
+//! the live model, what the other applications hold, the current assignment), [`run_job`]
+//! searches and scores, and the [`JobResult`] comes back to the engine as
+//! `Event::Scheduled`.
+//!
+//! Invariant: pure functions of the job (no engine state, no I/O), so that a job runs on any
+//! thread or on a `scheduler worker` ([`search_job`] there, [`finish_job`] here) with the same
+//! result; the engine decides what to commit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use acoa_shared::model::{Application, Cluster, Resources};
+
+use super::links::{favour_current, LinkBounds};
+use crate::sched;
+use crate::status::{GradeRecord, PlacementRecord};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Purpose {
+    /// Find a placement (new, updated, retry, or a node was lost): the result is committed.
+    Place(String),
+    /// Descheduler: is a clearly better placement there? Moves one component at a time.
+    Reevaluate,
+}
+
+/// A placement computation, with everything it needs as values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: u64,
+    pub app: String,
+    pub revision: u64,
+    pub purpose: Purpose,
+    pub application: Arc<Application>,
+    pub cluster: Arc<Cluster>,
+    /// What other applications hold, per node.
+    pub reserved: BTreeMap<String, Resources>,
+    pub ledger_version: u64,
+    /// The current assignment, if placed.
+    pub current: Option<BTreeMap<String, String>>,
+    /// Components that should stay where they are if that costs little.
+    pub keep: BTreeMap<String, String>,
+    /// Confidence bounds of `cluster.links` (aligned), given when `current` is: the decision
+    /// to move is taken on [`favour_current`].
+    pub bounds: Option<Arc<Vec<LinkBounds>>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobOutcome {
+    Placed(PlacementRecord),
+    Infeasible(String),
+    Error(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobResult {
+    pub id: u64,
+    pub app: String,
+    pub revision: u64,
+    pub purpose: Purpose,
+    pub ledger_version: u64,
+    pub outcome: JobOutcome,
+    /// `keep` completed with the best placement for the other components, scored.
+    pub merged: Option<PlacementRecord>,
+    /// Score of the current assignment on the current network.
+    pub current_score: Option<f64>,
+    /// For each component the best placement puts elsewhere: the score with only it moved
+    /// (on the network in the current placement's favour when the job had bounds).
+    pub single_moves: Vec<(String, String, f64)>,
+    /// The scores the decision to move is taken on, when the job had bounds.
+    pub compared: Option<Compared>,
+    pub elapsed_us: u64,
+}
+
+/// Scores on the network seen in the current placement's favour ([`favour_current`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Compared {
+    pub current: f64,
+    pub best: f64,
+    /// `keep` completed with the best placement for the other components, and the best
+    /// placement, both on the network seen in the kept components' favour (the incumbents of
+    /// that choice).
+    pub merged: Option<(f64, f64)>,
+}
+
+pub(crate) fn grades(g: &[sched::CriterionGrade]) -> Vec<GradeRecord> {
+    g.iter()
+        .map(|c| GradeRecord {
+            kind: c.kind,
+            path: c.path.clone(),
+            component: c.component.clone(),
+            weight: c.weight,
+            grade: c.grade,
+        })
+        .collect()
+}
+
+/// Runs a placement computation (pure; may take a while: run it off the decision loop).
+pub fn run_job(job: &Job) -> JobResult {
+    let started = std::time::Instant::now();
+    let mut r = finish_job(job, search_job(job));
+    r.elapsed_us = started.elapsed().as_micros() as u64;
+    r
+}
+
+/// The search of [`run_job`]: what a `scheduler worker` computes instead (`crate::workers`).
+pub fn search_job(job: &Job) -> JobOutcome {
+    let mut ledger = sched::Ledger::new();
+    for (n, r) in &job.reserved {
+        ledger.reserve(n, *r);
+    }
+    match sched::place(job.cluster.as_ref(), job.application.as_ref(), &ledger) {
+        Ok(sched::Outcome::Placed(p)) => JobOutcome::Placed(PlacementRecord {
+            assignment: p.assignment.clone(),
+            score: p.score,
+            criteria: grades(&p.criteria),
+            feasible_deployments: p.feasible_deployments,
+        }),
+        Ok(sched::Outcome::Infeasible(i)) => JobOutcome::Infeasible(i.reason.clone()),
+        Err(e) => JobOutcome::Error(e.to_string()),
+    }
+}
+
+/// The rest of [`run_job`] around a search `outcome`, computed here or by a worker (whose
+/// placement was checked and scored again first): the merged placement, the scores of the
+/// current assignment and of single moves.
+pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
+    let started = std::time::Instant::now();
+    let app = job.application.as_ref();
+    let cluster = job.cluster.as_ref();
+    let score_of = |a: &BTreeMap<String, String>| sched::score(cluster, app, a).ok();
+    let favoured = match (&job.bounds, &job.current) {
+        (Some(b), Some(cur)) => Some(favour_current(cluster, b, app, cur)),
+        _ => None,
+    };
+    let compare_on = favoured.as_ref().unwrap_or(cluster);
+    let compared_score =
+        |a: &BTreeMap<String, String>| sched::score(compare_on, app, a).ok().map(|x| x.0);
+    let mut merged = None;
+    let mut single_moves = vec![];
+    let mut compared = None;
+    if let JobOutcome::Placed(best) = &outcome {
+        if !job.keep.is_empty() {
+            let mut a = best.assignment.clone();
+            for (c, n) in &job.keep {
+                if a.contains_key(c) {
+                    a.insert(c.clone(), n.clone());
+                }
+            }
+            if let Some((s, g)) = score_of(&a) {
+                merged = Some(PlacementRecord {
+                    assignment: a,
+                    score: s,
+                    criteria: grades(&g),
+                    feasible_deployments: best.feasible_deployments,
+                });
+            }
+        }
+        if let (Purpose::Reevaluate, Some(cur)) = (&job.purpose, &job.current) {
+            for (c, n) in &best.assignment {
+                if cur.get(c) != Some(n) {
+                    let mut a = cur.clone();
+                    a.insert(c.clone(), n.clone());
+                    if let Some(s) = compared_score(&a) {
+                        single_moves.push((c.clone(), n.clone(), s));
+                    }
+                }
+            }
+        }
+        if let (Some(_), Some(cur)) = (&favoured, &job.current) {
+            if let (Some(c), Some(b)) = (compared_score(cur), compared_score(&best.assignment)) {
+                let merged = match (&job.bounds, &merged) {
+                    (Some(bounds), Some(m)) => {
+                        let f = favour_current(cluster, bounds, app, &m.assignment);
+                        let on_f = |a: &BTreeMap<String, String>| {
+                            sched::score(&f, app, a).ok().map(|x| x.0)
+                        };
+                        on_f(&m.assignment).zip(on_f(&best.assignment))
+                    }
+                    _ => None,
+                };
+                compared = Some(Compared {
+                    current: c,
+                    best: b,
+                    merged,
+                });
+            }
+        }
+    }
+    let current_score = job.current.as_ref().and_then(|a| score_of(a).map(|x| x.0));
+    JobResult {
+        id: job.id,
+        app: job.app.clone(),
+        revision: job.revision,
+        purpose: job.purpose.clone(),
+        ledger_version: job.ledger_version,
+        outcome,
+        merged,
+        current_score,
+        single_moves,
+        compared,
+        elapsed_us: started.elapsed().as_micros() as u64,
+    }
+}

@@ -1,0 +1,141 @@
+//! Link statistics as the scheduler sees them, and the confidence-aware comparison of
+//! placements: measured latencies quantized to what the probers resolve, confidence bounds of
+//! each measured link ([`LinkBounds`]), and the network seen in the current placement's favour
+//! ([`favour_current`]).
+//!
+//! Invariant: pure functions of their arguments. A candidate placement scored on
+//! [`favour_current`]'s network beats the current one only if it does so however the
+//! measurements' uncertainty turns out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use acoa_shared::model::{Application, Cluster};
+
+/// The latency given to a node's own loopback when its agent does not report one: the
+/// probers' floor ([`LATENCY_FLOOR_MS`]), since nothing below it can be told apart.
+pub const LOOPBACK_LATENCY_MS: f64 = LATENCY_FLOOR_MS;
+
+/// What the probers can tell apart: measured latencies are rounded to this step, and
+/// none is taken below [`LATENCY_FLOOR_MS`]. A user-space prober's round trip includes
+/// the scheduling delays of two busy hosts (0.1 to 0.7 ms on the 2-core test machines,
+/// see BENCHMARKS.md "Testbed"); below that, differences are noise (e.g. 0.1 against
+/// 0.15 ms between agents on one host), which the scale-free response-time grade would
+/// read as a 33 % gain, and placements would chase it.
+pub const LATENCY_STEP_MS: f64 = 0.1;
+pub const LATENCY_FLOOR_MS: f64 = 0.5;
+
+/// A measured latency as the scheduler sees it (see [`LATENCY_STEP_MS`]).
+pub fn quantize_latency(ms: f64) -> f64 {
+    ((ms / LATENCY_STEP_MS).round() * LATENCY_STEP_MS).max(LATENCY_FLOOR_MS)
+}
+
+/// Standard errors spanned, on each side, by the confidence bounds of a measured link.
+/// Whether a placement is clearly better than the current one is decided on the network
+/// seen in the current placement's favour ([`favour_current`]): success rates over 20
+/// probes that move in 5 % steps (a probe lost now and then on a busy host) and latencies
+/// that wander by a few resolution steps cannot make a move (tests/decisions.rs), a link
+/// that loses most probes or gets milliseconds slower still does.
+pub const CONFIDENCE_Z: f64 = 1.0;
+
+/// Wilson score interval of a success rate `p` measured over `n` probes at `z` standard
+/// errors; `(0, 1)` when nothing was measured.
+pub fn wilson_interval(p: f64, n: u32, z: f64) -> (f64, f64) {
+    if n == 0 || !p.is_finite() {
+        return (0.0, 1.0);
+    }
+    let (n, p) = (n as f64, p.clamp(0.0, 1.0));
+    let z2 = z * z;
+    let den = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / den;
+    let half = z / den * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre - half).clamp(0.0, p), (centre + half).clamp(p, 1.0))
+}
+
+/// What a link's measurement allows, at [`CONFIDENCE_Z`] standard errors: latency
+/// (quantized) ± z · jitter / √samples but at least ± half a step of the probers'
+/// resolution ([`LATENCY_STEP_MS`]), never below their floor; the success rate's Wilson
+/// interval over `samples` probes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkBounds {
+    /// (optimistic, pessimistic)
+    pub latency_ms: (f64, f64),
+    /// (pessimistic, optimistic)
+    pub success: (f64, f64),
+}
+
+impl LinkBounds {
+    pub fn exact(latency_ms: f64, success: f64) -> LinkBounds {
+        LinkBounds {
+            latency_ms: (latency_ms, latency_ms),
+            success: (success, success),
+        }
+    }
+
+    pub fn measured(latency_ms: f64, jitter_ms: f64, success: f64, samples: u16) -> LinkBounds {
+        // never tighter than what the probers resolve (one quantization step)
+        let m = (CONFIDENCE_Z * jitter_ms.max(0.0) / (samples.max(1) as f64).sqrt())
+            .max(LATENCY_STEP_MS / 2.0);
+        LinkBounds {
+            latency_ms: (
+                (latency_ms - m).max(LATENCY_FLOOR_MS).min(latency_ms),
+                latency_ms + m,
+            ),
+            success: wilson_interval(success, samples as u32, CONFIDENCE_Z),
+        }
+    }
+}
+
+/// The network as seen in favour of `current`: every link a channel of `app` uses under
+/// `current` (either direction) at its optimistic bound, every other link at its pessimistic
+/// bound. Scored on it, a candidate beats the current placement only if it does so however
+/// the measurements' uncertainty turns out. `bounds` is aligned with `cluster.links`
+/// (otherwise the cluster is returned unchanged).
+pub fn favour_current(
+    cluster: &Cluster,
+    bounds: &[LinkBounds],
+    app: &Application,
+    current: &BTreeMap<String, String>,
+) -> Cluster {
+    let mut c = cluster.clone();
+    if bounds.len() != c.links.len() {
+        return c;
+    }
+    let used: BTreeSet<(&str, &str)> = app
+        .channels
+        .iter()
+        .filter_map(|ch| {
+            Some((
+                current.get(&ch.from)?.as_str(),
+                current.get(&ch.to)?.as_str(),
+            ))
+        })
+        .flat_map(|(a, b)| [(a, b), (b, a)])
+        .collect();
+    for (l, b) in c.links.iter_mut().zip(bounds) {
+        if used.contains(&(l.from.as_str(), l.to.as_str())) {
+            l.latency_ms = b.latency_ms.0;
+            l.success = b.success.1;
+        } else {
+            l.latency_ms = b.latency_ms.1;
+            l.success = b.success.0;
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod latency_tests {
+    use super::*;
+
+    #[test]
+    fn sub_resolution_noise_reads_as_one_latency() {
+        for noisy in [0.0, 0.02, 0.031, 0.07, 0.09, 0.1, 0.12, 0.3, 0.54] {
+            assert_eq!(quantize_latency(noisy), LATENCY_FLOOR_MS, "{noisy}");
+        }
+        assert!((quantize_latency(0.81) - 0.8).abs() < 1e-9);
+        assert!((quantize_latency(24.057) - 24.1).abs() < 1e-9);
+        // the self link is never above a measured peer link: colocating is never worse,
+        // and not made to look better than the probers can tell
+        assert_eq!(LOOPBACK_LATENCY_MS, LATENCY_FLOOR_MS);
+    }
+}

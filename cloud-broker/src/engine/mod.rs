@@ -1,0 +1,458 @@
+//! The control plane's decisions, as a pure state machine: [`Engine::handle`] takes an event
+//! (a verified node message, an application definition, a scheduling result, a tick) and the
+//! current time, and returns the actions to carry out, in order (persist before publish).
+//! Placement computations are described by [`Job`]s, run by [`run_job`] (pure too) wherever the
+//! I/O loop likes (a blocking task per job, at most one job per application at a time), and
+//! come back as [`Event::Scheduled`]; commits are optimistic against the resource ledger.
+//!
+//! Invariant: no I/O here or below. State changes only through [`Engine::handle`]; every
+//! change that must survive a restart leaves as an [`Action::Persist`] before the
+//! [`Action::Publish`] that depends on it. The parts:
+//! - `links`: link statistics and the confidence-aware comparison (pure functions);
+//! - `jobs`: placement computations (pure functions of a [`Job`]);
+//! - `inventory`: the nodes, their links, the live model and the peer list;
+//! - `commit`: the applications' lifecycle, the resource ledger and placement commits;
+//! - `rollout`: desired states, actual states and the application status documents;
+//! - `measured`: run-time measurements and the network-aware descheduler;
+//! - here: the state, the events, start-up and the clock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use acoa_shared::model::{Cluster, Resources, Usage};
+use acoa_shared::topics;
+use acoa_shared::wire::{
+    self, ActualState, ComponentUsage, DesiredState, LinkMetrics, Message, NodeReport,
+};
+use ed25519_dalek::SigningKey;
+use tracing::info;
+
+use crate::records::{AppRecord, Meta, PersistOp, Snapshot};
+use crate::status::PlacementRecord;
+
+mod commit;
+mod inventory;
+mod jobs;
+mod links;
+mod measured;
+mod rollout;
+
+use commit::reservations_of;
+pub use commit::validate;
+use inventory::{LinkEntry, LiveNode};
+pub(crate) use jobs::grades;
+pub use jobs::{finish_job, run_job, search_job, Compared, Job, JobOutcome, JobResult, Purpose};
+pub use links::{
+    favour_current, quantize_latency, wilson_interval, LinkBounds, CONFIDENCE_Z, LATENCY_FLOOR_MS,
+    LATENCY_STEP_MS, LOOPBACK_LATENCY_MS,
+};
+pub use measured::{comm_cost, NETWORK_AWARE};
+
+/// Tunables of the decisions.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// A node whose reports stop for this long is lost (3 report periods by default).
+    pub node_timeout_ms: u64,
+    /// An `offline` marker (last will) makes a node lost if no signed report follows within this.
+    pub offline_confirm_ms: u64,
+    /// How often placed applications are evaluated again (descheduler) and unplaced ones retried.
+    pub reevaluate_ms: u64,
+    /// Relative score gain a better placement must offer before anything moves.
+    pub hysteresis: f64,
+    /// ... sustained over this many evaluations in a row.
+    pub sustain: u32,
+    /// Peer-list changes are gathered for this long before one publication.
+    pub peers_debounce_ms: u64,
+    /// Link samples older than this are forgotten.
+    pub link_max_age_ms: u64,
+    /// How often the ingest statistics line is logged (0: never).
+    pub stats_every_ms: u64,
+    /// How often the network-aware descheduler evaluates its applications (and the status
+    /// documents get the current measurements).
+    pub deschedule_ms: u64,
+    /// Relative gain a network-aware move must offer (0.2 = 20 %), sustained over `sustain`
+    /// evaluations in a row.
+    pub netaware_threshold: f64,
+    /// Measured use and traffic: the mean over this many reports of a node (smoothing window).
+    pub observed_window: usize,
+    /// Measurements not refreshed for this long are forgotten.
+    pub observed_max_age_ms: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            node_timeout_ms: 3000,
+            offline_confirm_ms: 1000,
+            reevaluate_ms: 5000,
+            hysteresis: 0.05,
+            sustain: 3,
+            peers_debounce_ms: 500,
+            link_max_age_ms: 60_000,
+            stats_every_ms: 10_000,
+            deschedule_ms: 10_000,
+            netaware_threshold: 0.2,
+            observed_window: 10,
+            observed_max_age_ms: 30_000,
+        }
+    }
+}
+
+/// What happens to the control plane.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A verified node report.
+    Report(Box<NodeReport>),
+    /// Verified link metrics.
+    Links(Box<LinkMetrics>),
+    /// Verified per-component usage of a node.
+    Usage(Box<ComponentUsage>),
+    /// A verified container-state report.
+    Actual(Box<ActualState>),
+    /// The online marker (or last will) of a node.
+    Online { node: String, online: bool },
+    /// A desired state the broker holds (retained), seen at start-up.
+    RetainedDesired { node: String, generation: u64 },
+    /// An application definition (empty payload: delete).
+    AppPublished { app: String, payload: Vec<u8> },
+    /// A node left the inventory.
+    NodeRemoved(String),
+    /// A placement computation finished.
+    Scheduled(Box<JobResult>),
+    /// The broker's retained messages have been read: republish what the agents lack.
+    StartupDone,
+    /// Time passes.
+    Tick,
+}
+
+/// What the I/O loop must do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Persist(PersistOp),
+    /// QoS 1.
+    Publish {
+        topic: String,
+        payload: Vec<u8>,
+        retain: bool,
+    },
+    Schedule(Box<Job>),
+}
+
+#[derive(Debug, Clone)]
+struct AppState {
+    rec: AppRecord,
+    revision: u64,
+    job: Option<u64>,
+    rerun: Option<Purpose>,
+    better_count: u32,
+    /// Status reason when the latest placement attempt failed.
+    unplaced: Option<String>,
+    /// A newer definition was rejected (the previous one keeps running).
+    rejected: Option<(String, String)>,
+}
+
+impl AppState {
+    /// A newly accepted (or restored) application: revision 1, nothing running for it.
+    fn new(rec: AppRecord) -> AppState {
+        AppState {
+            rec,
+            revision: 1,
+            job: None,
+            rerun: None,
+            better_count: 0,
+            unplaced: None,
+            rejected: None,
+        }
+    }
+}
+
+/// Counters for the operator and the benchmark.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub reports: u64,
+    pub links: u64,
+    pub actuals: u64,
+    pub collisions: u64,
+    pub desired_published: u64,
+    pub jobs: u64,
+}
+
+/// The control plane's state and decisions.
+pub struct Engine {
+    cfg: EngineConfig,
+    key: SigningKey,
+    now: u64,
+    nodes: BTreeMap<String, LiveNode>,
+    links: HashMap<(String, String), LinkEntry>,
+    model_version: u64,
+    cluster_cache: Option<(u64, Arc<Cluster>)>,
+    bounds_cache: Option<(u64, Arc<Vec<LinkBounds>>)>,
+    apps: BTreeMap<String, AppState>,
+    desired: BTreeMap<String, DesiredState>,
+    retained_seen: BTreeMap<String, u64>,
+    actual: HashMap<String, ActualState>,
+    status_sent: BTreeMap<String, String>,
+    /// Ledger: per application, per node, what it reserves.
+    reservations: BTreeMap<String, BTreeMap<String, Resources>>,
+    ledger_version: u64,
+    node_version: HashMap<String, u64>,
+    next_job: u64,
+    meta: Meta,
+    peers_dirty: bool,
+    peers_sent: Option<Vec<(String, String)>>,
+    last_peers_pub: u64,
+    last_reeval: u64,
+    last_stats: u64,
+    measured: measured::Measured,
+    stats_at_last: Stats,
+    pub stats: Stats,
+}
+
+fn ms(v: u64) -> String {
+    format!("{:.1} s", v as f64 / 1000.0)
+}
+
+impl Engine {
+    /// An engine restored from `snap` at time `now`. Restored nodes count as alive until they
+    /// miss the report timeout.
+    pub fn new(cfg: EngineConfig, key: SigningKey, snap: Snapshot, now: u64) -> Engine {
+        let cfg_window = cfg.observed_window;
+        let mut e = Engine {
+            cfg,
+            key,
+            now,
+            nodes: BTreeMap::new(),
+            links: HashMap::new(),
+            model_version: 0,
+            cluster_cache: None,
+            bounds_cache: None,
+            apps: BTreeMap::new(),
+            desired: snap.desired,
+            retained_seen: BTreeMap::new(),
+            actual: HashMap::new(),
+            status_sent: BTreeMap::new(),
+            reservations: BTreeMap::new(),
+            ledger_version: 0,
+            node_version: HashMap::new(),
+            next_job: 1,
+            meta: snap.meta,
+            peers_dirty: false,
+            peers_sent: None,
+            last_peers_pub: 0,
+            last_reeval: now,
+            last_stats: now,
+            measured: measured::Measured::new(cfg_window, now),
+            stats_at_last: Stats::default(),
+            stats: Stats::default(),
+        };
+        for (name, info) in snap.nodes {
+            e.nodes.insert(
+                name,
+                LiveNode {
+                    info,
+                    usage: Usage::default(),
+                    last_seen: now,
+                    online: true,
+                    offline_marker: None,
+                },
+            );
+        }
+        for (name, rec) in snap.apps {
+            if let Some(p) = &rec.placement {
+                let res = reservations_of(&rec.application, &p.assignment);
+                e.reservations.insert(name.clone(), res);
+            }
+            e.apps.insert(name, AppState::new(rec));
+        }
+        e
+    }
+
+    pub fn collisions(&self) -> u64 {
+        self.stats.collisions
+    }
+
+    pub fn desired(&self, node: &str) -> Option<&DesiredState> {
+        self.desired.get(node)
+    }
+
+    pub fn placement(&self, app: &str) -> Option<&PlacementRecord> {
+        self.apps.get(app).and_then(|a| a.rec.placement.as_ref())
+    }
+
+    pub fn is_online(&self, node: &str) -> bool {
+        self.nodes.get(node).is_some_and(|n| n.online)
+    }
+
+    /// Handles one event at time `now_ms` (milliseconds, monotonic).
+    pub fn handle(&mut self, now_ms: u64, ev: Event) -> Vec<Action> {
+        self.now = self.now.max(now_ms);
+        let mut out = Vec::new();
+        match ev {
+            Event::Report(r) => self.on_report(*r, &mut out),
+            Event::Links(l) => self.on_links(&l),
+            Event::Usage(u) => self.on_usage(&u),
+            Event::Actual(a) => self.on_actual(*a, &mut out),
+            Event::Online { node, online } => {
+                if !online {
+                    let now = self.now;
+                    if let Some(n) = self.nodes.get_mut(&node) {
+                        if n.online && n.offline_marker.is_none() {
+                            n.offline_marker = Some(now);
+                        }
+                    }
+                }
+            }
+            Event::RetainedDesired { node, generation } => {
+                self.retained_seen.insert(node, generation);
+            }
+            Event::AppPublished { app, payload } => self.on_app(app, payload, &mut out),
+            Event::NodeRemoved(n) => {
+                self.lose(&n, "removed from the inventory", &mut out);
+                self.nodes.remove(&n);
+            }
+            Event::Scheduled(r) => self.on_scheduled(*r, &mut out),
+            Event::StartupDone => self.on_startup(&mut out),
+            Event::Tick => self.on_tick(&mut out),
+        }
+        out
+    }
+
+    /// The broker's retained messages have been read: republish the desired states it lacks,
+    /// publish every status, and place what is not placed.
+    fn on_startup(&mut self, out: &mut Vec<Action>) {
+        let mut republished = 0;
+        let nodes: Vec<String> = self.desired.keys().cloned().collect();
+        for n in nodes {
+            let d = &self.desired[&n];
+            if self.retained_seen.get(&n) == Some(&d.generation) {
+                continue;
+            }
+            if let Ok(bytes) =
+                wire::encode(&Message::DesiredState(Box::new(d.clone())), Some(&self.key))
+            {
+                out.push(Action::Publish {
+                    topic: topics::desired(&n),
+                    payload: bytes,
+                    retain: true,
+                });
+                republished += 1;
+            }
+        }
+        info!(
+            "started with {} applications and {} desired states; {} desired states republished (the broker lacked them), same generations",
+            self.apps.len(),
+            self.desired.len(),
+            republished
+        );
+        let apps: Vec<String> = self.apps.keys().cloned().collect();
+        for app in apps {
+            self.update_status(&app, out);
+            if self.apps[&app].rec.placement.is_none() {
+                self.request(&app, Purpose::Place("start-up".into()), out);
+            }
+        }
+    }
+
+    /// Nodes lost on silence or a confirmed last will, old links forgotten, the peer list,
+    /// the periodic evaluations, the measurements, the statistics line.
+    fn on_tick(&mut self, out: &mut Vec<Action>) {
+        let now = self.now;
+        let timeout = self.cfg.node_timeout_ms;
+        let late: Vec<(String, u64)> = self
+            .nodes
+            .values()
+            .filter(|n| n.online && now.saturating_sub(n.last_seen) > timeout)
+            .map(|n| (n.info.name.clone(), now - n.last_seen))
+            .collect();
+        for (n, silent) in late {
+            self.lose(&n, &format!("no report for {}", ms(silent)), out);
+        }
+        let confirm = self.cfg.offline_confirm_ms;
+        let marked: Vec<String> = self
+            .nodes
+            .values()
+            .filter(|n| {
+                n.online
+                    && n.offline_marker
+                        .is_some_and(|at| now.saturating_sub(at) >= confirm)
+            })
+            .map(|n| n.info.name.clone())
+            .collect();
+        for n in marked {
+            self.lose(&n, "last will: offline", out);
+        }
+        let max_age = self.cfg.link_max_age_ms;
+        let before = self.links.len();
+        self.links
+            .retain(|_, e| now.saturating_sub(e.at) <= max_age);
+        if self.links.len() != before {
+            self.model_version += 1;
+        }
+        if self.peers_dirty && now.saturating_sub(self.last_peers_pub) >= self.cfg.peers_debounce_ms
+        {
+            self.publish_peers(out);
+        }
+        if now.saturating_sub(self.last_reeval) >= self.cfg.reevaluate_ms {
+            self.last_reeval = now;
+            let apps: Vec<(String, bool, bool)> =
+                self.apps
+                    .iter()
+                    .map(|(n, a)| {
+                        let placed = a.rec.placement.is_some();
+                        let broken = a.rec.placement.as_ref().is_some_and(|p| {
+                            p.assignment.values().any(|node| !self.is_online(node))
+                        });
+                        (n.clone(), placed && a.unplaced.is_none(), broken)
+                    })
+                    .collect();
+            for (app, placed, broken) in apps {
+                if broken {
+                    self.request(
+                        &app,
+                        Purpose::Place("a node it uses is not available".into()),
+                        out,
+                    );
+                } else if placed {
+                    // Only qos applications are searched again. network-aware ones have their
+                    // own descheduler (measured_tick); topsis places once, as the paper's
+                    // scheduler does (both read the nodes' usage, which includes the running
+                    // application itself: scored again, every running placement would look
+                    // worse than moving).
+                    let topsis = self
+                        .apps
+                        .get(&app)
+                        .is_some_and(|a| a.rec.application.scheduler == "topsis");
+                    if !self.is_network_aware(&app) && !topsis {
+                        self.request(&app, Purpose::Reevaluate, out);
+                    }
+                } else {
+                    self.request(&app, Purpose::Place("retry".into()), out);
+                }
+            }
+        }
+        self.measured_tick(out);
+        if self.cfg.stats_every_ms > 0
+            && now.saturating_sub(self.last_stats) >= self.cfg.stats_every_ms
+        {
+            let secs = (now - self.last_stats) as f64 / 1000.0;
+            let d = |a: u64, b: u64| (a - b) as f64 / secs;
+            let online = self.nodes.values().filter(|n| n.online).count();
+            info!(
+                "stats: ingest {:.0} msg/s (reports {:.0}/s, links {:.0}/s, actual {:.0}/s); {} nodes online of {}; {} links; {} applications; {} desired states published; {} collisions",
+                d(self.stats.reports + self.stats.links + self.stats.actuals,
+                  self.stats_at_last.reports + self.stats_at_last.links + self.stats_at_last.actuals),
+                d(self.stats.reports, self.stats_at_last.reports),
+                d(self.stats.links, self.stats_at_last.links),
+                d(self.stats.actuals, self.stats_at_last.actuals),
+                online,
+                self.nodes.len(),
+                self.links.len(),
+                self.apps.len(),
+                self.stats.desired_published,
+                self.stats.collisions
+            );
+            self.last_stats = now;
+            self.stats_at_last = self.stats.clone();
+        }
+    }
+}

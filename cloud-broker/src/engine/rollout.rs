@@ -1,0 +1,242 @@
+//! What the nodes are told and what is told about the applications: each node's desired
+//! state (the containers the placements put there), the nodes' actual states, and the
+//! application status documents.
+//!
+//! Invariants: a node's desired state changes only when its containers do, its generation then
+//! grows by one, and it is persisted before it is published (signed, retained); a status
+//! document is published only when its text changes.
+
+use acoa_shared::model;
+use acoa_shared::topics;
+use acoa_shared::wire::{
+    self, ActualState, ContainerSpec, ContainerState, DesiredState, EnvVar, Message, MAX_CONTAINERS,
+};
+use tracing::{error, info};
+
+use super::{Action, Engine};
+use crate::records::PersistOp;
+use crate::status::{AppStatus, NotRunning};
+
+impl Engine {
+    pub(super) fn desired_containers(&self, node: &str) -> Vec<ContainerSpec> {
+        let mut v = Vec::new();
+        for (name, a) in &self.apps {
+            let Some(p) = &a.rec.placement else { continue };
+            for (c, n) in &p.assignment {
+                if n != node {
+                    continue;
+                }
+                let Some(comp) = a.rec.application.component(c) else {
+                    continue;
+                };
+                match container_spec(name, comp) {
+                    Ok(s) => v.push(s),
+                    Err(e) => error!("container {name}.{c} cannot be described: {e}"),
+                }
+            }
+        }
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    pub(super) fn update_desired(&mut self, node: &str, out: &mut Vec<Action>) {
+        let mut specs = self.desired_containers(node);
+        if specs.len() > MAX_CONTAINERS {
+            error!(
+                "node {node} is given {} containers, more than the {MAX_CONTAINERS} a desired state holds; the rest are left out",
+                specs.len()
+            );
+            specs.truncate(MAX_CONTAINERS);
+        }
+        let cur = self.desired.get(node);
+        if cur.is_some_and(|d| d.containers.as_slice() == specs.as_slice()) {
+            return;
+        }
+        if cur.is_none() && specs.is_empty() {
+            return;
+        }
+        let generation = cur.map(|d| d.generation).unwrap_or(0) + 1;
+        let Ok(node_name) = wire::name(node) else {
+            return;
+        };
+        let d = DesiredState {
+            node: node_name,
+            generation,
+            containers: heapless::Vec::from_slice(&specs).unwrap_or_default(),
+        };
+        match wire::encode(&Message::DesiredState(Box::new(d.clone())), Some(&self.key)) {
+            Ok(bytes) => {
+                out.push(Action::Persist(PersistOp::PutDesired(Box::new(d.clone()))));
+                out.push(Action::Publish {
+                    topic: topics::desired(node),
+                    payload: bytes,
+                    retain: true,
+                });
+                self.stats.desired_published += 1;
+                info!(
+                    "desired state {generation} for node {node}: {}",
+                    if specs.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        specs
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                );
+                self.desired.insert(node.into(), d);
+            }
+            Err(e) => error!("desired state for node {node} cannot be encoded: {e}"),
+        }
+    }
+
+    pub(super) fn on_actual(&mut self, a: ActualState, out: &mut Vec<Action>) {
+        self.stats.actuals += 1;
+        let node = a.node.to_string();
+        if !self.nodes.get(&node).is_some_and(|n| n.online) {
+            return;
+        }
+        if self.actual.get(&node) == Some(&a) {
+            return;
+        }
+        self.actual.insert(node.clone(), a);
+        let apps: Vec<String> = self
+            .apps
+            .iter()
+            .filter(|(_, s)| {
+                s.rec
+                    .placement
+                    .as_ref()
+                    .is_some_and(|p| p.assignment.values().any(|n| *n == node))
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for app in apps {
+            self.update_status(&app, out);
+        }
+    }
+
+    pub(super) fn status_of(&self, app: &str) -> Option<AppStatus> {
+        let a = self.apps.get(app)?;
+        if let Some((d, reason)) = &a.rejected {
+            let mut st = AppStatus::new(app, "rejected", d);
+            st.reason = Some(format!("{reason}; the previous definition stays deployed"));
+            return Some(st);
+        }
+        let d = &a.rec.digest;
+        let Some(p) = &a.rec.placement else {
+            let mut st = AppStatus::new(
+                app,
+                if a.unplaced.is_some() {
+                    "unplaced"
+                } else {
+                    "accepted"
+                },
+                d,
+            );
+            st.reason = a.unplaced.clone();
+            return Some(st);
+        };
+        let mut running = vec![];
+        let mut not_running = vec![];
+        for (c, n) in &p.assignment {
+            let cname = format!("{app}.{c}");
+            let st = self.actual.get(n).and_then(|s| {
+                s.containers
+                    .iter()
+                    .find(|x| x.name.as_str() == cname)
+                    .map(|x| (x.state, x.error.to_string()))
+            });
+            match st {
+                Some((ContainerState::Running, _)) if self.is_online(n) => running.push(c.clone()),
+                Some((s, e)) => not_running.push(NotRunning {
+                    component: c.clone(),
+                    node: n.clone(),
+                    state: format!("{s:?}").to_lowercase(),
+                    error: e,
+                }),
+                None => not_running.push(NotRunning {
+                    component: c.clone(),
+                    node: n.clone(),
+                    state: if self.is_online(n) {
+                        "unknown"
+                    } else {
+                        "node lost"
+                    }
+                    .into(),
+                    error: String::new(),
+                }),
+            }
+        }
+        let state = if not_running.is_empty() {
+            "running"
+        } else {
+            "placed"
+        };
+        let mut st = AppStatus::new(app, state, d);
+        st.reason = a.unplaced.clone();
+        st.placement = Some(p.assignment.clone());
+        st.score = Some(p.score);
+        st.criteria = p.criteria.clone();
+        st.feasible_deployments = Some(p.feasible_deployments);
+        st.running = running;
+        st.not_running = not_running;
+        st.observed = self.measured.for_status.get(app).cloned();
+        Some(st)
+    }
+
+    pub(super) fn update_status(&mut self, app: &str, out: &mut Vec<Action>) {
+        if let Some(st) = self.status_of(app) {
+            let was_running = self
+                .status_sent
+                .get(app)
+                .is_some_and(|s| s.contains("\"state\":\"running\""));
+            if st.state == "running" && !was_running && self.status_sent.contains_key(app) {
+                info!(
+                    "application {app} running: {}",
+                    st.placement
+                        .iter()
+                        .flatten()
+                        .map(|(c, n)| format!("{c} on {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            self.send_status(app, &st, out);
+        }
+    }
+
+    pub(super) fn send_status(&mut self, app: &str, st: &AppStatus, out: &mut Vec<Action>) {
+        let json = serde_json::to_string(st).expect("status serializes");
+        if self.status_sent.get(app) == Some(&json) {
+            return;
+        }
+        out.push(Action::Publish {
+            topic: topics::app_status(app),
+            payload: json.clone().into_bytes(),
+            retain: true,
+        });
+        self.status_sent.insert(app.into(), json);
+    }
+}
+
+fn container_spec(app: &str, c: &model::Component) -> Result<ContainerSpec, wire::WireError> {
+    let r = c.resources.unwrap_or_default();
+    let mut env = heapless::Vec::new();
+    for (k, v) in [("ACOA_APP", app), ("ACOA_COMPONENT", c.name.as_str())] {
+        let _ = env.push(EnvVar {
+            name: wire::bounded("env name", k)?,
+            value: wire::bounded("env value", v)?,
+        });
+    }
+    Ok(ContainerSpec {
+        name: wire::name(&format!("{app}.{}", c.name))?,
+        app: wire::name(app)?,
+        component: wire::name(&c.name)?,
+        image: wire::bounded("image", &c.image)?,
+        cpu_millis: r.cpu_millis,
+        memory_mb: r.memory_mb,
+        env,
+    })
+}
