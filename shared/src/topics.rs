@@ -1,4 +1,6 @@
-//! MQTT topic names (v1), from `spec/architecture.md`.
+//! MQTT topic names (v1), from `spec/architecture.md`, and who may use them ([`acl`]).
+
+pub mod acl;
 
 /// Every topic starts with this.
 pub const PREFIX: &str = "acoa/v1";
@@ -8,6 +10,10 @@ pub const PEERS: &str = "acoa/v1/peers";
 pub const NODES_WILDCARD: &str = "acoa/v1/nodes/+/+";
 /// What the control plane subscribes to for application definitions.
 pub const APPS_WILDCARD: &str = "acoa/v1/apps/+";
+
+/// Largest MQTT packet an agent accepts (a full desired state is well under 100 KiB); the
+/// brokers refuse larger publications on what agents read ([`acl::receiver_limit`]).
+pub const AGENT_MAX_PACKET: usize = 256 * 1024;
 
 /// `acoa/v1/nodes/{node}/report`: node report, agent → cloud (QoS 0).
 pub fn report(node: &str) -> String {
