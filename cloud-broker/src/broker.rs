@@ -1,19 +1,27 @@
 //! The embedded MQTT broker (rumqttd), started by `serve` unless an external broker is given.
-//! Every client must log in: the logins (nodes, control plane, admin) are read from the data
-//! directory and can be replaced while the broker runs (`node add` / `node remove`).
-//! rumqttd has no per-topic access rules: end-to-end signatures are what keep one node's
-//! credentials from commanding or speaking for another.
+//! Every client must log in: the logins (nodes, workers, control plane, admin) are read from the
+//! data directory and can be replaced while the broker runs (`node add` / `node remove`).
+//! Every publication, subscription and last will is checked against `topics::acl`, the table
+//! Mosquitto's generated ACL comes from (rumqttd is patched for that: `vendor/rumqttd`); a refusal
+//! is logged once per client and hour.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
-use rumqttd::{Broker, Config, ConnectionSettings, RouterConfig, ServerSettings, TlsConfig};
+use acoa_shared::topics::acl;
+use rumqttd::{
+    Access, AuthorizeHandler, Broker, Config, ConnectionSettings, RouterConfig, ServerSettings,
+    TlsConfig,
+};
 use tracing::{info, warn};
 
-/// Logins the broker accepts, shared with the loop that reloads the inventory.
-pub type Logins = Arc<RwLock<BTreeMap<String, String>>>;
+use crate::identity::Account;
+
+/// Logins the broker accepts and their roles, shared with the loop that reloads the inventory.
+pub type Logins = Arc<RwLock<BTreeMap<String, Account>>>;
 
 /// Largest publication the broker accepts (the peer list of a few thousand nodes fits).
 pub const MAX_PAYLOAD: usize = 1 << 20;
@@ -40,13 +48,14 @@ pub fn config_with_tls(listen: SocketAddr, logins: Logins, tls: Option<&TlsListe
         auth: None,
         external_auth: None,
         dynamic_filters: true,
+        authorize: Some(authorize(logins.clone())),
     };
     connections.set_auth_handler(move |client_id: String, user: String, pass: String| {
         let ok = logins
             .read()
             .map(|m| {
                 m.get(&user)
-                    .is_some_and(|p| constant_time_eq(p.as_bytes(), pass.as_bytes()))
+                    .is_some_and(|a| constant_time_eq(a.password.as_bytes(), pass.as_bytes()))
             })
             .unwrap_or(false);
         if !ok {
@@ -95,6 +104,92 @@ pub fn config_with_tls(listen: SocketAddr, logins: Logins, tls: Option<&TlsListe
         bridge: None,
         prometheus: None,
         metrics: None,
+    }
+}
+
+/// The check of every publication, subscription and will: the user's role from `logins`, then
+/// `topics::acl`.
+fn authorize(logins: Logins) -> AuthorizeHandler {
+    let log = Mutex::new(RefusalLog::new(Instant::now()));
+    Arc::new(move |client: &str, user: &str, access: Access<'_>| {
+        let role = logins.read().ok().and_then(|m| m.get(user).map(|a| a.role));
+        let verdict = match (role, access) {
+            (None, _) => Err(format!("`{user}` is not a login any more")),
+            (Some(r), Access::Publish { topic, payload_len }) => {
+                acl::may_publish(r, user, topic, payload_len).map_err(|e| e.to_string())
+            }
+            (Some(r), Access::Subscribe { filter }) => {
+                acl::may_subscribe(r, user, filter).map_err(|e| e.to_string())
+            }
+        };
+        if let Err(reason) = &verdict {
+            let note = log
+                .lock()
+                .map(|mut l| l.note(Instant::now(), client))
+                .unwrap_or(Note::Quiet);
+            match note {
+                Note::Log => warn!(
+                    "broker refused client `{client}`: {reason} (its further refusals within the hour are not logged)"
+                ),
+                Note::Full => warn!(
+                    "broker refused more than {LOGGED_CLIENTS} clients within the hour: further refusals are not logged"
+                ),
+                Note::Quiet => {}
+            }
+        }
+        verdict.is_ok()
+    })
+}
+
+/// How many clients' refusals are logged per [`LOG_WINDOW`] at most.
+pub const LOGGED_CLIENTS: usize = 256;
+/// After this, a client's refusals are logged again.
+pub const LOG_WINDOW: Duration = Duration::from_secs(3600);
+
+/// Whether to log a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Note {
+    /// The client's first refusal in the window.
+    Log,
+    /// The table is full: say once that refusals go unlogged.
+    Full,
+    Quiet,
+}
+
+/// Which clients' refusals were logged in the current window: one line per client, at most
+/// [`LOGGED_CLIENTS`] lines and one more per window whatever clients do.
+#[derive(Debug)]
+pub struct RefusalLog {
+    since: Instant,
+    clients: BTreeSet<String>,
+    full_said: bool,
+}
+
+impl RefusalLog {
+    pub fn new(now: Instant) -> RefusalLog {
+        RefusalLog {
+            since: now,
+            clients: BTreeSet::new(),
+            full_said: false,
+        }
+    }
+
+    /// A refusal of `client` at `now`.
+    pub fn note(&mut self, now: Instant, client: &str) -> Note {
+        if now.duration_since(self.since) >= LOG_WINDOW {
+            *self = RefusalLog::new(now);
+        }
+        if self.clients.contains(client) {
+            Note::Quiet
+        } else if self.clients.len() < LOGGED_CLIENTS {
+            self.clients.insert(client.to_string());
+            Note::Log
+        } else if !self.full_said {
+            self.full_said = true;
+            Note::Full
+        } else {
+            Note::Quiet
+        }
     }
 }
 
@@ -148,4 +243,80 @@ pub fn start_with_tls(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acoa_shared::topics::{self, acl::Role};
+
+    fn logins() -> Logins {
+        let a = |role| Account {
+            password: "pw".into(),
+            role,
+        };
+        Arc::new(RwLock::new(BTreeMap::from([
+            ("n1".to_string(), a(Role::Node)),
+            ("n2".to_string(), a(Role::Node)),
+            ("w1".to_string(), a(Role::Worker)),
+            ("cp".to_string(), a(Role::ControlPlane)),
+        ])))
+    }
+
+    fn publish(topic: &str, payload_len: usize) -> Access<'_> {
+        Access::Publish { topic, payload_len }
+    }
+
+    fn sub(filter: &str) -> Access<'_> {
+        Access::Subscribe { filter }
+    }
+
+    #[test]
+    fn every_listener_checks_the_acl_with_the_current_logins() {
+        let l = logins();
+        let tls = TlsListener {
+            listen: "127.0.0.1:2".parse().unwrap(),
+            cert: "c".into(),
+            key: "k".into(),
+        };
+        let cfg = config_with_tls("127.0.0.1:1".parse().unwrap(), l.clone(), Some(&tls));
+        let v4 = cfg.v4.unwrap();
+        assert_eq!(v4.len(), 2);
+        for s in v4.values() {
+            let check = s.connections.authorize.clone().unwrap();
+            assert!(check("sim-n1", "n1", publish(&topics::report("n1"), 100)));
+            assert!(!check("sim-n1", "n1", publish(&topics::report("n2"), 100)));
+            assert!(!check("sim-n1", "n1", publish(&topics::desired("n2"), 10)));
+            assert!(!check("sim-n1", "n1", publish(&topics::app("x"), 10)));
+            assert!(!check("sim-n1", "n1", publish("acoa/v1/nodes/n1/+", 10)));
+            assert!(check("sim-n1", "n1", sub(&topics::desired("n1"))));
+            assert!(!check("sim-n1", "n1", sub("#")));
+            assert!(!check("sim-n1", "n1", sub(&topics::desired("n2"))));
+            assert!(check("w", "w1", sub("$share/g/acoa/v1/sched/jobs")));
+            assert!(check("cp", "cp", publish(&topics::desired("n2"), 1000)));
+            assert!(!check("cp", "cp", publish(&topics::desired("n2"), 600_000)));
+            // not a login (any more): nothing
+            assert!(!check("x", "nobody", sub(topics::PEERS)));
+        }
+        l.write().unwrap().remove("n1");
+        let check = v4["1"].connections.authorize.clone().unwrap();
+        assert!(!check("sim-n1", "n1", publish(&topics::report("n1"), 100)));
+    }
+
+    #[test]
+    fn refusals_are_logged_once_per_client_and_window() {
+        let t0 = Instant::now();
+        let mut log = RefusalLog::new(t0);
+        assert_eq!(log.note(t0, "a"), Note::Log);
+        assert_eq!(log.note(t0, "a"), Note::Quiet);
+        for i in 1..LOGGED_CLIENTS {
+            assert_eq!(log.note(t0, &format!("c{i}")), Note::Log);
+        }
+        assert_eq!(log.note(t0, "one-too-many"), Note::Full);
+        assert_eq!(log.note(t0, "another"), Note::Quiet);
+        assert_eq!(log.note(t0, "a"), Note::Quiet);
+        let later = t0 + LOG_WINDOW;
+        assert_eq!(log.note(later, "a"), Note::Log);
+        assert_eq!(log.note(later, "a"), Note::Quiet);
+    }
 }

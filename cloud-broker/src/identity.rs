@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use acoa_shared::topics::acl::Role;
 use acoa_shared::wire::keys;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use rand::RngCore;
@@ -55,6 +56,13 @@ pub fn random_password() -> String {
 pub struct Login {
     pub username: String,
     pub password: String,
+}
+
+/// A broker login's password and what it may publish and read (`topics::acl`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub password: String,
+    pub role: Role,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -261,18 +269,24 @@ impl DataDir {
             .filter(|s| !s.is_empty())
     }
 
-    /// Every login the broker must accept: nodes, control plane, admin.
-    pub fn logins(&self) -> Result<BTreeMap<String, String>, IdentityError> {
+    /// Every login the broker must accept (nodes, workers, control plane, admin) with its role.
+    pub fn logins(&self) -> Result<BTreeMap<String, Account>, IdentityError> {
         let creds = self.credentials()?;
         let inv = self.inventory()?;
-        let mut m: BTreeMap<String, String> = inv
+        let account = |password, role| Account { password, role };
+        let mut m: BTreeMap<String, Account> = inv
             .nodes
             .into_iter()
-            .map(|(n, e)| (n, e.password))
+            .map(|(n, e)| (n, account(e.password, Role::Node)))
             .collect();
-        m.extend(inv.workers);
-        m.insert(creds.control_plane.username, creds.control_plane.password);
-        m.insert(creds.admin.username, creds.admin.password);
+        m.extend(
+            inv.workers
+                .into_iter()
+                .map(|(w, p)| (w, account(p, Role::Worker))),
+        );
+        let (cp, admin) = (creds.control_plane, creds.admin);
+        m.insert(cp.username, account(cp.password, Role::ControlPlane));
+        m.insert(admin.username, account(admin.password, Role::Admin));
         Ok(m)
     }
 }
@@ -318,7 +332,8 @@ mod tests {
         assert!(dd.set_key("n13", "zz").is_err());
         assert_eq!(dd.inventory().unwrap().keys()["n13"], Some(k));
         let logins = dd.logins().unwrap();
-        assert_eq!(logins["n13"], e.password);
+        assert_eq!(logins["n13"].password, e.password);
+        assert_eq!(logins["n13"].role, Role::Node);
         assert!(logins.contains_key(CONTROL_PLANE_USER));
         dd.remove_node("n13").unwrap();
         assert!(dd.remove_node("n13").is_err());

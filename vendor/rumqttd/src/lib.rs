@@ -1,3 +1,6 @@
+// ACOA patch: this toolchain's lints on upstream code, so that every build is not noisy
+#![allow(dead_code, mismatched_lifetime_syntaxes)]
+
 use std::fmt;
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -50,6 +53,20 @@ pub type AuthHandler = Arc<
         + Send
         + Sync,
 >;
+
+/// ACOA patch: what a connected client asks to do, for [`ConnectionSettings::authorize`].
+#[derive(Debug, Clone, Copy)]
+pub enum Access<'a> {
+    /// A publication, or the last will of a connecting client.
+    Publish { topic: &'a str, payload_len: usize },
+    /// One filter of a subscription, as sent (`$share/{group}/` included).
+    Subscribe { filter: &'a str },
+}
+
+/// ACOA patch: `(client id, user name, access) -> allowed`. A refused publication is dropped
+/// (acknowledged at QoS 1, the connection closed at QoS 2), a subscription with a refused
+/// filter gets the failure code for every filter, a refused will refuses the connection.
+pub type AuthorizeHandler = Arc<dyn Fn(&str, &str, Access<'_>) -> bool + Send + Sync>;
 
 #[derive(Debug, Default, Serialize, Deserialize, Clone)]
 pub struct Config {
@@ -152,6 +169,9 @@ pub struct ConnectionSettings {
     pub external_auth: Option<AuthHandler>,
     #[serde(default)]
     pub dynamic_filters: bool,
+    /// ACOA patch: checks every publication, subscription and will of remote clients.
+    #[serde(skip)]
+    pub authorize: Option<AuthorizeHandler>,
 }
 
 impl ConnectionSettings {
@@ -177,6 +197,7 @@ impl fmt::Debug for ConnectionSettings {
             .field("auth", &self.auth)
             .field("external_auth", &self.external_auth.is_some())
             .field("dynamic_filters", &self.dynamic_filters)
+            .field("authorize", &self.authorize.is_some())
             .finish()
     }
 }

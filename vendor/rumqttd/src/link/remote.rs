@@ -2,9 +2,12 @@ use crate::link::local::{LinkError, LinkRx, LinkTx};
 use crate::link::network;
 use crate::link::network::Network;
 use crate::local::LinkBuilder;
-use crate::protocol::{ConnAck, Connect, ConnectReturnCode, Login, Packet, Protocol};
+use crate::protocol::{
+    ConnAck, Connect, ConnectReturnCode, Login, Packet, Protocol, PubAck, PubAckReason, QoS,
+    SubAck, SubscribeReasonCode,
+};
 use crate::router::{Event, Notification};
-use crate::{ConnectionId, ConnectionSettings};
+use crate::{Access, AuthorizeHandler, ConnectionId, ConnectionSettings};
 
 use flume::{RecvError, SendError, Sender, TrySendError};
 use std::cmp::min;
@@ -58,6 +61,8 @@ pub struct RemoteLink<P> {
     link_rx: LinkRx,
     notifications: VecDeque<Notification>,
     pub(crate) will_delay_interval: u32,
+    /// ACOA patch: the access check, the client id and the user name
+    authorize: Option<(AuthorizeHandler, String, String)>,
 }
 
 impl<P: Protocol> RemoteLink<P> {
@@ -68,8 +73,10 @@ impl<P: Protocol> RemoteLink<P> {
         connect_packet: Packet,
         dynamic_filters: bool,
         assigned_client_id: Option<String>,
+        authorize: Option<AuthorizeHandler>,
     ) -> Result<RemoteLink<P>, Error> {
-        let Packet::Connect(connect, props, lastwill, lastwill_props, _) = connect_packet else {
+        let Packet::Connect(connect, props, lastwill, lastwill_props, login) = connect_packet
+        else {
             return Err(Error::NotConnectPacket(connect_packet));
         };
 
@@ -104,6 +111,8 @@ impl<P: Protocol> RemoteLink<P> {
 
         let id = link_rx.id();
         Span::current().record("connection_id", id);
+        let user = login.map(|l| l.username).unwrap_or_default();
+        let authorize = authorize.map(|a| (a, client_id.clone(), user));
 
         if let Some(mut packet) = notification.into() {
             if let Packet::ConnAck(_ack, props) = &mut packet {
@@ -122,6 +131,7 @@ impl<P: Protocol> RemoteLink<P> {
             link_rx,
             notifications: VecDeque::with_capacity(100),
             will_delay_interval,
+            authorize,
         })
     }
 
@@ -134,12 +144,20 @@ impl<P: Protocol> RemoteLink<P> {
             select! {
                 o = self.network.read() => {
                     let packet = o?;
+                    let mut replies = Vec::new();
                     let len = {
                         let mut buffer = self.link_tx.buffer();
+                        let start = buffer.len();
                         buffer.push_back(packet);
                         self.network.readv(&mut buffer)?;
+                        if let Some(a) = &self.authorize {
+                            replies = authorize(a, &mut buffer, start)?;
+                        }
                         buffer.len()
                     };
+                    for reply in replies {
+                        self.network.write(reply).await?;
+                    }
 
                     trace!("Packets read from network, count = {}", len);
                     self.link_tx.notify().await?;
@@ -169,6 +187,52 @@ impl<P: Protocol> RemoteLink<P> {
     }
 }
 
+/// ACOA patch: removes the publications and subscriptions `a` refuses from `buffer[start..]`;
+/// returns the acknowledgements they are owed.
+fn authorize(
+    (check, client_id, user): &(AuthorizeHandler, String, String),
+    buffer: &mut VecDeque<Packet>,
+    start: usize,
+) -> Result<Vec<Packet>, Error> {
+    let mut replies = Vec::new();
+    let new: Vec<Packet> = buffer.drain(start..).collect();
+    for packet in new {
+        match &packet {
+            Packet::Publish(p, _) => {
+                let allowed = std::str::from_utf8(&p.topic).is_ok_and(|topic| {
+                    let payload_len = p.payload.len();
+                    check(client_id, user, Access::Publish { topic, payload_len })
+                });
+                if !allowed {
+                    match p.qos {
+                        QoS::AtMostOnce => {}
+                        QoS::AtLeastOnce => {
+                            let reason = PubAckReason::NotAuthorized;
+                            replies.push(Packet::PubAck(PubAck { pkid: p.pkid, reason }, None));
+                        }
+                        QoS::ExactlyOnce => return Err(Error::InvalidAuth),
+                    }
+                    continue;
+                }
+            }
+            Packet::Subscribe(s, _) => {
+                let allowed = s.filters.iter().all(|f| {
+                    let filter = f.path.as_str();
+                    check(client_id, user, Access::Subscribe { filter })
+                });
+                if !allowed {
+                    let return_codes = vec![SubscribeReasonCode::Failure; s.filters.len()];
+                    replies.push(Packet::SubAck(SubAck { pkid: s.pkid, return_codes }, None));
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        buffer.push_back(packet);
+    }
+    Ok(replies)
+}
+
 /// Read MQTT connect packet from network and verify it.
 /// authentication and checks are done here.
 pub async fn mqtt_connect<P>(
@@ -196,6 +260,21 @@ where
     Span::current().record("client_id", &connect.client_id);
 
     handle_auth(config.clone(), login.as_ref(), &connect.client_id).await?;
+
+    // ACOA patch: the will is a publication too
+    if let (Some(check), Packet::Connect(_, _, Some(will), _, _)) = (&config.authorize, &packet) {
+        let user = login.as_ref().map_or("", |l| l.username.as_str());
+        let allowed = std::str::from_utf8(&will.topic).is_ok_and(|topic| {
+            let payload_len = will.message.len();
+            check(&connect.client_id, user, Access::Publish { topic, payload_len })
+        });
+        if !allowed {
+            let code = ConnectReturnCode::NotAuthorized;
+            let ack = ConnAck { session_present: false, code };
+            network.write(Packet::ConnAck(ack, None)).await?;
+            return Err(Error::InvalidAuth);
+        }
+    }
 
     // When keep_alive feature is disabled client can live forever, which is not good in
     // distributed broker context so currenlty we don't allow it.
@@ -283,6 +362,7 @@ mod tests {
             auth: None,
             external_auth: None,
             dynamic_filters: false,
+            authorize: None,
         }
     }
 

@@ -505,6 +505,7 @@ async fn remote<P: Protocol>(
     );
 
     let dynamic_filters = config.dynamic_filters;
+    let authorize = config.authorize.clone();
 
     let connect_packet = match mqtt_connect(config, &mut network).await {
         Ok(p) => p,
@@ -558,6 +559,7 @@ async fn remote<P: Protocol>(
         connect_packet,
         dynamic_filters,
         assigned_client_id,
+        authorize,
     )
     .await
     {
