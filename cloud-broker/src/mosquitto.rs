@@ -4,7 +4,8 @@
 //! desired state and the peer list; workers read jobs and write their results; the control plane
 //! and the admin publish definitions, statuses, desired states and peers. Mosquitto's ACL has no
 //! size per topic: its packet limit is the embedded broker's, and since only the control plane
-//! may publish on what agents read, no login can put an oversized message there.
+//! may publish on what agents read, no login can put an oversized message there. Retained
+//! messages (definitions, statuses, desired states) persist across a restart of Mosquitto.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,6 +18,10 @@ use anyhow::{bail, Context};
 use crate::broker::MAX_PAYLOAD;
 use crate::identity::{Account, DataDir};
 use crate::store::write_atomic;
+
+/// Seconds between two saves of Mosquitto's retained messages (and on exit): a crash loses at
+/// most this much.
+pub const AUTOSAVE_S: u32 = 10;
 
 /// The ACL file's text: every login's grants, control plane first, then by role and name.
 pub fn acl(logins: &BTreeMap<String, Account>) -> String {
@@ -37,6 +42,9 @@ pub fn acl(logins: &BTreeMap<String, Account>) -> String {
 pub fn generate(dd: &DataDir, out: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     let logins = dd.logins()?;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let persist = out.join("persist");
+    std::fs::create_dir_all(&persist)
+        .with_context(|| format!("cannot create {}", persist.display()))?;
     let passwd = out.join("passwd");
     let mut plain = String::new();
     for (u, a) in &logins {
@@ -53,8 +61,10 @@ pub fn generate(dd: &DataDir, out: &Path, listen: SocketAddr) -> anyhow::Result<
         bail!("mosquitto_passwd -U {} failed: {st}", passwd.display());
     }
     // Mosquitto started as root drops to the `mosquitto` user: let that user read the hashes.
+    // and write its database
     if let Some((uid, gid)) = system_user("mosquitto") {
         let _ = std::os::unix::fs::chown(&passwd, Some(uid), Some(gid));
+        let _ = std::os::unix::fs::chown(&persist, Some(uid), Some(gid));
     }
     let acl_path = out.join("acl");
     write_atomic(&acl_path, acl(&logins).as_bytes(), 0o644)?;
@@ -65,12 +75,16 @@ pub fn generate(dd: &DataDir, out: &Path, listen: SocketAddr) -> anyhow::Result<
          password_file {}\n\
          acl_file {}\n\
          listener {} {}\n\
-         max_packet_size {}\n",
+         max_packet_size {}\n\
+         persistence true\n\
+         persistence_location {}/\n\
+         autosave_interval {AUTOSAVE_S}\n",
         passwd.display(),
         acl_path.display(),
         listen.port(),
         listen.ip(),
         MAX_PAYLOAD + 1024,
+        persist.display(),
     );
     write_atomic(&out.join("mosquitto.conf"), conf.as_bytes(), 0o644)?;
     Ok(())
