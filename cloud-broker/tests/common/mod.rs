@@ -344,3 +344,14 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
         std::thread::sleep(Duration::from_millis(300));
     }
 }
+
+impl Mosquitto {
+    /// Stops Mosquitto as a service manager would (SIGTERM, so that it saves its database) and
+    /// waits for it to exit.
+    pub fn stop(mut self) {
+        let pid = self.0.id().to_string();
+        let st = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(st.success());
+        let _ = self.0.wait();
+    }
+}
