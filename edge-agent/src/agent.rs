@@ -22,7 +22,7 @@ use crate::stats::{self, CpuRates, Table};
 use crate::store;
 
 /// Largest MQTT packet accepted (a full desired state is well under 100 KiB).
-pub const MAX_INCOMING_PACKET: usize = 256 * 1024;
+pub const MAX_INCOMING_PACKET: usize = acoa_shared::topics::AGENT_MAX_PACKET;
 pub const MAX_OUTGOING_PACKET: usize = 64 * 1024;
 /// Requests queued towards the broker at most; past that, reports are dropped.
 const REQUEST_QUEUE: usize = 64;
