@@ -5,7 +5,7 @@
 //! lexicographically first among those of highest score.
 
 use crate::criteria::{CriterionPlugin, Ctx, Objective, ResponseTime};
-use crate::problem::{Model, Space};
+use crate::problem::{Model, Room, Space};
 use acoa_shared::model::{Application, CriterionKind};
 
 /// Calls `f` on every assignment of the product of `cand`, in lexicographic order.
@@ -93,7 +93,7 @@ pub fn run(
     model: &Model<'_>,
     space: &Space,
     objective: &Objective,
-    remaining: Option<&[(i64, i64)]>,
+    remaining: Option<&[Room]>,
 ) -> Enumerated {
     let ctx = Ctx { model, space };
     let mut e = Enumerated {

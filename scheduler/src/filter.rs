@@ -2,7 +2,7 @@
 //! "filter" extension point of the Kubernetes scheduling framework).
 
 use crate::infra::Infra;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, NODE_CONTAINER_LIMIT};
 use acoa_shared::model::{Component, Node};
 
 /// What a constraint plugin may look at besides the node and the component.
@@ -24,6 +24,16 @@ pub trait Constraint: Send + Sync {
     /// constraint (false), which `l_min` ignores.
     fn is_requirement(&self) -> bool {
         true
+    }
+    /// Why none of `nodes` (all refused) may host `comp`, when the plugin says it better than
+    /// "none of them has <rule>".
+    fn explain_refusal(
+        &self,
+        _ctx: &FilterCtx<'_>,
+        _nodes: &[u32],
+        _comp: &Component,
+    ) -> Option<String> {
+        None
     }
 }
 
@@ -179,6 +189,78 @@ impl Constraint for ResourceFit {
     }
 }
 
+/// The node can be given one more container: the containers other applications' placements
+/// put there ([`Ledger::containers`]) are fewer than [`NODE_CONTAINER_LIMIT`], the most a
+/// node's desired state carries. How many of the application's own components fit together on
+/// a node is the search's job.
+pub struct ContainerRoom;
+impl Constraint for ContainerRoom {
+    fn name(&self) -> &'static str {
+        "containers"
+    }
+    fn admits(&self, ctx: &FilterCtx<'_>, n: u32, _c: &Component) -> bool {
+        ctx.ledger.container_room(&node(ctx, n).name) > 0
+    }
+    fn describe(&self, _c: &Component) -> Option<String> {
+        Some(format!(
+            "room for one more container (a node's desired state carries at most {NODE_CONTAINER_LIMIT})"
+        ))
+    }
+    fn is_requirement(&self) -> bool {
+        false
+    }
+    fn explain_refusal(
+        &self,
+        ctx: &FilterCtx<'_>,
+        nodes: &[u32],
+        _c: &Component,
+    ) -> Option<String> {
+        let full: Vec<(&str, u32)> = nodes
+            .iter()
+            .map(|n| {
+                let name = node(ctx, *n).name.as_str();
+                (name, ctx.ledger.containers(name))
+            })
+            .collect();
+        Some(full_nodes(&full))
+    }
+}
+
+/// How many nodes a reason names before "and N more".
+const NAMED_NODES: usize = 5;
+
+/// Names nodes that have no room for another container, with how many they run, e.g.
+/// "n13 already runs 32 containers, the most a node's desired state carries".
+pub fn full_nodes(nodes: &[(&str, u32)]) -> String {
+    let mut parts: Vec<String> = nodes
+        .iter()
+        .take(NAMED_NODES)
+        .enumerate()
+        .map(|(i, (n, k))| {
+            if i == 0 {
+                format!("{n} already runs {k} containers")
+            } else {
+                format!("{n} {k}")
+            }
+        })
+        .collect();
+    if nodes.len() > NAMED_NODES {
+        parts.push(format!("and {} more nodes", nodes.len() - NAMED_NODES));
+    }
+    let at_limit = nodes.iter().all(|(_, k)| *k == NODE_CONTAINER_LIMIT);
+    if at_limit {
+        format!(
+            "{}, the most a node's desired state carries",
+            parts.join(", ")
+        )
+    } else {
+        format!(
+            "{} (a node's desired state carries at most {NODE_CONTAINER_LIMIT})",
+            parts.join(", ")
+        )
+    }
+}
+
 /// capacity - usage - ledger reservation, per resource (may be negative).
 pub fn remaining(ctx: &FilterCtx<'_>, n: u32) -> (i64, i64) {
     let node = node(ctx, n);
@@ -200,5 +282,6 @@ pub fn default_constraints() -> Vec<Box<dyn Constraint>> {
         Box::new(FreeDisk),
         Box::new(Pin),
         Box::new(ResourceFit),
+        Box::new(ContainerRoom),
     ]
 }

@@ -4,9 +4,52 @@
 
 use crate::filter::{self, Constraint, FilterCtx};
 use crate::infra::Infra;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, NODE_CONTAINER_LIMIT};
 use acoa_shared::model::{Application, Resources};
 use std::collections::HashMap;
+
+/// What a node has left for the application's components: cpu millicores and memory MB
+/// (capacity − usage − ledger reservations, may be negative) and containers (the node limit
+/// less the ledger's containers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    pub cpu: i64,
+    pub mem: i64,
+    pub containers: i64,
+}
+
+/// What one component takes from its node's [`Room`]: its request (cpu, memory) when it has
+/// one, and its container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Demand {
+    pub request: Option<(i64, i64)>,
+    pub containers: i64,
+}
+
+impl Room {
+    /// Whether `d` fits in what is left.
+    pub fn admits(&self, d: &Demand) -> bool {
+        d.request
+            .is_none_or(|(c, m)| c <= self.cpu && m <= self.mem)
+            && d.containers <= self.containers
+    }
+
+    pub fn take(&mut self, d: &Demand) {
+        if let Some((c, m)) = d.request {
+            self.cpu -= c;
+            self.mem -= m;
+        }
+        self.containers -= d.containers;
+    }
+
+    pub fn give(&mut self, d: &Demand) {
+        if let Some((c, m)) = d.request {
+            self.cpu += c;
+            self.mem += m;
+        }
+        self.containers += d.containers;
+    }
+}
 
 /// Marks a component that has no node yet in a partial assignment.
 pub const UNSET: u32 = u32::MAX;
@@ -37,6 +80,9 @@ pub struct Model<'a> {
     pub chans_of: Vec<Vec<usize>>,
     pub comp_index: HashMap<String, usize>,
     pub chan_index: HashMap<String, usize>,
+    /// Per node: how many more containers it can be given ([`Ledger::container_room`]);
+    /// `None` when no node's limit can bind (every node has room for all the components).
+    pub container_room: Option<Vec<i64>>,
 }
 
 impl<'a> Model<'a> {
@@ -57,17 +103,26 @@ impl<'a> Model<'a> {
                 let mut apply = |list: &mut Vec<u32>, k: &dyn Constraint| {
                     let Some(rule) = k.describe(c) else { return };
                     let before = list.len();
-                    list.retain(|n| k.admits(&ctx, *n, c));
-                    if list.is_empty() && before > 0 && empty_reason.is_none() {
-                        empty_reason = Some(format!(
-                            "component `{}` has no candidate node: {} of {} nodes pass the constraints before {}, none of them has {}",
-                            c.name,
-                            before,
-                            infra.len(),
-                            k.name(),
-                            rule
-                        ));
+                    if before > 0 && !list.iter().any(|n| k.admits(&ctx, *n, c)) {
+                        if empty_reason.is_none() {
+                            empty_reason = Some(match k.explain_refusal(&ctx, list, c) {
+                                Some(why) => {
+                                    format!("component `{}` has no candidate node: {why}", c.name)
+                                }
+                                None => format!(
+                                    "component `{}` has no candidate node: {} of {} nodes pass the constraints before {}, none of them has {}",
+                                    c.name,
+                                    before,
+                                    infra.len(),
+                                    k.name(),
+                                    rule
+                                ),
+                            });
+                        }
+                        list.clear();
+                        return;
                     }
+                    list.retain(|n| k.admits(&ctx, *n, c));
                 };
                 for k in constraints.iter().filter(|k| k.is_requirement()) {
                     apply(&mut req_cand, k.as_ref());
@@ -117,6 +172,7 @@ impl<'a> Model<'a> {
             .enumerate()
             .map(|(i, c)| (c.name.clone(), i))
             .collect();
+        let container_room = container_room(infra, ledger, comps.len());
         Model {
             infra,
             comps,
@@ -124,6 +180,7 @@ impl<'a> Model<'a> {
             chans_of,
             comp_index,
             chan_index,
+            container_room,
         }
     }
 
@@ -134,41 +191,105 @@ impl<'a> Model<'a> {
             .position(|ch| self.infra.link(a[ch.from], a[ch.to]).is_none())
     }
 
-    /// Whether the resource requests of the full assignment `a` fit: per node, the sum of
-    /// the requests placed on it <= `remaining`.
-    pub fn fits(&self, a: &[u32], remaining: &[(i64, i64)]) -> bool {
-        let mut sums: Vec<(u32, i64, i64)> = Vec::new();
-        for (c, n) in self.comps.iter().zip(a) {
-            if let Some(r) = c.request {
-                match sums.iter_mut().find(|s| s.0 == *n) {
-                    Some(s) => {
-                        s.1 += r.cpu_millis as i64;
-                        s.2 += r.memory_mb as i64;
-                    }
-                    None => sums.push((*n, r.cpu_millis as i64, r.memory_mb as i64)),
+    /// Whether the full assignment `a` fits: per node, the sum of the [`Model::demand`]s
+    /// placed on it within `remaining` (cpu and memory checked where a request is placed).
+    pub fn fits(&self, a: &[u32], remaining: &[Room]) -> bool {
+        let mut left: Vec<(u32, Room)> = Vec::new();
+        for (u, n) in a.iter().enumerate() {
+            let Some(d) = self.demand(u) else { continue };
+            let i = match left.iter().position(|s| s.0 == *n) {
+                Some(i) => i,
+                None => {
+                    left.push((*n, remaining[*n as usize]));
+                    left.len() - 1
                 }
+            };
+            let room = &mut left[i].1;
+            if !room.admits(&d) {
+                return false;
             }
+            room.take(&d);
         }
-        sums.iter().all(|(n, cpu, mem)| {
-            let (rc, rm) = remaining[*n as usize];
-            *cpu <= rc && *mem <= rm
-        })
+        true
     }
 
     pub fn has_requests(&self) -> bool {
         self.comps.iter().any(|c| c.request.is_some())
     }
 
-    /// Per node: capacity - usage - ledger reservation (cpu, memory).
-    pub fn remaining(&self, ledger: &Ledger) -> Vec<(i64, i64)> {
+    /// Whether a deployment must be checked against what the nodes have left as a whole:
+    /// some component has a resource request, or some node's container limit can bind.
+    pub fn joint(&self) -> bool {
+        self.has_requests() || self.container_room.is_some()
+    }
+
+    /// What component `u` takes from its node: its request, and one container when the
+    /// container limit can bind; `None` when it takes nothing that is checked.
+    pub fn demand(&self, u: usize) -> Option<Demand> {
+        let request = self.comps[u]
+            .request
+            .map(|r| (r.cpu_millis as i64, r.memory_mb as i64));
+        let containers = i64::from(self.container_room.is_some());
+        (request.is_some() || containers > 0).then_some(Demand {
+            request,
+            containers,
+        })
+    }
+
+    /// Why containers do not fit: the nodes of `nodes` with fewer than `below` containers of
+    /// room left in `room` (per node) and some containers already there, with how many, and
+    /// the limit.
+    pub fn containers_note(&self, nodes: &[u32], room: &[i64], below: i64) -> String {
+        let limit = i64::from(NODE_CONTAINER_LIMIT);
+        let full: Vec<(&str, u32)> = nodes
+            .iter()
+            .filter(|&&n| room[n as usize] < below && room[n as usize] < limit)
+            .map(|&n| {
+                let runs = (limit - room[n as usize]).clamp(0, i64::from(u32::MAX));
+                (self.infra.node(n).name.as_str(), runs as u32)
+            })
+            .collect();
+        if full.is_empty() {
+            format!("a node's desired state carries at most {NODE_CONTAINER_LIMIT} containers")
+        } else {
+            filter::full_nodes(&full)
+        }
+    }
+
+    /// Per node: what is left (capacity - usage - ledger reservation; the container room).
+    pub fn remaining(&self, ledger: &Ledger) -> Vec<Room> {
         let ctx = FilterCtx {
             infra: self.infra,
             ledger,
         };
         (0..self.infra.len() as u32)
-            .map(|n| filter::remaining(&ctx, n))
+            .map(|n| {
+                let (cpu, mem) = filter::remaining(&ctx, n);
+                let containers = self
+                    .container_room
+                    .as_ref()
+                    .map_or(i64::MAX, |r| r[n as usize]);
+                Room {
+                    cpu,
+                    mem,
+                    containers,
+                }
+            })
             .collect()
     }
+}
+
+/// Per node: how many more containers it can be given, or `None` when every node has room for
+/// `components` more (the limit cannot bind).
+fn container_room(infra: &Infra, ledger: &Ledger, components: usize) -> Option<Vec<i64>> {
+    let limit = NODE_CONTAINER_LIMIT as usize;
+    if components <= limit && ledger.iter_containers().next().is_none() {
+        return None;
+    }
+    let room: Vec<i64> = (0..infra.len() as u32)
+        .map(|n| i64::from(ledger.container_room(&infra.node(n).name)))
+        .collect();
+    room.iter().any(|r| *r < components as i64).then_some(room)
 }
 
 /// For one channel and one candidate space: the best the link under it can be.

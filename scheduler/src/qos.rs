@@ -48,7 +48,7 @@ pub(crate) fn place(
         deadline: opts.time_budget.map(|b| Instant::now() + b),
         max_nodes: None,
     };
-    let remaining = model.has_requests().then(|| model.remaining(ledger));
+    let remaining = model.joint().then(|| model.remaining(ledger));
     if opts.enumerate {
         let total = space.product();
         if total > opts.enumerate_limit {
@@ -228,15 +228,32 @@ fn lmin_search_pots(
 fn no_deployment(
     model: &Model<'_>,
     first_missing: Option<(usize, u32, u32)>,
-    requests: bool,
+    joint: bool,
 ) -> String {
+    let what = match (model.has_requests(), model.container_room.is_some()) {
+        (true, false) => "the resource requests of the components",
+        (false, _) => "the containers of the components",
+        (true, true) => "the resource requests and containers of the components",
+    };
+    let note = match &model.container_room {
+        Some(room) => {
+            let mut cand: Vec<u32> = model.comps.iter().flat_map(|c| c.cand.clone()).collect();
+            cand.sort_unstable();
+            cand.dedup();
+            format!(
+                ": {}",
+                model.containers_note(&cand, room, model.comps.len() as i64)
+            )
+        }
+        None => String::new(),
+    };
     match first_missing {
-        Some((ch, f, t)) if !requests => missing_reason(model, ch, f, t),
+        Some((ch, f, t)) if !joint => missing_reason(model, ch, f, t),
         Some((ch, f, t)) => format!(
-            "the resource requests of the components do not fit together on the candidate nodes with a link under every channel ({})",
+            "{what} do not fit together on the candidate nodes with a link under every channel ({}){note}",
             missing_reason(model, ch, f, t)
         ),
-        None => "the resource requests of the components do not fit together on the candidate nodes".to_string(),
+        None => format!("{what} do not fit together on the candidate nodes{note}"),
     }
 }
 

@@ -3,7 +3,7 @@
 //! - Variable order (dynamic): the unplaced component that weighs most in the score (the
 //!   total weight of the criteria it affects), then the one with the fewest nodes left,
 //!   where a component next to placed ones only keeps the nodes that have a link to (or
-//!   from) theirs and that its resource request still fits; components that no
+//!   from) theirs and that its demand (resource request, container) still fits; components that no
 //!   criterion looks at come last. Placing the components shared by many criteria first
 //!   is what makes the bounds tight early (measured: 100 nodes x 20 components went from
 //!   unproven after 200,000 nodes to proven after about 1,000). An empty domain ends the
@@ -17,7 +17,7 @@
 
 use crate::criteria::{Ctx, Objective};
 use crate::infra::LinkQ;
-use crate::problem::{Model, Space, UNSET};
+use crate::problem::{Demand, Model, Room, Space, UNSET};
 use std::time::Instant;
 
 /// Cut a subtree unless its bound beats the incumbent by more than this.
@@ -55,8 +55,8 @@ struct Searcher<'s, 'm> {
     obj: &'s Objective,
     a: Vec<u32>,
     placed: usize,
-    rem: Option<Vec<(i64, i64)>>,
-    req: Vec<Option<(i64, i64)>>,
+    rem: Option<Vec<Room>>,
+    req: Vec<Option<Demand>>,
     vals: Vec<f64>,
     best: Option<(Vec<u32>, f64)>,
     best_score: f64,
@@ -104,7 +104,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
         model: &'s Model<'m>,
         space: &'s Space,
         obj: &'s Objective,
-        rem: Option<Vec<(i64, i64)>>,
+        rem: Option<Vec<Room>>,
         limits: Limits,
     ) -> Self {
         let n = model.comps.len();
@@ -117,11 +117,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
             obj,
             a,
             placed: 0,
-            req: model
-                .comps
-                .iter()
-                .map(|c| c.request.map(|r| (r.cpu_millis as i64, r.memory_mb as i64)))
-                .collect(),
+            req: (0..n).map(|u| model.demand(u)).collect(),
             rem,
             vals,
             best: None,
@@ -190,11 +186,11 @@ impl<'s, 'm> Searcher<'s, 'm> {
                     .as_ref()
                     .and_then(|d| d.first().copied())
                     .unwrap_or(self.space.cand[w][0]);
-                self.first_missing = Some(if c.from == u {
-                    (*ch, b, other)
-                } else {
-                    (*ch, other, b)
-                });
+                let (f, t) = if c.from == u { (b, other) } else { (other, b) };
+                // a domain emptied by what the nodes have left is not a missing link
+                if infra.link(f, t).is_none() {
+                    self.first_missing = Some((*ch, f, t));
+                }
             }
             let old = self.doms[w].replace(new);
             self.trail.push((w, old));
@@ -282,11 +278,8 @@ impl<'s, 'm> Searcher<'s, 'm> {
     }
 
     fn fits(&self, u: usize, b: u32) -> bool {
-        match (&self.rem, self.req[u]) {
-            (Some(rem), Some((c, m))) => {
-                let (rc, rm) = rem[b as usize];
-                c <= rc && m <= rm
-            }
+        match (&self.rem, &self.req[u]) {
+            (Some(rem), Some(d)) => rem[b as usize].admits(d),
             _ => true,
         }
     }
@@ -294,9 +287,8 @@ impl<'s, 'm> Searcher<'s, 'm> {
     fn take(&mut self, u: usize, b: u32) {
         self.a[u] = b;
         self.placed += 1;
-        if let (Some(rem), Some((c, m))) = (&mut self.rem, self.req[u]) {
-            rem[b as usize].0 -= c;
-            rem[b as usize].1 -= m;
+        if let (Some(rem), Some(d)) = (&mut self.rem, &self.req[u]) {
+            rem[b as usize].take(d);
         }
     }
 
@@ -304,9 +296,8 @@ impl<'s, 'm> Searcher<'s, 'm> {
         let b = self.a[u];
         self.a[u] = UNSET;
         self.placed -= 1;
-        if let (Some(rem), Some((c, m))) = (&mut self.rem, self.req[u]) {
-            rem[b as usize].0 += c;
-            rem[b as usize].1 += m;
+        if let (Some(rem), Some(d)) = (&mut self.rem, &self.req[u]) {
+            rem[b as usize].give(d);
         }
     }
 
@@ -515,13 +506,13 @@ impl<'s, 'm> Searcher<'s, 'm> {
     }
 }
 
-/// Finds the deployment of highest score in `space` (links present, resource requests
-/// fitting `remaining` when given).
+/// Finds the deployment of highest score in `space` (links present, the components'
+/// [`Model::demand`]s fitting `remaining` when given).
 pub fn branch_and_bound(
     model: &Model<'_>,
     space: &Space,
     obj: &Objective,
-    remaining: Option<Vec<(i64, i64)>>,
+    remaining: Option<Vec<Room>>,
     limits: Limits,
 ) -> Found {
     let mut s = Searcher::new(model, space, obj, remaining, limits);
@@ -546,20 +537,20 @@ pub fn branch_and_bound(
     }
 }
 
-/// Counts the deployments of `space` (links present, requests fitting `remaining`),
+/// Counts the deployments of `space` (links present, demands fitting `remaining`),
 /// giving up (`None`) after `budget` units of work (a search-tree node, or 16 domain
 /// entries).
 ///
 /// Components are taken in a static order (each next one, where possible, next to one
-/// already placed). Without resource requests the unplaced components split into
+/// already placed). Without `remaining` the unplaced components split into
 /// groups with no channel between them, whose counts multiply (they are independent
-/// once their placed neighbours are fixed); with requests they share capacity, so the
-/// count is a plain depth-first search whose last level adds the domain size.
+/// once their placed neighbours are fixed); with it they share what the nodes have left, so
+/// the count is a plain depth-first search whose last level adds the domain size.
 pub fn count(
     model: &Model<'_>,
     space: &Space,
     obj: &Objective,
-    remaining: Option<Vec<(i64, i64)>>,
+    remaining: Option<Vec<Room>>,
     budget: u64,
 ) -> Option<u128> {
     if space.cand.iter().any(|c| c.is_empty()) {

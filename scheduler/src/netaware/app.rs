@@ -290,22 +290,35 @@ pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> De
     let mut assignment: Vec<Option<usize>> = vec![None; s.components.len()];
     let mut explored = 0u64;
     for c in super::placement_order(&s) {
-        if let Some(r) = model.comps[c].request {
+        let demand = model.demand(c);
+        // Candidates refused only because they have no room for another container.
+        let mut full: Vec<u32> = Vec::new();
+        if let Some(d) = &demand {
             for (n, ok) in s.allowed[c].iter_mut().enumerate() {
-                *ok &= room[n].0 >= r.cpu_millis as i64 && room[n].1 >= r.memory_mb as i64;
+                if *ok && d.containers > room[n].containers {
+                    full.push(n as u32);
+                }
+                *ok &= room[n].admits(d);
             }
         }
         explored += s.allowed[c].iter().filter(|x| **x).count() as u64;
         let Some((n, _)) = super::best_node(&s, &w, &assignment, c) else {
-            return Decided::Infeasible(format!(
+            let mut reason = format!(
                 "component `{}` has no candidate node with room: network-aware keeps each node's cpu and memory at most {:.0} % used (measured use, reservations and the components placed before it)",
                 s.components[c].name,
                 w.max_utilisation * 100.0
-            ));
+            );
+            if !full.is_empty() {
+                let left: Vec<i64> = room.iter().map(|r| r.containers).collect();
+                reason += &format!(
+                    "; {} (with the components placed before it)",
+                    model.containers_note(&full, &left, 1)
+                );
+            }
+            return Decided::Infeasible(reason);
         };
-        if let Some(r) = model.comps[c].request {
-            room[n].0 -= r.cpu_millis as i64;
-            room[n].1 -= r.memory_mb as i64;
+        if let Some(d) = &demand {
+            room[n].take(d);
         }
         assignment[c] = Some(n);
     }
@@ -421,7 +434,9 @@ pub fn snapshot(
 /// placement, at most one move, when another node scores clearly higher (relative gain above
 /// `cfg.threshold`) for a component or a traffic-connected group sharing a node; `None`
 /// otherwise. Pure and deterministic: the largest gain wins, ties to the first candidate
-/// (single components in application order, then groups). Judged with the network-aware score
+/// (single components in application order, then groups). A move never gives a node more
+/// containers than it can take ([`Ledger::container_room`], less this application's own
+/// there). Judged with the network-aware score
 /// whatever the application's `scheduler:`. With an `ingress` whose node is in the cluster, the
 /// entry term counts: a slower link between the ingress node and the entry's node lowers the
 /// entry's (and its group's) score where it runs.
@@ -445,6 +460,15 @@ pub fn deschedule(
     if cfg.group_moves {
         candidates.extend(desched::groups(s, &a).into_iter().filter(|g| g.len() > 1));
     }
+    // Containers each node can still be given besides this application's own there.
+    let mut room: Vec<i64> = s
+        .nodes
+        .iter()
+        .map(|n| i64::from(ledger.container_room(&n.name)))
+        .collect();
+    for &n in &a {
+        room[n] -= 1;
+    }
     let mut best: Option<(Vec<usize>, usize, f64)> = None;
     for members in candidates {
         for (n, g) in desched::group_gains(s, &w, &a, &members)
@@ -452,6 +476,10 @@ pub fn deschedule(
             .enumerate()
         {
             let Some(g) = g else { continue };
+            let arriving = members.iter().filter(|&&m| a[m] != n).count() as i64;
+            if arriving > room[n] {
+                continue;
+            }
             if g > cfg.threshold && best.as_ref().is_none_or(|(_, _, b)| g > *b) {
                 best = Some((members.clone(), n, g));
             }

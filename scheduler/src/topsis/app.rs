@@ -222,19 +222,42 @@ pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> De
     let mut st = setup(model, app, ledger);
     let mut assignment = Vec::with_capacity(model.comps.len());
     let mut explored = 0u64;
+    // Containers each node can still be given, when the limit can bind.
+    let mut room = model.container_room.clone();
     for (c, comp) in model.comps.iter().enumerate() {
-        let cand: Vec<NodeUtil> = comp.cand.iter().map(|&n| st.nodes[n as usize]).collect();
+        let nodes: Vec<u32> = match &room {
+            Some(room) => comp
+                .cand
+                .iter()
+                .copied()
+                .filter(|&n| room[n as usize] > 0)
+                .collect(),
+            None => comp.cand.clone(),
+        };
+        if nodes.is_empty() {
+            if let Some(room) = &room {
+                return Decided::Infeasible(format!(
+                    "component `{}` has no candidate node with room for its container: {} (with the components placed before it: topsis places them one by one, in the application's order)",
+                    comp.name,
+                    model.containers_note(&comp.cand, room, 1)
+                ));
+            }
+        }
+        let cand: Vec<NodeUtil> = nodes.iter().map(|&n| st.nodes[n as usize]).collect();
         explored += cand.len() as u64;
         let r = rank(&cand, &st.pods[c], &st.weights[c]);
         let Some(k) = r.chosen else {
             return Decided::Infeasible(format!(
                 "component `{}` fits on none of its {} candidate nodes in cpu, memory, bandwidth, disk and io together with the components placed before it (topsis places them one by one, in the application's order)",
                 comp.name,
-                comp.cand.len()
+                nodes.len()
             ));
         };
-        let n = comp.cand[k];
+        let n = nodes[k];
         st.nodes[n as usize].place(&st.pods[c]);
+        if let Some(room) = &mut room {
+            room[n as usize] -= 1;
+        }
         assignment.push(n);
     }
     Decided::Placed {
