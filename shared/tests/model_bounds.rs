@@ -73,7 +73,7 @@ fn deep_nesting_is_refused_at_the_limit_before_parsing() {
     assert_eq!(err.field, field, "{err}");
     assert_eq!(err.reason, "nesting depth exceeds 32 at line 5", "{err}");
     // JSON
-    let text = format!("{}1{}", "{\"a\":".repeat(50_000), "}".repeat(50_000));
+    let text = format!("{}1{}", "{\"a\":".repeat(40_000), "}".repeat(40_000));
     let (r, t) = timed(|| parse_application(&text));
     let err = r.unwrap_err();
     assert_eq!(err.reason, "nesting depth exceeds 32 at line 1", "{err}");
@@ -110,9 +110,18 @@ fn alias_bomb(labels: usize, uses: usize) -> String {
 
 #[test]
 fn alias_amplification_is_refused_while_parsing() {
-    // the attack as found: 1,000 labels reused by 12,000 components, about 510 KB (main: a
-    // 674 MB record and 4.9 GB of memory); refused at the alias that goes over
-    for uses in [12_000, 2_000] {
+    // the attack as found: 1,000 labels reused by 12,000 components, 498 KB (main: a 674 MB
+    // record and 4.9 GB of memory)
+    let text = alias_bomb(1000, 12_000);
+    let (r, t) = timed(|| parse_application(&text));
+    let err = r.unwrap_err();
+    assert_eq!(
+        err.reason,
+        "document size 497970 bytes exceeds the limit of 262144 bytes"
+    );
+    assert!(t < FAST, "{t:?}");
+    // within the size bound: refused at the alias that goes over
+    for uses in [6_000, 2_000] {
         let text = alias_bomb(1000, uses);
         assert!(text.len() < APPLICATION.max_bytes);
         let (r, t) = timed(|| parse_application(&text));
@@ -164,7 +173,7 @@ fn alias_limits_just_under_accepted_just_over_refused() {
             .starts_with("aliases expand to 17408 nodes, more than the limit of 16384"),
         "{err}"
     );
-    // expanded bytes: a scalar of 1,024 bytes used 256 times is 256 KiB
+    // expanded bytes: a scalar of 1,024 bytes used 128 times is 128 KiB
     let bytes = |n: usize| {
         format!(
             "a: &x {}\nb: [{}]\n",
@@ -172,11 +181,11 @@ fn alias_limits_just_under_accepted_just_over_refused() {
             vec!["*x"; n].join(", ")
         )
     };
-    yaml(&bytes(256)).unwrap();
-    let err = yaml(&bytes(257)).unwrap_err();
+    yaml(&bytes(128)).unwrap();
+    let err = yaml(&bytes(129)).unwrap_err();
     assert!(
         err.reason.starts_with(
-            "aliases expand to 263168 bytes of strings, more than the limit of 262144"
+            "aliases expand to 132096 bytes of strings, more than the limit of 131072"
         ),
         "{err}"
     );
@@ -196,7 +205,7 @@ fn size_just_under_the_limit_is_accepted_just_over_refused() {
     let err = yaml(&pad(max + 1)).unwrap_err();
     assert_eq!(
         err.reason,
-        "document size 524289 bytes exceeds the limit of 524288 bytes"
+        "document size 262145 bytes exceeds the limit of 262144 bytes"
     );
     assert_eq!(err.field, "");
     // a file is refused before it is read
@@ -210,7 +219,7 @@ fn size_just_under_the_limit_is_accepted_just_over_refused() {
         "{err}"
     );
     assert!(
-        err.reason.contains("exceeds the limit of 524288 bytes"),
+        err.reason.contains("exceeds the limit of 262144 bytes"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
@@ -230,6 +239,22 @@ fn string_length_just_under_the_limit_is_accepted_just_over_refused() {
     let err = json(&format!("{{\"a\": [\"ok\", \"{}\"]}}", "v".repeat(max + 1))).unwrap_err();
     assert_eq!(err.field, "a[1]");
     assert!(err.reason.starts_with("string of 1025 bytes"), "{err}");
+    // JSON escapes count as the bytes they stand for (`\u00e9` is 2, `\n` is 1)
+    let escaped = format!(
+        "{{\"a\": \"{}{}\"}}",
+        "\\u00e9".repeat(510),
+        "\\n".repeat(4)
+    );
+    json(&escaped).unwrap();
+    let escaped = format!(
+        "{{\"a\": \"{}{}\"}}",
+        "\\u00e9".repeat(510),
+        "\\n".repeat(5)
+    );
+    assert!(json(&escaped)
+        .unwrap_err()
+        .reason
+        .starts_with("string of 1025 bytes"));
     // a key is a string too
     assert!(yaml(&format!("{}: 1\n", "k".repeat(max + 1))).is_err());
 }
@@ -319,6 +344,11 @@ fn counts_just_under_the_limits_are_accepted_just_over_refused() {
         ),
         (256, 1024, 256, 256, 32)
     );
+    // what is accepted reads back from its own JSON and YAML
+    let json = serde_json::to_string(&a).unwrap();
+    assert_eq!(parse_application(&json).unwrap(), a);
+    let yaml = serde_yaml_ng::to_string(&a).unwrap();
+    assert_eq!(parse_application(&yaml).unwrap(), a);
     for (text, field, value, limit) in [
         (app(MAX_COMPONENTS + 1, 0, 1, 1, 0), "components", 257, 256),
         (app(3, 0, MAX_PATHS + 1, 1, 0), "paths", 257, 256),

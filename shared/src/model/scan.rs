@@ -370,12 +370,32 @@ fn json_scan(text: &str, lim: &DocumentLimits) -> Result<(), ModelError> {
         match b[i] {
             b'\n' => line += 1,
             b'"' => {
+                // The string's length is counted as the bytes of its value (escapes decoded),
+                // as for a YAML scalar.
                 let start = i + 1;
                 let mut j = start;
+                let mut len = 0;
                 while j < b.len() && b[j] != b'"' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
+                    if b[j] != b'\\' {
+                        len += 1;
+                        j += 1;
+                    } else if b.get(j + 1) == Some(&b'u') {
+                        let unit = text
+                            .get(j + 2..j + 6)
+                            .and_then(|h| u32::from_str_radix(h, 16).ok())
+                            .unwrap_or(0);
+                        // A surrogate is half of a 4-byte character.
+                        len += match unit {
+                            0..=0x7f => 1,
+                            0x80..=0x7ff | 0xd800..=0xdfff => 2,
+                            _ => 3,
+                        };
+                        j += 6;
+                    } else {
+                        len += 1;
+                        j += 2;
+                    }
                 }
-                let len = j.min(b.len()) - start;
                 let is_key = stack.last().is_some_and(|f| f.object && !f.in_value);
                 begins(&mut stack, line)?;
                 if len > lim.max_scalar_bytes {
