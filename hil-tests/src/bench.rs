@@ -35,7 +35,7 @@ pub fn rate_sweep(
     rates: &[u64],
     secs: f64,
 ) -> Result<Vec<RateResult>, EmuError> {
-    use edge_agent::prober::{self as ap, KernelStamps};
+    use acoa_kstamp::{self as ap, KernelStamps};
     tb.set_link(a, b, LinkSpec::new(delay_ms, 0.0, 0.0))?;
     let mut out = Vec::new();
     for &rate in rates {

@@ -143,7 +143,7 @@ pub fn measure_here(
     interval: Duration,
     grace: Duration,
 ) -> std::io::Result<Rtts> {
-    use edge_agent::prober::{self as ap, KernelStamps};
+    use acoa_kstamp::{self as ap, KernelStamps};
     let token: u32 = rand::random();
     // Wall clock ns: taken before the send call, moved to the kernel's send time when known.
     let mut sent_at: Vec<Option<u64>> = vec![None; count];
@@ -227,7 +227,7 @@ pub(crate) fn probe_seq(payload: &[u8], token: u32) -> Option<usize> {
 /// a second of the stamp taken before the send call) from `sock`'s error queue.
 pub(crate) fn drain_send_stamps(sock: &UdpSocket, token: u32, sent_at: &mut [Option<u64>]) {
     let mut buf = [0u8; 256];
-    while let Ok(Some((n, stamp))) = edge_agent::prober::recv_sent(sock, &mut buf) {
+    while let Ok(Some((n, stamp))) = acoa_kstamp::recv_sent(sock, &mut buf) {
         let (Some(k), true) = (stamp, n >= 64) else {
             continue;
         };
@@ -253,7 +253,7 @@ pub fn one_way_kernel(
     count: usize,
     interval: Duration,
 ) -> std::io::Result<Vec<f64>> {
-    use edge_agent::prober::{self as ap, KernelStamps};
+    use acoa_kstamp::{self as ap, KernelStamps};
     if ap::enable_kernel_stamps(rx) != KernelStamps::Nanoseconds || !ap::enable_send_stamps(tx) {
         return Err(std::io::Error::other(
             "no kernel send or receive timestamps (SO_TIMESTAMPING, SO_TIMESTAMPNS)",

@@ -1,0 +1,843 @@
+//! The prober and responder as a pure state machine ([`Prober`]): datagrams, times and peer
+//! lists in; pings, pongs, log lines and [`LinkMetrics`] out. A ping is answered statelessly (a
+//! pong of the same size: no amplification) with our receive time and the count of pings from
+//! that address; each period `peers_per_period` peers are pinged in a SWIM-style rotation (round
+//! robin over a shuffled list); a pong is matched to its ping in flight and becomes a sample of
+//! the peer's [`LinkStats`]: the forward one-way delay with `clock = "synchronized"`, else half
+//! the round trip ([`ClockMode`]).
+//!
+//! Invariant: no I/O and no clock reads (time is passed in); tables are fixed-size ([`MAX_PEERS`]
+//! peers, [`MAX_INFLIGHT`] pings in flight, [`MAX_PEERS`] prober addresses counted, least
+//! recently seen evicted); only a peer list signed by the control plane's key and newer than the
+//! applied one is taken; no datagram can make it panic.
+
+use std::net::SocketAddr;
+
+use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message, Name, MAX_LINKS_PER_MESSAGE};
+use ed25519_dalek::VerifyingKey;
+
+use super::linkstats::LinkStats;
+use super::packet::{encode_pong, encode_probe, parse_probe, PING, PROBE_LEN};
+
+pub const MAX_PEERS: usize = 256;
+pub const MAX_INFLIGHT: usize = 256;
+/// At most one clock warning per peer in this time.
+const CLOCK_WARN_EVERY_NS: u64 = 60_000_000_000;
+
+/// How a latency sample is taken (config `[probe] clock`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClockMode {
+    /// Clocks may differ: a sample is half the round trip (both directions alike).
+    #[default]
+    Free,
+    /// Clocks agree (GPS, PTP, NTP, one host): a sample is the forward one-way delay.
+    Synchronized,
+}
+
+impl std::str::FromStr for ClockMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "free" => Ok(ClockMode::Free),
+            "synchronized" => Ok(ClockMode::Synchronized),
+            _ => Err(format!("`{s}` is not free or synchronized")),
+        }
+    }
+}
+
+impl std::fmt::Display for ClockMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClockMode::Free => "free",
+            ClockMode::Synchronized => "synchronized",
+        })
+    }
+}
+
+/// The forward one-way delay in ms from our send time and the responder's receive time
+/// (both wall clock ns): `Ok` when it lies within `[0, rtt_ms]`, else `Err(value)`: the
+/// clocks disagree by more than the link's delay.
+pub fn one_way_ms(sent_wall_ns: u64, recv_wall_ns: u64, rtt_ms: f64) -> Result<f64, f64> {
+    let owd = (i128::from(recv_wall_ns) - i128::from(sent_wall_ns)) as f64 / 1e6;
+    if (0.0..=rtt_ms).contains(&owd) {
+        Ok(owd)
+    } else {
+        Err(owd)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct PeerEntry {
+    name: Name,
+    addr: SocketAddr,
+    stats: LinkStats,
+}
+
+#[derive(Debug, Clone)]
+struct InFlight {
+    seq: u64,
+    peer: Name,
+    sent_ns: u64,
+    /// Wall clock at sending (0 when unknown).
+    sent_wall_ns: u64,
+    /// How long after `sent_wall_ns` the kernel sent it ([`Prober::on_sent`]; 0 = unknown).
+    tx_delay_ns: u64,
+    /// The ping's index among those sent to `peer`.
+    idx: u32,
+}
+
+/// A prober address the responder counts pings from.
+#[derive(Debug, Clone)]
+struct Seen {
+    addr: SocketAddr,
+    count: u16,
+    last_ns: u64,
+}
+
+/// What a received packet asks of the socket.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Received {
+    /// A ping: send this pong back to the sender (if the rate bound allows).
+    Reply([u8; PROBE_LEN]),
+    /// One of our pongs, recorded.
+    Recorded,
+    /// One of our pongs, recorded, with a line for the log (clocks that disagree).
+    RecordedWithWarning(String),
+    /// Not a probe, a late or unknown pong: dropped.
+    Dropped,
+}
+
+pub struct Prober {
+    me: String,
+    key: VerifyingKey,
+    window: usize,
+    per_period: usize,
+    timeout_ns: u64,
+    peers: heapless::Vec<PeerEntry, MAX_PEERS>,
+    order: heapless::Vec<u16, MAX_PEERS>,
+    cursor: usize,
+    inflight: heapless::Deque<InFlight, MAX_INFLIGHT>,
+    next_seq: u64,
+    generation: u64,
+    last_frame: Option<Vec<u8>>,
+    rng: u64,
+    clock: ClockMode,
+    /// The responder's count of pings per prober address (least recently seen evicted).
+    seen: heapless::Vec<Seen, MAX_PEERS>,
+}
+
+impl Prober {
+    pub fn new(
+        me: &str,
+        key: VerifyingKey,
+        window: usize,
+        per_period: usize,
+        timeout_ms: u64,
+    ) -> Self {
+        let seed = me.bytes().fold(0x9e37_79b9_7f4a_7c15u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        Prober {
+            me: me.to_owned(),
+            key,
+            window: window.clamp(1, 64),
+            per_period,
+            timeout_ns: timeout_ms * 1_000_000,
+            peers: heapless::Vec::new(),
+            order: heapless::Vec::new(),
+            cursor: 0,
+            inflight: heapless::Deque::new(),
+            next_seq: 1,
+            generation: 0,
+            last_frame: None,
+            rng: seed | 1,
+            clock: ClockMode::Free,
+            seen: heapless::Vec::new(),
+        }
+    }
+
+    /// The same prober taking its latency samples the `clock` way.
+    pub fn with_clock(mut self, clock: ClockMode) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn clock(&self) -> ClockMode {
+        self.clock
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn peer_count(&self) -> usize {
+        self.peers.len()
+    }
+
+    pub fn stats(&self, peer: &str) -> Option<&LinkStats> {
+        self.peers
+            .iter()
+            .find(|p| p.name.as_str() == peer)
+            .map(|p| &p.stats)
+    }
+
+    fn next_rand(&mut self) -> u64 {
+        // xorshift64
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    fn shuffle(&mut self) {
+        self.order.clear();
+        for i in 0..self.peers.len() {
+            let _ = self.order.push(i as u16);
+        }
+        for i in (1..self.order.len()).rev() {
+            let j = (self.next_rand() % (i as u64 + 1)) as usize;
+            self.order.swap(i, j);
+        }
+        self.cursor = 0;
+    }
+
+    /// A peer-list frame from the wire (or from disk when `restored`). Returns one
+    /// line for the log: `Ok` when applied (carrying the frame to persist), `Err`
+    /// when refused; `Ok(None)` for the retained copy seen again.
+    pub fn set_peers(&mut self, frame: &[u8], restored: bool) -> Result<Option<String>, String> {
+        let msg = wire::decode_verified(frame, &self.key)
+            .map_err(|e| format!("refused peer list: {e}"))?;
+        let Message::PeerList(list) = msg else {
+            return Err(format!("refused peer list: it is a {}", msg.kind()));
+        };
+        if !restored && list.generation <= self.generation {
+            if self.last_frame.as_deref() == Some(frame) {
+                return Ok(None);
+            }
+            return Err(format!(
+                "refused peer list generation {}: not newer than applied generation {}",
+                list.generation, self.generation
+            ));
+        }
+        let mut peers: heapless::Vec<PeerEntry, MAX_PEERS> = heapless::Vec::new();
+        let mut bad = 0usize;
+        let mut dropped = 0usize;
+        for p in &list.peers {
+            if p.node.as_str() == self.me {
+                continue;
+            }
+            let Ok(addr) = p.addr.parse::<SocketAddr>() else {
+                bad += 1;
+                continue;
+            };
+            if peers.iter().any(|e| e.name == p.node) {
+                continue;
+            }
+            // Keep what was measured of a peer that stays at the same address.
+            let stats = self
+                .peers
+                .iter()
+                .find(|e| e.name == p.node && e.addr == addr)
+                .map(|e| e.stats.clone())
+                .unwrap_or_default();
+            if peers
+                .push(PeerEntry {
+                    name: p.node.clone(),
+                    addr,
+                    stats,
+                })
+                .is_err()
+            {
+                dropped += 1;
+            }
+        }
+        self.peers = peers;
+        self.generation = list.generation;
+        self.last_frame = Some(frame.to_vec());
+        self.shuffle();
+        let mut line = format!(
+            "{} peer list generation {} ({} peers to probe)",
+            if restored { "restored" } else { "accepted" },
+            list.generation,
+            self.peers.len()
+        );
+        if bad > 0 {
+            line.push_str(&format!(", {bad} with an unusable address skipped"));
+        }
+        if dropped > 0 {
+            line.push_str(&format!(
+                ", {dropped} beyond the table size {MAX_PEERS} left out"
+            ));
+        }
+        Ok(Some(line))
+    }
+
+    /// Counts the probes that timed out as lost.
+    pub fn expire(&mut self, now_ns: u64) {
+        while let Some(f) = self.inflight.front() {
+            if now_ns.saturating_sub(f.sent_ns) < self.timeout_ns {
+                break;
+            }
+            let f = self.inflight.pop_front().expect("front exists");
+            let window = self.window;
+            if let Some(p) = self.peers.iter_mut().find(|p| p.name == f.peer) {
+                p.stats.on_loss(window);
+            }
+        }
+    }
+
+    /// The pings to send this period, with the time they are stamped with.
+    pub fn due(&mut self, now_ns: u64) -> Vec<(SocketAddr, [u8; PROBE_LEN])> {
+        self.due_at(now_ns, 0)
+    }
+
+    /// [`Prober::due`], also knowing the wall clock at sending (`wall_ns`, 0 = unknown).
+    pub fn due_at(&mut self, now_ns: u64, wall_ns: u64) -> Vec<(SocketAddr, [u8; PROBE_LEN])> {
+        (0..self.pings_due())
+            .filter_map(|_| self.next_ping(now_ns, wall_ns))
+            .collect()
+    }
+
+    /// How many pings a period sends.
+    pub fn pings_due(&self) -> usize {
+        self.per_period.min(self.peers.len())
+    }
+
+    /// The next ping of the rotation, stamped `now_ns` (monotonic) and `wall_ns` (wall
+    /// clock, 0 = unknown): the thread takes both right before sending it, so that a
+    /// period's later pings do not carry the earlier sends' time in their delays.
+    pub fn next_ping(
+        &mut self,
+        now_ns: u64,
+        wall_ns: u64,
+    ) -> Option<(SocketAddr, [u8; PROBE_LEN])> {
+        if self.peers.is_empty() {
+            return None;
+        }
+        if self.cursor >= self.order.len() {
+            self.shuffle();
+        }
+        let idx = self.order[self.cursor] as usize;
+        self.cursor += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if self.inflight.is_full() {
+            // Oldest first out: it would have timed out anyway.
+            if let Some(f) = self.inflight.pop_front() {
+                let window = self.window;
+                if let Some(p) = self.peers.iter_mut().find(|p| p.name == f.peer) {
+                    p.stats.on_loss(window);
+                }
+            }
+        }
+        let peer = &mut self.peers[idx];
+        let n = peer.stats.sent;
+        peer.stats.sent = n.wrapping_add(1);
+        let _ = self.inflight.push_back(InFlight {
+            seq,
+            peer: peer.name.clone(),
+            sent_ns: now_ns,
+            sent_wall_ns: wall_ns,
+            tx_delay_ns: 0,
+            idx: n,
+        });
+        Some((peer.addr, encode_probe(PING, seq, now_ns)))
+    }
+
+    /// The kernel sent our ping `seq` at `kernel_wall_ns` (wall clock ns, from the socket's
+    /// send timestamps): its delays count from then, not from the stamp taken before the send
+    /// call (on a busy or emulated node the two differ by tenths of a millisecond). A time
+    /// before the stamp or over a second after it (a clock step) is ignored.
+    pub fn on_sent(&mut self, seq: u64, kernel_wall_ns: u64) {
+        if let Some(f) = self.inflight.iter_mut().find(|f| f.seq == seq) {
+            if f.sent_wall_ns != 0 {
+                let d = kernel_wall_ns.wrapping_sub(f.sent_wall_ns);
+                if kernel_wall_ns >= f.sent_wall_ns && d < 1_000_000_000 {
+                    // The latest of the stamps (entering the queue, leaving the device).
+                    f.tx_delay_ns = f.tx_delay_ns.max(d);
+                }
+            }
+        }
+    }
+
+    /// A datagram arrived at `now_ns` (the responder answers in the original format).
+    pub fn on_packet(&mut self, bytes: &[u8], now_ns: u64) -> Received {
+        self.on_datagram(bytes, None, now_ns, 0)
+    }
+
+    /// A datagram from `from` arrived at `now_ns` (monotonic) and `wall_ns` (wall clock,
+    /// 0 = unknown). A ping is answered with our receive time and, when `from` is known,
+    /// the count of pings received from that address.
+    pub fn on_datagram(
+        &mut self,
+        bytes: &[u8],
+        from: Option<SocketAddr>,
+        now_ns: u64,
+        wall_ns: u64,
+    ) -> Received {
+        let Some(probe) = parse_probe(bytes) else {
+            return Received::Dropped;
+        };
+        let (seq, t_ns) = (probe.seq, probe.t_ns);
+        if probe.kind == PING {
+            let count = from.map(|a| self.count_ping(a, now_ns));
+            return Received::Reply(encode_pong(seq, t_ns, Some(wall_ns), count));
+        }
+        let Some(pos) = self.inflight.iter().position(|f| f.seq == seq) else {
+            return Received::Dropped;
+        };
+        // Remove entry `pos` (the deque holds at most MAX_INFLIGHT).
+        let mut found = None;
+        let n = self.inflight.len();
+        for i in 0..n {
+            let f = self.inflight.pop_front().expect("len checked");
+            if i == pos {
+                found = Some(f);
+            } else {
+                let _ = self.inflight.push_back(f);
+            }
+        }
+        let f = found.expect("position found");
+        if f.sent_ns != t_ns {
+            return Received::Dropped;
+        }
+        let rtt_ms = now_ns.saturating_sub(t_ns.saturating_add(f.tx_delay_ns)) as f64 / 1e6;
+        let window = self.window;
+        let clock = self.clock;
+        let Some(p) = self.peers.iter_mut().find(|p| p.name == f.peer) else {
+            return Received::Recorded;
+        };
+        let st = &mut p.stats;
+        st.answered = st.answered.wrapping_add(1);
+        if let Some(c) = probe.count {
+            st.dir.on_pong(f.idx, c, st.answered, window);
+        }
+        let stamp = probe.recv_wall_ns.filter(|_| f.sent_wall_ns != 0);
+        let mut warning = None;
+        let sample = match (clock, stamp) {
+            (ClockMode::Synchronized, Some(recv)) => {
+                match one_way_ms(f.sent_wall_ns + f.tx_delay_ns, recv, rtt_ms) {
+                    Ok(owd) => owd,
+                    Err(owd) => {
+                        st.clock_fallbacks += 1;
+                        let due = st
+                            .last_clock_warn_ns
+                            .is_none_or(|t| now_ns.saturating_sub(t) >= CLOCK_WARN_EVERY_NS);
+                        if due {
+                            warning = Some(format!(
+                                "one-way delay to {} of {owd:.3} ms is outside [0, round trip {rtt_ms:.3} ms]: \
+                                 clocks not synchronized? reporting rtt/2 ({} such samples since the last warning)",
+                                p.name, st.clock_fallbacks
+                            ));
+                            st.clock_fallbacks = 0;
+                            st.last_clock_warn_ns = Some(now_ns);
+                        }
+                        rtt_ms / 2.0
+                    }
+                }
+            }
+            _ => rtt_ms / 2.0,
+        };
+        st.on_sample(sample, window);
+        match warning {
+            Some(w) => Received::RecordedWithWarning(w),
+            None => Received::Recorded,
+        }
+    }
+
+    /// Counts a ping from `addr`: the new count (wrapping). The table keeps the
+    /// [`MAX_PEERS`] most recently seen addresses; a forgotten one starts again at 1
+    /// (its prober then starts its loss attribution over).
+    fn count_ping(&mut self, addr: SocketAddr, now_ns: u64) -> u16 {
+        if let Some(s) = self.seen.iter_mut().find(|s| s.addr == addr) {
+            s.count = s.count.wrapping_add(1);
+            s.last_ns = now_ns;
+            return s.count;
+        }
+        let entry = Seen {
+            addr,
+            count: 1,
+            last_ns: now_ns,
+        };
+        if let Err(entry) = self.seen.push(entry) {
+            if let Some(oldest) = self.seen.iter_mut().min_by_key(|s| s.last_ns) {
+                *oldest = entry;
+            }
+        }
+        1
+    }
+
+    /// Link metrics of every peer probed at least once, in messages of at most
+    /// [`MAX_LINKS_PER_MESSAGE`] links.
+    pub fn metrics(&self, node: &Name, seq: &mut u64) -> Vec<LinkMetrics> {
+        let mut out = Vec::new();
+        let mut cur: Option<LinkMetrics> = None;
+        for p in self.peers.iter().filter(|p| p.stats.samples() > 0) {
+            let m = cur.get_or_insert_with(|| {
+                *seq += 1;
+                LinkMetrics {
+                    node: node.clone(),
+                    seq: *seq,
+                    links: heapless::Vec::new(),
+                }
+            });
+            let _ = m.links.push(LinkSample {
+                peer: p.name.clone(),
+                latency_ms: p.stats.latency_ms().unwrap_or(0.0) as f32,
+                jitter_ms: p.stats.jitter_ms() as f32,
+                success: p.stats.success() as f32,
+                samples: p.stats.samples() as u16,
+            });
+            if m.links.len() == MAX_LINKS_PER_MESSAGE {
+                out.push(cur.take().expect("just filled"));
+            }
+        }
+        out.extend(cur);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acoa_shared::wire::{encode, name, Peer, PeerList};
+    use ed25519_dalek::SigningKey;
+
+    fn cp() -> SigningKey {
+        SigningKey::from_bytes(&[3; 32])
+    }
+
+    fn peers_frame(generation: u64, n: usize, key: &SigningKey) -> Vec<u8> {
+        let peers = (0..n)
+            .map(|i| Peer {
+                node: name(&format!("p{i}")).unwrap(),
+                addr: wire::bounded("addr", &format!("127.0.0.1:{}", 10000 + i)).unwrap(),
+            })
+            .collect();
+        encode(
+            &Message::PeerList(PeerList { generation, peers }),
+            Some(key),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn rotation_is_bounded_and_covers_everyone() {
+        let mut p = Prober::new("p3", cp().verifying_key(), 20, 4, 1000);
+        p.set_peers(&peers_frame(1, 10, &cp()), false).unwrap();
+        assert_eq!(p.peer_count(), 9, "itself left out");
+        let mut seen = std::collections::BTreeSet::new();
+        for round in 0..3u64 {
+            let due = p.due(round * 1_000_000_000);
+            assert!(due.len() <= 4);
+            seen.extend(due.iter().map(|(a, _)| *a));
+        }
+        assert_eq!(seen.len(), 9, "every peer probed within ceil(9/4) periods");
+    }
+
+    #[test]
+    fn replies_and_timeouts_make_the_numbers() {
+        let mut p = Prober::new("me", cp().verifying_key(), 10, 1, 500);
+        p.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+        for i in 0..10u64 {
+            let t0 = i * 1_000_000_000;
+            let (_, ping) = p.due(t0)[0];
+            // The peer answers: the pong echoes the ping's fields.
+            let Received::Reply(pong) = p.on_packet(&ping, t0) else {
+                panic!()
+            };
+            if i % 5 != 4 {
+                assert_eq!(p.on_packet(&pong, t0 + 80_000_000), Received::Recorded);
+            }
+            p.expire(t0 + 600_000_000);
+        }
+        let s = p.stats("p0").unwrap();
+        assert!((s.latency_ms().unwrap() - 40.0).abs() < 1e-6);
+        assert!((s.success() - 0.8).abs() < 1e-9);
+        let node = name("me").unwrap();
+        let mut seq = 0;
+        let m = p.metrics(&node, &mut seq);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].links[0].samples, 10);
+        // A late pong (already expired) is not counted.
+        let (_, ping) = p.due(20_000_000_000)[0];
+        p.expire(21_000_000_000);
+        let Received::Reply(pong) = p.on_packet(&ping, 0) else {
+            panic!()
+        };
+        assert_eq!(p.on_packet(&pong, 21_000_000_001), Received::Dropped);
+    }
+
+    #[test]
+    fn peer_lists_are_trusted_only_when_signed_and_newer() {
+        let mut p = Prober::new("me", cp().verifying_key(), 10, 1, 500);
+        let other = SigningKey::from_bytes(&[4; 32]);
+        assert!(p.set_peers(b"junk", false).is_err());
+        assert!(p.set_peers(&peers_frame(1, 2, &other), false).is_err());
+        let f = peers_frame(5, 2, &cp());
+        assert!(p.set_peers(&f, false).unwrap().is_some());
+        assert_eq!(p.set_peers(&f, false), Ok(None));
+        let e = p.set_peers(&peers_frame(4, 3, &cp()), false).unwrap_err();
+        assert!(e.contains("not newer"), "{e}");
+        assert_eq!(p.peer_count(), 2);
+    }
+
+    #[test]
+    fn tables_stay_bounded() {
+        let mut p = Prober::new("me", cp().verifying_key(), 10, MAX_PEERS, 10_000);
+        let line = p
+            .set_peers(&peers_frame(1, MAX_PEERS + 10, &cp()), false)
+            .unwrap()
+            .unwrap();
+        assert!(line.contains("left out"), "{line}");
+        assert_eq!(p.peer_count(), MAX_PEERS);
+        for i in 0..5 {
+            p.due(i);
+        }
+        assert!(p.inflight.len() <= MAX_INFLIGHT);
+    }
+
+    #[test]
+    fn an_old_format_ping_gets_a_pong_with_the_extensions() {
+        let mut r = Prober::new("me", cp().verifying_key(), 10, 1, 500);
+        let from: SocketAddr = "10.0.0.1:5".parse().unwrap();
+        let Received::Reply(pong) = r.on_datagram(&encode_probe(PING, 3, 4), Some(from), 1, 1_000)
+        else {
+            panic!()
+        };
+        let p = parse_probe(&pong).unwrap();
+        assert_eq!((p.seq, p.t_ns), (3, 4));
+        assert_eq!((p.recv_wall_ns, p.count), (Some(1_000), Some(1)));
+        // Flags on a ping mean nothing.
+    }
+
+    #[test]
+    fn one_way_estimates_are_bounded_by_the_round_trip() {
+        assert_eq!(one_way_ms(1_000_000, 3_000_000, 10.0), Ok(2.0));
+        assert_eq!(one_way_ms(1_000_000, 1_000_000, 10.0), Ok(0.0));
+        assert_eq!(one_way_ms(1_000_000, 11_000_000, 10.0), Ok(10.0));
+        assert_eq!(one_way_ms(3_000_000, 1_000_000, 10.0), Err(-2.0));
+        assert_eq!(one_way_ms(1_000_000, 12_000_000, 10.0), Err(11.0));
+        assert_eq!(
+            one_way_ms(0, u64::MAX, 10.0).map_err(|v| v > 1e9),
+            Err(true)
+        );
+    }
+
+    /// Ping from `a` at (mono `t0`, wall `w0`); the responder stamps `recv_wall`; the pong
+    /// is back at mono `t0 + rtt_ms`.
+    fn exchange(
+        a: &mut Prober,
+        b: &mut Prober,
+        t0: u64,
+        w0: u64,
+        recv_wall: u64,
+        rtt_ms: f64,
+    ) -> Received {
+        let (_, ping) = a.due_at(t0, w0)[0];
+        let from: SocketAddr = "10.0.0.1:7878".parse().unwrap();
+        let Received::Reply(pong) = b.on_datagram(&ping, Some(from), t0, recv_wall) else {
+            panic!("no reply")
+        };
+        a.on_datagram(&pong, None, t0 + (rtt_ms * 1e6) as u64, 0)
+    }
+
+    #[test]
+    fn synchronized_clocks_give_the_forward_delay_free_clocks_half_the_round_trip() {
+        let key = cp().verifying_key();
+        let w0 = 1_700_000_000_000_000_000u64;
+        for (clock, expected) in [(ClockMode::Synchronized, 2.0), (ClockMode::Free, 5.0)] {
+            let mut a = Prober::new("me", key, 10, 1, 500).with_clock(clock);
+            a.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+            let mut b = Prober::new("p0", key, 10, 1, 500);
+            for i in 0..10u64 {
+                let t0 = i * 1_000_000_000;
+                // 2 ms out (plus 0.1 ms of alternating noise), 8 ms back.
+                let out = 2_000_000 + (i % 2) * 100_000;
+                let r = exchange(&mut a, &mut b, t0, w0 + t0, w0 + t0 + out, 10.0);
+                assert_eq!(r, Received::Recorded);
+            }
+            let s = a.stats("p0").unwrap();
+            assert!(
+                (s.latency_ms().unwrap() - expected).abs() < 0.06,
+                "{clock}: {:?}",
+                s.latency_ms()
+            );
+            if clock == ClockMode::Synchronized {
+                // RFC 3550 on the one-way samples: |D| = 0.1 ms each time.
+                assert!(
+                    s.jitter_ms() > 0.03 && s.jitter_ms() < 0.1,
+                    "{}",
+                    s.jitter_ms()
+                );
+            } else {
+                assert_eq!(s.jitter_ms(), 0.0);
+            }
+        }
+    }
+
+    #[test]
+    fn clocks_that_disagree_fall_back_to_half_the_round_trip_with_a_rate_limited_warning() {
+        let key = cp().verifying_key();
+        let mut a = Prober::new("me", key, 10, 1, 500).with_clock(ClockMode::Synchronized);
+        a.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+        let mut b = Prober::new("p0", key, 10, 1, 500);
+        let w0 = 1_700_000_000_000_000_000u64;
+        // The peer's clock is 50 ms behind: a negative one-way delay.
+        let Received::RecordedWithWarning(line) =
+            exchange(&mut a, &mut b, 0, w0, w0 - 50_000_000, 10.0)
+        else {
+            panic!("no warning")
+        };
+        assert!(line.contains("p0") && line.contains("rtt/2"), "{line}");
+        assert!((a.stats("p0").unwrap().latency_ms().unwrap() - 5.0).abs() < 1e-9);
+        // 50 ms ahead: beyond the round trip; warned about again only a minute later.
+        for i in 1..30u64 {
+            let t0 = i * 1_000_000_000;
+            let r = exchange(&mut a, &mut b, t0, w0 + t0, w0 + t0 + 50_000_000, 10.0);
+            assert_eq!(r, Received::Recorded, "probe {i}");
+        }
+        let t0 = 61_000_000_000;
+        let r = exchange(&mut a, &mut b, t0, w0 + t0, w0 + t0 + 50_000_000, 10.0);
+        let Received::RecordedWithWarning(line) = r else {
+            panic!("{r:?}")
+        };
+        assert!(line.contains("30 such samples"), "{line}");
+        assert!((a.stats("p0").unwrap().latency_ms().unwrap() - 5.0).abs() < 1e-9);
+        // A peer whose pongs carry no receive time (an older agent): RTT/2, no warning.
+        let mut c = Prober::new("me", key, 10, 1, 500).with_clock(ClockMode::Synchronized);
+        c.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+        let (_, ping) = c.due_at(0, w0)[0];
+        let Received::Reply(pong) = b.on_packet(&ping, 0) else {
+            panic!()
+        };
+        let mut old = pong;
+        old[5] = 0;
+        assert_eq!(c.on_datagram(&old, None, 6_000_000, 0), Received::Recorded);
+        assert!((c.stats("p0").unwrap().latency_ms().unwrap() - 3.0).abs() < 1e-9);
+    }
+
+    /// 200 probes with every `fwd`th ping and every `rev`th pong lost (0 = none): the
+    /// success the prober reports and its round-trip success.
+    fn lossy_run(fwd: u64, rev: u64, counting: bool) -> (f64, f64) {
+        let key = cp().verifying_key();
+        let mut a = Prober::new("me", key, 20, 1, 500);
+        a.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+        let mut b = Prober::new("p0", key, 20, 1, 500);
+        let from: SocketAddr = "10.0.0.1:7878".parse().unwrap();
+        let mut pongs = 0u64;
+        for i in 1..=200u64 {
+            let t0 = i * 1_000_000_000;
+            a.expire(t0);
+            let (_, ping) = a.due_at(t0, t0)[0];
+            if fwd > 0 && i.is_multiple_of(fwd) {
+                continue;
+            }
+            let Received::Reply(pong) =
+                b.on_datagram(&ping, counting.then_some(from), t0, t0 + 1_000_000)
+            else {
+                panic!()
+            };
+            pongs += 1;
+            if rev > 0 && pongs.is_multiple_of(rev) {
+                continue;
+            }
+            a.on_datagram(&pong, None, t0 + 2_000_000, 0);
+        }
+        a.expire(1_000_000_000_000);
+        let s = a.stats("p0").unwrap();
+        (s.success(), s.round_trip_success())
+    }
+
+    #[test]
+    fn loss_is_attributed_to_its_direction() {
+        // Pings lost on the way out: the forward direction is lossy.
+        let (fwd, rt) = lossy_run(5, 0, true);
+        assert!(
+            (rt - 0.8).abs() < 0.051 && (fwd - rt).abs() < 1e-9,
+            "{fwd} {rt}"
+        );
+        // Pongs lost on the way back: the forward direction is clean.
+        let (fwd, rt) = lossy_run(0, 4, true);
+        assert!((rt - 0.75).abs() < 0.051, "{rt}");
+        assert!((fwd - 1.0).abs() < 0.06, "{fwd}");
+        // Both: 0.8 out, 0.75 back.
+        let (fwd, rt) = lossy_run(5, 4, true);
+        assert!((rt - 0.6).abs() < 0.06, "{rt}");
+        assert!((fwd - 0.8).abs() < 0.06, "{fwd}");
+        // A responder that does not count: round-trip success.
+        let (fwd, rt) = lossy_run(0, 4, false);
+        assert_eq!(fwd, rt);
+    }
+
+    #[test]
+    fn the_responder_table_is_bounded() {
+        let mut r = Prober::new("me", cp().verifying_key(), 10, 1, 500);
+        let ping = encode_probe(PING, 1, 1);
+        for i in 0..(MAX_PEERS as u64 + 50) {
+            let from = SocketAddr::from(([10, 0, (i >> 8) as u8, i as u8], 7878));
+            assert!(matches!(
+                r.on_datagram(&ping, Some(from), i, i),
+                Received::Reply(_)
+            ));
+        }
+        assert_eq!(r.seen.len(), MAX_PEERS);
+        // The most recent prober is still counted.
+        let last = SocketAddr::from(([10, 0, 1, 49], 7878));
+        let Received::Reply(p) = r.on_datagram(&ping, Some(last), 1000, 1000) else {
+            panic!()
+        };
+        assert_eq!(parse_probe(&p).unwrap().count, Some(2));
+    }
+
+    #[test]
+    fn a_kernel_send_time_moves_both_delays_to_when_the_ping_left() {
+        let key = cp().verifying_key();
+        let w0 = 1_700_000_000_000_000_000u64;
+        let from: SocketAddr = "10.0.0.1:7878".parse().unwrap();
+        for (clock, expected) in [(ClockMode::Synchronized, 1.0), (ClockMode::Free, 1.0)] {
+            let mut a = Prober::new("me", key, 10, 1, 500).with_clock(clock);
+            a.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+            let mut b = Prober::new("p0", key, 10, 1, 500);
+            // Stamped at t0, left 0.3 ms later (a slow send path), 1 ms each way.
+            let (t0, lag) = (5_000_000_000u64, 300_000u64);
+            let (_, ping) = a.due_at(t0, w0)[0];
+            let seq = parse_probe(&ping).unwrap().seq;
+            a.on_sent(seq, w0 - 5); // before the stamp: ignored
+            a.on_sent(seq, w0 + 2_000_000_000); // a clock step: ignored
+            a.on_sent(seq + 1, w0 + lag); // another ping: ignored
+            a.on_sent(seq, w0 + lag / 2); // entering the queue
+            a.on_sent(seq, w0 + lag); // leaving the device: the latest counts
+            a.on_sent(seq, w0 + lag / 3);
+            let recv = w0 + lag + 1_000_000;
+            let Received::Reply(pong) = b.on_datagram(&ping, Some(from), t0, recv) else {
+                panic!("no reply")
+            };
+            let r = a.on_datagram(&pong, None, t0 + lag + 2_000_000, 0);
+            assert_eq!(r, Received::Recorded);
+            let got = a.stats("p0").unwrap().latency_ms().unwrap();
+            assert!((got - expected).abs() < 1e-9, "{clock}: {got}");
+        }
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn any_datagram_or_peer_frame_is_harmless(
+                bytes in proptest::collection::vec(any::<u8>(), 0..200)
+            ) {
+                let mut p = Prober::new("me", cp().verifying_key(), 10, 4, 500);
+                p.set_peers(&peers_frame(1, 3, &cp()), false).unwrap();
+                let r = p.on_packet(&bytes, 1);
+                prop_assert!(matches!(r, Received::Dropped | Received::Reply(_)));
+                prop_assert!(p.set_peers(&bytes, false).is_err());
+                prop_assert_eq!(p.peer_count(), 3);
+            }
+        }
+    }
+}
