@@ -17,7 +17,7 @@ use crate::prober::{self, ProbeIo, Prober};
 use crate::reconciler::{Action, Event, Level, Reconciler};
 use crate::report::Reporter;
 use crate::runtime::podman::PodmanRuntime;
-use crate::runtime::{Runtime, RuntimeError};
+use crate::runtime::Runtime;
 use crate::stats::{self, CpuRates, Table};
 use crate::store;
 
@@ -544,16 +544,7 @@ async fn execute<R: Runtime>(
             changed = true;
             if let Err(e) = r {
                 let name = action.container().unwrap_or_default().to_owned();
-                let what = match &action {
-                    Action::Create { .. } => "create",
-                    Action::Start { .. } => "start",
-                    _ => "remove",
-                };
-                let error = match e {
-                    RuntimeError::Unavailable(m) | RuntimeError::Failed(m) => {
-                        format!("{what} failed: {m}")
-                    }
-                };
+                let error = format!("{} failed: {}", e.op().verb(), e.reason());
                 failed.push(name.clone());
                 queue.extend(rec.handle(Event::ActionFailed { name, error }));
             }

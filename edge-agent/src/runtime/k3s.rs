@@ -111,10 +111,31 @@ mod live {
         namespace: String,
     }
 
-    fn err(e: kube::Error) -> RuntimeError {
+    /// `op` failed with the Kubernetes client's error `e`: an API answer is
+    /// [`RuntimeError::Refused`], anything else [`RuntimeError::Unavailable`].
+    fn err(op: Op, e: kube::Error) -> RuntimeError {
         match e {
-            kube::Error::Api(s) => RuntimeError::Failed(format!("kubernetes answered: {s}")),
-            other => RuntimeError::Unavailable(format!("kubernetes: {other}")),
+            kube::Error::Api(ref s) => RuntimeError::Refused {
+                runtime: "kubernetes",
+                op,
+                status: s.code,
+                message: s.message.clone(),
+                source: Box::new(e),
+            },
+            other => RuntimeError::Unavailable {
+                runtime: "kubernetes",
+                op,
+                source: Box::new(other),
+            },
+        }
+    }
+
+    /// Reaching the cluster at all failed: kubeconfig or client.
+    fn connect(to: String, e: impl std::error::Error + Send + Sync + 'static) -> RuntimeError {
+        RuntimeError::Unavailable {
+            runtime: "kubernetes",
+            op: Op::Connect { to },
+            source: Box::new(e),
         }
     }
 
@@ -126,19 +147,18 @@ mod live {
         ) -> Result<Self, RuntimeError> {
             let config = match kubeconfig {
                 Some(path) => {
-                    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| {
-                        RuntimeError::Unavailable(format!("kubeconfig {}: {e}", path.display()))
-                    })?;
+                    let kc = kube::config::Kubeconfig::read_from(path)
+                        .map_err(|e| connect(format!("kubeconfig {}", path.display()), e))?;
                     kube::Config::from_custom_kubeconfig(kc, &Default::default())
                         .await
-                        .map_err(|e| RuntimeError::Unavailable(format!("kubeconfig: {e}")))?
+                        .map_err(|e| connect(format!("kubeconfig {}", path.display()), e))?
                 }
                 None => kube::Config::infer()
                     .await
-                    .map_err(|e| RuntimeError::Unavailable(format!("kubeconfig: {e}")))?,
+                    .map_err(|e| connect("the inferred kubeconfig".into(), e))?,
             };
             let client = kube::Client::try_from(config)
-                .map_err(|e| RuntimeError::Unavailable(format!("kubernetes client: {e}")))?;
+                .map_err(|e| connect("the kubernetes client".into(), e))?;
             Ok(K3sRuntime {
                 api: Api::namespaced(client, namespace),
                 node: node.to_owned(),
@@ -153,7 +173,7 @@ mod live {
                 .api
                 .list(&ListParams::default().labels(&selector(&self.node)))
                 .await
-                .map_err(err)?;
+                .map_err(|e| err(Op::List, e))?;
             let mut out = Vec::new();
             for p in pods {
                 let labels = p.metadata.labels.clone().unwrap_or_default();
@@ -200,13 +220,18 @@ mod live {
             spec_hash: &str,
         ) -> Result<(), RuntimeError> {
             let doc = pod_document(&self.node, &self.namespace, spec, generation, spec_hash);
-            let pod: Pod = serde_json::from_value(doc)
-                .map_err(|e| RuntimeError::Failed(format!("pod document: {e}")))?;
+            let op = || Op::Create {
+                container: spec.name.to_string(),
+            };
+            let pod: Pod = serde_json::from_value(doc).map_err(|e| RuntimeError::Invalid {
+                op: op(),
+                source: format!("pod document: {e}").into(),
+            })?;
             self.api
                 .create(&PostParams::default(), &pod)
                 .await
                 .map(|_| ())
-                .map_err(err)
+                .map_err(|e| err(op(), e))
         }
 
         async fn start(&self, name: &str) -> Result<(), RuntimeError> {
@@ -215,7 +240,14 @@ mod live {
                 .api
                 .get_opt(&pod_name(&self.node, name))
                 .await
-                .map_err(err)?;
+                .map_err(|e| {
+                    err(
+                        Op::Start {
+                            container: name.to_owned(),
+                        },
+                        e,
+                    )
+                })?;
             let phase = pod
                 .and_then(|p| p.status)
                 .and_then(|s| s.phase)
@@ -234,7 +266,12 @@ mod live {
             match self.api.delete(&pod_name(&self.node, name), &dp).await {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                Err(e) => Err(err(e)),
+                Err(e) => Err(err(
+                    Op::Remove {
+                        container: name.to_owned(),
+                    },
+                    e,
+                )),
             }
         }
     }

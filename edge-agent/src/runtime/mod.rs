@@ -18,14 +18,121 @@ pub const LABEL_SPEC: &str = "acoa.spec";
 /// The spec name (`{app}.{component}`).
 pub const LABEL_NAME: &str = "acoa.name";
 
+/// What the agent asked of the runtime, with the container (its spec name, `{app}.{component}`)
+/// where the request was about one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Reach the runtime at all (socket, kubeconfig, client).
+    Connect {
+        to: String,
+    },
+    List,
+    Create {
+        container: String,
+    },
+    Start {
+        container: String,
+    },
+    Remove {
+        container: String,
+    },
+    Usage,
+}
+
+impl Op {
+    /// The container the request was about.
+    pub fn container(&self) -> Option<&str> {
+        match self {
+            Op::Create { container } | Op::Start { container } | Op::Remove { container } => {
+                Some(container)
+            }
+            Op::Connect { .. } | Op::List | Op::Usage => None,
+        }
+    }
+
+    /// The request's verb: `create`, `start`, `list` ...
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Op::Connect { .. } => "connect",
+            Op::List => "list",
+            Op::Create { .. } => "create",
+            Op::Start { .. } => "start",
+            Op::Remove { .. } => "remove",
+            Op::Usage => "usage",
+        }
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Connect { to } => write!(f, "connect to {to}"),
+            Op::List => f.write_str("list the managed containers"),
+            Op::Create { container } => write!(f, "create container {container}"),
+            Op::Start { container } => write!(f, "start container {container}"),
+            Op::Remove { container } => write!(f, "remove container {container}"),
+            Op::Usage => f.write_str("read the containers' usage"),
+        }
+    }
+}
+
+/// The error a runtime's own client gave.
+pub type Source = Box<dyn std::error::Error + Send + Sync>;
+
+/// A request to the runtime that failed: which one, on which container, and why.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// The runtime could not be reached at all.
-    #[error("{0}")]
-    Unavailable(String),
-    /// The runtime answered with an error.
-    #[error("{0}")]
-    Failed(String),
+    #[error("cannot {op}: {runtime} unreachable: {source}")]
+    Unavailable {
+        runtime: &'static str,
+        op: Op,
+        #[source]
+        source: Source,
+    },
+    /// The runtime answered with an error status.
+    #[error("cannot {op}: {runtime} answered {status}: {message}")]
+    Refused {
+        runtime: &'static str,
+        op: Op,
+        status: u16,
+        message: String,
+        #[source]
+        source: Source,
+    },
+    /// The request could not be made (a setting or a document the runtime cannot take).
+    #[error("cannot {op}: {source}")]
+    Invalid {
+        op: Op,
+        #[source]
+        source: Source,
+    },
+}
+
+impl RuntimeError {
+    pub fn op(&self) -> &Op {
+        match self {
+            RuntimeError::Unavailable { op, .. }
+            | RuntimeError::Refused { op, .. }
+            | RuntimeError::Invalid { op, .. } => op,
+        }
+    }
+
+    /// Why, without the request: `podman answered 500: image not known`.
+    pub fn reason(&self) -> String {
+        match self {
+            RuntimeError::Unavailable {
+                runtime, source, ..
+            } => format!("{runtime} unreachable: {source}"),
+            RuntimeError::Refused {
+                runtime,
+                status,
+                message,
+                ..
+            } => format!("{runtime} answered {status}: {message}"),
+            RuntimeError::Invalid { source, .. } => source.to_string(),
+        }
+    }
 }
 
 /// The container name of a spec on a node: `acoa-{node}-{spec.name}`.

@@ -24,12 +24,22 @@ pub struct PodmanRuntime {
     stats: Option<String>,
 }
 
-fn classify(e: podman_api::Error) -> RuntimeError {
+/// `op` failed with Podman's error `e`: an answer with an error status is
+/// [`RuntimeError::Refused`], anything else (no socket, no answer) [`RuntimeError::Unavailable`].
+fn classify(op: Op, e: podman_api::Error) -> RuntimeError {
     match e {
-        podman_api::Error::Fault { code, message } => {
-            RuntimeError::Failed(format!("podman answered {}: {message}", code.as_u16()))
-        }
-        other => RuntimeError::Unavailable(format!("podman: {other}")),
+        podman_api::Error::Fault { code, ref message } => RuntimeError::Refused {
+            runtime: "podman",
+            op,
+            status: code.as_u16(),
+            message: message.clone(),
+            source: Box::new(e),
+        },
+        other => RuntimeError::Unavailable {
+            runtime: "podman",
+            op,
+            source: Box::new(other),
+        },
     }
 }
 
@@ -66,8 +76,12 @@ impl PodmanRuntime {
     pub fn new(socket: &str, node: &str, netns: Option<String>) -> Result<Self, RuntimeError> {
         let podman = match socket.strip_prefix("unix://") {
             Some(path) => Podman::unix(path),
-            None => Podman::new(socket)
-                .map_err(|e| RuntimeError::Unavailable(format!("podman socket {socket:?}: {e}")))?,
+            None => Podman::new(socket).map_err(|e| RuntimeError::Invalid {
+                op: Op::Connect {
+                    to: format!("podman socket {socket:?}"),
+                },
+                source: Box::new(e),
+            })?,
         };
         Ok(PodmanRuntime {
             podman,
@@ -111,7 +125,7 @@ impl Runtime for PodmanRuntime {
             .containers()
             .list(&opts)
             .await
-            .map_err(classify)?;
+            .map_err(|e| classify(Op::List, e))?;
         let prefix = self.full_name("");
         let mut out = Vec::with_capacity(list.len());
         for c in list {
@@ -197,7 +211,14 @@ impl Runtime for PodmanRuntime {
             .create(&b.build())
             .await
             .map(|_| ())
-            .map_err(classify)
+            .map_err(|e| {
+                classify(
+                    Op::Create {
+                        container: spec.name.to_string(),
+                    },
+                    e,
+                )
+            })
     }
 
     async fn start(&self, name: &str) -> Result<(), RuntimeError> {
@@ -206,7 +227,14 @@ impl Runtime for PodmanRuntime {
             .get(self.full_name(name))
             .start(None)
             .await
-            .map_err(classify)
+            .map_err(|e| {
+                classify(
+                    Op::Start {
+                        container: name.to_owned(),
+                    },
+                    e,
+                )
+            })
     }
 
     async fn remove(&self, name: &str) -> Result<(), RuntimeError> {
@@ -221,7 +249,12 @@ impl Runtime for PodmanRuntime {
         {
             Ok(()) => Ok(()),
             Err(podman_api::Error::Fault { code, .. }) if code.as_u16() == 404 => Ok(()),
-            Err(e) => Err(classify(e)),
+            Err(e) => Err(classify(
+                Op::Remove {
+                    container: name.to_owned(),
+                },
+                e,
+            )),
         }
     }
 
@@ -244,7 +277,7 @@ impl Runtime for PodmanRuntime {
             .containers()
             .stats(&opts)
             .await
-            .map_err(classify)?;
+            .map_err(|e| classify(Op::Usage, e))?;
         Ok(parse_stats(&v, &self.full_name("")))
     }
 }
@@ -285,6 +318,56 @@ mod tests {
         assert_eq!(u[0].cpu_ns, 28531036);
         assert_eq!(u[0].memory_bytes, 2166784);
         assert!(parse_stats(&serde_json::json!({"Error": "x"}), "acoa-n1-").is_empty());
+    }
+
+    #[test]
+    fn a_failed_request_names_the_operation_and_the_container_and_keeps_the_source() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // Nothing listens on this socket: unreachable, with the client's error as the source.
+        let gone = PodmanRuntime::new("unix:///nonexistent/podman.sock", "n1", None).unwrap();
+        let e = rt.block_on(gone.list()).unwrap_err();
+        assert!(
+            matches!(e, RuntimeError::Unavailable { op: Op::List, .. }),
+            "{e}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(
+            e.to_string()
+                .starts_with("cannot list the managed containers: podman unreachable: "),
+            "{e}"
+        );
+        // The real Podman refuses to start a container that does not exist.
+        if !acoa_test_support::podman_ok() {
+            eprintln!(
+                "SKIPPED the Podman half: no Podman at {}",
+                acoa_test_support::PODMAN_SOCKET
+            );
+            return;
+        }
+        let real = PodmanRuntime::new(
+            &format!("unix://{}", acoa_test_support::PODMAN_SOCKET),
+            "acoa-runtime-error-test",
+            None,
+        )
+        .unwrap();
+        let e = rt.block_on(real.start("app.absent")).unwrap_err();
+        let RuntimeError::Refused { op, status, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(op.container(), Some("app.absent"));
+        assert_eq!(*status, 404);
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(
+            e.to_string()
+                .starts_with("cannot start container app.absent: podman answered 404: "),
+            "{e}"
+        );
+        // What the actual state reports for it (unchanged format).
+        assert!(e.reason().starts_with("podman answered 404: "), "{e}");
+        assert_eq!(e.op().verb(), "start");
     }
 
     #[test]
