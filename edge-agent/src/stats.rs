@@ -20,10 +20,9 @@ use serde::Deserialize;
 
 /// Components the table follows at most (one per container of a desired state).
 pub const MAX_COMPONENTS: usize = MAX_CONTAINERS;
-/// The largest datagram accepted.
-pub const MAX_DATAGRAM: usize = 1024;
-/// The datagram format this agent reads.
-pub const VERSION: u32 = 1;
+/// The largest datagram accepted and the datagram format this agent reads (one definition with
+/// the workloads' reporter).
+pub use acoa_shared::wire::stats_datagram::{MAX_DATAGRAM, VERSION};
 /// Counters not refreshed for this long count as a silent workload: rate 0.
 pub const STALE: Duration = Duration::from_secs(10);
 
@@ -384,7 +383,10 @@ mod tests {
             parse(format!(r#"{{"v":1,"app":"{long}","component":"C"}}"#).as_bytes()),
             Err(StatsError::Malformed(_))
         ));
-        let many: Vec<(String, u64, u64)> = (0..9).map(|i| (format!("d{i}"), 1, 1)).collect();
+        // More downstream counters than the contract's bound: refused, not truncated.
+        let many: Vec<(String, u64, u64)> = (0..=MAX_DOWNSTREAM)
+            .map(|i| (format!("d{i}"), 1, 1))
+            .collect();
         let many: Vec<(&str, u64, u64)> =
             many.iter().map(|(a, b, c)| (a.as_str(), *b, *c)).collect();
         assert!(matches!(

@@ -1,4 +1,4 @@
-//! Workload traffic statistics for the node's agent (contract 2 of issue 7).
+//! Workload traffic statistics for the node's agent: the sending side of the stats datagram.
 //!
 //! The agent injects `ACOA_AGENT_STATS=ip:port`, `ACOA_APP` and `ACOA_COMPONENT` into every
 //! container it starts. A workload counts what it sends to each downstream component and, about
@@ -14,20 +14,23 @@
 //! program: without `ACOA_AGENT_STATS` it is a no-op; it never blocks (non-blocking socket,
 //! send errors ignored) and never panics.
 //!
-//! Standard library only: `acoa-workload` is built with plain `rustc` (hil-tests/images.sh) and
-//! includes this file with `#[path]`.
+//! Standard library only: `acoa-workload` and `na-micro` are built with plain `rustc`
+//! (hil-tests/images.sh) and include this file with `#[path]`; it includes the datagram's limits
+//! (shared/src/wire/stats_datagram.rs) the same way.
 
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
 
-/// The datagram's format version.
-pub const VERSION: u32 = 1;
-/// The largest datagram the agent accepts.
-pub const MAX_DATAGRAM: usize = 1024;
+// The version and limits, one definition for both sides (the agent reads them from
+// `acoa_shared::wire::stats_datagram`): included by path, as this file itself is.
+#[path = "../../shared/src/wire/stats_datagram.rs"]
+mod contract;
+/// The datagram's format version, its largest size, and the downstream components counted
+/// (further ones are ignored).
+pub use contract::{MAX_DATAGRAM, MAX_DOWNSTREAM, VERSION};
+
 /// How often [`Reporter::tick`] sends.
 pub const PERIOD: Duration = Duration::from_secs(1);
-/// Downstream components counted; further ones are ignored.
-pub const MAX_DOWNSTREAM: usize = 16;
 
 /// Cumulative counters towards one downstream component.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

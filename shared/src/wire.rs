@@ -30,8 +30,10 @@ pub type Labels = heapless::Vec<Name, 16>;
 pub const MAX_CONTAINERS: usize = 32;
 pub const MAX_LINKS_PER_MESSAGE: usize = 64;
 pub const MAX_ENV: usize = 8;
-/// Downstream components one component's traffic is reported to, at most.
-pub const MAX_DOWNSTREAM: usize = 8;
+/// The workload stats datagram's version and limits (a file of its own: the workloads'
+/// reporter includes it by path).
+pub mod stats_datagram;
+pub use stats_datagram::MAX_DOWNSTREAM;
 
 /// What can go wrong with a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
