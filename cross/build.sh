@@ -59,8 +59,9 @@ host_triple="$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || true)"
 [ -n "$host_triple" ] || host_triple=x86_64-unknown-linux-gnu
 
 FEATURES="${ACOA_FEATURES:-${FEATURES:-}}"
-features_args=()
-if [ -n "${FEATURES:-}" ]; then features_args=(--features "$FEATURES"); fi
+# The packaged agent: the default features but `cluster-check` (check-config --cluster reads
+# cluster files with a YAML parser the node never needs), plus the target's own.
+features_args=(--no-default-features --features "tls${FEATURES:+ $FEATURES}")
 
 apt_install() {
     # apt_install PKG...: installs what is missing (root only).

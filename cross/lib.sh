@@ -10,6 +10,14 @@ acoa_wire() {
     echo "$tdir/debug/acoa-wire"
 }
 
+# Builds the agent for this host (debug; default features, so with `check-config --cluster`)
+# and prints its path: configurations are judged by the agent's own code.
+host_agent() {
+    local tdir="${ACOA_HOST_TARGET_DIR:-${CARGO_TARGET_DIR:-$CROSS_ROOT/target}}"
+    CARGO_TARGET_DIR="$tdir" cargo build -q -p edge-agent --manifest-path "$CROSS_ROOT/Cargo.toml" >&2 || return 1
+    echo "$tdir/debug/edge-agent"
+}
+
 # A free TCP port on loopback.
 free_port() {
     python3 - <<'PY' 2>/dev/null || echo $(( 20000 + RANDOM % 20000 ))

@@ -23,11 +23,13 @@ done
 
 wire="$(acoa_wire)" || { fail "acoa-wire (cross/tools) builds"; summary "cross deb"; exit 1; }
 check "acoa-wire's own tests (cargo test, cross/tools)" env CARGO_TARGET_DIR="${ACOA_TOOLS_TARGET_DIR:-$CROSS_ROOT/target-cross}" cargo test -q --manifest-path cross/tools/Cargo.toml
+agent="$(host_agent)" || { fail "edge-agent for this host builds (check-config)"; summary "cross deb"; exit 1; }
 
-# --- the role profiles and the per-node configurations match the railway cluster file
+# --- the role profiles and the per-node configurations match the railway cluster file (judged by
+# the agent's own configuration code: edge-agent check-config)
 cluster=scenarios/railway/cluster.yaml
-check "role profiles (targets/profiles) match $cluster" "$wire" check-config --cluster "$cluster" --templates targets/profiles/*.toml
-check "node configs (targets/nodes) match $cluster" "$wire" check-config --cluster "$cluster" --templates targets/nodes/*.toml
+check "role profiles (targets/profiles) match $cluster" "$agent" check-config --cluster "$cluster" --templates targets/profiles/*.toml
+check "node configs (targets/nodes) match $cluster" "$agent" check-config --cluster "$cluster" --templates targets/nodes/*.toml
 check "targets/nodes is up to date (cross/render-nodes.sh)" bash -c "cross/render-nodes.sh --out '$work/nodes' 2>/dev/null && diff -r targets/nodes '$work/nodes'"
 check "every node of the cluster has a config" bash -c "[ \$(ls targets/nodes/*.toml | wc -l) = \$(grep -c '^- name: ' $cluster) ]"
 
@@ -88,7 +90,9 @@ for t in aarch64 x86_64; do
     else
         fail "$DEB_ARCH: unedited default config is refused with a clear error" "rc=$rc: $(tail -2 <<<"$out")"
     fi
-    check "$DEB_ARCH: shipped profiles match $cluster" "$wire" check-config --cluster "$cluster" --templates "$x"/usr/share/acoa-agent/profiles/*.toml
+    check "$DEB_ARCH: shipped profiles match $cluster" "$agent" check-config --cluster "$cluster" --templates "$x"/usr/share/acoa-agent/profiles/*.toml
+    check "$DEB_ARCH: the packaged agent accepts its shipped profiles and default config (check-config --templates)" \
+        "${run[@]}" "$b" check-config --templates "$x"/usr/share/acoa-agent/profiles/*.toml "$x/etc/acoa/agent.toml"
 done
 
 # --- a real install of the amd64 package on this machine (root, dpkg, nothing installed yet)

@@ -1,4 +1,5 @@
-//! Configuration: the TOML file of the brief, overridden by command-line flags.
+//! Configuration: the agent's TOML file, overridden by command-line flags. [`check`] judges
+//! configuration files with the same schema and rules (`edge-agent check-config`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,8 @@ use acoa_shared::wire::keys;
 use clap::{Args, Parser, Subcommand};
 use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
+
+pub mod check;
 
 /// What can be wrong with a configuration.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +55,19 @@ pub enum Command {
         config: Option<PathBuf>,
         #[arg(long)]
         state_dir: Option<PathBuf>,
+    },
+    /// Checks configuration files as the agent reads them at start; with --cluster, also that
+    /// each agrees with its node in the cluster file. One line per file; fails if any is wrong.
+    CheckConfig {
+        /// Cluster file (YAML or JSON) the configurations' nodes must agree with.
+        #[arg(long)]
+        cluster: Option<PathBuf>,
+        /// Accept `CHANGE-ME` placeholders for broker.password and broker.control_plane_key
+        /// (role profiles, the package's default configuration).
+        #[arg(long)]
+        templates: bool,
+        #[arg(required = true, value_name = "CONFIG")]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -366,6 +382,11 @@ impl Config {
     /// Reads the file named by `--config` (if any) and applies the flags.
     pub fn load(o: Overrides) -> Result<Config, ConfigError> {
         let f = read_file(o.config.as_deref())?;
+        Config::resolve(o, f)
+    }
+
+    /// The file's settings `f` with the flags `o` applied, checked.
+    fn resolve(o: Overrides, f: FileConfig) -> Result<Config, ConfigError> {
         let node = o
             .node
             .or(f.node)
@@ -540,7 +561,7 @@ mod tests {
     }
 
     #[test]
-    fn brief_example_parses_and_flags_override() {
+    fn the_documented_example_parses_and_flags_override() {
         let text = format!(
             r#"
 node = "n13"

@@ -30,9 +30,48 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Some(Command::CheckConfig {
+            cluster,
+            templates,
+            files,
+        }) => check_config(cluster.as_deref(), templates, &files),
         None => {
             let cfg = Config::load(cli.overrides)?;
             edge_agent::agent::run(cfg)
         }
     }
+}
+
+/// `edge-agent check-config`: one line per file (`ok FILE: summary` or `FAIL FILE: reasons`).
+fn check_config(
+    cluster: Option<&std::path::Path>,
+    templates: bool,
+    files: &[std::path::PathBuf],
+) -> anyhow::Result<()> {
+    #[cfg(feature = "cluster-check")]
+    let cluster = cluster
+        .map(config::check::load_cluster)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!(e))?;
+    #[cfg(not(feature = "cluster-check"))]
+    let cluster: Option<acoa_shared::model::Cluster> = match cluster {
+        Some(_) => anyhow::bail!(
+            "this build reads no cluster files (built without the cargo feature cluster-check)"
+        ),
+        None => None,
+    };
+    let mut failed = 0;
+    for f in files {
+        match config::check::check_file(f, cluster.as_ref(), templates) {
+            Ok(summary) => println!("ok {}: {summary}", f.display()),
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {}: {e}", f.display());
+            }
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} configurations are wrong", files.len());
+    }
+    Ok(())
 }

@@ -1,4 +1,5 @@
-//! The command line: `pubkey`, configuration errors, an agent with nothing to talk to.
+//! The command line: `pubkey`, `check-config`, configuration errors, an agent with nothing to
+//! talk to.
 
 mod common;
 
@@ -66,6 +67,120 @@ fn bad_configuration_is_named() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("control_plane_key"));
+}
+
+/// The repository's role profiles and per-node configurations agree with the railway cluster;
+/// a file the removed `acoa-wire check-config` accepted (a probe window of 100, a report period
+/// of 50 ms: the agent refuses both at start) is refused for the agent's own reason, and one it
+/// refused (`tcp://`, which the agent reads as plain MQTT) passes.
+#[test]
+fn check_config_judges_files_as_the_agent_reads_them() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let toml_files = |dir: &str| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        v.sort();
+        v
+    };
+    let cluster = root.join("scenarios/railway/cluster.yaml");
+    let files: Vec<_> = toml_files("targets/profiles")
+        .into_iter()
+        .chain(toml_files("targets/nodes"))
+        .chain([root.join("cross/deb/agent.toml")])
+        .collect();
+    let out = Command::new(agent_bin())
+        .arg("check-config")
+        .arg("--templates")
+        .arg("--cluster")
+        .arg(&cluster)
+        .args(&files[..files.len() - 1])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ok ")).count(),
+        files.len() - 1
+    );
+    // The package's default configuration, without a cluster: placeholders only as a template.
+    let deb = files.last().unwrap();
+    run(Command::new(agent_bin())
+        .args(["check-config", "--templates"])
+        .arg(deb));
+    let out = Command::new(agent_bin())
+        .arg("check-config")
+        .arg(deb)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("control_plane_key"));
+
+    let dir = scratch_dir("checkcfg");
+    let n13 = std::fs::read_to_string(root.join("targets/nodes/n13.toml")).unwrap();
+    let key = "3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29";
+    let filled = n13
+        .replace(
+            "\"CHANGE-ME: 64 hex digits printed by cloud-broker node add\"",
+            &format!("\"{key}\""),
+        )
+        .replace("password = \"CHANGE-ME\"", "password = \"secret\"");
+    let write = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let check = |file: &std::path::Path| {
+        let out = Command::new(agent_bin())
+            .arg("check-config")
+            .arg("--cluster")
+            .arg(&cluster)
+            .arg(file)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let good = write("good.toml", filled.clone());
+    let (ok, text) = check(&good);
+    assert!(ok, "{text}");
+    let window = write("window.toml", filled.replace("window = 20", "window = 100"));
+    let (ok, text) = check(&window);
+    assert!(
+        !ok && text.contains("FAIL") && text.contains("probe.window: must be 1 to 64"),
+        "{text}"
+    );
+    let report = write(
+        "report.toml",
+        filled.replace("report_period_ms = 1000", "report_period_ms = 50"),
+    );
+    let (ok, text) = check(&report);
+    assert!(
+        !ok && text.contains("report_period_ms: must be at least 100"),
+        "{text}"
+    );
+    let tcp = write(
+        "tcp.toml",
+        filled.replace("mqtt://127.0.0.1:1883", "tcp://127.0.0.1:1883"),
+    );
+    let (ok, text) = check(&tcp);
+    assert!(ok, "{text}");
+    // The agent itself starts reading what check-config refuses: it refuses it the same way.
+    let out = Command::new(agent_bin())
+        .arg("--config")
+        .arg(&window)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("probe.window: must be 1 to 64"));
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //!
 //! ```text
 //! acoa-wire decode [--key HEX] [FILE]            # one wire frame (FILE or stdin) -> kind line + JSON line
-//! acoa-wire check-config --cluster FILE [--templates] CONFIG.toml...
 //! acoa-wire render --cluster FILE --profiles DIR --node NAME [--role ROLE] [--set KEY=VALUE]...
 //! ```
 //!
@@ -10,21 +9,18 @@
 //! given (a frame that is unsigned or does not verify is an error), and prints
 //! `<kind> from <node> (<signed|unsigned>[, verified])` then the message as JSON.
 //!
-//! `check-config` reads agent configurations in the format of the brief (unknown keys are an
-//! error) and checks them against the cluster file: the node exists, and datacenter, layer, arch,
-//! labels and capacity agree. With `--templates`, `CHANGE-ME` placeholders are allowed for the
-//! password and the control plane key.
+//! `render` fills a role profile with a node's facts from the cluster file. Configurations are
+//! checked by the agent itself (`edge-agent check-config --cluster FILE [--templates] FILE...`):
+//! the agent's configuration schema exists only there.
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeSet;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use acoa_shared::model::{self, Cluster, Layer};
+use acoa_shared::model::{self, Layer};
 use acoa_shared::wire::{self, keys, Message};
 use anyhow::{anyhow, bail, Context};
-use serde::Deserialize;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -40,15 +36,15 @@ fn main() -> ExitCode {
 fn run(args: &[String]) -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("decode") => decode(&args[1..]),
-        Some("check-config") => check_config(&args[1..]),
         Some("render") => render(&args[1..]),
         Some("-h") | Some("--help") | None => {
             println!("usage: acoa-wire decode [--key HEX] [FILE]");
-            println!("       acoa-wire check-config --cluster FILE [--templates] CONFIG.toml...");
             println!("       acoa-wire render --cluster FILE --profiles DIR --node NAME [--role ROLE] [--set KEY=VALUE]...");
             Ok(())
         }
-        Some(other) => bail!("unknown command {other:?} (decode, check-config, render)"),
+        Some(other) => bail!(
+            "unknown command {other:?} (decode, render; configurations: edge-agent check-config)"
+        ),
     }
 }
 
@@ -115,273 +111,6 @@ fn describe(
         if key.is_some() { ", verified" } else { "" }
     );
     Ok((line, serde_json::to_string(&msg)?))
-}
-
-/// The agent configuration of the brief; unknown keys are an error here so that profiles stay
-/// within the contract.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AgentConfig {
-    node: String,
-    datacenter: String,
-    layer: Layer,
-    arch: Option<String>,
-    #[serde(default)]
-    hardware: Vec<String>,
-    #[serde(default)]
-    software: Vec<String>,
-    state_dir: Option<String>,
-    report_period_ms: Option<u64>,
-    runtime: Option<String>,
-    image_allowlist: Option<Vec<String>>,
-    capacity: Option<CapacityCfg>,
-    broker: BrokerCfg,
-    probe: Option<ProbeCfg>,
-    podman: Option<PodmanCfg>,
-    #[allow(dead_code)] // checked by deserialising it
-    k3s: Option<K3sCfg>,
-    #[allow(dead_code)] // checked by deserialising it
-    stats: Option<StatsCfg>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CapacityCfg {
-    cpu_millis: Option<u64>,
-    memory_mb: Option<u64>,
-    disk_mb: Option<u64>,
-    #[allow(dead_code)] // checked by deserialising it
-    net_mbps: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BrokerCfg {
-    url: String,
-    username: Option<String>,
-    password: Option<String>,
-    ca_file: Option<String>,
-    control_plane_key: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)] // the counts are checked by deserialising them
-struct ProbeCfg {
-    listen: Option<String>,
-    advertise: Option<String>,
-    peers_per_period: Option<u32>,
-    period_ms: Option<u64>,
-    window: Option<u32>,
-    timeout_ms: Option<u64>,
-    clock: Option<ProbeClock>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum ProbeClock {
-    Free,
-    Synchronized,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)] // checked by deserialising it
-struct StatsCfg {
-    listen: Option<std::net::SocketAddr>,
-    advertise: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PodmanCfg {
-    socket: Option<String>,
-    netns: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct K3sCfg {
-    kubeconfig: Option<String>,
-    namespace: Option<String>,
-}
-
-const PLACEHOLDER: &str = "CHANGE-ME";
-
-fn check_config(args: &[String]) -> anyhow::Result<()> {
-    let mut cluster_file = None;
-    let mut templates = false;
-    let mut files = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--cluster" => {
-                cluster_file = Some(PathBuf::from(
-                    it.next()
-                        .ok_or_else(|| anyhow!("--cluster needs a value"))?,
-                ))
-            }
-            "--templates" => templates = true,
-            f => files.push(PathBuf::from(f)),
-        }
-    }
-    let cluster_file = cluster_file.ok_or_else(|| anyhow!("--cluster FILE is required"))?;
-    if files.is_empty() {
-        bail!("no configuration files given");
-    }
-    let cluster = model::load_cluster(&cluster_file).map_err(|e| anyhow!("{e}"))?;
-    let mut failed = 0;
-    for f in &files {
-        match check_one(&cluster, f, templates) {
-            Ok(summary) => println!("ok {}: {summary}", f.display()),
-            Err(e) => {
-                failed += 1;
-                println!("FAIL {}: {e:#}", f.display());
-            }
-        }
-    }
-    if failed > 0 {
-        bail!("{failed} of {} configurations do not match", files.len());
-    }
-    Ok(())
-}
-
-fn check_one(cluster: &Cluster, file: &Path, templates: bool) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(file).context("reading")?;
-    let cfg: AgentConfig = toml::from_str(&text).context("parsing")?;
-    let node = cluster
-        .node(&cfg.node)
-        .ok_or_else(|| anyhow!("node {:?} is not in cluster {}", cfg.node, cluster.cluster))?;
-    let mut errs = Vec::new();
-    if cfg.datacenter != node.datacenter {
-        errs.push(format!(
-            "datacenter {:?}, cluster says {:?}",
-            cfg.datacenter, node.datacenter
-        ));
-    }
-    if cfg.layer != node.layer {
-        errs.push(format!("layer {}, cluster says {}", cfg.layer, node.layer));
-    }
-    if let Some(arch) = &cfg.arch {
-        if *arch != node.arch {
-            errs.push(format!("arch {arch:?}, cluster says {:?}", node.arch));
-        }
-    }
-    let set = |v: &[String]| v.iter().cloned().collect::<BTreeSet<_>>();
-    if set(&cfg.hardware) != set(&node.hardware) {
-        errs.push(format!(
-            "hardware {:?}, cluster says {:?}",
-            cfg.hardware, node.hardware
-        ));
-    }
-    if set(&cfg.software) != set(&node.software) {
-        errs.push(format!(
-            "software {:?}, cluster says {:?}",
-            cfg.software, node.software
-        ));
-    }
-    if let Some(c) = &cfg.capacity {
-        let pairs = [
-            ("cpu_millis", c.cpu_millis, node.capacity.cpu_millis),
-            ("memory_mb", c.memory_mb, node.capacity.memory_mb),
-            ("disk_mb", c.disk_mb, node.capacity.disk_mb),
-        ];
-        for (name, got, want) in pairs {
-            if let Some(got) = got {
-                if got != want {
-                    errs.push(format!("capacity.{name} {got}, cluster says {want}"));
-                }
-            }
-        }
-    }
-    if let Some(rt) = &cfg.runtime {
-        if rt != "podman" && rt != "k3s" {
-            errs.push(format!("runtime {rt:?} is neither podman nor k3s"));
-        }
-    }
-    if cfg.report_period_ms == Some(0) {
-        errs.push("report_period_ms is 0".to_string());
-    }
-    if !(cfg.broker.url.starts_with("mqtt://") || cfg.broker.url.starts_with("mqtts://")) {
-        errs.push(format!(
-            "broker.url {:?} is neither mqtt:// nor mqtts://",
-            cfg.broker.url
-        ));
-    }
-    if cfg.broker.url.starts_with("mqtts://") && cfg.broker.ca_file.is_none() {
-        // allowed (system roots), but worth a word
-        eprintln!(
-            "note {}: mqtts without ca_file uses the system roots",
-            file.display()
-        );
-    }
-    let placeholder = |s: &str| templates && s.starts_with(PLACEHOLDER);
-    if !placeholder(&cfg.broker.control_plane_key) {
-        if let Err(e) = keys::public_from_hex(&cfg.broker.control_plane_key) {
-            errs.push(format!("broker.control_plane_key: {e}"));
-        }
-    }
-    if let Some(u) = &cfg.broker.username {
-        if *u != cfg.node {
-            errs.push(format!(
-                "broker.username {u:?} is not the node name (the ACL keys on it)"
-            ));
-        }
-    }
-    match &cfg.broker.password {
-        Some(p) if p.starts_with(PLACEHOLDER) && !templates => {
-            errs.push("broker.password is still a placeholder".to_string())
-        }
-        _ => {}
-    }
-    if let Some(list) = &cfg.image_allowlist {
-        if list.is_empty() {
-            errs.push("image_allowlist is empty: the node would run nothing".to_string());
-        }
-    }
-    if let Some(p) = &cfg.podman {
-        if let Some(s) = &p.socket {
-            if !s.starts_with("unix://") {
-                errs.push(format!("podman.socket {s:?} is not unix://"));
-            }
-        }
-        if let Some(n) = &p.netns {
-            if !n.starts_with('/') {
-                errs.push(format!("podman.netns {n:?} is not an absolute path"));
-            }
-        }
-    }
-    if let Some(p) = &cfg.probe {
-        for (name, addr) in [
-            ("probe.listen", &p.listen),
-            ("probe.advertise", &p.advertise),
-        ] {
-            if let Some(a) = addr {
-                if a.parse::<std::net::SocketAddr>().is_err() {
-                    errs.push(format!("{name} {a:?} is not ip:port"));
-                }
-            }
-        }
-    }
-    if let Some(d) = &cfg.state_dir {
-        if !d.starts_with('/') {
-            errs.push(format!("state_dir {d:?} is not an absolute path"));
-        }
-    }
-    if !errs.is_empty() {
-        bail!("{}", errs.join("; "));
-    }
-    Ok(format!(
-        "{} {} {} {:?}",
-        cfg.node,
-        cfg.datacenter,
-        cfg.layer,
-        node.hardware
-            .iter()
-            .chain(&node.software)
-            .collect::<Vec<_>>()
-    ))
 }
 
 /// The railway role of a node, which names its profile in `targets/profiles/`.
@@ -498,7 +227,9 @@ fn set_path(t: &mut toml::Table, key: &str, value: toml::Value) -> anyhow::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acoa_shared::model::Cluster;
     use ed25519_dalek::SigningKey;
+    use std::path::Path;
 
     fn cluster() -> Cluster {
         let path =
@@ -567,25 +298,5 @@ mod tests {
         set_path(&mut t, "node", "n1".into()).unwrap();
         assert_eq!(t["broker"]["url"].as_str(), Some("mqtt://x"));
         assert!(set_path(&mut t, "node.x", 1.into()).is_err());
-    }
-
-    #[test]
-    fn a_config_that_disagrees_with_the_cluster_names_the_field() {
-        let dir = std::env::temp_dir().join(format!("acoa-wire-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("bad.toml");
-        std::fs::write(
-            &f,
-            "node = \"n13\"\ndatacenter = \"train2\"\nlayer = \"edge\"\nhardware = [\"gps\"]\n\
-             [broker]\nurl = \"mqtt://127.0.0.1:1883\"\ncontrol_plane_key = \"00\"\n",
-        )
-        .unwrap();
-        let err = check_one(&cluster(), &f, false).unwrap_err().to_string();
-        assert!(err.contains("datacenter \"train2\""), "{err}");
-        assert!(err.contains("hardware"), "{err}");
-        assert!(err.contains("control_plane_key"), "{err}");
-        std::fs::write(&f, "node = \"n13\"\nbogus = 1\n").unwrap();
-        assert!(check_one(&cluster(), &f, false).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
