@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message, Name, MAX_LINKS_PER_MESSAGE};
 use ed25519_dalek::VerifyingKey;
 
+use super::clock::{one_way_ms, ClockMode};
 use super::linkstats::LinkStats;
 use super::packet::{encode_pong, encode_probe, parse_probe, PING, PROBE_LEN};
 
@@ -23,48 +24,6 @@ pub const MAX_PEERS: usize = 256;
 pub const MAX_INFLIGHT: usize = 256;
 /// At most one clock warning per peer in this time.
 const CLOCK_WARN_EVERY_NS: u64 = 60_000_000_000;
-
-/// How a latency sample is taken (config `[probe] clock`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ClockMode {
-    /// Clocks may differ: a sample is half the round trip (both directions alike).
-    #[default]
-    Free,
-    /// Clocks agree (GPS, PTP, NTP, one host): a sample is the forward one-way delay.
-    Synchronized,
-}
-
-impl std::str::FromStr for ClockMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "free" => Ok(ClockMode::Free),
-            "synchronized" => Ok(ClockMode::Synchronized),
-            _ => Err(format!("`{s}` is not free or synchronized")),
-        }
-    }
-}
-
-impl std::fmt::Display for ClockMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ClockMode::Free => "free",
-            ClockMode::Synchronized => "synchronized",
-        })
-    }
-}
-
-/// The forward one-way delay in ms from our send time and the responder's receive time
-/// (both wall clock ns): `Ok` when it lies within `[0, rtt_ms]`, else `Err(value)`: the
-/// clocks disagree by more than the link's delay.
-pub fn one_way_ms(sent_wall_ns: u64, recv_wall_ns: u64, rtt_ms: f64) -> Result<f64, f64> {
-    let owd = (i128::from(recv_wall_ns) - i128::from(sent_wall_ns)) as f64 / 1e6;
-    if (0.0..=rtt_ms).contains(&owd) {
-        Ok(owd)
-    } else {
-        Err(owd)
-    }
-}
 
 #[derive(Debug, Clone)]
 struct PeerEntry {
@@ -611,19 +570,6 @@ mod tests {
         assert_eq!((p.seq, p.t_ns), (3, 4));
         assert_eq!((p.recv_wall_ns, p.count), (Some(1_000), Some(1)));
         // Flags on a ping mean nothing.
-    }
-
-    #[test]
-    fn one_way_estimates_are_bounded_by_the_round_trip() {
-        assert_eq!(one_way_ms(1_000_000, 3_000_000, 10.0), Ok(2.0));
-        assert_eq!(one_way_ms(1_000_000, 1_000_000, 10.0), Ok(0.0));
-        assert_eq!(one_way_ms(1_000_000, 11_000_000, 10.0), Ok(10.0));
-        assert_eq!(one_way_ms(3_000_000, 1_000_000, 10.0), Err(-2.0));
-        assert_eq!(one_way_ms(1_000_000, 12_000_000, 10.0), Err(11.0));
-        assert_eq!(
-            one_way_ms(0, u64::MAX, 10.0).map_err(|v| v > 1e9),
-            Err(true)
-        );
     }
 
     /// Ping from `a` at (mono `t0`, wall `w0`); the responder stamps `recv_wall`; the pong

@@ -41,11 +41,12 @@
 //! prober ignores them; an old responder's pong (no flags) yields RTT/2 and round-trip
 //! success.
 //!
-//! One file per concern: [`packet`] (the probe packet's codec), [`linkstats`] (a peer's
-//! latency, jitter and success), [`machine`] (the pure [`Prober`]: time is passed in) and
-//! [`thread`] ([`run`], which drives it on a real socket). The socket's kernel timestamps are the
+//! One file per concern: [`packet`] (the probe packet's codec), [`clock`] (how a sample is
+//! taken), [`linkstats`] (a peer's latency, jitter and success), [`machine`] (the pure
+//! [`Prober`]: time is passed in) and [`thread`] ([`run`], which drives it on a real socket). The socket's kernel timestamps are the
 //! `acoa-kstamp` crate's, shared with the testbed's reference prober.
 
+pub mod clock;
 pub mod linkstats;
 pub mod machine;
 pub mod packet;
@@ -55,8 +56,9 @@ pub use acoa_kstamp::{
     backdate, enable_kernel_stamps, enable_send_stamps, recv_sent, recv_stamped, wall_ns,
     KernelStamps,
 };
+pub use clock::{one_way_ms, ClockMode};
 pub use linkstats::{DirLoss, LinkStats, LATENCY_WINDOW};
-pub use machine::{one_way_ms, ClockMode, Prober, Received, MAX_INFLIGHT, MAX_PEERS};
+pub use machine::{Prober, Received, MAX_INFLIGHT, MAX_PEERS};
 pub use packet::{
     decode_probe, encode_pong, encode_probe, parse_probe, Probe, EXT_COUNT, EXT_RECV_TIME,
     PROBE_LEN,
