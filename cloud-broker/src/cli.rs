@@ -7,8 +7,8 @@ use acoa_shared::topics;
 use anyhow::{bail, Context};
 use rumqttc::{AsyncClient, Event as MqttEvent, Packet, QoS};
 
+use crate::conn::mqtt_options;
 use crate::identity::DataDir;
-use crate::serve::mqtt_options;
 use crate::status::{digest, AppStatus};
 
 fn url(dd: &DataDir, broker_url: Option<&str>) -> anyhow::Result<String> {

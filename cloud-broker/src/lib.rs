@@ -18,9 +18,12 @@
 
 pub mod broker;
 pub mod cli;
+pub mod conn;
+pub mod dispatch;
 pub mod engine;
 pub mod identity;
 pub mod ingest;
+pub mod intake;
 pub mod mosquitto;
 pub mod observed;
 pub mod records;

@@ -8,10 +8,10 @@ use std::time::Duration;
 use acoa_shared::wire::keys;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use cloud_broker::dispatch::WorkersConfig;
 use cloud_broker::engine::EngineConfig;
 use cloud_broker::identity::{agent_broker_config, DataDir};
 use cloud_broker::serve::{serve, ServeOptions};
-use cloud_broker::workers::WorkersConfig;
 
 #[derive(Parser)]
 #[command(

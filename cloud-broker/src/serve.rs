@@ -1,25 +1,46 @@
-//! The thin async loop around the engine: MQTT in (decoded and verified on several workers),
-//! engine decisions, actions out (store writes, publications, placement jobs on blocking tasks).
+//! `cloud-broker serve`: the thin async loop around the engine. MQTT in ([`crate::intake`]:
+//! verified on several tasks), engine decisions, actions out ([`Outbox`]: store writes,
+//! publications, placement jobs through a [`Placer`]).
+//!
+//! Invariants:
+//! - The decisions are the engine's; this loop carries out its actions one after the other, in
+//!   the order it gives them.
+//! - A record (other than a node's static properties) is durable before the next action runs,
+//!   so nothing is published that could not be made durable: a store failure stops the control
+//!   plane. Node records are written in their order by a thread of their own, off the
+//!   critical path.
+//! - Applications, placement results, ticks and inventory changes are handled before node
+//!   telemetry, and every publication of ours leaves on the applications connection, so a
+//!   definition or a desired state never waits behind reports.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use acoa_shared::topics;
-use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
-use tokio::sync::mpsc;
-use tracing::{debug, error, info, warn};
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use rumqttc::QoS;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, error, info};
 
-use crate::broker::{self, Logins, MAX_PAYLOAD};
+use crate::broker::{self, Logins, TlsListener};
+use crate::conn::{self, Connection, Link};
+use crate::dispatch::WorkersConfig;
 use crate::engine::{Action, Engine, EngineConfig, Event};
 use crate::identity::{DataDir, Login};
-use crate::ingest::{classify, Keys};
+use crate::ingest::Keys;
+use crate::intake::{spawn_inventory_watch, Apps, Telemetry};
 use crate::store::{FileStore, PersistOp, Store};
-use crate::workers::{run_in_process, Workers, WorkersConfig};
+use crate::workers::{Placer, Workers};
 
+/// Events from applications, placement results, ticks and the inventory, queued.
+const CONTROL_QUEUE: usize = 4096;
+/// Verified node telemetry, queued.
+const TELEMETRY_QUEUE: usize = 16_384;
+/// Requests queued on each of the two broker connections.
+const CLIENT_QUEUE: usize = 10_000;
+
+/// Everything `serve` is told. A new `serve` flag becomes a field here.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub data_dir: PathBuf,
@@ -34,255 +55,237 @@ pub struct ServeOptions {
     /// Placement jobs go to `scheduler worker` processes (None: computed in this process).
     pub workers: Option<WorkersConfig>,
     /// A TLS listener of the embedded broker besides `listen` (ignored with `broker_url`).
-    pub tls: Option<crate::broker::TlsListener>,
+    pub tls: Option<TlsListener>,
 }
 
-/// `mqtt://host:port` (or `tcp://`, or plain `host:port`) → host, port.
-pub fn parse_url(url: &str) -> anyhow::Result<(String, u16)> {
-    use acoa_shared::topics::{broker_address, BrokerUrlError};
-    broker_address(url).map_err(|e| match e {
-        BrokerUrlError::Tls(_) => anyhow::anyhow!(
-            "{url}: TLS brokers are not supported by this build of the control plane"
-        ),
-        e => anyhow::anyhow!("{e}"),
-    })
-}
-
-/// Client options for `url` with `login`.
-pub fn mqtt_options(url: &str, client_id: &str, login: &Login) -> anyhow::Result<MqttOptions> {
-    let (host, port) = parse_url(url)?;
-    let mut o = MqttOptions::new(client_id, host, port);
-    o.set_credentials(&login.username, &login.password);
-    o.set_keep_alive(Duration::from_secs(10));
-    o.set_max_packet_size(MAX_PAYLOAD + 1024, MAX_PAYLOAD + 1024);
-    o.set_clean_session(true);
-    o.set_inflight(200);
-    Ok(o)
-}
-
-fn mtime(p: &std::path::Path) -> Option<SystemTime> {
-    std::fs::metadata(p).and_then(|m| m.modified()).ok()
-}
-
-fn node_of(topic: &str) -> &str {
-    match topics::parse(topic) {
-        Some(topics::Topic::Report(n))
-        | Some(topics::Topic::Links(n))
-        | Some(topics::Topic::Online(n))
-        | Some(topics::Topic::Actual(n))
-        | Some(topics::Topic::Desired(n)) => n,
-        _ => topic,
-    }
-}
-
+/// Runs the control plane until a signal, or until a store write fails.
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let dd = DataDir::new(&opts.data_dir);
     let key = dd.signing_key()?;
-    let cp_public = key.verifying_key();
-    let creds = dd.credentials()?;
-    let store = FileStore::open(&opts.data_dir)?;
-    let snap = store.load()?;
+    let login = dd.credentials()?.control_plane;
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(&opts.data_dir)?);
+    let snapshot = store.load()?;
     let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
 
-    // applications, placement results, ticks: handled first
-    let (ctl_tx, mut ctl_rx) = mpsc::channel::<Event>(4096);
-    let (url, embedded) = match &opts.broker_url {
-        Some(u) => (u.clone(), false),
+    let (ctl_tx, ctl_rx) = mpsc::channel::<Event>(CONTROL_QUEUE);
+    let url = start_broker(&opts, &dd, &keys, &ctl_tx)?;
+    announce(&opts, &url, &key.verifying_key());
+
+    let (ev_tx, ev_rx) = mpsc::channel::<Event>(TELEMETRY_QUEUE);
+    let telemetry = connect_telemetry(&url, &login, keys, key.verifying_key(), ev_tx)?;
+    let placer = placer(opts.workers.as_ref(), &url, &login, &key, &ctl_tx)?;
+    let apps = connect_apps(&url, &login, key.verifying_key(), ctl_tx.clone())?;
+    spawn_ticks(opts.tick_ms, ctl_tx.clone());
+    spawn_startup(telemetry.subscribed, opts.startup_wait_ms, ctl_tx);
+
+    let outbox = Outbox {
+        nodes: spawn_node_writer(store.clone())?,
+        store,
+        publisher: apps.client.clone(),
+        placer,
+    };
+    let engine = Engine::new(opts.engine.clone(), key, snapshot, 0);
+    run(engine, outbox, ctl_rx, ev_rx).await?;
+    let _ = telemetry.client.disconnect().await;
+    let _ = apps.client.disconnect().await;
+    Ok(())
+}
+
+/// The broker the control plane uses: the embedded one, started here with the inventory's
+/// logins, or the external one of `broker_url`; the inventory is watched either way. Returns
+/// its URL, also written to the data directory for the CLI.
+fn start_broker(
+    opts: &ServeOptions,
+    dd: &DataDir,
+    keys: &Arc<RwLock<Keys>>,
+    ctl_tx: &mpsc::Sender<Event>,
+) -> anyhow::Result<String> {
+    let (url, logins) = match &opts.broker_url {
+        Some(u) => (u.clone(), None),
         None => {
             let logins: Logins = Arc::new(RwLock::new(dd.logins()?));
             broker::start_with_tls(opts.listen, logins.clone(), opts.tls.clone())?;
-            spawn_inventory_watch(dd.clone(), keys.clone(), Some(logins), ctl_tx.clone());
-            let host = if opts.listen.ip().is_unspecified() {
-                "127.0.0.1".to_string()
-            } else {
-                opts.listen.ip().to_string()
-            };
-            (format!("mqtt://{host}:{}", opts.listen.port()), true)
+            (embedded_url(opts.listen), Some(logins))
         }
     };
-    if !embedded {
-        spawn_inventory_watch(dd.clone(), keys.clone(), None, ctl_tx.clone());
-    }
+    spawn_inventory_watch(dd.clone(), keys.clone(), logins, ctl_tx.clone());
     crate::store::write_atomic(&dd.endpoint_path(), url.as_bytes(), 0o644)?;
+    Ok(url)
+}
+
+/// The URL of the embedded broker listening on `listen` (loopback for an unspecified address).
+fn embedded_url(listen: SocketAddr) -> String {
+    let host = if listen.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        listen.ip().to_string()
+    };
+    format!("mqtt://{host}:{}", listen.port())
+}
+
+fn announce(opts: &ServeOptions, url: &str, cp_public: &VerifyingKey) {
     info!(
         "control plane starting: data in {}, broker {} ({}), key {}",
         opts.data_dir.display(),
         url,
-        if embedded { "embedded" } else { "external" },
-        acoa_shared::wire::keys::public_hex(&cp_public)
+        if opts.broker_url.is_some() {
+            "external"
+        } else {
+            "embedded"
+        },
+        acoa_shared::wire::keys::public_hex(cp_public)
     );
+}
 
-    // Two connections: node telemetry (heavy, verified on workers), and applications plus every
-    // publication of ours, so that a definition or a desired state never waits behind reports.
-    let mqtt = mqtt_options(&url, "acoa-control-plane", &creds.control_plane)?;
-    let (client, mut eventloop) = AsyncClient::new(mqtt, 10_000);
-    let mqtt_apps = mqtt_options(&url, "acoa-control-plane-apps", &creds.control_plane)?;
-    let sched_workers = match &opts.workers {
-        Some(cfg) => Some(Workers::spawn(
-            &url,
-            &creds.control_plane,
+/// The node telemetry connection (heavy): every publication to the ingest task of its node.
+fn connect_telemetry(
+    url: &str,
+    login: &Login,
+    keys: Arc<RwLock<Keys>>,
+    cp_public: VerifyingKey,
+    events: mpsc::Sender<Event>,
+) -> anyhow::Result<Connection> {
+    let o = conn::mqtt_options(url, "acoa-control-plane", login)?;
+    let link = Link {
+        filter: acoa_shared::topics::NODES_WILDCARD,
+        purpose: None,
+    };
+    let inbox = Telemetry::spawn(keys, cp_public, events);
+    Ok(conn::spawn(o, CLIENT_QUEUE, link, inbox))
+}
+
+/// The applications connection: definitions in, and every publication of ours out.
+fn connect_apps(
+    url: &str,
+    login: &Login,
+    cp_public: VerifyingKey,
+    events: mpsc::Sender<Event>,
+) -> anyhow::Result<Connection> {
+    let o = conn::mqtt_options(url, "acoa-control-plane-apps", login)?;
+    let link = Link {
+        filter: acoa_shared::topics::APPS_WILDCARD,
+        purpose: Some("applications"),
+    };
+    let inbox = Apps {
+        events,
+        control_plane: cp_public,
+    };
+    Ok(conn::spawn(o, CLIENT_QUEUE, link, inbox))
+}
+
+/// Where placement jobs are computed: by `scheduler worker` processes when `workers` is given
+/// (their own connection), else in this process.
+fn placer(
+    workers: Option<&WorkersConfig>,
+    url: &str,
+    login: &Login,
+    key: &SigningKey,
+    ctl_tx: &mpsc::Sender<Event>,
+) -> anyhow::Result<Placer> {
+    Ok(match workers {
+        Some(cfg) => Placer::Workers(Workers::spawn(
+            url,
+            login,
             key.clone(),
             cfg.clone(),
             ctl_tx.clone(),
         )?),
-        None => None,
-    };
-    let (apps_client, mut apps_eventloop) = AsyncClient::new(mqtt_apps, 10_000);
+        None => Placer::InProcess(ctl_tx.clone()),
+    })
+}
 
-    // node telemetry, verified
-    let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(16_384);
-
-    // Ingest workers: decode and verify in parallel, one node always on the same worker.
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .clamp(1, 8);
-    let mut worker_tx = Vec::new();
-    for _ in 0..workers {
-        let (tx, mut rx) = mpsc::channel::<rumqttc::Publish>(4096);
-        worker_tx.push(tx);
-        let keys = keys.clone();
-        let ev_tx = ev_tx.clone();
-        tokio::spawn(async move {
-            while let Some(p) = rx.recv().await {
-                let r = {
-                    let k = keys.read().expect("keys lock");
-                    classify(&p.topic, &p.payload, &k, &cp_public)
-                };
-                match r {
-                    Ok(Some(ev)) => {
-                        if ev_tx.send(ev).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(d) => warn!("{d}"),
-                }
-            }
-        });
-    }
-
-    // The telemetry event loop: (re)subscribe on every connection, hand publications to the workers.
-    let sub_client = client.clone();
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let mut ready = Some(ready_tx);
-        let mut backoff = 100u64;
-        loop {
-            match eventloop.poll().await {
-                Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
-                    let mut h = DefaultHasher::new();
-                    node_of(&p.topic).hash(&mut h);
-                    let w = (h.finish() as usize) % worker_tx.len();
-                    if worker_tx[w].send(p).await.is_err() {
-                        return;
-                    }
-                }
-                Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
-                    backoff = 100;
-                    info!("connected to the broker");
-                    let c = sub_client.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = c.subscribe(topics::NODES_WILDCARD, QoS::AtLeastOnce).await
-                        {
-                            error!("cannot subscribe to {}: {e}", topics::NODES_WILDCARD);
-                        }
-                    });
-                }
-                Ok(MqttEvent::Incoming(Packet::SubAck(_))) => {
-                    if let Some(r) = ready.take() {
-                        let _ = r.send(());
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    warn!("broker connection: {e}; retrying in {backoff} ms");
-                    tokio::time::sleep(Duration::from_millis(backoff)).await;
-                    backoff = (backoff * 2).min(5000);
-                }
-            }
-        }
-    });
-
-    // The applications event loop (also carries every publication of ours).
-    let sub_apps = apps_client.clone();
-    let apps_tx = ctl_tx.clone();
-    tokio::spawn(async move {
-        let mut backoff = 100u64;
-        loop {
-            match apps_eventloop.poll().await {
-                Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
-                    let r = classify(&p.topic, &p.payload, &Keys::new(), &cp_public);
-                    match r {
-                        Ok(Some(ev @ Event::AppPublished { .. })) => {
-                            if apps_tx.send(ev).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(d) => warn!("{d}"),
-                    }
-                }
-                Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
-                    backoff = 100;
-                    debug!("connected to the broker for applications");
-                    let c = sub_apps.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = c.subscribe(topics::APPS_WILDCARD, QoS::AtLeastOnce).await {
-                            error!("cannot subscribe to {}: {e}", topics::APPS_WILDCARD);
-                        }
-                    });
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    warn!("broker connection (applications): {e}; retrying in {backoff} ms");
-                    tokio::time::sleep(Duration::from_millis(backoff)).await;
-                    backoff = (backoff * 2).min(5000);
-                }
-            }
-        }
-    });
-
-    // Ticks.
-    let tick_tx = ctl_tx.clone();
-    let tick_ms = opts.tick_ms;
+/// An [`Event::Tick`] every `tick_ms` (missed ticks skipped).
+fn spawn_ticks(tick_ms: u64, tx: mpsc::Sender<Event>) {
     tokio::spawn(async move {
         let mut iv = tokio::time::interval(Duration::from_millis(tick_ms));
         iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             iv.tick().await;
-            if tick_tx.send(Event::Tick).await.is_err() {
+            if tx.send(Event::Tick).await.is_err() {
                 return;
             }
         }
     });
+}
 
-    // Start-up: once subscribed, read the retained desired states for a moment, then republish
-    // what the broker lacks.
-    let start_tx = ctl_tx.clone();
-    let wait = opts.startup_wait_ms;
+/// Start-up: once the telemetry is subscribed, the retained desired states are read for
+/// `wait_ms`, then [`Event::StartupDone`] (the engine republishes what the broker lacks).
+fn spawn_startup(subscribed: oneshot::Receiver<()>, wait_ms: u64, tx: mpsc::Sender<Event>) {
     tokio::spawn(async move {
-        let _ = ready_rx.await;
-        tokio::time::sleep(Duration::from_millis(wait)).await;
-        let _ = start_tx.send(Event::StartupDone).await;
+        let _ = subscribed.await;
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        let _ = tx.send(Event::StartupDone).await;
     });
+}
 
-    // Node records are not on the critical path: written by a background thread.
-    let (node_tx, node_rx) = std::sync::mpsc::channel::<PersistOp>();
-    let node_store = store.clone();
+/// Node records are not on the critical path: written, in order, by a thread of their own.
+fn spawn_node_writer(store: Arc<dyn Store>) -> anyhow::Result<std::sync::mpsc::Sender<PersistOp>> {
+    let (tx, rx) = std::sync::mpsc::channel::<PersistOp>();
     std::thread::Builder::new()
         .name("node-records".into())
         .spawn(move || {
-            while let Ok(op) = node_rx.recv() {
-                if let Err(e) = node_store.apply(&op) {
+            while let Ok(op) = rx.recv() {
+                if let Err(e) = store.apply(&op) {
                     error!("store: {e}");
                 }
             }
         })?;
+    Ok(tx)
+}
 
+/// Where the engine's actions go.
+struct Outbox {
+    store: Arc<dyn Store>,
+    /// To the node-records thread.
+    nodes: std::sync::mpsc::Sender<PersistOp>,
+    /// The applications connection.
+    publisher: rumqttc::AsyncClient,
+    placer: Placer,
+}
+
+impl Outbox {
+    /// Carries out one action; `Err` (a store write failed) stops the control plane.
+    async fn apply(&self, action: Action) -> anyhow::Result<()> {
+        match action {
+            Action::Persist(op @ PersistOp::PutNode(_)) => {
+                let _ = self.nodes.send(op);
+            }
+            Action::Persist(op) => {
+                if let Err(e) = self.store.apply(&op) {
+                    // never publish what could not be made durable
+                    error!("store: {e}; stopping");
+                    return Err(e.into());
+                }
+            }
+            Action::Publish {
+                topic,
+                payload,
+                retain,
+            } => {
+                debug!("publish {topic} ({} bytes)", payload.len());
+                if let Err(e) = self
+                    .publisher
+                    .publish(topic.clone(), QoS::AtLeastOnce, retain, payload)
+                    .await
+                {
+                    error!("cannot publish {topic}: {e}");
+                }
+            }
+            Action::Schedule(job) => self.placer.submit(job).await,
+        }
+        Ok(())
+    }
+}
+
+/// The engine's loop: control events first, then telemetry, until a signal.
+async fn run(
+    mut engine: Engine,
+    outbox: Outbox,
+    mut ctl_rx: mpsc::Receiver<Event>,
+    mut ev_rx: mpsc::Receiver<Event>,
+) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let now = || t0.elapsed().as_millis() as u64;
-    let mut engine = Engine::new(opts.engine.clone(), key, snap, now());
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         let ev = tokio::select! {
@@ -292,39 +295,9 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             ev = ev_rx.recv() => match ev { Some(ev) => ev, None => break },
         };
         for action in engine.handle(now(), ev) {
-            match action {
-                Action::Persist(op @ PersistOp::PutNode(_)) => {
-                    let _ = node_tx.send(op);
-                }
-                Action::Persist(op) => {
-                    if let Err(e) = store.apply(&op) {
-                        // never publish what could not be made durable
-                        error!("store: {e}; stopping");
-                        return Err(e.into());
-                    }
-                }
-                Action::Publish {
-                    topic,
-                    payload,
-                    retain,
-                } => {
-                    debug!("publish {topic} ({} bytes)", payload.len());
-                    if let Err(e) = apps_client
-                        .publish(topic.clone(), QoS::AtLeastOnce, retain, payload)
-                        .await
-                    {
-                        error!("cannot publish {topic}: {e}");
-                    }
-                }
-                Action::Schedule(job) => match &sched_workers {
-                    Some(w) => w.submit(job).await,
-                    None => run_in_process(job, ctl_tx.clone()),
-                },
-            }
+            outbox.apply(action).await?;
         }
     }
-    let _ = client.disconnect().await;
-    let _ = apps_client.disconnect().await;
     Ok(())
 }
 
@@ -337,49 +310,19 @@ async fn shutdown_signal() {
     }
 }
 
-/// Reloads the inventory when its file changes: new logins for the broker, new keys for ingest.
-fn spawn_inventory_watch(
-    dd: DataDir,
-    keys: Arc<RwLock<Keys>>,
-    logins: Option<Logins>,
-    removed_tx: mpsc::Sender<Event>,
-) {
-    tokio::spawn(async move {
-        let path = dd.inventory_path();
-        let mut last = mtime(&path);
-        loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let m = mtime(&path);
-            if m == last {
-                continue;
-            }
-            last = m;
-            match dd.inventory() {
-                Ok(inv) => {
-                    let new = inv.keys();
-                    let removed: Vec<String> = {
-                        let mut k = keys.write().expect("keys lock");
-                        let gone = k
-                            .keys()
-                            .filter(|n| !new.contains_key(*n))
-                            .cloned()
-                            .collect();
-                        *k = new;
-                        gone
-                    };
-                    for n in removed {
-                        info!("node {n} removed from the inventory");
-                        let _ = removed_tx.send(Event::NodeRemoved(n)).await;
-                    }
-                    if let Some(l) = &logins {
-                        if let Ok(m) = dd.logins() {
-                            *l.write().expect("logins lock") = m;
-                        }
-                    }
-                    info!("inventory reloaded: {} nodes", inv.nodes.len());
-                }
-                Err(e) => error!("inventory not reloaded: {e}"),
-            }
-        }
-    });
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_broker_is_reached_on_loopback_when_listening_everywhere() {
+        assert_eq!(
+            embedded_url("0.0.0.0:1884".parse().unwrap()),
+            "mqtt://127.0.0.1:1884"
+        );
+        assert_eq!(
+            embedded_url("10.1.2.3:1883".parse().unwrap()),
+            "mqtt://10.1.2.3:1883"
+        );
+    }
 }

@@ -97,7 +97,7 @@ pub struct SimAgent {
 }
 
 fn split_url(url: &str) -> (String, u16) {
-    crate::serve::parse_url(url).expect("broker url")
+    crate::conn::parse_url(url).expect("broker url")
 }
 
 impl SimAgent {

@@ -163,7 +163,7 @@ fn synthetic(dir: &Path, i: usize) -> PathBuf {
 /// Publishes `payloads` on `topic` with the admin login (the embedded broker has no topic rules).
 async fn publish_as_admin(data: &Path, url: &str, topic: &str, payloads: Vec<Vec<u8>>) {
     let creds = DataDir::new(data).credentials().unwrap();
-    let (host, port) = cloud_broker::serve::parse_url(url).unwrap();
+    let (host, port) = cloud_broker::conn::parse_url(url).unwrap();
     let mut o = MqttOptions::new("forger", host, port);
     o.set_credentials(&creds.admin.username, &creds.admin.password);
     o.set_max_packet_size(2 << 20, 2 << 20);
@@ -439,7 +439,7 @@ fn a_worker_through_mosquitto_with_the_generated_acl() {
         assert!(!cp.has_log("computed in process"), "{}", cp.log_text());
         // the worker's login may not read other topics: the retained desired states of the
         // placement just made do not come to it
-        let (host, p) = cloud_broker::serve::parse_url(&url).unwrap();
+        let (host, p) = cloud_broker::conn::parse_url(&url).unwrap();
         let mut o = MqttOptions::new("w1-snooping", host, p);
         o.set_credentials(&wargs[3], &wargs[5]);
         let (c, mut el) = AsyncClient::new(o, 16);

@@ -1,0 +1,199 @@
+//! What comes into the control plane, turned into engine events: node telemetry (decoded and
+//! verified by [`classify`] on a pool of tasks), application definitions, and changes of the
+//! inventory file.
+//!
+//! Invariants:
+//! - Nothing reaches the engine from the broker without passing [`classify`]; a dropped
+//!   publication is one log line with the reason.
+//! - Publications on one topic always go to the same ingest task, so they reach the engine in
+//!   the order the broker delivered them; a node's reports, link metrics, online marker, actual
+//!   and desired states share one task.
+//! - The ingest tasks verify against the inventory's keys as last read: a node removed from
+//!   the inventory file is dropped from the keys before its [`Event::NodeRemoved`] is sent.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use acoa_shared::topics;
+use ed25519_dalek::VerifyingKey;
+use rumqttc::Publish;
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+
+use crate::broker::Logins;
+use crate::conn::Inbox;
+use crate::engine::Event;
+use crate::identity::DataDir;
+use crate::ingest::{classify, Keys};
+
+/// Publications queued for one ingest task.
+const INGEST_QUEUE: usize = 4096;
+/// The most ingest tasks (one per core up to this).
+const MAX_INGEST_TASKS: usize = 8;
+/// How often the inventory file's modification time is looked at.
+const INVENTORY_POLL: Duration = Duration::from_millis(500);
+
+/// The node a topic is about (the topic itself when it names none), which picks its task.
+fn node_of(topic: &str) -> &str {
+    match topics::parse(topic) {
+        Some(topics::Topic::Report(n))
+        | Some(topics::Topic::Links(n))
+        | Some(topics::Topic::Online(n))
+        | Some(topics::Topic::Actual(n))
+        | Some(topics::Topic::Desired(n)) => n,
+        _ => topic,
+    }
+}
+
+/// Node telemetry: each publication to the ingest task of its node.
+pub struct Telemetry {
+    tasks: Vec<mpsc::Sender<Publish>>,
+}
+
+impl Telemetry {
+    /// Starts the ingest tasks (one per core, 1 to 8): they verify against `keys` and the
+    /// control plane's own key, and send what is valid to `events`.
+    pub fn spawn(
+        keys: Arc<RwLock<Keys>>,
+        control_plane: VerifyingKey,
+        events: mpsc::Sender<Event>,
+    ) -> Telemetry {
+        let n = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(1, MAX_INGEST_TASKS);
+        let tasks = (0..n)
+            .map(|_| spawn_ingest_task(keys.clone(), control_plane, events.clone()))
+            .collect();
+        Telemetry { tasks }
+    }
+}
+
+fn spawn_ingest_task(
+    keys: Arc<RwLock<Keys>>,
+    control_plane: VerifyingKey,
+    events: mpsc::Sender<Event>,
+) -> mpsc::Sender<Publish> {
+    let (tx, mut rx) = mpsc::channel::<Publish>(INGEST_QUEUE);
+    tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            let r = {
+                let k = keys.read().expect("keys lock");
+                classify(&p.topic, &p.payload, &k, &control_plane)
+            };
+            match r {
+                Ok(Some(ev)) => {
+                    if events.send(ev).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => {}
+                Err(d) => warn!("{d}"),
+            }
+        }
+    });
+    tx
+}
+
+impl Inbox for Telemetry {
+    async fn publish(&mut self, p: Publish) -> bool {
+        let mut h = DefaultHasher::new();
+        node_of(&p.topic).hash(&mut h);
+        let t = (h.finish() as usize) % self.tasks.len();
+        self.tasks[t].send(p).await.is_ok()
+    }
+}
+
+/// Application definitions (checked by [`classify`]; our own publications on this connection
+/// come back and are ignored).
+pub struct Apps {
+    pub events: mpsc::Sender<Event>,
+    pub control_plane: VerifyingKey,
+}
+
+impl Inbox for Apps {
+    async fn publish(&mut self, p: Publish) -> bool {
+        match classify(&p.topic, &p.payload, &Keys::new(), &self.control_plane) {
+            Ok(Some(ev @ Event::AppPublished { .. })) => self.events.send(ev).await.is_ok(),
+            Ok(_) => true,
+            Err(d) => {
+                warn!("{d}");
+                true
+            }
+        }
+    }
+}
+
+fn mtime(p: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+/// Reloads the inventory when its file changes: new keys for ingest, new logins for the
+/// embedded broker (`logins`), and an [`Event::NodeRemoved`] for each node gone.
+pub fn spawn_inventory_watch(
+    dd: DataDir,
+    keys: Arc<RwLock<Keys>>,
+    logins: Option<Logins>,
+    removed_tx: mpsc::Sender<Event>,
+) {
+    tokio::spawn(async move {
+        let path = dd.inventory_path();
+        let mut last = mtime(&path);
+        loop {
+            tokio::time::sleep(INVENTORY_POLL).await;
+            let m = mtime(&path);
+            if m == last {
+                continue;
+            }
+            last = m;
+            match dd.inventory() {
+                Ok(inv) => {
+                    let new = inv.keys();
+                    let removed: Vec<String> = {
+                        let mut k = keys.write().expect("keys lock");
+                        let gone = k
+                            .keys()
+                            .filter(|n| !new.contains_key(*n))
+                            .cloned()
+                            .collect();
+                        *k = new;
+                        gone
+                    };
+                    for n in removed {
+                        info!("node {n} removed from the inventory");
+                        let _ = removed_tx.send(Event::NodeRemoved(n)).await;
+                    }
+                    if let Some(l) = &logins {
+                        if let Ok(m) = dd.logins() {
+                            *l.write().expect("logins lock") = m;
+                        }
+                    }
+                    info!("inventory reloaded: {} nodes", inv.nodes.len());
+                }
+                Err(e) => error!("inventory not reloaded: {e}"),
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_topics_go_to_one_task_and_other_topics_by_themselves() {
+        for t in [
+            topics::report("n7"),
+            topics::links("n7"),
+            topics::online("n7"),
+            topics::actual("n7"),
+            topics::desired("n7"),
+        ] {
+            assert_eq!(node_of(&t), "n7", "{t}");
+        }
+        assert_eq!(node_of(topics::PEERS), topics::PEERS);
+        assert_eq!(node_of("elsewhere/x"), "elsewhere/x");
+    }
+}
