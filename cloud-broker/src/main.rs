@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use acoa_shared::wire::keys;
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_broker::dispatch::WorkersConfig;
 use cloud_broker::engine::EngineConfig;
 use cloud_broker::identity::{agent_broker_config, DataDir};
@@ -35,61 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Runs the control plane (embedded broker unless --broker-url is given).
-    Serve {
-        #[arg(long, default_value = "127.0.0.1:1883")]
-        listen: SocketAddr,
-        /// An external broker (e.g. Mosquitto configured with `mosquitto-config`).
-        #[arg(long)]
-        broker_url: Option<String>,
-        /// The embedded broker also listens here with TLS (`mqtts://`; agents set
-        /// `[broker] ca_file`), with --tls-cert and --tls-key.
-        #[arg(long, requires_all = ["tls_cert", "tls_key"])]
-        tls_listen: Option<SocketAddr>,
-        /// The TLS listener's certificate chain (PEM).
-        #[arg(long, requires = "tls_listen")]
-        tls_cert: Option<PathBuf>,
-        /// The TLS listener's private key (PEM).
-        #[arg(long, requires = "tls_listen")]
-        tls_key: Option<PathBuf>,
-        /// A node whose reports stop for this long is lost.
-        #[arg(long, default_value_t = 3000)]
-        node_timeout_ms: u64,
-        /// How often placements are evaluated again.
-        #[arg(long, default_value_t = 5000)]
-        reevaluate_ms: u64,
-        /// Relative score gain a better placement must offer before anything moves.
-        #[arg(long, default_value_t = 0.05)]
-        hysteresis: f64,
-        /// ... sustained over this many evaluations.
-        #[arg(long, default_value_t = 3)]
-        sustain: u32,
-        /// How often the ingest statistics are logged (0: never).
-        #[arg(long, default_value_t = 10_000)]
-        stats_every_ms: u64,
-        /// How often the network-aware descheduler evaluates its applications and the status
-        /// documents get the measured use and traffic.
-        #[arg(long, default_value_t = 10_000)]
-        deschedule_ms: u64,
-        /// The relative gain of its score a move must offer the network-aware descheduler
-        /// (paper 003's "clearly higher"; sustained over `--sustain` evaluations).
-        #[arg(long, default_value_t = 0.2)]
-        deschedule_threshold: f64,
-        #[arg(long, default_value_t = 200)]
-        tick_ms: u64,
-        /// Where placement jobs are computed: in this process, or by `scheduler worker`
-        /// processes sharing the load over MQTT (see `worker add`).
-        #[arg(long, value_enum, default_value_t = SchedulerWorkers::InProcess)]
-        scheduler_workers: SchedulerWorkers,
-        /// External workers: a job not answered this long is published again ...
-        #[arg(long, default_value_t = 10_000)]
-        worker_timeout_ms: u64,
-        /// ... and computed in this process after this many publications.
-        #[arg(long, default_value_t = 3)]
-        worker_tries: u32,
-        /// External workers: jobs out at once (more wait in the control plane).
-        #[arg(long, default_value_t = 16)]
-        worker_window: usize,
-    },
+    Serve(ServeArgs),
     /// Logins of `scheduler worker` processes.
     Worker {
         #[command(subcommand)]
@@ -127,6 +73,123 @@ enum Cmd {
         #[arg(long, default_value = "127.0.0.1:1883")]
         listen: SocketAddr,
     },
+}
+
+// The flags of `serve`: a new one is a field here and a line in `ServeArgs::options`.
+#[derive(Args)]
+struct ServeArgs {
+    #[arg(long, default_value = "127.0.0.1:1883")]
+    listen: SocketAddr,
+    /// An external broker (e.g. Mosquitto configured with `mosquitto-config`).
+    #[arg(long)]
+    broker_url: Option<String>,
+    /// The embedded broker also listens here with TLS (`mqtts://`; agents set
+    /// `[broker] ca_file`), with --tls-cert and --tls-key.
+    #[arg(long, requires_all = ["tls_cert", "tls_key"])]
+    tls_listen: Option<SocketAddr>,
+    /// The TLS listener's certificate chain (PEM).
+    #[arg(long, requires = "tls_listen")]
+    tls_cert: Option<PathBuf>,
+    /// The TLS listener's private key (PEM).
+    #[arg(long, requires = "tls_listen")]
+    tls_key: Option<PathBuf>,
+    /// A node whose reports stop for this long is lost.
+    #[arg(long, default_value_t = 3000)]
+    node_timeout_ms: u64,
+    /// How often placements are evaluated again.
+    #[arg(long, default_value_t = 5000)]
+    reevaluate_ms: u64,
+    /// Relative score gain a better placement must offer before anything moves.
+    #[arg(long, default_value_t = 0.05)]
+    hysteresis: f64,
+    /// ... sustained over this many evaluations.
+    #[arg(long, default_value_t = 3)]
+    sustain: u32,
+    /// How often the ingest statistics are logged (0: never).
+    #[arg(long, default_value_t = 10_000)]
+    stats_every_ms: u64,
+    /// How often the network-aware descheduler evaluates its applications and the status
+    /// documents get the measured use and traffic.
+    #[arg(long, default_value_t = 10_000)]
+    deschedule_ms: u64,
+    /// The relative gain of its score a move must offer the network-aware descheduler
+    /// (sustained over `--sustain` evaluations).
+    #[arg(long, default_value_t = 0.2)]
+    deschedule_threshold: f64,
+    #[arg(long, default_value_t = 200)]
+    tick_ms: u64,
+    /// Where placement jobs are computed: in this process, or by `scheduler worker`
+    /// processes sharing the load over MQTT (see `worker add`).
+    #[arg(long, value_enum, default_value_t = SchedulerWorkers::InProcess)]
+    scheduler_workers: SchedulerWorkers,
+    /// External workers: a job not answered this long is published again ...
+    #[arg(long, default_value_t = 10_000)]
+    worker_timeout_ms: u64,
+    /// ... and computed in this process after this many publications.
+    #[arg(long, default_value_t = 3)]
+    worker_tries: u32,
+    /// External workers: jobs out at once (more wait in the control plane).
+    #[arg(long, default_value_t = 16)]
+    worker_window: usize,
+}
+
+impl ServeArgs {
+    /// The control plane's options, or what is wrong with the flags.
+    fn options(self, data_dir: PathBuf) -> anyhow::Result<ServeOptions> {
+        let ServeArgs {
+            listen,
+            broker_url,
+            tls_listen,
+            tls_cert,
+            tls_key,
+            node_timeout_ms,
+            reevaluate_ms,
+            hysteresis,
+            sustain,
+            stats_every_ms,
+            deschedule_ms,
+            deschedule_threshold,
+            tick_ms,
+            scheduler_workers,
+            worker_timeout_ms,
+            worker_tries,
+            worker_window,
+        } = self;
+        let tls = match (tls_listen, tls_cert, tls_key) {
+            (Some(listen), Some(cert), Some(key)) => {
+                Some(cloud_broker::broker::TlsListener { listen, cert, key })
+            }
+            (None, None, None) => None,
+            _ => anyhow::bail!("--tls-listen, --tls-cert and --tls-key go together"),
+        };
+        anyhow::ensure!(
+            deschedule_threshold.is_finite() && deschedule_threshold >= 0.0,
+            "--deschedule-threshold must be a finite number >= 0, not {deschedule_threshold}"
+        );
+        Ok(ServeOptions {
+            tls,
+            data_dir,
+            listen,
+            startup_wait_ms: if broker_url.is_some() { 1000 } else { 100 },
+            broker_url,
+            engine: EngineConfig {
+                node_timeout_ms,
+                reevaluate_ms,
+                hysteresis,
+                sustain,
+                stats_every_ms,
+                deschedule_ms,
+                netaware_threshold: deschedule_threshold,
+                ..EngineConfig::default()
+            },
+            tick_ms,
+            workers: (scheduler_workers == SchedulerWorkers::External).then_some(WorkersConfig {
+                timeout_ms: worker_timeout_ms,
+                max_tries: worker_tries.max(1),
+                window: worker_window.max(1),
+            }),
+        })
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -191,72 +254,24 @@ fn main() -> std::process::ExitCode {
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    // Desired states are large fixed-size values (heapless): debug builds copy them on the
-    // stack, so the threads get room (virtual memory; only what is touched is resident).
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_stack_size(64 << 20)
         .build()?)
+}
+
+/// The broker URL `worker add` and `node add` print: the one given, else the one `serve` uses,
+/// else the default listener.
+fn printed_url(dd: &DataDir, broker_url: Option<String>) -> String {
+    broker_url
+        .or_else(|| dd.endpoint())
+        .unwrap_or_else(|| "mqtt://127.0.0.1:1883".into())
 }
 
 fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     let dd = DataDir::new(&cli.data_dir);
     match cli.cmd {
-        Cmd::Serve {
-            listen,
-            broker_url,
-            node_timeout_ms,
-            reevaluate_ms,
-            hysteresis,
-            sustain,
-            stats_every_ms,
-            deschedule_ms,
-            deschedule_threshold,
-            tick_ms,
-            scheduler_workers,
-            worker_timeout_ms,
-            worker_tries,
-            worker_window,
-            tls_listen,
-            tls_cert,
-            tls_key,
-        } => {
-            let tls = match (tls_listen, tls_cert, tls_key) {
-                (Some(listen), Some(cert), Some(key)) => {
-                    Some(cloud_broker::broker::TlsListener { listen, cert, key })
-                }
-                (None, None, None) => None,
-                _ => anyhow::bail!("--tls-listen, --tls-cert and --tls-key go together"),
-            };
-            anyhow::ensure!(
-                deschedule_threshold.is_finite() && deschedule_threshold >= 0.0,
-                "--deschedule-threshold must be a finite number >= 0, not {deschedule_threshold}"
-            );
-            let opts = ServeOptions {
-                tls,
-                data_dir: cli.data_dir,
-                listen,
-                startup_wait_ms: if broker_url.is_some() { 1000 } else { 100 },
-                broker_url,
-                engine: EngineConfig {
-                    node_timeout_ms,
-                    reevaluate_ms,
-                    hysteresis,
-                    sustain,
-                    stats_every_ms,
-                    deschedule_ms,
-                    netaware_threshold: deschedule_threshold,
-                    ..EngineConfig::default()
-                },
-                tick_ms,
-                workers: (scheduler_workers == SchedulerWorkers::External).then_some(
-                    WorkersConfig {
-                        timeout_ms: worker_timeout_ms,
-                        max_tries: worker_tries.max(1),
-                        window: worker_window.max(1),
-                    },
-                ),
-            };
+        Cmd::Serve(args) => {
+            let opts = args.options(cli.data_dir)?;
             let rt = runtime()?;
             // on a worker thread (large stack), not on the main thread
             rt.block_on(async { tokio::spawn(serve(opts)).await })??;
@@ -264,9 +279,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Cmd::Worker { cmd } => match cmd {
             WorkerCmd::Add { name, broker_url } => {
                 let login = dd.add_worker(&name)?;
-                let url = broker_url
-                    .or_else(|| dd.endpoint())
-                    .unwrap_or_else(|| "mqtt://127.0.0.1:1883".into());
+                let url = printed_url(&dd, broker_url);
                 let cp = dd.signing_key()?.verifying_key();
                 println!(
                     "--broker-url {url} --username {} --password {} --control-plane-key {}",
@@ -292,9 +305,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 broker_url,
             } => {
                 let e = dd.add_node(&name, public_key.as_deref())?;
-                let url = broker_url
-                    .or_else(|| dd.endpoint())
-                    .unwrap_or_else(|| "mqtt://127.0.0.1:1883".into());
+                let url = printed_url(&dd, broker_url);
                 let cp = dd.signing_key()?.verifying_key();
                 print!("{}", agent_broker_config(&url, &name, &e, &cp));
                 if e.public_key.is_none() {
