@@ -681,3 +681,59 @@ fn every_railway_file_reads_within_the_limits() {
     }
     load_cluster(&scenario("cluster.yaml")).unwrap();
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// On random channel graphs of up to 6 components, an application is refused for a
+    /// cycle exactly when some component reaches itself (transitive closure), and the
+    /// cycle it names is a real one.
+    #[test]
+    fn a_channel_graph_is_refused_exactly_when_it_has_a_directed_cycle(
+        n in 1usize..7,
+        edges in proptest::collection::vec((0usize..6, 0usize..6), 0..12),
+    ) {
+        let edges: Vec<(usize, usize)> = edges.into_iter().map(|(a, b)| (a % n, b % n)).collect();
+        let mut text = "application: g\ncomponents:\n".to_string();
+        for i in 0..n {
+            text.push_str(&format!("- {{name: c{i}, image: i}}\n"));
+        }
+        text.push_str("channels:\n");
+        for (k, (a, b)) in edges.iter().enumerate() {
+            text.push_str(&format!("- {{name: e{k}, from: c{a}, to: c{b}}}\n"));
+        }
+        let mut reach = vec![vec![false; n]; n];
+        for (a, b) in &edges {
+            reach[*a][*b] = true;
+        }
+        for k in 0..n {
+            for i in 0..n {
+                for j in 0..n {
+                    if reach[i][k] && reach[k][j] {
+                        reach[i][j] = true;
+                    }
+                }
+            }
+        }
+        let cyclic = (0..n).any(|i| reach[i][i]);
+        match parse_application(&text) {
+            Ok(_) => proptest::prop_assert!(!cyclic),
+            Err(e) => {
+                proptest::prop_assert!(cyclic, "{}", e);
+                proptest::prop_assert!(e.reason.contains("closes the cycle"), "{}", e);
+                // the named channels chain head to tail and come back to the start
+                let inner = e.reason.split("(channels ").nth(1).unwrap();
+                let inner = inner.split(')').next().unwrap();
+                let ks: Vec<usize> = inner
+                    .split(", ")
+                    .map(|c| c.trim_matches('`')[1..].parse().unwrap())
+                    .collect();
+                for w in ks.windows(2) {
+                    proptest::prop_assert_eq!(edges[w[0]].1, edges[w[1]].0);
+                }
+                proptest::prop_assert_eq!(edges[*ks.last().unwrap()].1, edges[ks[0]].0);
+                proptest::prop_assert_eq!(e.field, format!("channels[{}]", ks.last().unwrap()));
+            }
+        }
+    }
+}

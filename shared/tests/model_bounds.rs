@@ -413,6 +413,22 @@ proptest! {
         prop_assert_eq!(b.is_ok(), depth <= max, "{:?}", b);
     }
 
+    /// Around the bounds on one scalar and on one list, at any size: accepted exactly up to
+    /// the bound.
+    #[test]
+    fn strings_and_lists_are_accepted_exactly_up_to_their_bound(
+        len in 1000usize..1050,
+        items in 1000usize..1050,
+    ) {
+        let s = yaml(&format!("a: {}\n", "v".repeat(len)));
+        prop_assert_eq!(s.is_ok(), len <= APPLICATION.max_scalar_bytes);
+        let j = json(&format!("{{\"a\": \"{}\"}}", "v".repeat(len)));
+        prop_assert_eq!(j.is_ok(), len <= APPLICATION.max_scalar_bytes);
+        let list = format!("[{}]", vec!["1"; items].join(","));
+        prop_assert_eq!(yaml(&list).is_ok(), items <= APPLICATION.max_items);
+        prop_assert_eq!(json(&list).is_ok(), items <= APPLICATION.max_items);
+    }
+
     /// No text makes the bounded reader panic, and none is accepted with a name that
     /// could break a topic.
     #[test]
