@@ -81,6 +81,19 @@ fn deep_nesting_is_refused_at_the_limit_before_parsing() {
 }
 
 #[test]
+fn brackets_open_in_the_raw_text_are_bounded_whatever_a_parser_reads() {
+    // 128 brackets open inside a quoted string are still a valid document
+    let quoted = format!("a: '{}'\n", "[".repeat(4 * APPLICATION.max_depth));
+    yaml(&quoted).unwrap();
+    let quoted = format!("a: '{}'\n", "[".repeat(4 * APPLICATION.max_depth + 1));
+    let err = yaml(&quoted).unwrap_err();
+    assert_eq!(
+        err.reason,
+        "nesting depth exceeds 32 at line 1 (128 brackets open)"
+    );
+}
+
+#[test]
 fn depth_just_under_the_limit_is_accepted_just_over_refused() {
     let max = APPLICATION.max_depth;
     yaml(&nested_flow(max)).unwrap();

@@ -54,8 +54,39 @@ pub(crate) fn check(text: &str, json: bool, lim: &DocumentLimits) -> Result<(), 
     if json {
         json_scan(text, lim)
     } else {
-        yaml_scan(text, lim)
+        yaml_scan(text, lim)?;
+        bracket_guard(text, lim)
     }
+}
+
+/// A bound on flow nesting that does not depend on any YAML parser: the brackets open at
+/// any point of the raw text, quotes and comments included, stay within four times the
+/// depth bound. The typed parser's cost grows with the square of the flow nesting, so this
+/// holds even where two YAML parsers might read a bracket differently; no model document
+/// comes near it.
+fn bracket_guard(text: &str, lim: &DocumentLimits) -> Result<(), ModelError> {
+    let max = 4 * lim.max_depth;
+    let (mut open, mut line) = (0usize, 1usize);
+    for c in text.bytes() {
+        match c {
+            b'[' | b'{' => {
+                open += 1;
+                if open > max {
+                    return Err(ModelError::new(
+                        "",
+                        format!(
+                            "nesting depth exceeds {} at line {line} ({max} brackets open)",
+                            lim.max_depth
+                        ),
+                    ));
+                }
+            }
+            b']' | b'}' => open = open.saturating_sub(1),
+            b'\n' => line += 1,
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a document of `len` bytes over the size bound.
