@@ -737,3 +737,27 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn an_error_is_one_line_whatever_the_document_quotes() {
+    // a channel end is quoted in the error before it is known to be a name
+    let text = APP.replacen(
+        "from: b, to: c}",
+        r#"from: b, to: "c\nWARN forged log line"}"#,
+        1,
+    );
+    let err = parse_application(&text).unwrap_err();
+    assert_eq!(err.field, "channels[1].to", "{err}");
+    assert!(!err.to_string().contains('\n'), "{err}");
+    assert!(err.reason.contains(r"c\nWARN forged"), "{err}");
+    // so is a key that is not a field, and a long one is cut
+    let key = format!("\"k\\r\\n{}\"", "x".repeat(1000));
+    let text = APP.replacen(
+        "application: demo",
+        &format!("application: demo\n{key}: 1"),
+        1,
+    );
+    let err = parse_application(&text).unwrap_err();
+    assert!(!err.to_string().contains(['\n', '\r']), "{err}");
+    assert!(err.reason.len() <= 4096 + 3, "{err}");
+}

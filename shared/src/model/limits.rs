@@ -13,6 +13,9 @@
 /// bytes. Names are MQTT topic levels and container names.
 pub const MAX_NAME_LEN: usize = 63;
 
+/// Longest field path or reason of a `ModelError`, characters (they quote the document).
+pub const MAX_ERROR_LEN: usize = 4096;
+
 /// Longest container image reference, bytes.
 pub const MAX_IMAGE_LEN: usize = 255;
 

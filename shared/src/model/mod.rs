@@ -34,11 +34,14 @@ impl fmt::Display for ModelError {
 }
 
 impl ModelError {
+    /// An error at `field` for `reason`. Both may quote what a document holds, so control
+    /// characters are escaped (an error is one log line, whatever the document says) and each
+    /// is cut at [`limits::MAX_ERROR_LEN`] characters.
     pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
         ModelError {
             file: None,
-            field: field.into(),
-            reason: reason.into(),
+            field: one_line(field.into()),
+            reason: one_line(reason.into()),
         }
     }
 
@@ -47,6 +50,27 @@ impl ModelError {
         self.file = Some(file.into());
         self
     }
+}
+
+/// `s` with control characters escaped, at most [`limits::MAX_ERROR_LEN`] characters.
+fn one_line(s: String) -> String {
+    let max = limits::MAX_ERROR_LEN;
+    if s.len() <= max && !s.chars().any(char::is_control) {
+        return s;
+    }
+    let mut out = String::new();
+    for (n, c) in s.chars().enumerate() {
+        if n == max {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Where a datacenter or node sits.
