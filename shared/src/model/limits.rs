@@ -60,7 +60,7 @@ pub struct DocumentLimits {
 }
 
 /// Bounds on an application definition (published on MQTT, applied by the CLI). Reading
-/// the largest document they admit costs about 25 ms of CPU; an application of 256
+/// the costliest document they admit takes about 15 ms of CPU; an application of 256
 /// components, 1,024 channels, 256 paths and 256 criteria written plainly is 140 KB and
 /// 18,000 nodes.
 pub const APPLICATION: DocumentLimits = DocumentLimits {
