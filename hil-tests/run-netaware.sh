@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Paper 003 reproduced in the testbed (issue 7) in one command: builds the testbed, the control
+# Paper 003 reproduced in the testbed in one command: builds the testbed, the control
 # plane and the agent, imports the na-micro image, brings up cp + w1..w5 (namespaces na-*,
 # 10.78.0.0/16, the user-space WAN emulator), starts the real control plane and five real agents,
 # and for each latency (10, 100, 200 ms one way between any two nodes) deploys the m0-m12/db1-db4

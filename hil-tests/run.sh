@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The railway testbed of issue 6 in one command: builds the testbed (release), brings up the
+# The railway testbed in one command: builds the testbed (release), brings up the
 # 20-node railway network (namespaces + user-space WAN emulator from scenarios/railway/cluster.yaml)
 # for each experiment, runs it, tears everything down (also after a failure or Ctrl-C) and writes
 # Markdown reports with PNG plots under hil-tests/results/<UTC time>/.

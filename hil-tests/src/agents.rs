@@ -291,6 +291,22 @@ pub fn fidelity(
     collect(cluster, names, o, run_for, &samples, &mut agents)
 }
 
+/// The public key of the agent whose state is in `state` (`edge-agent pubkey`), to enroll it.
+pub fn pubkey(agent_bin: &Path, state: &Path) -> Result<String> {
+    let out = Command::new(agent_bin)
+        .arg("pubkey")
+        .arg("--state-dir")
+        .arg(state)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "edge-agent pubkey: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
 /// `ip netns exec <ns of node> [chrt -f 20] [qemu-aarch64-static -L ...] edge-agent --config FILE`.
 pub fn agent_command(
     tb: &Testbed,

@@ -168,21 +168,6 @@ pub struct DynamicOptions {
     pub noise: Duration,
 }
 
-fn pubkey(agent_bin: &Path, state: &Path) -> Result<String> {
-    let out = Command::new(agent_bin)
-        .arg("pubkey")
-        .arg("--state-dir")
-        .arg(state)
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "edge-agent pubkey: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
 /// Removes the containers the agents of this run made (by label and node), whatever happens.
 pub fn remove_containers(app: &str, nodes: &[String]) {
     for n in nodes {
@@ -248,7 +233,7 @@ impl System {
         for n in &names {
             let dir = workdir.join(n);
             std::fs::create_dir_all(dir.join("state"))?;
-            let key = pubkey(&agent.bin, &dir.join("state"))?;
+            let key = agents::pubkey(&agent.bin, &dir.join("state"))?;
             let broker = cloud.enroll(n, &key)?;
             let cfg = agents::agent_config(
                 cluster,

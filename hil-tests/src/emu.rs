@@ -35,8 +35,8 @@ pub const HOST: &str = "host";
 pub enum EmuError {
     #[error("network emulation unavailable: {0}")]
     Unavailable(String),
-    #[error("{cmd} failed: {reason}")]
-    Ip { cmd: String, reason: String },
+    #[error(transparent)]
+    Ip(#[from] netns::IpError),
     #[error("cannot create tun device {name}: {reason}")]
     Tun { name: String, reason: String },
     #[error("unknown node {0}")]
@@ -531,7 +531,7 @@ impl Testbed {
         }
         match first {
             None => Ok(()),
-            Some(e) => Err(e),
+            Some(e) => Err(e.into()),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Experiment 1: measurement fidelity. For every directed pair of nodes, what was measured
-//! against what the emulator was told, with the goal of issue 6: measured latency within 5 % (or
+//! against what the emulator was told, with the testbed's fidelity goal: measured latency within 5 % (or
 //! 0.1 ms, whichever is larger) of the emulated value.
 //!
 //! A round-trip prober (the reference prober here, the agent's too) sees, for the pair A -> B,

@@ -19,6 +19,7 @@ pub mod fidelity;
 pub mod forwarder;
 pub mod linktable;
 pub mod live;
+pub mod named_addr;
 pub mod netaware_exp;
 pub mod netns;
 pub mod placement;

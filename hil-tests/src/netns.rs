@@ -5,7 +5,13 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::emu::EmuError;
+/// An `ip` command that failed: the command line and what `ip` said (or why it could not run).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{cmd} failed: {reason}")]
+pub struct IpError {
+    pub cmd: String,
+    pub reason: String,
+}
 
 /// Where `ip netns add NAME` puts its namespace handle.
 pub fn netns_path(name: &str) -> PathBuf {
@@ -17,18 +23,18 @@ pub fn netns_exists(name: &str) -> bool {
 }
 
 /// Runs `ip ARGS`, turning a failure into an error that names the command and what `ip` said.
-pub fn ip(args: &[&str]) -> Result<(), EmuError> {
+pub fn ip(args: &[&str]) -> Result<(), IpError> {
     let out = Command::new("ip")
         .args(args)
         .output()
-        .map_err(|e| EmuError::Ip {
+        .map_err(|e| IpError {
             cmd: format!("ip {}", args.join(" ")),
             reason: format!("cannot run ip: {e}"),
         })?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(EmuError::Ip {
+        Err(IpError {
             cmd: format!("ip {}", args.join(" ")),
             reason: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         })
@@ -36,13 +42,13 @@ pub fn ip(args: &[&str]) -> Result<(), EmuError> {
 }
 
 /// Creates a namespace with its loopback up.
-pub fn add_netns(name: &str) -> Result<(), EmuError> {
+pub fn add_netns(name: &str) -> Result<(), IpError> {
     ip(&["netns", "add", name])?;
     ip(&["-n", name, "link", "set", "lo", "up"])
 }
 
 /// Deletes a namespace; a namespace that does not exist is not an error.
-pub fn del_netns(name: &str) -> Result<(), EmuError> {
+pub fn del_netns(name: &str) -> Result<(), IpError> {
     if !netns_exists(name) {
         return Ok(());
     }
@@ -72,7 +78,7 @@ pub fn move_and_configure(
     ifname: &str,
     addr: Ipv4Addr,
     prefix_len: u8,
-) -> Result<(), EmuError> {
+) -> Result<(), IpError> {
     ip(&["link", "set", "dev", dev, "netns", ns])?;
     if dev != ifname {
         ip(&["-n", ns, "link", "set", "dev", dev, "name", ifname])?;
@@ -83,7 +89,7 @@ pub fn move_and_configure(
 }
 
 /// Gives the device `dev` in the root namespace `addr/prefix_len` and brings it up.
-pub fn configure_host(dev: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<(), EmuError> {
+pub fn configure_host(dev: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<(), IpError> {
     let cidr = format!("{addr}/{prefix_len}");
     ip(&["addr", "add", &cidr, "dev", dev])?;
     ip(&["link", "set", "dev", dev, "up"])

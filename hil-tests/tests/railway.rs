@@ -1,7 +1,7 @@
 //! CI-sized experiment 1 on the railway scenario: five nodes across the five datacenters (cloud1,
 //! cloud2, train1, train2, station), their table links emulated, every directed pair measured
-//! with the reference prober. Fails when a measured latency is off by more than the goal of
-//! issue 6 (5 % or 0.1 ms), or a success rate by more than 4.5 binomial standard deviations.
+//! with the reference prober. Fails when a measured latency is off by more than the fidelity
+//! goal (5 % or 0.1 ms), or a success rate by more than 4.5 binomial standard deviations.
 //! Writes the report under target dir's `hil-results/`. Needs root and /dev/net/tun.
 
 use std::path::PathBuf;

@@ -27,6 +27,9 @@
 #[path = "../stats.rs"]
 mod stats;
 
+#[path = "../named_addr.rs"]
+mod named_addr;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -45,19 +48,7 @@ fn now_ns() -> u128 {
 }
 
 fn parse_out(s: &str) -> Result<Vec<(String, SocketAddr)>, String> {
-    s.split(',')
-        .filter(|x| !x.trim().is_empty())
-        .map(|x| {
-            let (c, a) = x
-                .trim()
-                .split_once('@')
-                .ok_or_else(|| format!("out channel {x:?}: expected chan@ip:port"))?;
-            let a: SocketAddr = a
-                .parse()
-                .map_err(|_| format!("out channel {c}: bad address {a}"))?;
-            Ok((c.to_string(), a))
-        })
-        .collect()
+    named_addr::parse_list(s, ',', "out channel", "chan")
 }
 
 fn parse_config(answer: &str) -> Result<Config, String> {

@@ -37,6 +37,9 @@ use std::time::{Duration, Instant};
 #[path = "../stats.rs"]
 mod stats;
 
+#[path = "../named_addr.rs"]
+mod named_addr;
+
 /// Bytes of a request datagram (padding included).
 const REQUEST_BYTES: usize = 200;
 /// How long a call waits for its answer.
@@ -54,21 +57,7 @@ struct Config {
 fn parse_stages(s: &str) -> Result<Vec<Vec<(String, SocketAddr)>>, String> {
     s.split(';')
         .filter(|st| !st.trim().is_empty())
-        .map(|st| {
-            st.split('+')
-                .filter(|c| !c.trim().is_empty())
-                .map(|c| {
-                    let (name, a) = c
-                        .trim()
-                        .split_once('@')
-                        .ok_or_else(|| format!("call {c:?}: expected component@ip:port"))?;
-                    let a: SocketAddr = a
-                        .parse()
-                        .map_err(|_| format!("call {name}: bad address {a}"))?;
-                    Ok((name.to_string(), a))
-                })
-                .collect()
-        })
+        .map(|st| named_addr::parse_list(st, '+', "call", "component"))
         .collect()
 }
 

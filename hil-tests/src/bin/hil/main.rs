@@ -1,4 +1,4 @@
-//! `hil`: runs the testbed's experiments (issue 6) and writes their reports.
+//! `hil`: runs the testbed's experiments and writes their reports.
 //!
 //! ```text
 //! hil fidelity [--prober reference|agent] [--cluster FILE] [--nodes n01,..] [--out DIR]
@@ -15,6 +15,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use hil_tests::emu::Testbed;
 use hil_tests::{fidelity, netns, report};
+
+mod netaware;
 
 #[derive(Parser)]
 #[command(
@@ -163,7 +165,7 @@ enum Cmd {
     },
     /// Paper 003 in the testbed: network-aware placement against the baseline, and the
     /// descheduler (namespaces na-*, 10.78.0.0/16)
-    Netaware(hil_tests::netaware_exp::Args),
+    Netaware(netaware::Args),
     /// Experiment 2 with the whole system: the control plane places every application from the
     /// agents' measurements, the agents run it as containers; random feasible placements run
     /// the same way, pinned (`requires.node`)
@@ -230,7 +232,7 @@ fn main() -> Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Netaware(a) => hil_tests::netaware_exp::main(a),
+        Cmd::Netaware(a) => netaware::run(a),
         Cmd::Down { prefix } => {
             let n = down(&prefix)?;
             println!("hil: deleted {n} namespaces with prefix {prefix}");
@@ -426,7 +428,7 @@ fn main() -> Result<()> {
             delay_ms,
             out,
         } => {
-            guard_signals("hil-bench-")?;
+            guard_signals("hil-bench-", || {})?;
             down("hil-bench-")?;
             let tb = Testbed::builder()
                 .prefix("hil-bench-")
@@ -475,7 +477,7 @@ fn main() -> Result<()> {
             if prefix.is_empty() {
                 bail!("--prefix must not be empty (teardown deletes namespaces by prefix)");
             }
-            guard_signals(&prefix)?;
+            guard_signals(&prefix, || {})?;
             let cl =
                 acoa_shared::model::load_cluster(&cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
             let names: Vec<String> = if nodes.is_empty() {
@@ -592,7 +594,6 @@ fn main() -> Result<()> {
     }
 }
 
-/// Deletes every namespace whose name starts with `prefix`.
 fn load_cluster(path: &std::path::Path) -> Result<acoa_shared::model::Cluster> {
     acoa_shared::model::load_cluster(path).map_err(|e| anyhow::anyhow!("{e}"))
 }
@@ -611,7 +612,7 @@ fn cluster_testbed(cl: &acoa_shared::model::Cluster, prefix: &str) -> Result<(Te
     if prefix.is_empty() {
         bail!("--prefix must not be empty");
     }
-    guard_signals(prefix)?;
+    guard_signals(prefix, || {})?;
     down(prefix)?;
     let names: Vec<&str> = cl.nodes.iter().map(|n| n.name.as_str()).collect();
     let tb = Testbed::builder()
@@ -623,6 +624,7 @@ fn cluster_testbed(cl: &acoa_shared::model::Cluster, prefix: &str) -> Result<(Te
     Ok((tb, comp))
 }
 
+/// Deletes every namespace whose name starts with `prefix`; returns how many.
 fn down(prefix: &str) -> Result<usize> {
     let mut n = 0;
     for ns in netns::list_netns() {
@@ -634,8 +636,9 @@ fn down(prefix: &str) -> Result<usize> {
     Ok(n)
 }
 
-/// On SIGINT/SIGTERM: delete the run's namespaces and exit (the TUN devices go with the process).
-fn guard_signals(prefix: &str) -> Result<()> {
+/// On SIGINT/SIGTERM: kill the processes the run started, run `cleanup`, delete the run's
+/// namespaces and exit (the TUN devices go with the process).
+fn guard_signals(prefix: &str, cleanup: impl Fn() + Send + 'static) -> Result<()> {
     let term = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, term.clone())?;
@@ -644,6 +647,7 @@ fn guard_signals(prefix: &str) -> Result<()> {
         if term.load(Ordering::Relaxed) {
             eprintln!("hil: interrupted, tearing down");
             hil_tests::agents::kill_all();
+            cleanup();
             let _ = down(&prefix);
             std::process::exit(130);
         }
