@@ -69,6 +69,34 @@ impl Cloud {
         ])
     }
 
+    /// Enrolls the agent of `node` (its key made in `dir/state`) and writes its configuration
+    /// to `dir/agent.toml`; returns that path.
+    pub fn enroll_agent(
+        &self,
+        tb: &Testbed,
+        cluster: &Cluster,
+        node: &str,
+        agent: &AgentOptions,
+        dir: &Path,
+    ) -> Result<PathBuf> {
+        let state = dir.join("state");
+        std::fs::create_dir_all(&state)?;
+        let key = agents::pubkey(&agent.bin, &state)?;
+        let broker = self.enroll(node, &key)?;
+        let cfg = agents::agent_config(
+            cluster,
+            node,
+            tb.addr(node)?,
+            &broker,
+            &state,
+            &tb.netns_path(node)?,
+            agent,
+        )?;
+        let path = dir.join("agent.toml");
+        std::fs::write(&path, cfg)?;
+        Ok(path)
+    }
+
     /// Starts `serve`; waits until its broker accepts connections.
     pub fn serve(&self, log: &Path, extra: &[&str]) -> Result<Proc> {
         let mut c = self.cmd();
@@ -231,21 +259,7 @@ impl System {
         // enroll every agent's key, write its configuration
         let mut cfgs = BTreeMap::new();
         for n in &names {
-            let dir = workdir.join(n);
-            std::fs::create_dir_all(dir.join("state"))?;
-            let key = agents::pubkey(&agent.bin, &dir.join("state"))?;
-            let broker = cloud.enroll(n, &key)?;
-            let cfg = agents::agent_config(
-                cluster,
-                n,
-                tb.addr(n)?,
-                &broker,
-                &dir.join("state"),
-                &tb.netns_path(n)?,
-                agent,
-            )?;
-            let path = dir.join("agent.toml");
-            std::fs::write(&path, cfg)?;
+            let path = cloud.enroll_agent(tb, cluster, n, agent, &workdir.join(n))?;
             cfgs.insert(n.clone(), path);
         }
         let cp = Some(cloud.serve(&workdir.join("cloud.log"), SERVE_ARGS)?);

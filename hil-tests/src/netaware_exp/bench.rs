@@ -86,21 +86,7 @@ impl CpRun {
         let mut cfgs = Vec::new();
         // an agent on every worker and on cp (the ingress: no capacity, measured links)
         for n in setup.workers().iter().chain(&setup.nodes[..1]) {
-            let dir = workdir.join(n);
-            std::fs::create_dir_all(dir.join("state"))?;
-            let key = agents::pubkey(&agent.bin, &dir.join("state"))?;
-            let broker = cloud.enroll(n, &key)?;
-            let cfg = agents::agent_config(
-                &cl,
-                n,
-                tb.addr(n)?,
-                &broker,
-                &dir.join("state"),
-                &tb.netns_path(n)?,
-                agent,
-            )?;
-            let path = dir.join("agent.toml");
-            std::fs::write(&path, cfg)?;
+            let path = cloud.enroll_agent(tb, &cl, n, agent, &workdir.join(n))?;
             cfgs.push((n.clone(), path));
         }
         let mut args = vec!["--node-timeout-ms", "3000"];
@@ -137,6 +123,24 @@ impl CpRun {
         }
         Ok(())
     }
+}
+
+/// Starts `na-micro` (`bin`) as component `c` of `app` in `node`'s namespace, asking the
+/// discovery service on `host` what to do; its output goes to `log`.
+pub(super) fn spawn_micro(
+    tb: &Testbed,
+    bin: &Path,
+    host: Ipv4Addr,
+    app: &str,
+    c: &str,
+    node: &str,
+    log: &Path,
+) -> Result<Proc> {
+    let mut cmd = tb.command(node, bin);
+    cmd.env("ACOA_APP", app)
+        .env("ACOA_COMPONENT", c)
+        .env("ACOA_CONTROL", format!("{host}:{DISCOVERY_PORT}"));
+    Proc::spawn(&format!("na-micro {c}@{node}"), cmd, log)
 }
 
 /// The options of a whole run.
@@ -260,15 +264,8 @@ impl<'a> Bench<'a> {
                 std::fs::create_dir_all(&*logdir)?;
                 let host = self.tb.addr(HOST)?;
                 for (c, node) in &p {
-                    let mut cmd = self.tb.command(node, &*bin);
-                    cmd.env("ACOA_APP", app)
-                        .env("ACOA_COMPONENT", c)
-                        .env("ACOA_CONTROL", format!("{host}:{DISCOVERY_PORT}"));
-                    let proc = Proc::spawn(
-                        &format!("na-micro {c}@{node}"),
-                        cmd,
-                        &logdir.join(format!("{app}-{c}.log")),
-                    )?;
+                    let log = logdir.join(format!("{app}-{c}.log"));
+                    let proc = spawn_micro(self.tb, bin, host, app, c, node, &log)?;
                     procs.insert((app.to_string(), c.clone()), proc);
                 }
                 p

@@ -278,15 +278,8 @@ impl Bench<'_> {
                     continue;
                 }
                 old.extend(procs.remove(&key));
-                let mut cmd = self.tb.command(node, &*bin);
-                cmd.env("ACOA_APP", app)
-                    .env("ACOA_COMPONENT", c)
-                    .env("ACOA_CONTROL", format!("{host}:{DISCOVERY_PORT}"));
-                let proc = Proc::spawn(
-                    &format!("na-micro {c}@{node}"),
-                    cmd,
-                    &logdir.join(format!("{app}-{c}-{node}.log")),
-                )?;
+                let log = logdir.join(format!("{app}-{c}-{node}.log"));
+                let proc = bench::spawn_micro(self.tb, bin, host, app, c, node, &log)?;
                 procs.insert(key, proc);
             }
         }
