@@ -23,7 +23,8 @@ use crate::identity::Account;
 /// Logins the broker accepts and their roles, shared with the loop that reloads the inventory.
 pub type Logins = Arc<RwLock<BTreeMap<String, Account>>>;
 
-/// Largest publication the broker accepts (the peer list of a few thousand nodes fits).
+/// Largest publication the broker accepts (a placement job with its cluster snapshot fits);
+/// what agents read is held to their packet size by `topics::acl::receiver_limit`.
 pub const MAX_PAYLOAD: usize = 1 << 20;
 
 /// A second listener, for MQTT over TLS (`mqtts://`): the server's certificate chain and key
