@@ -2,13 +2,16 @@
 //! the vocabulary shared by the pure decisions ([`crate::engine`], which emits [`PersistOp`]s
 //! and starts from a [`Snapshot`]) and the stores that make them durable ([`crate::store`]).
 //!
-//! Invariants: plain values (no I/O); every record names itself (an application or a node), so
-//! that a store can keep one record per name.
+//! Invariants: plain heap-allocated values (no I/O, no fixed-size wire buffers); every record
+//! names itself (an application or a node), so that a store can keep one record per name. A
+//! [`DesiredDoc`] is built only from specifications that fit the wire (see
+//! [`ContainerDoc::new`]), so it always converts to the bounded wire [`DesiredState`]
+//! ([`DesiredDoc::to_wire`]); its JSON form is the one the wire type's serde form had.
 
 use std::collections::BTreeMap;
 
-use acoa_shared::model::{Application, Capacity, Layer};
-use acoa_shared::wire::{DesiredState, NodeReport};
+use acoa_shared::model::{self, Application, Capacity, Layer};
+use acoa_shared::wire::{self, ContainerSpec, DesiredState, EnvVar, NodeReport, WireError};
 use serde::{Deserialize, Serialize};
 
 use crate::status::PlacementRecord;
@@ -58,6 +61,130 @@ pub struct AppRecord {
     pub placement: Option<PlacementRecord>,
 }
 
+/// What a node is told to run, as the control plane keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesiredDoc {
+    pub node: String,
+    /// Strictly increasing per node.
+    pub generation: u64,
+    /// Sorted by name, at most [`wire::MAX_CONTAINERS`].
+    pub containers: Vec<ContainerDoc>,
+}
+
+/// One container of a [`DesiredDoc`] (the wire's [`ContainerSpec`], heap-allocated).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerDoc {
+    /// Unique on the node: `{app}.{component}`.
+    pub name: String,
+    pub app: String,
+    pub component: String,
+    pub image: String,
+    pub cpu_millis: u64,
+    pub memory_mb: u64,
+    pub env: Vec<EnvDoc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvDoc {
+    pub name: String,
+    pub value: String,
+}
+
+impl ContainerDoc {
+    /// The container of component `c` of application `app`; an error when a name, the image
+    /// or an environment value does not fit the wire.
+    pub fn new(app: &str, c: &model::Component) -> Result<ContainerDoc, WireError> {
+        let r = c.resources.unwrap_or_default();
+        let doc = ContainerDoc {
+            name: format!("{app}.{}", c.name),
+            app: app.into(),
+            component: c.name.clone(),
+            image: c.image.clone(),
+            cpu_millis: r.cpu_millis,
+            memory_mb: r.memory_mb,
+            env: [("ACOA_APP", app), ("ACOA_COMPONENT", c.name.as_str())]
+                .into_iter()
+                .map(|(k, v)| EnvDoc {
+                    name: k.into(),
+                    value: v.into(),
+                })
+                .collect(),
+        };
+        doc.to_wire()?;
+        Ok(doc)
+    }
+
+    pub fn to_wire(&self) -> Result<ContainerSpec, WireError> {
+        let mut env = heapless::Vec::new();
+        for e in &self.env {
+            env.push(EnvVar {
+                name: wire::bounded("env name", &e.name)?,
+                value: wire::bounded("env value", &e.value)?,
+            })
+            .map_err(|_| WireError::TooMany {
+                field: "env",
+                max: wire::MAX_ENV,
+            })?;
+        }
+        Ok(ContainerSpec {
+            name: wire::name(&self.name)?,
+            app: wire::name(&self.app)?,
+            component: wire::name(&self.component)?,
+            image: wire::bounded("image", &self.image)?,
+            cpu_millis: self.cpu_millis,
+            memory_mb: self.memory_mb,
+            env,
+        })
+    }
+
+    pub fn from_wire(s: &ContainerSpec) -> ContainerDoc {
+        ContainerDoc {
+            name: s.name.to_string(),
+            app: s.app.to_string(),
+            component: s.component.to_string(),
+            image: s.image.to_string(),
+            cpu_millis: s.cpu_millis,
+            memory_mb: s.memory_mb,
+            env: s
+                .env
+                .iter()
+                .map(|e| EnvDoc {
+                    name: e.name.to_string(),
+                    value: e.value.to_string(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl DesiredDoc {
+    /// The bounded wire value, built in place on the heap (it is large).
+    pub fn to_wire(&self) -> Result<Box<DesiredState>, WireError> {
+        let mut d = Box::new(DesiredState {
+            node: wire::name(&self.node)?,
+            generation: self.generation,
+            containers: heapless::Vec::new(),
+        });
+        for c in &self.containers {
+            d.containers
+                .push(c.to_wire()?)
+                .map_err(|_| WireError::TooMany {
+                    field: "containers",
+                    max: wire::MAX_CONTAINERS,
+                })?;
+        }
+        Ok(d)
+    }
+
+    pub fn from_wire(d: &DesiredState) -> DesiredDoc {
+        DesiredDoc {
+            node: d.node.to_string(),
+            generation: d.generation,
+            containers: d.containers.iter().map(ContainerDoc::from_wire).collect(),
+        }
+    }
+}
+
 /// Counters that must survive a restart.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
@@ -68,7 +195,7 @@ pub struct Meta {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     pub apps: BTreeMap<String, AppRecord>,
-    pub desired: BTreeMap<String, DesiredState>,
+    pub desired: BTreeMap<String, DesiredDoc>,
     pub nodes: BTreeMap<String, NodeInfo>,
     pub meta: Meta,
 }
@@ -78,7 +205,57 @@ pub struct Snapshot {
 pub enum PersistOp {
     PutApp(Box<AppRecord>),
     DeleteApp(String),
-    PutDesired(Box<DesiredState>),
+    PutDesired(Box<DesiredDoc>),
     PutNode(Box<NodeInfo>),
     PutMeta(Meta),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(name: &str, image: &str) -> model::Component {
+        serde_json::from_value(serde_json::json!({
+            "name": name,
+            "image": image,
+            "resources": {"cpu_millis": 250, "memory_mb": 64},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_desired_doc_has_the_json_shape_of_the_wire_desired_state() {
+        let doc = DesiredDoc {
+            node: "n1".into(),
+            generation: 3,
+            containers: vec![ContainerDoc::new("shop", &component("db", "pg:16")).unwrap()],
+        };
+        let wire = doc.to_wire().unwrap();
+        let as_wire = serde_json::to_value(&*wire).unwrap();
+        assert_eq!(serde_json::to_value(&doc).unwrap(), as_wire);
+        let back: DesiredDoc = serde_json::from_value(as_wire).unwrap();
+        assert_eq!(back, doc);
+        assert_eq!(DesiredDoc::from_wire(&wire), doc);
+        assert_eq!(doc.containers[0].name, "shop.db");
+        assert_eq!(doc.containers[0].env[1].value, "db");
+    }
+
+    #[test]
+    fn a_container_that_does_not_fit_the_wire_is_refused_when_built() {
+        let long = format!("registry/{}:1", "x".repeat(300));
+        let e = ContainerDoc::new("shop", &component("db", &long)).unwrap_err();
+        assert!(
+            matches!(e, WireError::TooLong { field: "image", .. }),
+            "{e}"
+        );
+        let too_many = DesiredDoc {
+            node: "n1".into(),
+            generation: 1,
+            containers: vec![
+                ContainerDoc::new("shop", &component("db", "pg:16")).unwrap();
+                wire::MAX_CONTAINERS + 1
+            ],
+        };
+        assert!(too_many.to_wire().is_err());
+    }
 }

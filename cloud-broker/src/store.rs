@@ -17,10 +17,9 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use acoa_shared::wire::DesiredState;
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::records::{AppRecord, NodeInfo};
+use crate::records::{AppRecord, DesiredDoc, NodeInfo};
 pub use crate::records::{Meta, PersistOp, Snapshot};
 
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +153,7 @@ impl FileStore {
 impl Store for FileStore {
     fn load(&self) -> Result<Snapshot, StoreError> {
         let apps: Vec<AppRecord> = read_dir_json(&self.root.join("apps"))?;
-        let desired: Vec<DesiredState> = read_dir_json(&self.root.join("desired"))?;
+        let desired: Vec<DesiredDoc> = read_dir_json(&self.root.join("desired"))?;
         let nodes: Vec<NodeInfo> = read_dir_json(&self.root.join("nodes"))?;
         let meta_path = self.root.join("meta.json");
         let meta = if meta_path.exists() {
@@ -164,10 +163,7 @@ impl Store for FileStore {
         };
         Ok(Snapshot {
             apps: apps.into_iter().map(|a| (a.name.clone(), a)).collect(),
-            desired: desired
-                .into_iter()
-                .map(|d| (d.node.to_string(), d))
-                .collect(),
+            desired: desired.into_iter().map(|d| (d.node.clone(), d)).collect(),
             nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
             meta,
         })
@@ -224,5 +220,51 @@ mod tests {
         let snap = store.load().unwrap();
         assert_eq!(snap.meta.peer_generation, 7);
         assert!(snap.apps.is_empty());
+    }
+
+    #[test]
+    fn desired_states_written_as_the_wire_type_load() {
+        use acoa_shared::wire::{self, ContainerSpec, DesiredState, EnvVar};
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        let mut old = Box::new(DesiredState {
+            node: wire::name("n1").unwrap(),
+            generation: 4,
+            containers: heapless::Vec::new(),
+        });
+        let mut env = heapless::Vec::new();
+        env.push(EnvVar {
+            name: wire::bounded("env name", "ACOA_APP").unwrap(),
+            value: wire::bounded("env value", "shop").unwrap(),
+        })
+        .unwrap();
+        old.containers
+            .push(ContainerSpec {
+                name: wire::name("shop.db").unwrap(),
+                app: wire::name("shop").unwrap(),
+                component: wire::name("db").unwrap(),
+                image: wire::bounded("image", "pg:16").unwrap(),
+                cpu_millis: 250,
+                memory_mb: 64,
+                env,
+            })
+            .unwrap();
+        // as the control plane wrote desired states before they had a type of their own
+        fs::write(
+            dir.path().join("store/desired/n1.json"),
+            serde_json::to_vec_pretty(&*old).unwrap(),
+        )
+        .unwrap();
+        let snap = store.load().unwrap();
+        let d = &snap.desired["n1"];
+        assert_eq!(*d, DesiredDoc::from_wire(&old));
+        assert_eq!(d.to_wire().unwrap(), old);
+        store
+            .apply(&PersistOp::PutDesired(Box::new(d.clone())))
+            .unwrap();
+        let again: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.path().join("store/desired/n1.json")).unwrap())
+                .unwrap();
+        assert_eq!(again, serde_json::to_value(&*old).unwrap());
     }
 }

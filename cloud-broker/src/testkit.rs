@@ -88,7 +88,7 @@ pub struct SimAgent {
     key: SigningKey,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Verified desired states as they arrive.
-    pub desired: mpsc::UnboundedReceiver<DesiredState>,
+    pub desired: mpsc::UnboundedReceiver<Box<DesiredState>>,
     /// Messages published on the desired topic that did not verify.
     pub refused: Arc<AtomicU64>,
     pub connected: Arc<AtomicBool>,
@@ -154,7 +154,7 @@ impl SimAgent {
                         Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
                             match wire::decode_verified(&p.payload, &cp) {
                                 Ok(Message::DesiredState(d)) if d.node.as_str() == name => {
-                                    let _ = dtx.send(*d);
+                                    let _ = dtx.send(d);
                                 }
                                 _ => {
                                     refused.fetch_add(1, Ordering::SeqCst);

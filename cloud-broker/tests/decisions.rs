@@ -11,19 +11,10 @@ use acoa_shared::wire::{
     NodeCapacity, NodeLoad, NodeReport,
 };
 use cloud_broker::engine::{run_job, Action, Engine, EngineConfig, Event, Job, Purpose};
+use cloud_broker::records::DesiredDoc;
 use cloud_broker::status::AppStatus;
 use cloud_broker::store::{PersistOp, Snapshot};
 use ed25519_dalek::SigningKey;
-
-/// Desired states are large fixed-size values (heapless); debug builds copy them on the stack.
-fn big_stack(f: fn()) {
-    std::thread::Builder::new()
-        .stack_size(64 << 20)
-        .spawn(f)
-        .unwrap()
-        .join()
-        .unwrap();
-}
 
 fn railway() -> Cluster {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/railway/cluster.yaml");
@@ -171,7 +162,8 @@ fn apply(s: &mut Snapshot, op: &PersistOp) {
     }
 }
 
-fn desired_published(actions: &[Action], key: &SigningKey) -> BTreeMap<String, wire::DesiredState> {
+/// The desired states published (signed) in `actions`, per node, as the control plane keeps them.
+fn desired_published(actions: &[Action], key: &SigningKey) -> BTreeMap<String, DesiredDoc> {
     let mut m = BTreeMap::new();
     for a in actions {
         if let Action::Publish {
@@ -184,7 +176,7 @@ fn desired_published(actions: &[Action], key: &SigningKey) -> BTreeMap<String, w
                 assert!(retain);
                 match wire::decode_verified(payload, &key.verifying_key()).unwrap() {
                     Message::DesiredState(d) => {
-                        m.insert(n.to_string(), *d);
+                        m.insert(n.to_string(), DesiredDoc::from_wire(&d));
                     }
                     other => panic!("{other:?}"),
                 }
@@ -219,10 +211,6 @@ fn placed(sim: &mut Sim, c: &Cluster, app: &str) -> Vec<Action> {
 
 #[test]
 fn railway_app_is_placed_as_the_scheduler_says_and_desired_states_follow() {
-    big_stack(railway_app_is_placed_as_the_scheduler_says_and_desired_states_follow_body);
-}
-
-fn railway_app_is_placed_as_the_scheduler_says_and_desired_states_follow_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     let acts = placed(&mut sim, &c, "smoke-monitoring");
@@ -283,10 +271,6 @@ fn railway_app_is_placed_as_the_scheduler_says_and_desired_states_follow_body() 
 
 #[test]
 fn containers_running_make_the_status_running() {
-    big_stack(containers_running_make_the_status_running_body);
-}
-
-fn containers_running_make_the_status_running_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     placed(&mut sim, &c, "smoke-monitoring");
@@ -323,10 +307,6 @@ fn containers_running_make_the_status_running_body() {
 
 #[test]
 fn invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed() {
-    big_stack(invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed_body);
-}
-
-fn invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     sim.join_cluster(&c);
@@ -378,10 +358,6 @@ fn invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed_bo
 
 #[test]
 fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out() {
-    big_stack(a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out_body);
-}
-
-fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     placed(&mut sim, &c, "smoke-monitoring");
@@ -430,10 +406,6 @@ fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out_body()
 
 #[test]
 fn a_node_whose_reports_stop_is_lost_after_the_timeout() {
-    big_stack(a_node_whose_reports_stop_is_lost_after_the_timeout_body);
-}
-
-fn a_node_whose_reports_stop_is_lost_after_the_timeout_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig {
         node_timeout_ms: 3000,
@@ -468,10 +440,6 @@ fn a_node_whose_reports_stop_is_lost_after_the_timeout_body() {
 
 #[test]
 fn an_update_moves_only_what_changed_and_delete_stops_everything() {
-    big_stack(an_update_moves_only_what_changed_and_delete_stops_everything_body);
-}
-
-fn an_update_moves_only_what_changed_and_delete_stops_everything_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     placed(&mut sim, &c, "smoke-monitoring");
@@ -515,10 +483,6 @@ fn an_update_moves_only_what_changed_and_delete_stops_everything_body() {
 
 #[test]
 fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has() {
-    big_stack(a_restart_loses_nothing_and_republishes_nothing_the_broker_has_body);
-}
-
-fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     placed(&mut sim, &c, "smoke-monitoring");
@@ -582,10 +546,6 @@ fn with_requests(text: &[u8], app: &str, cpu: u64) -> Vec<u8> {
 
 #[test]
 fn racing_schedulers_cannot_both_win_the_same_capacity() {
-    big_stack(racing_schedulers_cannot_both_win_the_same_capacity_body);
-}
-
-fn racing_schedulers_cannot_both_win_the_same_capacity_body() {
     // two cloud-layer nodes with 1000 mCPU each; two apps each wanting 800 mCPU
     let mut c = railway();
     c.nodes.retain(|n| n.name == "n01" || n.name == "n13");
@@ -625,12 +585,6 @@ fn racing_schedulers_cannot_both_win_the_same_capacity_body() {
 
 #[test]
 fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_gain() {
-    big_stack(
-        the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_gain_body,
-    );
-}
-
-fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_gain_body() {
     let c = railway();
     let cfg = EngineConfig {
         reevaluate_ms: 1000,
@@ -697,10 +651,6 @@ fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_
 
 #[test]
 fn peer_list_is_signed_debounced_and_follows_membership() {
-    big_stack(peer_list_is_signed_debounced_and_follows_membership_body);
-}
-
-fn peer_list_is_signed_debounced_and_follows_membership_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     sim.join_cluster(&c);
@@ -751,10 +701,6 @@ fn peer_list_is_signed_debounced_and_follows_membership_body() {
 
 #[test]
 fn jobs_for_an_outdated_definition_are_discarded() {
-    big_stack(jobs_for_an_outdated_definition_are_discarded_body);
-}
-
-fn jobs_for_an_outdated_definition_are_discarded_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     sim.join_cluster(&c);
@@ -787,10 +733,6 @@ fn jobs_for_an_outdated_definition_are_discarded_body() {
 
 #[test]
 fn an_offline_marker_contradicted_by_a_signed_report_loses_nothing() {
-    big_stack(an_offline_marker_contradicted_by_a_signed_report_loses_nothing_body);
-}
-
-fn an_offline_marker_contradicted_by_a_signed_report_loses_nothing_body() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     placed(&mut sim, &c, "smoke-monitoring");
@@ -871,10 +813,6 @@ fn replacements(actions: &[Action], app: &str) -> usize {
 
 #[test]
 fn measurement_noise_never_moves_a_placement_with_the_default_hysteresis() {
-    big_stack(measurement_noise_never_moves_a_placement_with_the_default_hysteresis_body);
-}
-
-fn measurement_noise_never_moves_a_placement_with_the_default_hysteresis_body() {
     // agents on one busy host (as in the end-to-end test): every link is as good as any
     // other, but a probe is lost now and then (3 %) and a latency reads anything from 0.1 to
     // 0.7 ms (the scheduling delays of busy hosts, see BENCHMARKS.md "Testbed"). With a
@@ -915,10 +853,6 @@ fn measurement_noise_never_moves_a_placement_with_the_default_hysteresis_body() 
 
 #[test]
 fn a_lossy_or_slow_link_still_moves_the_component_that_uses_it() {
-    big_stack(a_lossy_or_slow_link_still_moves_the_component_that_uses_it_body);
-}
-
-fn a_lossy_or_slow_link_still_moves_the_component_that_uses_it_body() {
     for degradation in ["lossy", "slow"] {
         let c = railway();
         let cfg = EngineConfig {
@@ -982,15 +916,11 @@ fn a_lossy_or_slow_link_still_moves_the_component_that_uses_it_body() {
     }
 }
 
-#[test]
-fn placed_topsis_and_network_aware_applications_are_not_searched_again() {
-    big_stack(placed_topsis_and_network_aware_applications_are_not_searched_again_body);
-}
-
 /// Re-evaluation searches again only `qos` applications: `network-aware` ones have their own
 /// descheduler, `topsis` places once (both read the nodes' usage, which includes the running
 /// application: searched again, a running placement would look worse than moving).
-fn placed_topsis_and_network_aware_applications_are_not_searched_again_body() {
+#[test]
+fn placed_topsis_and_network_aware_applications_are_not_searched_again() {
     let c = railway();
     let cfg = EngineConfig {
         reevaluate_ms: 1000,

@@ -17,16 +17,6 @@ use cloud_broker::store::Snapshot;
 use cloud_broker::testkit::{report_of, samples_of};
 use ed25519_dalek::SigningKey;
 
-/// Desired states are large fixed-size values (heapless); debug builds copy them on the stack.
-fn big_stack(f: fn()) {
-    std::thread::Builder::new()
-        .stack_size(64 << 20)
-        .spawn(f)
-        .unwrap()
-        .join()
-        .unwrap();
-}
-
 /// n1 has the sensor, n3 the database, n2 neither; 10 ms between nodes, 0.5 ms loopback.
 fn cluster() -> Cluster {
     let mut text = String::from(
@@ -234,139 +224,135 @@ impl Sim {
 
 #[test]
 fn measured_traffic_moves_one_component_after_sustained_evaluations() {
-    big_stack(|| {
-        let c = cluster();
-        let mut s = Sim::new();
-        s.join(&c);
-        s.feed(Event::AppPublished {
-            app: "pipeline".into(),
-            payload: APP.as_bytes().to_vec(),
-        });
-        let first = s.assignment();
-        assert_eq!(first["source"], "n1");
-        assert_eq!(first["sink"], "n3");
-        // nothing measured yet: equal traffic on both channels, relay next to one of them
-        let relay = first["relay"].clone();
-        assert_ne!(relay, "n2", "a node of its own costs both channels 10 ms");
-        // what the workloads will measure: the heavy channel is the one relay is NOT next to
-        let (heavy, light, target) = if relay == "n1" {
-            ("relay-to-sink", "source-to-relay", "n3")
-        } else {
-            ("source-to-relay", "relay-to-sink", "n1")
-        };
-        let heavy_from = if heavy == "relay-to-sink" {
-            "relay"
-        } else {
-            "source"
-        };
-        let light_from = if heavy_from == "relay" {
-            "source"
-        } else {
-            "relay"
-        };
-        let traffic = [(heavy_from, heavy, 100_000.0), (light_from, light, 1_000.0)];
-        s.all_running(1);
+    let c = cluster();
+    let mut s = Sim::new();
+    s.join(&c);
+    s.feed(Event::AppPublished {
+        app: "pipeline".into(),
+        payload: APP.as_bytes().to_vec(),
+    });
+    let first = s.assignment();
+    assert_eq!(first["source"], "n1");
+    assert_eq!(first["sink"], "n3");
+    // nothing measured yet: equal traffic on both channels, relay next to one of them
+    let relay = first["relay"].clone();
+    assert_ne!(relay, "n2", "a node of its own costs both channels 10 ms");
+    // what the workloads will measure: the heavy channel is the one relay is NOT next to
+    let (heavy, light, target) = if relay == "n1" {
+        ("relay-to-sink", "source-to-relay", "n3")
+    } else {
+        ("source-to-relay", "relay-to-sink", "n1")
+    };
+    let heavy_from = if heavy == "relay-to-sink" {
+        "relay"
+    } else {
+        "source"
+    };
+    let light_from = if heavy_from == "relay" {
+        "source"
+    } else {
+        "relay"
+    };
+    let traffic = [(heavy_from, heavy, 100_000.0), (light_from, light, 1_000.0)];
+    s.all_running(1);
+    s.usage(&traffic);
+
+    // the live model and the status document show the measurements (channels resolved)
+    let cl = s.e.cluster();
+    let o = &cl.observed["pipeline"];
+    assert_eq!(o.components["relay"].cpu_millis, 100.0);
+    assert_eq!(o.traffic.len(), 2);
+    assert!(o
+        .traffic
+        .iter()
+        .any(|t| t.bytes_per_s == 100_000.0 && (t.from == "relay" || t.to == "relay")));
+    let before = comm_cost(&cl, "pipeline", &first, "relay").unwrap();
+    assert!(
+        before.0 > 9.0,
+        "most of relay's bytes cross a 10 ms link: {before:?}"
+    );
+
+    // evaluations 1 and 2: a better node, not yet sustained; evaluation 3 moves
+    let mut moved_at = None;
+    for k in 1..=6 {
         s.usage(&traffic);
-
-        // the live model and the status document show the measurements (channels resolved)
-        let cl = s.e.cluster();
-        let o = &cl.observed["pipeline"];
-        assert_eq!(o.components["relay"].cpu_millis, 100.0);
-        assert_eq!(o.traffic.len(), 2);
-        assert!(o
-            .traffic
-            .iter()
-            .any(|t| t.bytes_per_s == 100_000.0 && (t.from == "relay" || t.to == "relay")));
-        let before = comm_cost(&cl, "pipeline", &first, "relay").unwrap();
-        assert!(
-            before.0 > 9.0,
-            "most of relay's bytes cross a 10 ms link: {before:?}"
-        );
-
-        // evaluations 1 and 2: a better node, not yet sustained; evaluation 3 moves
-        let mut moved_at = None;
-        for k in 1..=6 {
-            s.usage(&traffic);
-            let out = s.tick(1000);
-            let now = s.assignment();
-            if now["relay"] != relay {
-                moved_at.get_or_insert(k);
-                assert_eq!(now["relay"], target);
-                assert_eq!(now["source"], "n1");
-                assert_eq!(now["sink"], "n3");
-                assert!(
+        let out = s.tick(1000);
+        let now = s.assignment();
+        if now["relay"] != relay {
+            moved_at.get_or_insert(k);
+            assert_eq!(now["relay"], target);
+            assert_eq!(now["source"], "n1");
+            assert_eq!(now["sink"], "n3");
+            assert!(
                     out.iter().any(|a| matches!(a, Action::Publish { topic, .. } if *topic == topics::desired(target))),
                     "the target node gets a new desired state"
                 );
-                break;
-            }
+            break;
         }
-        assert_eq!(moved_at, Some(3), "moved after 3 evaluations in a row");
-        assert_eq!(s.desired_nodes_of("relay"), vec![target.to_string()]);
-        let after = comm_cost(&s.e.cluster(), "pipeline", &s.assignment(), "relay").unwrap();
-        assert!(after.0 < before.0 / 2.0, "{before:?} -> {after:?}");
-        let st = s.last_status();
-        assert!(st.observed.is_some(), "the status shows what was measured");
+    }
+    assert_eq!(moved_at, Some(3), "moved after 3 evaluations in a row");
+    assert_eq!(s.desired_nodes_of("relay"), vec![target.to_string()]);
+    let after = comm_cost(&s.e.cluster(), "pipeline", &s.assignment(), "relay").unwrap();
+    assert!(after.0 < before.0 / 2.0, "{before:?} -> {after:?}");
+    let st = s.last_status();
+    assert!(st.observed.is_some(), "the status shows what was measured");
 
-        // the move is rolling out (relay not yet running on the target): nothing else moves,
-        // and once it runs the placement is stable under the same measurements
-        let placed = s.assignment();
-        for k in 0..10 {
-            if k == 3 {
-                s.all_running(2);
-            }
-            s.usage(&traffic);
-            s.tick(1000);
-            assert_eq!(s.assignment(), placed, "no further move (tick {k})");
+    // the move is rolling out (relay not yet running on the target): nothing else moves,
+    // and once it runs the placement is stable under the same measurements
+    let placed = s.assignment();
+    for k in 0..10 {
+        if k == 3 {
+            s.all_running(2);
         }
-    });
+        s.usage(&traffic);
+        s.tick(1000);
+        assert_eq!(s.assignment(), placed, "no further move (tick {k})");
+    }
 }
 
 #[test]
 fn usage_of_unplaced_components_and_deleted_apps_is_not_kept() {
-    big_stack(|| {
-        let c = cluster();
-        let mut s = Sim::new();
-        s.join(&c);
-        s.feed(Event::AppPublished {
-            app: "pipeline".into(),
-            payload: APP.as_bytes().to_vec(),
-        });
-        let a = s.assignment();
-        // n2 claims to run source (placed on n1): not counted
-        let stray = ComponentUsage {
-            node: wire::name("n2").unwrap(),
-            seq: 1,
-            period_ms: 1000,
-            components: [ComponentSample {
-                app: wire::name("pipeline").unwrap(),
-                component: wire::name("source").unwrap(),
-                cpu_millis: Some(999.0),
-                memory_mb: Some(1.0),
-                traffic: Default::default(),
-            }]
-            .into_iter()
-            .collect(),
-        };
-        s.feed(Event::Usage(Box::new(stray)));
-        assert!(!s.e.cluster().observed.contains_key("pipeline"));
-        s.usage(&[("source", "source-to-relay", 10.0)]);
-        let cl = s.e.cluster();
-        assert_eq!(
-            cl.observed["pipeline"].components["source"].cpu_millis,
-            100.0
-        );
-        assert_eq!(
-            cl.observed["pipeline"].traffic[0].to, "relay",
-            "channel resolved to its downstream component"
-        );
-        assert_eq!(a["source"], "n1");
-        s.feed(Event::AppPublished {
-            app: "pipeline".into(),
-            payload: vec![],
-        });
-        assert!(s.e.cluster().observed.is_empty(), "deleted with its app");
+    let c = cluster();
+    let mut s = Sim::new();
+    s.join(&c);
+    s.feed(Event::AppPublished {
+        app: "pipeline".into(),
+        payload: APP.as_bytes().to_vec(),
     });
+    let a = s.assignment();
+    // n2 claims to run source (placed on n1): not counted
+    let stray = ComponentUsage {
+        node: wire::name("n2").unwrap(),
+        seq: 1,
+        period_ms: 1000,
+        components: [ComponentSample {
+            app: wire::name("pipeline").unwrap(),
+            component: wire::name("source").unwrap(),
+            cpu_millis: Some(999.0),
+            memory_mb: Some(1.0),
+            traffic: Default::default(),
+        }]
+        .into_iter()
+        .collect(),
+    };
+    s.feed(Event::Usage(Box::new(stray)));
+    assert!(!s.e.cluster().observed.contains_key("pipeline"));
+    s.usage(&[("source", "source-to-relay", 10.0)]);
+    let cl = s.e.cluster();
+    assert_eq!(
+        cl.observed["pipeline"].components["source"].cpu_millis,
+        100.0
+    );
+    assert_eq!(
+        cl.observed["pipeline"].traffic[0].to, "relay",
+        "channel resolved to its downstream component"
+    );
+    assert_eq!(a["source"], "n1");
+    s.feed(Event::AppPublished {
+        app: "pipeline".into(),
+        payload: vec![],
+    });
+    assert!(s.e.cluster().observed.is_empty(), "deleted with its app");
 }
 
 /// A gateway `gw` (capacity 0: hosts nothing, measures its links) where users' requests enter,
@@ -415,52 +401,50 @@ channels:
 
 #[test]
 fn a_group_move_is_carried_through_one_member_at_a_time_without_flapping() {
-    big_stack(|| {
-        let mut s = Sim::with_threshold(0.05);
-        s.join(&cluster_with_gateway(None));
-        s.feed(Event::AppPublished {
-            app: "pipeline".into(),
-            payload: GROUP_APP.as_bytes().to_vec(),
-        });
-        let first = s.assignment();
-        let home = first["front"].clone();
-        assert_eq!(first["back"], home, "the pair shares a node: {first:?}");
-        assert_ne!(home, "gw", "the gateway hosts nothing");
-        let traffic = [("front", "front-to-back", 100_000.0)];
-        s.all_running(1);
-        s.usage(&traffic);
-        // the gateway's links to the pair's node become slow (both directions)
-        let slow = cluster_with_gateway(Some(&home));
-        for n in ["gw", home.as_str()] {
-            s.feed(Event::Links(Box::new(LinkMetrics {
-                node: wire::name(n).unwrap(),
-                seq: 2,
-                links: samples_of(&slow, n).into_iter().collect(),
-            })));
-        }
-        // the group moves: front first, then back follows once front runs, and nothing returns
-        let mut history = vec![s.assignment()];
-        for k in 0..30u64 {
-            s.usage(&traffic);
-            s.tick(1000);
-            s.all_running(3 + k);
-            let now = s.assignment();
-            if history.last() != Some(&now) {
-                history.push(now);
-            }
-        }
-        assert_eq!(
-            history.len(),
-            3,
-            "two moves, one member at a time: {history:?}"
-        );
-        let to = history[1]["front"].clone();
-        assert_ne!(to, home);
-        assert_eq!(
-            history[1]["back"], home,
-            "one member at a time: {history:?}"
-        );
-        assert_eq!(history[2]["front"], to);
-        assert_eq!(history[2]["back"], to, "the group follows: {history:?}");
+    let mut s = Sim::with_threshold(0.05);
+    s.join(&cluster_with_gateway(None));
+    s.feed(Event::AppPublished {
+        app: "pipeline".into(),
+        payload: GROUP_APP.as_bytes().to_vec(),
     });
+    let first = s.assignment();
+    let home = first["front"].clone();
+    assert_eq!(first["back"], home, "the pair shares a node: {first:?}");
+    assert_ne!(home, "gw", "the gateway hosts nothing");
+    let traffic = [("front", "front-to-back", 100_000.0)];
+    s.all_running(1);
+    s.usage(&traffic);
+    // the gateway's links to the pair's node become slow (both directions)
+    let slow = cluster_with_gateway(Some(&home));
+    for n in ["gw", home.as_str()] {
+        s.feed(Event::Links(Box::new(LinkMetrics {
+            node: wire::name(n).unwrap(),
+            seq: 2,
+            links: samples_of(&slow, n).into_iter().collect(),
+        })));
+    }
+    // the group moves: front first, then back follows once front runs, and nothing returns
+    let mut history = vec![s.assignment()];
+    for k in 0..30u64 {
+        s.usage(&traffic);
+        s.tick(1000);
+        s.all_running(3 + k);
+        let now = s.assignment();
+        if history.last() != Some(&now) {
+            history.push(now);
+        }
+    }
+    assert_eq!(
+        history.len(),
+        3,
+        "two moves, one member at a time: {history:?}"
+    );
+    let to = history[1]["front"].clone();
+    assert_ne!(to, home);
+    assert_eq!(
+        history[1]["back"], home,
+        "one member at a time: {history:?}"
+    );
+    assert_eq!(history[2]["front"], to);
+    assert_eq!(history[2]["back"], to, "the group follows: {history:?}");
 }

@@ -21,13 +21,11 @@ use std::sync::Arc;
 
 use acoa_shared::model::{Cluster, Resources, Usage};
 use acoa_shared::topics;
-use acoa_shared::wire::{
-    self, ActualState, ComponentUsage, DesiredState, LinkMetrics, Message, NodeReport,
-};
+use acoa_shared::wire::{self, ActualState, ComponentUsage, LinkMetrics, Message, NodeReport};
 use ed25519_dalek::SigningKey;
 use tracing::info;
 
-use crate::records::{AppRecord, Meta, PersistOp, Snapshot};
+use crate::records::{AppRecord, DesiredDoc, Meta, PersistOp, Snapshot};
 use crate::status::PlacementRecord;
 
 mod commit;
@@ -188,7 +186,7 @@ pub struct Engine {
     cluster_cache: Option<(u64, Arc<Cluster>)>,
     bounds_cache: Option<(u64, Arc<Vec<LinkBounds>>)>,
     apps: BTreeMap<String, AppState>,
-    desired: BTreeMap<String, DesiredState>,
+    desired: BTreeMap<String, DesiredDoc>,
     retained_seen: BTreeMap<String, u64>,
     actual: HashMap<String, ActualState>,
     status_sent: BTreeMap<String, String>,
@@ -271,7 +269,7 @@ impl Engine {
         self.stats.collisions
     }
 
-    pub fn desired(&self, node: &str) -> Option<&DesiredState> {
+    pub fn desired(&self, node: &str) -> Option<&DesiredDoc> {
         self.desired.get(node)
     }
 
@@ -327,8 +325,9 @@ impl Engine {
             if self.retained_seen.get(&n) == Some(&d.generation) {
                 continue;
             }
-            if let Ok(bytes) =
-                wire::encode(&Message::DesiredState(Box::new(d.clone())), Some(&self.key))
+            if let Ok(bytes) = d
+                .to_wire()
+                .and_then(|w| wire::encode(&Message::DesiredState(w), Some(&self.key)))
             {
                 out.push(Action::Publish {
                     topic: topics::desired(&n),
@@ -414,10 +413,10 @@ impl Engine {
                     );
                 } else if placed {
                     // Only qos applications are searched again. network-aware ones have their
-                    // own descheduler (measured_tick); topsis places once, as the paper's
-                    // scheduler does (both read the nodes' usage, which includes the running
-                    // application itself: scored again, every running placement would look
-                    // worse than moving).
+                    // own descheduler (measured_tick); topsis places once and never moves a
+                    // running application (both read the nodes' usage, which includes the
+                    // running application itself: scored again, every running placement would
+                    // look worse than moving).
                     let topsis = self
                         .apps
                         .get(&app)

@@ -6,19 +6,16 @@
 //! grows by one, and it is persisted before it is published (signed, retained); a status
 //! document is published only when its text changes.
 
-use acoa_shared::model;
 use acoa_shared::topics;
-use acoa_shared::wire::{
-    self, ActualState, ContainerSpec, ContainerState, DesiredState, EnvVar, Message, MAX_CONTAINERS,
-};
+use acoa_shared::wire::{self, ActualState, ContainerState, Message, MAX_CONTAINERS};
 use tracing::{error, info};
 
 use super::{Action, Engine};
-use crate::records::PersistOp;
+use crate::records::{ContainerDoc, DesiredDoc, PersistOp};
 use crate::status::{AppStatus, NotRunning};
 
 impl Engine {
-    pub(super) fn desired_containers(&self, node: &str) -> Vec<ContainerSpec> {
+    pub(super) fn desired_containers(&self, node: &str) -> Vec<ContainerDoc> {
         let mut v = Vec::new();
         for (name, a) in &self.apps {
             let Some(p) = &a.rec.placement else { continue };
@@ -29,7 +26,7 @@ impl Engine {
                 let Some(comp) = a.rec.application.component(c) else {
                     continue;
                 };
-                match container_spec(name, comp) {
+                match ContainerDoc::new(name, comp) {
                     Ok(s) => v.push(s),
                     Err(e) => error!("container {name}.{c} cannot be described: {e}"),
                 }
@@ -49,22 +46,21 @@ impl Engine {
             specs.truncate(MAX_CONTAINERS);
         }
         let cur = self.desired.get(node);
-        if cur.is_some_and(|d| d.containers.as_slice() == specs.as_slice()) {
+        if cur.is_some_and(|d| d.containers == specs) {
             return;
         }
         if cur.is_none() && specs.is_empty() {
             return;
         }
-        let generation = cur.map(|d| d.generation).unwrap_or(0) + 1;
-        let Ok(node_name) = wire::name(node) else {
-            return;
+        let d = DesiredDoc {
+            node: node.into(),
+            generation: cur.map(|d| d.generation).unwrap_or(0) + 1,
+            containers: specs,
         };
-        let d = DesiredState {
-            node: node_name,
-            generation,
-            containers: heapless::Vec::from_slice(&specs).unwrap_or_default(),
-        };
-        match wire::encode(&Message::DesiredState(Box::new(d.clone())), Some(&self.key)) {
+        match d
+            .to_wire()
+            .and_then(|w| wire::encode(&Message::DesiredState(w), Some(&self.key)))
+        {
             Ok(bytes) => {
                 out.push(Action::Persist(PersistOp::PutDesired(Box::new(d.clone()))));
                 out.push(Action::Publish {
@@ -74,11 +70,12 @@ impl Engine {
                 });
                 self.stats.desired_published += 1;
                 info!(
-                    "desired state {generation} for node {node}: {}",
-                    if specs.is_empty() {
+                    "desired state {} for node {node}: {}",
+                    d.generation,
+                    if d.containers.is_empty() {
                         "nothing".to_string()
                     } else {
-                        specs
+                        d.containers
                             .iter()
                             .map(|s| s.name.as_str())
                             .collect::<Vec<_>>()
@@ -219,24 +216,4 @@ impl Engine {
         });
         self.status_sent.insert(app.into(), json);
     }
-}
-
-fn container_spec(app: &str, c: &model::Component) -> Result<ContainerSpec, wire::WireError> {
-    let r = c.resources.unwrap_or_default();
-    let mut env = heapless::Vec::new();
-    for (k, v) in [("ACOA_APP", app), ("ACOA_COMPONENT", c.name.as_str())] {
-        let _ = env.push(EnvVar {
-            name: wire::bounded("env name", k)?,
-            value: wire::bounded("env value", v)?,
-        });
-    }
-    Ok(ContainerSpec {
-        name: wire::name(&format!("{app}.{}", c.name))?,
-        app: wire::name(app)?,
-        component: wire::name(&c.name)?,
-        image: wire::bounded("image", &c.image)?,
-        cpu_millis: r.cpu_millis,
-        memory_mb: r.memory_mb,
-        env,
-    })
 }

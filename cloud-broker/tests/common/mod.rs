@@ -20,11 +20,10 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Runs a test body on a multi-thread runtime whose threads have large stacks.
+/// Runs a test body on a multi-thread runtime (two worker threads).
 pub fn run<F: std::future::Future<Output = ()> + Send + 'static>(f: F) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .thread_stack_size(64 << 20)
         .enable_all()
         .build()
         .unwrap();
