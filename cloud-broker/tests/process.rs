@@ -14,7 +14,7 @@ use cloud_broker::testkit::{report_of, AgentSpec, SimAgent};
 use common::*;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
-async fn next_desired(a: &mut SimAgent, timeout: Duration) -> Option<DesiredState> {
+async fn next_desired(a: &mut SimAgent, timeout: Duration) -> Option<Box<DesiredState>> {
     tokio::time::timeout(timeout, a.desired.recv())
         .await
         .ok()
@@ -22,7 +22,7 @@ async fn next_desired(a: &mut SimAgent, timeout: Duration) -> Option<DesiredStat
 }
 
 /// The newest desired state that arrives within `timeout` (draining older ones).
-async fn latest_desired(a: &mut SimAgent, timeout: Duration) -> Option<DesiredState> {
+async fn latest_desired(a: &mut SimAgent, timeout: Duration) -> Option<Box<DesiredState>> {
     let mut last = None;
     let t = Instant::now();
     while t.elapsed() < timeout {
