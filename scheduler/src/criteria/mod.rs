@@ -1,0 +1,289 @@
+//! Criterion plugins: each one grades a whole deployment in [0, 1] (model.md, "Scoring"),
+//! and gives the search an optimistic grade (an upper bound) for a partial one.
+
+mod reliability;
+mod response_time;
+
+pub use reliability::Reliability;
+pub use response_time::{ResponseTime, RtPot};
+
+use crate::infra::LinkQ;
+use crate::problem::{Model, Space, UNSET};
+use acoa_shared::model::{Application, CriterionKind, Node};
+
+/// What a criterion plugin may read.
+pub struct Ctx<'a, 'm> {
+    pub model: &'a Model<'m>,
+    pub space: &'a Space,
+}
+
+pub trait CriterionPlugin: Send + Sync {
+    fn kind(&self) -> CriterionKind;
+    /// The targeted path, for path criteria.
+    fn path(&self) -> Option<&str> {
+        None
+    }
+    /// The targeted component, for component criteria.
+    fn component(&self) -> Option<&str> {
+        None
+    }
+    /// The components whose node changes this criterion's grade or bound.
+    fn components(&self) -> &[usize];
+    /// The grade of a full assignment whose channels all have links.
+    fn grade(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64;
+    /// An upper bound on the grade of every completion of the partial assignment `a`
+    /// (`UNSET` marks unplaced components) within the candidate space.
+    fn bound(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64;
+    /// [`CriterionPlugin::bound`], given in `fixed` the link under every channel whose
+    /// two ends are placed (indexed by channel; other entries are not read), which spares
+    /// the search the look-ups.
+    fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
+        let _ = fixed;
+        self.bound(ctx, a)
+    }
+    /// A cheap (O(1)) upper bound on the bound once component `comp` is placed on node
+    /// `b`, given `parent`, the bound before: the search skips the full bound of a
+    /// child whose quick bound already cannot beat the incumbent.
+    fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
+        let _ = (comp, b);
+        parent
+    }
+    /// Prepares bounding the children of the partial assignment `a` that place `comp`
+    /// (unplaced in `a`): fills `state` for [`CriterionPlugin::child_bound`].
+    fn prepare(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        state: &mut Vec<f64>,
+    ) {
+        let _ = (ctx, a, fixed, comp);
+        state.clear();
+    }
+    /// The bound of the child `a` (the prepared parent plus `comp` on `b`; `fixed` holds
+    /// the links under `comp`'s channels whose other end is placed). Equal to
+    /// [`CriterionPlugin::bound_cached`] of the child (by default, it is that), but
+    /// computed from the prepared parent in time proportional to `comp`'s channels.
+    fn child_bound(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        b: u32,
+        state: &[f64],
+    ) -> f64 {
+        let _ = (comp, b, state);
+        self.bound_cached(ctx, a, fixed)
+    }
+}
+
+/// Relaxes `out[y] = min(out[y], val[x] + cost(link))` over the links between the nodes
+/// `x` of `src` (with a finite `val[x]`) and the nodes `y` that `dst_member` admits:
+/// links `x -> y` when `forward`, `y -> x` otherwise. `val` and `out` are per node.
+pub(super) fn propagate(
+    ctx: &Ctx<'_, '_>,
+    src: &[u32],
+    val: &[f64],
+    dst_member: &[bool],
+    forward: bool,
+    cost: impl Fn(crate::infra::LinkQ) -> f64,
+    out: &mut [f64],
+) {
+    let infra = ctx.model.infra;
+    for x in src {
+        let vx = val[*x as usize];
+        if !vx.is_finite() {
+            continue;
+        }
+        let (ys, ls) = if forward {
+            infra.out_links(*x)
+        } else {
+            infra.inn_links(*x)
+        };
+        for (y, l) in ys.iter().zip(ls) {
+            if dst_member[*y as usize] {
+                let c = vx + cost(*l);
+                if c < out[*y as usize] {
+                    out[*y as usize] = c;
+                }
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------ per component
+
+/// A criterion on the node of one component: `least-containers` or `most-free-memory`.
+pub struct NodeGrade {
+    kind: CriterionKind,
+    name: String,
+    comp: [usize; 1],
+    /// The best grade among the component's candidates.
+    best: f64,
+    /// Per node: the grade.
+    grades: Vec<f64>,
+}
+
+/// The grade of `node` under a per-component criterion.
+pub fn node_grade(kind: CriterionKind, node: &Node) -> f64 {
+    match kind {
+        CriterionKind::LeastContainers => 1.0 / (1.0 + f64::from(node.usage.containers)),
+        CriterionKind::MostFreeMemory => node.free_memory_fraction(),
+        _ => 0.0,
+    }
+}
+
+impl NodeGrade {
+    pub fn new(model: &Model<'_>, space: &Space, kind: CriterionKind, comp: usize) -> Self {
+        let best = space.cand[comp]
+            .iter()
+            .map(|n| node_grade(kind, model.infra.node(*n)))
+            .fold(0.0, f64::max);
+        NodeGrade {
+            kind,
+            name: model.comps[comp].name.clone(),
+            comp: [comp],
+            best,
+            grades: model
+                .infra
+                .nodes()
+                .iter()
+                .map(|n| node_grade(kind, n))
+                .collect(),
+        }
+    }
+}
+
+impl CriterionPlugin for NodeGrade {
+    fn kind(&self) -> CriterionKind {
+        self.kind
+    }
+    fn component(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+    fn components(&self) -> &[usize] {
+        &self.comp
+    }
+    fn grade(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
+        node_grade(self.kind, ctx.model.infra.node(a[self.comp[0]]))
+    }
+    fn bound(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
+        match a[self.comp[0]] {
+            UNSET => self.best,
+            n => node_grade(self.kind, ctx.model.infra.node(n)),
+        }
+    }
+    fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
+        if comp == self.comp[0] {
+            parent.min(self.grades[b as usize])
+        } else {
+            parent
+        }
+    }
+}
+
+// ------------------------------------------------------------ the objective
+
+/// The weighted criteria of an application: G = sum w g / sum w.
+pub struct Objective {
+    pub crits: Vec<Box<dyn CriterionPlugin>>,
+    pub weights: Vec<f64>,
+    pub total_weight: f64,
+    /// Per component: the criteria it affects.
+    pub crits_of: Vec<Vec<usize>>,
+}
+
+impl Objective {
+    pub fn new(ncomps: usize, crits: Vec<Box<dyn CriterionPlugin>>, weights: Vec<f64>) -> Self {
+        let mut crits_of = vec![Vec::new(); ncomps];
+        for (j, c) in crits.iter().enumerate() {
+            for comp in c.components() {
+                if !crits_of[*comp].contains(&j) {
+                    crits_of[*comp].push(j);
+                }
+            }
+        }
+        let total_weight = weights.iter().sum();
+        Objective {
+            crits,
+            weights,
+            total_weight,
+            crits_of,
+        }
+    }
+
+    /// G from per-criterion values (grades or bounds), always summed in the same order.
+    pub fn combine(&self, vals: &[f64]) -> f64 {
+        if self.crits.is_empty() {
+            return 1.0;
+        }
+        let s: f64 = vals.iter().zip(&self.weights).map(|(v, w)| v * w).sum();
+        s / self.total_weight
+    }
+
+    /// The grades of a full assignment whose channels all have links.
+    pub fn grades(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> Vec<f64> {
+        self.crits.iter().map(|c| c.grade(ctx, a)).collect()
+    }
+
+    /// The application's criteria as plugins; `lmin` gives l_min per criterion index
+    /// (response-time criteria only).
+    pub fn for_app(
+        app: &Application,
+        model: &Model<'_>,
+        space: &Space,
+        lmin: &[Option<f64>],
+    ) -> Objective {
+        Objective::for_app_with(app, model, space, lmin, &[])
+    }
+
+    /// [`Objective::for_app`], reusing route potentials already computed per criterion
+    /// index (over a superset of the candidates: see [`ResponseTime::with_pot`]).
+    pub fn for_app_with(
+        app: &Application,
+        model: &Model<'_>,
+        space: &Space,
+        lmin: &[Option<f64>],
+        pots: &[Option<std::sync::Arc<RtPot>>],
+    ) -> Objective {
+        let mut crits: Vec<Box<dyn CriterionPlugin>> = Vec::new();
+        let mut weights = Vec::new();
+        for (j, cr) in app.criteria.iter().enumerate() {
+            let plugin: Box<dyn CriterionPlugin> = match cr.kind {
+                CriterionKind::MinE2eResponseTime | CriterionKind::MaxE2eReliability => {
+                    let pname = cr.path.as_deref().unwrap_or_default();
+                    let chans = path_channels(app, model, pname);
+                    if cr.kind == CriterionKind::MinE2eResponseTime {
+                        let ctx = Ctx { model, space };
+                        let rt = ResponseTime::new(model, pname, &chans, lmin[j]);
+                        Box::new(match pots.get(j).cloned().flatten() {
+                            Some(p) => rt.with_pot(p),
+                            None => rt.with_potentials(&ctx),
+                        })
+                    } else {
+                        let ctx = Ctx { model, space };
+                        Box::new(Reliability::new(model, pname, &chans).with_forest(&ctx))
+                    }
+                }
+                CriterionKind::LeastContainers | CriterionKind::MostFreeMemory => {
+                    let comp = model.comp_index[cr.component.as_deref().unwrap_or_default()];
+                    Box::new(NodeGrade::new(model, space, cr.kind, comp))
+                }
+            };
+            crits.push(plugin);
+            weights.push(cr.weight);
+        }
+        Objective::new(model.comps.len(), crits, weights)
+    }
+}
+
+/// The channel indices of the path `name`.
+pub fn path_channels(app: &Application, model: &Model<'_>, name: &str) -> Vec<usize> {
+    app.paths
+        .iter()
+        .find(|p| p.name == name)
+        .map(|p| p.channels.iter().map(|c| model.chan_index[c]).collect())
+        .unwrap_or_default()
+}

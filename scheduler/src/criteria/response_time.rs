@@ -1,0 +1,372 @@
+//! `min-e2e-response-time`: the grade, the route potentials that bound it.
+
+use super::*;
+use crate::infra::LinkQ;
+use crate::problem::{Model, UNSET};
+use acoa_shared::model::CriterionKind;
+
+/// Per slot of a response-time path: `g[v][b]`, a lower bound on the longest route that
+/// ends at `v` when `v` is on node `b`, and `h[v][b]`, on the longest route that starts
+/// there (each predecessor / successor takes its best node independently, which relaxes
+/// the shared choices, so both are admissible). Infinite: no route at all.
+pub struct RtPot {
+    g: Vec<Vec<f64>>,
+    h: Vec<Vec<f64>>,
+    gmin: Vec<f64>,
+    hmin: Vec<f64>,
+}
+
+/// `min-e2e-response-time`: g = l_min / l, l the longest source-to-sink route of the
+/// path (latencies are >= 0, so that is the longest path of the path's DAG).
+pub struct ResponseTime {
+    path: String,
+    /// (channel, source slot, sink slot), sorted so that a channel comes after every
+    /// channel into its source (topological order).
+    edges: Vec<(usize, usize, usize)>,
+    /// Slot -> component.
+    comps: Vec<usize>,
+    /// `Some(l_min)`: grade l_min / l. `None`: the raw objective -l (used to find l_min).
+    pub lmin: Option<f64>,
+    pot: Option<std::sync::Arc<RtPot>>,
+}
+
+impl ResponseTime {
+    pub fn new(model: &Model<'_>, path: &str, channels: &[usize], lmin: Option<f64>) -> Self {
+        let mut comps: Vec<usize> = Vec::new();
+        let slot = |c: usize, comps: &mut Vec<usize>| match comps.iter().position(|x| *x == c) {
+            Some(i) => i,
+            None => {
+                comps.push(c);
+                comps.len() - 1
+            }
+        };
+        let mut raw = Vec::new();
+        for ch in channels {
+            let s = slot(model.chans[*ch].from, &mut comps);
+            let t = slot(model.chans[*ch].to, &mut comps);
+            raw.push((*ch, s, t));
+        }
+        // Kahn's algorithm over slots; the path is acyclic (validated).
+        let nv = comps.len();
+        let mut indeg = vec![0usize; nv];
+        for (_, _, t) in &raw {
+            indeg[*t] += 1;
+        }
+        let mut order = Vec::with_capacity(nv);
+        let mut ready: Vec<usize> = (0..nv).filter(|v| indeg[*v] == 0).collect();
+        while let Some(v) = ready.pop() {
+            order.push(v);
+            for (_, s, t) in &raw {
+                if *s == v {
+                    indeg[*t] -= 1;
+                    if indeg[*t] == 0 {
+                        ready.push(*t);
+                    }
+                }
+            }
+        }
+        let mut pos = vec![usize::MAX; nv];
+        for (i, v) in order.iter().enumerate() {
+            pos[*v] = i;
+        }
+        raw.sort_by_key(|(ch, s, _)| (pos[*s], *ch));
+        ResponseTime {
+            path: path.to_string(),
+            edges: raw,
+            comps,
+            lmin,
+            pot: None,
+        }
+    }
+
+    /// Precomputes the route potentials the bound uses, over the candidates of `space`.
+    pub fn with_potentials(self, ctx: &Ctx<'_, '_>) -> Self {
+        let pot = std::sync::Arc::new(self.potentials(ctx));
+        self.with_pot(pot)
+    }
+
+    /// Uses potentials computed for the same path over a superset of the candidates
+    /// (they stay admissible: a minimum over more nodes is no larger).
+    pub fn with_pot(mut self, pot: std::sync::Arc<RtPot>) -> Self {
+        self.pot = Some(pot);
+        self
+    }
+
+    /// The route potentials of this path over the candidates of `ctx.space`.
+    pub fn potentials(&self, ctx: &Ctx<'_, '_>) -> RtPot {
+        let n = ctx.model.infra.len();
+        let nv = self.comps.len();
+        let lat = |q: crate::infra::LinkQ| q.latency_ms;
+        let cand = |slot: usize| &ctx.space.cand[self.comps[slot]][..];
+        let member = |slot: usize| &ctx.space.member[self.comps[slot]][..];
+        let mut has_in = vec![false; nv];
+        let mut has_out = vec![false; nv];
+        for (_, s, t) in &self.edges {
+            has_out[*s] = true;
+            has_in[*t] = true;
+        }
+        let init = |slot: usize, zero: bool| {
+            let mut v = vec![f64::INFINITY; n];
+            for b in cand(slot) {
+                v[*b as usize] = if zero { 0.0 } else { f64::NEG_INFINITY };
+            }
+            v
+        };
+        let mut g: Vec<Vec<f64>> = (0..nv).map(|v| init(v, !has_in[v])).collect();
+        let mut msg = vec![f64::INFINITY; n];
+        for (_, s, t) in &self.edges {
+            msg.iter_mut().for_each(|m| *m = f64::INFINITY);
+            propagate(ctx, cand(*s), &g[*s], member(*t), true, lat, &mut msg);
+            for b in cand(*t) {
+                let b = *b as usize;
+                g[*t][b] = g[*t][b].max(msg[b]);
+            }
+        }
+        let mut h: Vec<Vec<f64>> = (0..nv).map(|v| init(v, !has_out[v])).collect();
+        for (_, s, t) in self.edges.iter().rev() {
+            msg.iter_mut().for_each(|m| *m = f64::INFINITY);
+            propagate(ctx, cand(*t), &h[*t], member(*s), false, lat, &mut msg);
+            for b in cand(*s) {
+                let b = *b as usize;
+                h[*s][b] = h[*s][b].max(msg[b]);
+            }
+        }
+        let min_over = |v: &[f64], slot: usize| {
+            cand(slot)
+                .iter()
+                .map(|b| v[*b as usize])
+                .fold(f64::INFINITY, f64::min)
+        };
+        let gmin = (0..nv).map(|v| min_over(&g[v], v)).collect();
+        let hmin = (0..nv).map(|v| min_over(&h[v], v)).collect();
+        RtPot { g, h, gmin, hmin }
+    }
+
+    /// The longest route with channel weights `w`.
+    fn longest(&self, w: impl Fn(usize) -> f64) -> f64 {
+        let mut small = [0f64; 32];
+        let mut big;
+        let dist: &mut [f64] = if self.comps.len() <= 32 {
+            &mut small[..self.comps.len()]
+        } else {
+            big = vec![0f64; self.comps.len()];
+            &mut big
+        };
+        let mut longest = 0f64;
+        for (ch, s, t) in &self.edges {
+            let d = dist[*s] + w(*ch);
+            if d > dist[*t] {
+                dist[*t] = d;
+                if d > longest {
+                    longest = d;
+                }
+            }
+        }
+        longest
+    }
+
+    /// The path's accumulated latency l under a full assignment (infinite when a link is
+    /// missing).
+    pub fn latency(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
+        let m = ctx.model;
+        self.longest(|ch| {
+            let c = &m.chans[ch];
+            m.infra
+                .link(a[c.from], a[c.to])
+                .map_or(f64::INFINITY, |q| q.latency_ms)
+        })
+    }
+
+    /// A lower bound on l over the completions of `a`: the longest route with each
+    /// channel at its least possible latency, and, with potentials, the largest
+    /// (into v) + (out of v) bound over the path's components.
+    pub fn latency_lb(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
+        self.latency_lb_with(ctx, a, |_, x, y| ctx.model.infra.link(x, y))
+    }
+
+    fn latency_lb_with(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        link: impl Fn(usize, u32, u32) -> Option<LinkQ>,
+    ) -> f64 {
+        let m = ctx.model;
+        let w = |ch: usize| {
+            let c = &m.chans[ch];
+            let t = &ctx.space.tables[ch];
+            match (a[c.from], a[c.to]) {
+                (UNSET, UNSET) => t.min_lat,
+                (x, UNSET) => t.lat_out[x as usize],
+                (UNSET, y) => t.lat_in[y as usize],
+                (x, y) => link(ch, x, y).map_or(f64::INFINITY, |q| q.latency_ms),
+            }
+        };
+        let Some(p) = &self.pot else {
+            return self.longest(w);
+        };
+        let nv = self.comps.len();
+        let mut small = [0f64; 64];
+        let mut big;
+        let buf: &mut [f64] = if 2 * nv <= 64 {
+            &mut small[..2 * nv]
+        } else {
+            big = vec![0f64; 2 * nv];
+            &mut big
+        };
+        self.passes(p, a, w, buf)
+    }
+
+    /// The forward (D: longest route into each slot) and backward (H: out of it) passes
+    /// into `buf` (D then H); returns max over slots of D + H.
+    fn passes(&self, p: &RtPot, a: &[u32], w: impl Fn(usize) -> f64, buf: &mut [f64]) -> f64 {
+        let nv = self.comps.len();
+        let (d, hh) = buf.split_at_mut(nv);
+        for v in 0..nv {
+            match a[self.comps[v]] {
+                UNSET => {
+                    d[v] = p.gmin[v];
+                    hh[v] = p.hmin[v];
+                }
+                b => {
+                    d[v] = p.g[v][b as usize];
+                    hh[v] = p.h[v][b as usize];
+                }
+            }
+        }
+        let mut ws = [0f64; 64];
+        let mut wbig;
+        let wv: &mut [f64] = if self.edges.len() <= 64 {
+            &mut ws[..self.edges.len()]
+        } else {
+            wbig = vec![0f64; self.edges.len()];
+            &mut wbig
+        };
+        for (k, (ch, s, t)) in self.edges.iter().enumerate() {
+            wv[k] = w(*ch);
+            let x = d[*s] + wv[k];
+            if x > d[*t] {
+                d[*t] = x;
+            }
+        }
+        for (k, (_, s, t)) in self.edges.iter().enumerate().rev() {
+            let x = wv[k] + hh[*t];
+            if x > hh[*s] {
+                hh[*s] = x;
+            }
+        }
+        let mut lb = 0f64;
+        for v in 0..nv {
+            lb = lb.max(d[v] + hh[v]);
+        }
+        lb
+    }
+
+    fn ratio(&self, l: f64) -> f64 {
+        match self.lmin {
+            None => -l,
+            Some(lmin) => {
+                if l <= lmin {
+                    1.0
+                } else {
+                    lmin / l
+                }
+            }
+        }
+    }
+}
+
+impl CriterionPlugin for ResponseTime {
+    fn kind(&self) -> CriterionKind {
+        CriterionKind::MinE2eResponseTime
+    }
+    fn path(&self) -> Option<&str> {
+        Some(&self.path)
+    }
+    fn components(&self) -> &[usize] {
+        &self.comps
+    }
+    fn grade(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
+        self.ratio(self.latency(ctx, a))
+    }
+    fn bound(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
+        self.ratio(self.latency_lb(ctx, a))
+    }
+    fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
+        self.ratio(self.latency_lb_with(ctx, a, |ch, _, _| Some(fixed[ch])))
+    }
+    fn prepare(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        state: &mut Vec<f64>,
+    ) {
+        let _ = comp;
+        state.clear();
+        let Some(p) = &self.pot else { return };
+        let m = ctx.model;
+        let w = |ch: usize| {
+            let c = &m.chans[ch];
+            let t = &ctx.space.tables[ch];
+            match (a[c.from], a[c.to]) {
+                (UNSET, UNSET) => t.min_lat,
+                (x, UNSET) => t.lat_out[x as usize],
+                (UNSET, y) => t.lat_in[y as usize],
+                _ => fixed[ch].latency_ms,
+            }
+        };
+        state.resize(2 * self.comps.len() + 1, 0.0);
+        let (buf, last) = state.split_at_mut(2 * self.comps.len());
+        last[0] = self.passes(p, a, w, buf);
+    }
+    fn child_bound(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        fixed: &[LinkQ],
+        comp: usize,
+        b: u32,
+        state: &[f64],
+    ) -> f64 {
+        // Only the routes through `comp` change: D and H of its predecessors and
+        // successors do not depend on it (the path is acyclic), so the child's bound is
+        // max(parent's, D[v] + H[v] at comp's slot v) exactly.
+        let (Some(p), Some(v)) = (&self.pot, self.comps.iter().position(|c| *c == comp)) else {
+            return self.bound_cached(ctx, a, fixed);
+        };
+        if state.is_empty() {
+            return self.bound_cached(ctx, a, fixed);
+        }
+        let nv = self.comps.len();
+        let (d, hh, parent) = (&state[..nv], &state[nv..2 * nv], state[2 * nv]);
+        let bu = b as usize;
+        let (mut dv, mut hv) = (p.g[v][bu], p.h[v][bu]);
+        for (ch, s, t) in &self.edges {
+            if *t == v {
+                let w = match a[self.comps[*s]] {
+                    UNSET => ctx.space.tables[*ch].lat_in[bu],
+                    _ => fixed[*ch].latency_ms,
+                };
+                dv = dv.max(d[*s] + w);
+            } else if *s == v {
+                let w = match a[self.comps[*t]] {
+                    UNSET => ctx.space.tables[*ch].lat_out[bu],
+                    _ => fixed[*ch].latency_ms,
+                };
+                hv = hv.max(w + hh[*t]);
+            }
+        }
+        self.ratio(parent.max(dv + hv))
+    }
+    fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
+        // The route through `comp` is at least g + h there.
+        match (&self.pot, self.comps.iter().position(|c| *c == comp)) {
+            (Some(p), Some(v)) => {
+                let b = b as usize;
+                parent.min(self.ratio(p.g[v][b] + p.h[v][b]))
+            }
+            _ => parent,
+        }
+    }
+}
