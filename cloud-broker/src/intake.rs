@@ -26,7 +26,7 @@ use crate::broker::Logins;
 use crate::conn::Inbox;
 use crate::engine::Event;
 use crate::identity::DataDir;
-use crate::ingest::{classify, Keys};
+use crate::ingest::{classify, Freshness, Keys};
 
 /// Publications queued for one ingest task.
 const INGEST_QUEUE: usize = 4096;
@@ -42,6 +42,7 @@ fn node_of(topic: &str) -> &str {
         | Some(topics::Topic::Links(n))
         | Some(topics::Topic::Online(n))
         | Some(topics::Topic::Actual(n))
+        | Some(topics::Topic::Usage(n))
         | Some(topics::Topic::Desired(n)) => n,
         _ => topic,
     }
@@ -78,10 +79,21 @@ fn spawn_ingest_task(
 ) -> mpsc::Sender<Publish> {
     let (tx, mut rx) = mpsc::channel::<Publish>(INGEST_QUEUE);
     tokio::spawn(async move {
+        let mut fresh = Freshness::default();
         while let Some(p) = rx.recv().await {
             let r = {
                 let k = keys.read().expect("keys lock");
                 classify(&p.topic, &p.payload, &k, &control_plane)
+            };
+            let r = match r {
+                Ok(Some(ev)) => match fresh.check(&ev) {
+                    Ok(()) => Ok(Some(ev)),
+                    Err(d) => {
+                        warn!("{d} ({} replays dropped by this ingest task)", fresh.stale);
+                        continue;
+                    }
+                },
+                other => other,
             };
             match r {
                 Ok(Some(ev)) => {
