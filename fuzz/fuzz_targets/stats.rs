@@ -1,14 +1,13 @@
 //! The workload stats datagrams the agent receives over UDP (`edge_agent::stats`): `parse` on
 //! the whole input, then the input split into datagrams at bytes 0xFF (one second later) and
 //! 0xFE (past the staleness limit) fed to a `Table` that allows every app/component pair that
-//! parses, reading the rates at each split. Nothing panics, rates are finite and >= 0, and the
-//! usage message made of them is a wire message that round-trips.
+//! parses, reading the rates at each split and at the end through `samples`. Nothing panics,
+//! tables stay bounded, rates are finite and >= 0.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
-use acoa_fuzz::check_message;
-use acoa_shared::wire::{self, Message, MAX_DOWNSTREAM};
+use acoa_shared::wire::{self, MAX_DOWNSTREAM};
 use edge_agent::stats::{self, Table, MAX_COMPONENTS, MAX_DATAGRAM, STALE};
 use libfuzzer_sys::fuzz_target;
 
@@ -52,9 +51,6 @@ fuzz_target!(|data: &[u8]| {
     for s in &samples {
         check_rates(&s.traffic);
     }
-    let node = wire::name("n1").expect("a literal name");
-    let m = stats::usage_message(&node, 1, 1000, samples);
-    check_message(&Message::ComponentUsage(Box::new(m)));
 });
 
 /// The datagrams of `data`, each with the separator before it (0 for the first).
