@@ -143,6 +143,7 @@ expect "report carries arch aarch64 (the binary's own)" '"arch":"aarch64"'
 expect "report carries the profile's labels" '"hardware":\["smoke-sensor"\]'
 expect "report carries the configured capacity" '"capacity":{"cpu_millis":2000,"memory_mb":2048,"disk_mb":16000'
 expect "report carries the probe address" "\"probe_addr\":\"127.0.0.1:$probe_port\""
+expect "report carries the agent's first run (a new state directory)" '"seq":[0-9]*,"run":1,'
 
 if [ "$podman_sock" = "unix:///run/podman/podman.sock" ]; then
     # the node has no desired state, so the agent only lists its (labelled) containers

@@ -493,6 +493,7 @@ async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> 
                 let mut l = LinkMetrics {
                     node: wire::name(&name).unwrap(),
                     seq,
+                    run: 0,
                     links: Default::default(),
                 };
                 for s in samples.iter().take(wire::MAX_LINKS_PER_MESSAGE) {

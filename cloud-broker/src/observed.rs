@@ -274,6 +274,7 @@ mod tests {
         ComponentUsage {
             node: wire::name(node).unwrap(),
             seq: 1,
+            run: 0,
             period_ms: 1000,
             components: samples
                 .iter()

@@ -28,6 +28,7 @@ pub fn report_of(n: &model::Node, seq: u64, probe_addr: &str) -> NodeReport {
     NodeReport {
         node: wire::name(&n.name).unwrap_or_default(),
         seq,
+        run: 0,
         timestamp_ms: 0,
         datacenter: wire::name(&n.datacenter).unwrap_or_default(),
         layer: n.layer,
@@ -194,6 +195,7 @@ impl SimAgent {
                         let mut l = LinkMetrics {
                             node: wire::name(&node.name).unwrap_or_default(),
                             seq: s,
+                            run: 0,
                             links: Default::default(),
                         };
                         for x in chunk {
@@ -227,6 +229,7 @@ impl SimAgent {
             node: wire::name(&self.name).unwrap_or_default(),
             generation,
             seq: self.seq.fetch_add(1, Ordering::SeqCst) + 1,
+            run: 0,
             containers: Default::default(),
         };
         for n in names {

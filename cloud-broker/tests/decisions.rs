@@ -37,6 +37,7 @@ fn report(n: &model::Node) -> NodeReport {
     NodeReport {
         node: wire::name(&n.name).unwrap(),
         seq: 1,
+        run: 0,
         timestamp_ms: 0,
         datacenter: wire::name(&n.datacenter).unwrap(),
         layer: n.layer,
@@ -64,6 +65,7 @@ fn links_of(c: &Cluster, from: &str) -> LinkMetrics {
     let mut l = LinkMetrics {
         node: wire::name(from).unwrap(),
         seq: 1,
+        run: 0,
         links: Default::default(),
     };
     for k in c.links.iter().filter(|k| k.from == from) {
@@ -285,6 +287,7 @@ fn containers_running_make_the_status_running() {
             node: wire::name(n).unwrap(),
             generation: 1,
             seq: 1,
+            run: 0,
             containers: Default::default(),
         };
         for comp in comps {

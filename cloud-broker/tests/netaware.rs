@@ -109,6 +109,7 @@ impl Sim {
             self.feed(Event::Links(Box::new(LinkMetrics {
                 node: wire::name(&n.name).unwrap(),
                 seq: 1,
+                run: 0,
                 links: samples_of(c, &n.name).into_iter().collect(),
             })));
         }
@@ -137,6 +138,7 @@ impl Sim {
                 node: wire::name(n).unwrap(),
                 generation: 1,
                 seq,
+                run: 0,
                 containers,
             })));
         }
@@ -169,6 +171,7 @@ impl Sim {
             self.feed(Event::Usage(Box::new(ComponentUsage {
                 node: wire::name(n).unwrap(),
                 seq: 1,
+                run: 0,
                 period_ms: 1000,
                 components,
             })));
@@ -324,6 +327,7 @@ fn usage_of_unplaced_components_and_deleted_apps_is_not_kept() {
     let stray = ComponentUsage {
         node: wire::name("n2").unwrap(),
         seq: 1,
+        run: 0,
         period_ms: 1000,
         components: [ComponentSample {
             app: wire::name("pipeline").unwrap(),
@@ -420,6 +424,7 @@ fn a_group_move_is_carried_through_one_member_at_a_time_without_flapping() {
         s.feed(Event::Links(Box::new(LinkMetrics {
             node: wire::name(n).unwrap(),
             seq: 2,
+            run: 0,
             links: samples_of(&slow, n).into_iter().collect(),
         })));
     }

@@ -40,6 +40,8 @@ struct Shared {
     client: AsyncClient,
     key: SigningKey,
     node: String,
+    /// This start's run counter: the `run` of every message the agent signs.
+    run: u64,
     connected: AtomicBool,
     containers: AtomicU32,
 }
@@ -108,6 +110,10 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         cfg.broker.port,
         cfg.runtime
     );
+    // Before anything is published: every message of this start outnumbers those of earlier ones.
+    let run = store::next_run(&cfg.state_dir)
+        .with_context(|| format!("run counter in {}", cfg.state_dir.display()))?;
+    info!("agent run {run}");
 
     let mut opts = MqttOptions::new(
         format!("acoa-agent-{}", cfg.node),
@@ -136,6 +142,7 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         client,
         key: key.clone(),
         node: cfg.node.clone(),
+        run,
         connected: AtomicBool::new(false),
         containers: AtomicU32::new(0),
     });
@@ -178,7 +185,8 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         cfg.image_allowlist.clone(),
         cfg.netns.clone(),
         ACTUAL_PERIOD_MS,
-    );
+    )
+    .with_run(run);
     let tick = Duration::from_millis(cfg.report_period_ms);
     match cfg.runtime {
         RuntimeKind::Podman => {
@@ -558,7 +566,7 @@ async fn execute<R: Runtime>(
 }
 
 async fn report_loop(cfg: Config, shared: Arc<Shared>) {
-    let mut reporter = match Reporter::new(&cfg) {
+    let mut reporter = match Reporter::new(&cfg, shared.run) {
         Ok(r) => r,
         Err(e) => {
             error!("cannot read this machine's resources: {e}; no node reports");
@@ -625,7 +633,7 @@ async fn usage_loop(
                 let rates = cpu.update(&runtime);
                 seq += 1;
                 let components = stats::samples(&list, &rates, &runtime, &mut table, Instant::now());
-                let msg = stats::usage_message(&node, seq, period_ms, components);
+                let msg = stats::usage_message(&node, shared.run, seq, period_ms, components);
                 sent_empty = msg.components.is_empty();
                 shared.publish(topic.clone(), QoS::AtMostOnce, &Message::ComponentUsage(Box::new(msg)));
             }
@@ -699,7 +707,8 @@ fn start_prober(
             cfg.probe.peers_per_period,
             cfg.probe.timeout_ms,
         )
-        .with_clock(cfg.probe.clock),
+        .with_clock(cfg.probe.clock)
+        .with_run(shared.run),
     );
     match store::read(&cfg.state_dir, store::PEERS) {
         Ok(Some(frame)) => match prober.set_peers(&frame, true) {

@@ -126,6 +126,8 @@ pub struct Reconciler {
     tracks: BTreeMap<String, Track>,
     now_ms: u64,
     seq: u64,
+    /// The agent run its actual states are numbered in (0 until [`Reconciler::with_run`]).
+    run: u64,
     last_published: Option<(u64, Vec<ContainerStatus>)>,
     last_publish_ms: u64,
     force_publish: bool,
@@ -190,10 +192,17 @@ impl Reconciler {
             tracks: BTreeMap::new(),
             now_ms: 0,
             seq: 0,
+            run: 0,
             last_published: None,
             last_publish_ms: 0,
             force_publish: false,
         }
+    }
+
+    /// The same reconciler numbering its actual states in agent run `run`.
+    pub fn with_run(mut self, run: u64) -> Self {
+        self.run = run;
+        self
     }
 
     /// The generation last applied (0 for none).
@@ -548,6 +557,7 @@ impl Reconciler {
             node: truncate(&self.node),
             generation: self.generation,
             seq: self.seq,
+            run: self.run,
             containers,
         })));
     }

@@ -41,7 +41,8 @@ fn disk_of(disks: &Disks, path: &Path) -> Option<usize> {
 const MB: u64 = 1024 * 1024;
 
 impl Reporter {
-    pub fn new(cfg: &Config) -> Result<Self, sysinfo::Error> {
+    /// The reporter of agent run `run` ([`crate::store::next_run`]).
+    pub fn new(cfg: &Config, run: u64) -> Result<Self, sysinfo::Error> {
         let mut sys = System::new()?;
         sys.refresh_cpu_usage();
         sys.refresh_memory();
@@ -59,6 +60,7 @@ impl Reporter {
         let template = NodeReport {
             node: wire::name(&cfg.node).unwrap_or_default(),
             seq: 0,
+            run,
             timestamp_ms: 0,
             datacenter: wire::name(&cfg.datacenter).unwrap_or_default(),
             layer: cfg.layer,
@@ -148,11 +150,12 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let mut r = Reporter::new(&cfg).unwrap();
+        let mut r = Reporter::new(&cfg, 4).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
         let a = r.report(3);
         let b = r.report(3);
         assert_eq!((a.seq, b.seq), (1, 2));
+        assert_eq!((a.run, b.run), (4, 4));
         assert_eq!(a.node.as_str(), "n1");
         assert_eq!(a.hardware[0].as_str(), "smoke-sensor");
         assert!(a.capacity.cpu_millis >= 1000);

@@ -327,6 +327,7 @@ pub fn samples(
 /// The message of one report period.
 pub fn usage_message(
     node: &Name,
+    run: u64,
     seq: u64,
     period_ms: u32,
     components: heapless::Vec<ComponentSample, MAX_COMPONENTS>,
@@ -334,6 +335,7 @@ pub fn usage_message(
     ComponentUsage {
         node: node.clone(),
         seq,
+        run,
         period_ms,
         components,
     }
@@ -498,11 +500,12 @@ mod tests {
         let cpu = vec![("app.a".to_string(), Some(12.0))];
         let m = usage_message(
             &wire::name("n1").unwrap(),
+            3,
             7,
             1000,
             samples(&desired, &cpu, &runtime, &mut t, now),
         );
-        assert_eq!(m.seq, 7);
+        assert_eq!((m.run, m.seq), (3, 7));
         assert_eq!(m.components.len(), 2);
         assert_eq!(m.components[0].cpu_millis, Some(12.0));
         assert_eq!(m.components[0].memory_mb, Some(2.0));

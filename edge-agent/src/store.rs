@@ -14,6 +14,8 @@ use ed25519_dalek::SigningKey;
 pub const NODE_KEY: &str = "node.key";
 pub const DESIRED: &str = "desired.bin";
 pub const PEERS: &str = "peers.bin";
+/// The agent's run counter: how many times it has started on this state directory.
+pub const RUN: &str = "run";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -24,6 +26,8 @@ pub enum StoreError {
     },
     #[error("{path}: not a node key (expected 64 hexadecimal digits)")]
     BadKey { path: PathBuf },
+    #[error("{path}: not a run counter (expected a decimal number below 2^64 - 1)")]
+    BadRun { path: PathBuf },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -103,6 +107,26 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreErr
     Ok(())
 }
 
+/// Counts one more start of the agent: the run counter in `dir/run` plus one (1 on the first
+/// start), written atomically and synced to disk before it is returned, so that the `run` of
+/// every message signed from now on is greater than that of any message of an earlier start,
+/// whatever crashed when. A counter that does not read is an error, never a restart from 0.
+pub fn next_run(dir: &Path) -> Result<u64, StoreError> {
+    let path = dir.join(RUN);
+    let last = match read(dir, RUN)? {
+        None => 0,
+        Some(bytes) => std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .ok_or_else(|| StoreError::BadRun { path: path.clone() })?,
+    };
+    let run = last
+        .checked_add(1)
+        .ok_or(StoreError::BadRun { path: path.clone() })?;
+    write_atomic(dir, RUN, format!("{run}\n").as_bytes())?;
+    Ok(run)
+}
+
 /// Reads `dir/name`, `None` when it does not exist.
 pub fn read(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
     let path = dir.join(name);
@@ -141,6 +165,21 @@ mod tests {
         assert_eq!(k1.to_bytes(), k2.to_bytes());
         fs::write(d.join(NODE_KEY), "zz").unwrap();
         assert!(matches!(node_key(&d), Err(StoreError::BadKey { .. })));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_run_counter_increases_with_every_start_and_is_never_reset() {
+        let d = tmpdir("run");
+        assert_eq!(next_run(&d).unwrap(), 1);
+        assert_eq!(next_run(&d).unwrap(), 2);
+        assert_eq!(next_run(&d).unwrap(), 3);
+        assert_eq!(read(&d, RUN).unwrap().as_deref(), Some(&b"3\n"[..]));
+        // Damaged: an error naming the file, not a silent restart from 1.
+        fs::write(d.join(RUN), "x").unwrap();
+        assert!(matches!(next_run(&d), Err(StoreError::BadRun { .. })));
+        fs::write(d.join(RUN), u64::MAX.to_string()).unwrap();
+        assert!(matches!(next_run(&d), Err(StoreError::BadRun { .. })));
         let _ = fs::remove_dir_all(&d);
     }
 

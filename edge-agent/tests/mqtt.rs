@@ -65,3 +65,34 @@ fn sigterm_publishes_offline_and_exits_cleanly() {
         .logs()
         .contains("shutting down: containers keep running"));
 }
+
+/// Every start of the agent on the same state directory numbers its signed messages in a
+/// greater run, so `(run, seq)` keeps increasing across restarts (seq starts over at 1).
+#[test]
+fn a_restarted_agent_signs_its_messages_in_a_new_run() {
+    let Some((_broker, mut agent, watcher)) = start("run") else {
+        return;
+    };
+    let report = topics::report(&agent.node);
+    let key = agent.public_key();
+    let report_of = |p: &[u8]| match acoa_shared::wire::decode_verified(p, &key) {
+        Ok(acoa_shared::wire::Message::NodeReport(r)) => (r.run, r.seq),
+        other => panic!("expected a node report, got {other:?}"),
+    };
+    wait_until("a report", WAIT, || watcher.last(&report).is_some());
+    let first = report_of(&watcher.last(&report).unwrap());
+    assert_eq!(first.0, 1, "the first start is run 1");
+    agent.kill();
+    let restarted = std::time::Instant::now();
+    let mut cmd = Command::new(agent_bin());
+    cmd.args(["--podman-socket", "unix:///nonexistent/podman.sock"]);
+    agent.start_with(cmd);
+    wait_until("a report of the new start", WAIT, || {
+        !watcher.since(&report, restarted).is_empty()
+    });
+    let later = watcher.since(&report, restarted);
+    let second = report_of(later.last().unwrap());
+    assert_eq!(second.0, 2, "{first:?} then {second:?}");
+    assert!(second > first);
+    assert!(agent.logs().contains("agent run 2"));
+}

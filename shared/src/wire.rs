@@ -15,8 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Layer;
 
-/// The wire version this build speaks.
-pub const VERSION: u16 = 1;
+/// The wire version this build speaks. Version 2 added `run` beside `seq` in every message an
+/// agent signs (replay protection: `(run, seq)` strictly increases over a node's whole life).
+pub const VERSION: u16 = 2;
+/// The version before: its agent messages carry no `run`, so [`open`] names it.
+pub const VERSION_WITHOUT_RUN: u16 = 1;
 /// Domain separation for signatures: a signature over ACOA v1 bodies means nothing elsewhere.
 pub const SIGNING_CONTEXT: &[u8] = b"acoa/v1 signed message\0";
 
@@ -42,6 +45,10 @@ pub enum WireError {
     Decode(postcard::Error),
     #[error("unknown message version {0} (this build speaks version {VERSION})")]
     UnknownVersion(u16),
+    #[error(
+        "message of version {VERSION_WITHOUT_RUN}, before the agents' run counter (this build speaks version {VERSION})"
+    )]
+    VersionWithoutRun,
     #[error("message is not signed")]
     Unsigned,
     #[error("signature does not verify")]
@@ -85,6 +92,8 @@ pub struct NodeReport {
     pub node: Name,
     /// Increases with every report of this agent run.
     pub seq: u64,
+    /// The agent run (see [`is_fresh`]).
+    pub run: u64,
     /// Milliseconds since the Unix epoch, agent clock.
     pub timestamp_ms: u64,
     pub datacenter: Name,
@@ -129,6 +138,8 @@ pub struct NodeLoad {
 pub struct LinkMetrics {
     pub node: Name,
     pub seq: u64,
+    /// The agent run (see [`is_fresh`]).
+    pub run: u64,
     /// At most [`MAX_LINKS_PER_MESSAGE`]; a larger table goes in several messages.
     pub links: heapless::Vec<LinkSample, MAX_LINKS_PER_MESSAGE>,
 }
@@ -180,6 +191,8 @@ pub struct ActualState {
     /// The desired generation the agent last applied (0 for none).
     pub generation: u64,
     pub seq: u64,
+    /// The agent run (see [`is_fresh`]).
+    pub run: u64,
     pub containers: heapless::Vec<ContainerStatus, MAX_CONTAINERS>,
 }
 
@@ -224,6 +237,8 @@ pub struct Peer {
 pub struct ComponentUsage {
     pub node: Name,
     pub seq: u64,
+    /// The agent run (see [`is_fresh`]).
+    pub run: u64,
     /// Milliseconds the rates were measured over.
     pub period_ms: u32,
     pub components: heapless::Vec<ComponentSample, MAX_CONTAINERS>,
@@ -261,7 +276,7 @@ pub(crate) struct Frame<'a> {
     pub(crate) signature: &'a [u8],
 }
 
-/// Encodes `msg` in a v1 frame, signed with `key` when one is given.
+/// Encodes `msg` in a frame of [`VERSION`], signed with `key` when one is given.
 pub fn encode(msg: &Message, key: Option<&SigningKey>) -> Result<Vec<u8>, WireError> {
     let body = postcard::to_allocvec(msg).map_err(WireError::Encode)?;
     let sig = key.map(|k| k.sign(&signed_bytes(&body)).to_bytes());
@@ -283,6 +298,9 @@ pub struct Envelope<'a> {
 /// Opens a frame: checks the version and splits body from signature.
 pub fn open(bytes: &[u8]) -> Result<Envelope<'_>, WireError> {
     let (version, _) = postcard::take_from_bytes::<u16>(bytes).map_err(WireError::Decode)?;
+    if version == VERSION_WITHOUT_RUN {
+        return Err(WireError::VersionWithoutRun);
+    }
     if version != VERSION {
         return Err(WireError::UnknownVersion(version));
     }
@@ -331,6 +349,17 @@ fn signed_bytes(body: &[u8]) -> Vec<u8> {
     v.extend_from_slice(SIGNING_CONTEXT);
     v.extend_from_slice(body);
     v
+}
+
+// ---------------------------------------------------------------- replay protection
+
+/// Whether an agent message numbered `(run, seq)` is newer than the last one accepted of the
+/// same kind from the same node (`last`, `None` before the first): `run` counts the agent's
+/// starts (persisted, so it never goes back), `seq` the messages of one run, so `(run, seq)`
+/// strictly increases over a node's whole life and a replayed or reordered older message is not
+/// fresh.
+pub fn is_fresh(last: Option<(u64, u64)>, run: u64, seq: u64) -> bool {
+    last.is_none_or(|last| (run, seq) > last)
 }
 
 // ---------------------------------------------------------------- helpers
@@ -389,5 +418,60 @@ pub mod keys {
 
     pub fn public_hex(key: &VerifyingKey) -> String {
         to_hex(key.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+
+    #[test]
+    fn fresh_means_a_later_run_or_a_later_message_of_the_same_run() {
+        assert!(is_fresh(None, 0, 0), "the first message of a node");
+        assert!(is_fresh(Some((3, 10)), 3, 11));
+        assert!(
+            is_fresh(Some((3, 10)), 4, 1),
+            "a restart numbers from 1 again"
+        );
+        assert!(!is_fresh(Some((3, 10)), 3, 10), "the same message again");
+        assert!(
+            !is_fresh(Some((3, 10)), 3, 9),
+            "an older one of the same run"
+        );
+        assert!(
+            !is_fresh(Some((3, 10)), 2, 500),
+            "any message of an earlier run"
+        );
+        assert!(is_fresh(Some((u64::MAX - 1, u64::MAX)), u64::MAX, 0));
+        assert!(!is_fresh(Some((u64::MAX, u64::MAX)), u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn agent_messages_carry_their_run_and_the_old_version_is_named() {
+        let key = SigningKey::from_bytes(&[9; 32]);
+        let usage = Message::ComponentUsage(Box::new(ComponentUsage {
+            node: name("n1").unwrap(),
+            seq: 7,
+            run: 42,
+            period_ms: 1000,
+            components: heapless::Vec::new(),
+        }));
+        let frame = encode(&usage, Some(&key)).unwrap();
+        assert_eq!(
+            decode_verified(&frame, &key.verifying_key()).unwrap(),
+            usage
+        );
+        // The same frame under the previous version number: named, not misread.
+        let env: Frame<'_> = postcard::from_bytes(&frame).unwrap();
+        let old = postcard::to_allocvec(&Frame {
+            version: VERSION_WITHOUT_RUN,
+            body: env.body,
+            signature: env.signature,
+        })
+        .unwrap();
+        let e = open(&old).unwrap_err();
+        assert_eq!(e, WireError::VersionWithoutRun);
+        assert!(e.to_string().contains("version 1"), "{e}");
+        assert_eq!(open(&[9, 0]).unwrap_err(), WireError::UnknownVersion(9));
     }
 }

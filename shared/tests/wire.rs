@@ -34,6 +34,7 @@ fn samples() -> Vec<Message> {
         Message::NodeReport(Box::new(NodeReport {
             node: name("n13").unwrap(),
             seq: 7,
+            run: 0,
             timestamp_ms: 1_780_000_000_000,
             datacenter: name("train1").unwrap(),
             layer: Layer::Edge,
@@ -57,6 +58,7 @@ fn samples() -> Vec<Message> {
         Message::LinkMetrics(Box::new(LinkMetrics {
             node: name("n13").unwrap(),
             seq: 1,
+            run: 0,
             links: [LinkSample {
                 peer: name("n14").unwrap(),
                 latency_ms: 1.02,
@@ -76,6 +78,7 @@ fn samples() -> Vec<Message> {
             node: name("n14").unwrap(),
             generation: 3,
             seq: 9,
+            run: 0,
             containers: [ContainerStatus {
                 name: spec.name.clone(),
                 image: spec.image.clone(),
@@ -96,6 +99,7 @@ fn samples() -> Vec<Message> {
         Message::ComponentUsage(Box::new(ComponentUsage {
             node: name("n01").unwrap(),
             seq: 3,
+            run: 0,
             period_ms: 1000,
             components: [ComponentSample {
                 app: name("smoke-monitoring").unwrap(),
@@ -159,11 +163,11 @@ fn a_signature_binds_the_key_and_the_body() {
 fn an_unknown_version_is_named() {
     let mut frame = encode(&samples()[0], None).unwrap();
     assert_eq!(frame[0], VERSION as u8);
-    frame[0] = 2;
-    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(2));
+    frame[0] = 3;
+    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(3));
     assert_eq!(
-        WireError::UnknownVersion(2).to_string(),
-        "unknown message version 2 (this build speaks version 1)"
+        WireError::UnknownVersion(3).to_string(),
+        "unknown message version 3 (this build speaks version 2)"
     );
 }
 

@@ -38,6 +38,7 @@ pub fn jobs_for(apps: &[&str]) -> Vec<Box<Job>> {
                 Event::Links(Box::new(LinkMetrics {
                     node: wire::name(&n.name).unwrap(),
                     seq: 1,
+                    run: 0,
                     links: heapless::Vec::from_slice(chunk).unwrap(),
                 })),
             );

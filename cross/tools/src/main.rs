@@ -91,18 +91,23 @@ fn describe(
         env.verify(k).context("checking the signature")?;
     }
     let msg = env.message().context("decoding the body")?;
-    let from = match &msg {
-        Message::NodeReport(r) => r.node.as_str().to_string(),
-        Message::LinkMetrics(l) => l.node.as_str().to_string(),
-        Message::DesiredState(d) => d.node.as_str().to_string(),
-        Message::ActualState(a) => a.node.as_str().to_string(),
-        Message::PeerList(_) => "control plane".to_string(),
-        Message::ComponentUsage(u) => u.node.as_str().to_string(),
+    // Agent messages: the node, and their (run, seq) the control plane orders them by.
+    let (from, numbered) = match &msg {
+        Message::NodeReport(r) => (r.node.as_str().to_string(), Some((r.run, r.seq))),
+        Message::LinkMetrics(l) => (l.node.as_str().to_string(), Some((l.run, l.seq))),
+        Message::DesiredState(d) => (d.node.as_str().to_string(), None),
+        Message::ActualState(a) => (a.node.as_str().to_string(), Some((a.run, a.seq))),
+        Message::PeerList(_) => ("control plane".to_string(), None),
+        Message::ComponentUsage(u) => (u.node.as_str().to_string(), Some((u.run, u.seq))),
     };
+    let numbered = numbered
+        .map(|(run, seq)| format!(", run {run} seq {seq}"))
+        .unwrap_or_default();
     let line = format!(
-        "{} from {} ({}{})",
+        "{} from {}{} ({}{})",
         msg.kind(),
         from,
+        numbered,
         if env.is_signed() {
             "signed"
         } else {
@@ -241,6 +246,7 @@ mod tests {
         Message::NodeReport(Box::new(wire::NodeReport {
             node: wire::name(node).unwrap(),
             seq: 1,
+            run: 3,
             timestamp_ms: 2,
             datacenter: wire::name("train1").unwrap(),
             layer: Layer::Edge,
@@ -258,10 +264,10 @@ mod tests {
         let key = SigningKey::from_bytes(&[7; 32]);
         let frame = wire::encode(&report("n13"), Some(&key)).unwrap();
         let (line, json) = describe(&frame, Some(&key.verifying_key())).unwrap();
-        assert_eq!(line, "node report from n13 (signed, verified)");
+        assert_eq!(line, "node report from n13, run 3 seq 1 (signed, verified)");
         assert!(json.contains(r#""arch":"aarch64""#), "{json}");
         let (line, _) = describe(&frame, None).unwrap();
-        assert_eq!(line, "node report from n13 (signed)");
+        assert_eq!(line, "node report from n13, run 3 seq 1 (signed)");
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub struct Prober {
     last_frame: Option<Vec<u8>>,
     rng: u64,
     clock: ClockMode,
+    /// The agent run its link metrics are numbered in (0 until [`Prober::with_run`]).
+    run: u64,
     /// The responder's count of pings per prober address (least recently seen evicted).
     seen: heapless::Vec<Seen, MAX_PEERS>,
 }
@@ -111,6 +113,7 @@ impl Prober {
             last_frame: None,
             rng: seed | 1,
             clock: ClockMode::Free,
+            run: 0,
             seen: heapless::Vec::new(),
         }
     }
@@ -118,6 +121,12 @@ impl Prober {
     /// The same prober taking its latency samples the `clock` way.
     pub fn with_clock(mut self, clock: ClockMode) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// The same prober numbering its link metrics in agent run `run`.
+    pub fn with_run(mut self, run: u64) -> Self {
+        self.run = run;
         self
     }
 
@@ -429,7 +438,7 @@ impl Prober {
     }
 
     /// Link metrics of every peer probed at least once, in messages of at most
-    /// [`MAX_LINKS_PER_MESSAGE`] links.
+    /// [`MAX_LINKS_PER_MESSAGE`] links, numbered from `seq` on in the prober's agent run.
     pub fn metrics(&self, node: &Name, seq: &mut u64) -> Vec<LinkMetrics> {
         let mut out = Vec::new();
         let mut cur: Option<LinkMetrics> = None;
@@ -439,6 +448,7 @@ impl Prober {
                 LinkMetrics {
                     node: node.clone(),
                     seq: *seq,
+                    run: self.run,
                     links: heapless::Vec::new(),
                 }
             });
@@ -498,7 +508,7 @@ mod tests {
 
     #[test]
     fn replies_and_timeouts_make_the_numbers() {
-        let mut p = Prober::new("me", cp().verifying_key(), 10, 1, 500);
+        let mut p = Prober::new("me", cp().verifying_key(), 10, 1, 500).with_run(5);
         p.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
         for i in 0..10u64 {
             let t0 = i * 1_000_000_000;
@@ -520,6 +530,7 @@ mod tests {
         let m = p.metrics(&node, &mut seq);
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].links[0].samples, 10);
+        assert_eq!((m[0].run, m[0].seq), (5, 1));
         // A late pong (already expired) is not counted.
         let (_, ping) = p.due(20_000_000_000)[0];
         p.expire(21_000_000_000);
