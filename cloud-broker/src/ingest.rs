@@ -1,8 +1,12 @@
 //! From an MQTT publication to an engine event, or to the reason it is dropped. Pure: the
 //! enrolled keys come in as a value. Runs on several workers in parallel (signature checks
 //! are the costly part of ingest); messages of one node always go to the same worker.
+//!
+//! [`Freshness`] keeps, per worker, what was last accepted from each node, so that a signed
+//! message replayed (captured earlier, published again) is dropped: a node cannot be kept alive
+//! or fed old measurements by replay.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use acoa_shared::topics::{self, Topic};
 use acoa_shared::wire::{self, Message};
@@ -38,6 +42,105 @@ pub enum Dropped {
     },
     #[error("online marker of node `{node}` is neither `online` nor `offline`")]
     BadMarker { node: String },
+    #[error(
+        "{kind} from node `{node}` dropped as a replay: seq {seq} is not newer than the last \
+         accepted one ({last_seq}) of the same agent run"
+    )]
+    Stale {
+        kind: &'static str,
+        node: String,
+        seq: u64,
+        last_seq: u64,
+    },
+}
+
+/// The signed telemetry kinds whose freshness is checked, one watermark each per node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Links,
+    Actual,
+    Usage,
+}
+
+/// What was last accepted from each node, for one ingest worker (a node's topics all go to one
+/// worker, so each node is tracked by exactly one). Keys are enrolled nodes only (a message
+/// reaches this after its signature verified), so memory is bounded by the inventory.
+///
+/// A node report is fresh when `(timestamp_ms, seq)` is newer than the last accepted report's:
+/// `seq` restarts with every run of the agent and the agent's clock tells the runs apart
+/// (a replayed report carries its old time). Links, actual states and usage carry no time:
+/// they are fresh when their `seq` is higher than the last accepted one of the same kind in
+/// the node's current run; a report that starts a new run clears those watermarks. Until that
+/// report comes, a new run's other messages are dropped (the agent sends them again: reports,
+/// links and usage every period, the actual state at least every period).
+#[derive(Debug, Default)]
+pub struct Freshness {
+    reports: HashMap<String, (u64, u64)>,
+    others: HashMap<(String, Kind), u64>,
+    /// Messages dropped as not fresh, since start.
+    pub stale: u64,
+}
+
+impl Freshness {
+    /// `Ok` and remembers `ev` when it is newer than what was accepted before from its node;
+    /// events other than signed telemetry always pass.
+    pub fn check(&mut self, ev: &Event) -> Result<(), Dropped> {
+        let r = self.check_inner(ev);
+        if r.is_err() {
+            self.stale += 1;
+        }
+        r
+    }
+
+    fn check_inner(&mut self, ev: &Event) -> Result<(), Dropped> {
+        let (kind, name, node, seq) = match ev {
+            Event::Report(r) => {
+                let node = r.node.as_str();
+                let new = (r.timestamp_ms, r.seq);
+                match self.reports.get_mut(node) {
+                    Some(last) if new <= *last => {
+                        return Err(Dropped::Stale {
+                            kind: "node report",
+                            node: node.into(),
+                            seq: r.seq,
+                            last_seq: last.1,
+                        })
+                    }
+                    Some(last) => {
+                        if r.seq <= last.1 {
+                            // a new run of the agent: its other counters restarted too
+                            self.others.retain(|(n, _), _| n != node);
+                        }
+                        *last = new;
+                    }
+                    None => {
+                        self.reports.insert(node.into(), new);
+                    }
+                }
+                return Ok(());
+            }
+            Event::Links(l) => (Kind::Links, "link metrics", l.node.as_str(), l.seq),
+            Event::Actual(a) => (Kind::Actual, "actual state", a.node.as_str(), a.seq),
+            Event::Usage(u) => (Kind::Usage, "component usage", u.node.as_str(), u.seq),
+            _ => return Ok(()),
+        };
+        match self.others.get_mut(&(node.to_string(), kind)) {
+            Some(last) if seq <= *last => Err(Dropped::Stale {
+                kind: name,
+                node: node.into(),
+                seq,
+                last_seq: *last,
+            }),
+            Some(last) => {
+                *last = seq;
+                Ok(())
+            }
+            None => {
+                self.others.insert((node.to_string(), kind), seq);
+                Ok(())
+            }
+        }
+    }
 }
 
 /// What to do with one publication. `Ok(None)`: nothing for the engine (our own echoes).
@@ -151,6 +254,7 @@ mod tests {
             node: wire::name(node).unwrap(),
             seq: 1,
             run: 0,
+            run: 0,
             timestamp_ms: 0,
             datacenter: wire::name("dc").unwrap(),
             layer: Layer::Edge,
@@ -194,6 +298,7 @@ mod tests {
             let mut l = LinkMetrics {
                 node: wire::name(node).unwrap(),
                 seq: 1,
+                run: 0,
                 run: 0,
                 links: Default::default(),
             };
@@ -288,5 +393,61 @@ mod tests {
             Ok(Some(Event::Online { online: false, .. }))
         ));
         assert!(classify("acoa/v1/nodes/n1/online", b"maybe", &keys, &cp).is_err());
+    }
+
+    fn report_at(node: &str, seq: u64, timestamp_ms: u64) -> Event {
+        let Message::NodeReport(mut r) = report(node) else {
+            unreachable!()
+        };
+        r.seq = seq;
+        r.timestamp_ms = timestamp_ms;
+        Event::Report(r)
+    }
+
+    fn links_at(node: &str, seq: u64) -> Event {
+        Event::Links(Box::new(wire::LinkMetrics {
+            node: wire::name(node).unwrap(),
+            seq,
+            run: 0,
+            run: 0,
+            links: Default::default(),
+        }))
+    }
+
+    #[test]
+    fn a_replayed_message_is_dropped_and_a_new_agent_run_is_accepted() {
+        let mut f = Freshness::default();
+        assert_eq!(f.check(&report_at("n1", 1, 1_000)), Ok(()));
+        assert_eq!(f.check(&report_at("n1", 2, 2_000)), Ok(()));
+        assert_eq!(f.check(&links_at("n1", 2)), Ok(()));
+        // the same report again, and an older one: replays
+        assert!(matches!(
+            f.check(&report_at("n1", 2, 2_000)),
+            Err(Dropped::Stale {
+                seq: 2,
+                last_seq: 2,
+                ..
+            })
+        ));
+        assert!(f.check(&report_at("n1", 1, 1_000)).is_err());
+        assert!(f.check(&links_at("n1", 2)).is_err());
+        assert!(f.check(&links_at("n1", 1)).is_err());
+        assert_eq!(f.stale, 4);
+        // another node is tracked by itself
+        assert_eq!(f.check(&report_at("n2", 1, 1_000)), Ok(()));
+        assert_eq!(f.check(&links_at("n2", 1)), Ok(()));
+        // the agent of n1 restarts: seq from 1 again, a later clock; its other counters restart
+        assert_eq!(f.check(&report_at("n1", 1, 9_000)), Ok(()));
+        assert_eq!(f.check(&links_at("n1", 1)), Ok(()));
+        // a report of the old run with a higher seq is still a replay
+        assert!(f.check(&report_at("n1", 2, 2_000)).is_err());
+        assert_eq!(f.check(&report_at("n1", 2, 9_300)), Ok(()));
+        // events that are not signed telemetry pass
+        let online = Event::Online {
+            node: "n1".into(),
+            online: true,
+        };
+        assert_eq!(f.check(&online), Ok(()));
+        assert_eq!(f.check(&online), Ok(()));
     }
 }
