@@ -254,7 +254,6 @@ mod tests {
             node: wire::name(node).unwrap(),
             seq: 1,
             run: 0,
-            run: 0,
             timestamp_ms: 0,
             datacenter: wire::name("dc").unwrap(),
             layer: Layer::Edge,
@@ -298,7 +297,6 @@ mod tests {
             let mut l = LinkMetrics {
                 node: wire::name(node).unwrap(),
                 seq: 1,
-                run: 0,
                 run: 0,
                 links: Default::default(),
             };
@@ -408,7 +406,6 @@ mod tests {
         Event::Links(Box::new(wire::LinkMetrics {
             node: wire::name(node).unwrap(),
             seq,
-            run: 0,
             run: 0,
             links: Default::default(),
         }))
