@@ -43,13 +43,15 @@ pub enum Dropped {
     #[error("online marker of node `{node}` is neither `online` nor `offline`")]
     BadMarker { node: String },
     #[error(
-        "{kind} from node `{node}` dropped as a replay: seq {seq} is not newer than the last \
-         accepted one ({last_seq}) of the same agent run"
+        "{kind} from node `{node}` dropped as a replay: (run, seq) ({run}, {seq}) is not newer \
+         than the last accepted ({last_run}, {last_seq})"
     )]
     Stale {
         kind: &'static str,
         node: String,
+        run: u64,
         seq: u64,
+        last_run: u64,
         last_seq: u64,
     },
 }
@@ -57,89 +59,58 @@ pub enum Dropped {
 /// The signed telemetry kinds whose freshness is checked, one watermark each per node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
+    Report,
     Links,
     Actual,
     Usage,
 }
 
-/// What was last accepted from each node, for one ingest worker (a node's topics all go to one
-/// worker, so each node is tracked by exactly one). Keys are enrolled nodes only (a message
-/// reaches this after its signature verified), so memory is bounded by the inventory.
-///
-/// A node report is fresh when `(timestamp_ms, seq)` is newer than the last accepted report's:
-/// `seq` restarts with every run of the agent and the agent's clock tells the runs apart
-/// (a replayed report carries its old time). Links, actual states and usage carry no time:
-/// they are fresh when their `seq` is higher than the last accepted one of the same kind in
-/// the node's current run; a report that starts a new run clears those watermarks. Until that
-/// report comes, a new run's other messages are dropped (the agent sends them again: reports,
-/// links and usage every period, the actual state at least every period).
+/// The last accepted `(run, seq)` of each kind from each node, for one ingest worker (a node's
+/// topics all go to one worker, so each node is tracked by exactly one). A message is fresh
+/// when [`wire::is_fresh`] says so: `run` counts the agent's starts and never goes back, so a
+/// replayed or reordered older message is dropped and a restarted agent is not. Keys are
+/// enrolled nodes only (a message reaches this after its signature verified), so memory is
+/// bounded by the inventory.
 #[derive(Debug, Default)]
 pub struct Freshness {
-    reports: HashMap<String, (u64, u64)>,
-    others: HashMap<(String, Kind), u64>,
+    last: HashMap<(String, Kind), (u64, u64)>,
     /// Messages dropped as not fresh, since start.
     pub stale: u64,
 }
 
 impl Freshness {
-    /// `Ok` and remembers `ev` when it is newer than what was accepted before from its node;
-    /// events other than signed telemetry always pass.
+    /// `Ok` and remembers `ev` when it is newer than what was accepted before of its kind from
+    /// its node; events other than signed telemetry always pass.
     pub fn check(&mut self, ev: &Event) -> Result<(), Dropped> {
-        let r = self.check_inner(ev);
-        if r.is_err() {
-            self.stale += 1;
-        }
-        r
-    }
-
-    fn check_inner(&mut self, ev: &Event) -> Result<(), Dropped> {
-        let (kind, name, node, seq) = match ev {
-            Event::Report(r) => {
-                let node = r.node.as_str();
-                let new = (r.timestamp_ms, r.seq);
-                match self.reports.get_mut(node) {
-                    Some(last) if new <= *last => {
-                        return Err(Dropped::Stale {
-                            kind: "node report",
-                            node: node.into(),
-                            seq: r.seq,
-                            last_seq: last.1,
-                        })
-                    }
-                    Some(last) => {
-                        if r.seq <= last.1 {
-                            // a new run of the agent: its other counters restarted too
-                            self.others.retain(|(n, _), _| n != node);
-                        }
-                        *last = new;
-                    }
-                    None => {
-                        self.reports.insert(node.into(), new);
-                    }
-                }
-                return Ok(());
-            }
-            Event::Links(l) => (Kind::Links, "link metrics", l.node.as_str(), l.seq),
-            Event::Actual(a) => (Kind::Actual, "actual state", a.node.as_str(), a.seq),
-            Event::Usage(u) => (Kind::Usage, "component usage", u.node.as_str(), u.seq),
+        let (kind, name, node, run, seq) = match ev {
+            Event::Report(r) => (Kind::Report, "node report", r.node.as_str(), r.run, r.seq),
+            Event::Links(l) => (Kind::Links, "link metrics", l.node.as_str(), l.run, l.seq),
+            Event::Actual(a) => (Kind::Actual, "actual state", a.node.as_str(), a.run, a.seq),
+            Event::Usage(u) => (
+                Kind::Usage,
+                "component usage",
+                u.node.as_str(),
+                u.run,
+                u.seq,
+            ),
             _ => return Ok(()),
         };
-        match self.others.get_mut(&(node.to_string(), kind)) {
-            Some(last) if seq <= *last => Err(Dropped::Stale {
+        let key = (node.to_string(), kind);
+        let last = self.last.get(&key).copied();
+        if !wire::is_fresh(last, run, seq) {
+            self.stale += 1;
+            let (last_run, last_seq) = last.unwrap_or_default();
+            return Err(Dropped::Stale {
                 kind: name,
                 node: node.into(),
+                run,
                 seq,
-                last_seq: *last,
-            }),
-            Some(last) => {
-                *last = seq;
-                Ok(())
-            }
-            None => {
-                self.others.insert((node.to_string(), kind), seq);
-                Ok(())
-            }
+                last_run,
+                last_seq,
+            });
         }
+        self.last.insert(key, (run, seq));
+        Ok(())
     }
 }
 
@@ -393,20 +364,20 @@ mod tests {
         assert!(classify("acoa/v1/nodes/n1/online", b"maybe", &keys, &cp).is_err());
     }
 
-    fn report_at(node: &str, seq: u64, timestamp_ms: u64) -> Event {
+    fn report_at(node: &str, run: u64, seq: u64) -> Event {
         let Message::NodeReport(mut r) = report(node) else {
             unreachable!()
         };
+        r.run = run;
         r.seq = seq;
-        r.timestamp_ms = timestamp_ms;
         Event::Report(r)
     }
 
-    fn links_at(node: &str, seq: u64) -> Event {
+    fn links_at(node: &str, run: u64, seq: u64) -> Event {
         Event::Links(Box::new(wire::LinkMetrics {
             node: wire::name(node).unwrap(),
             seq,
-            run: 0,
+            run,
             links: Default::default(),
         }))
     }
@@ -414,31 +385,33 @@ mod tests {
     #[test]
     fn a_replayed_message_is_dropped_and_a_new_agent_run_is_accepted() {
         let mut f = Freshness::default();
-        assert_eq!(f.check(&report_at("n1", 1, 1_000)), Ok(()));
-        assert_eq!(f.check(&report_at("n1", 2, 2_000)), Ok(()));
-        assert_eq!(f.check(&links_at("n1", 2)), Ok(()));
+        assert_eq!(f.check(&report_at("n1", 1, 1)), Ok(()));
+        assert_eq!(f.check(&report_at("n1", 1, 2)), Ok(()));
+        assert_eq!(f.check(&links_at("n1", 1, 2)), Ok(()));
         // the same report again, and an older one: replays
         assert!(matches!(
-            f.check(&report_at("n1", 2, 2_000)),
+            f.check(&report_at("n1", 1, 2)),
             Err(Dropped::Stale {
                 seq: 2,
                 last_seq: 2,
                 ..
             })
         ));
-        assert!(f.check(&report_at("n1", 1, 1_000)).is_err());
-        assert!(f.check(&links_at("n1", 2)).is_err());
-        assert!(f.check(&links_at("n1", 1)).is_err());
+        assert!(f.check(&report_at("n1", 1, 1)).is_err());
+        assert!(f.check(&links_at("n1", 1, 2)).is_err());
+        assert!(f.check(&links_at("n1", 1, 1)).is_err());
         assert_eq!(f.stale, 4);
-        // another node is tracked by itself
-        assert_eq!(f.check(&report_at("n2", 1, 1_000)), Ok(()));
-        assert_eq!(f.check(&links_at("n2", 1)), Ok(()));
-        // the agent of n1 restarts: seq from 1 again, a later clock; its other counters restart
-        assert_eq!(f.check(&report_at("n1", 1, 9_000)), Ok(()));
-        assert_eq!(f.check(&links_at("n1", 1)), Ok(()));
-        // a report of the old run with a higher seq is still a replay
-        assert!(f.check(&report_at("n1", 2, 2_000)).is_err());
-        assert_eq!(f.check(&report_at("n1", 2, 9_300)), Ok(()));
+        // each kind and each node has its own watermark
+        assert_eq!(f.check(&links_at("n1", 1, 3)), Ok(()));
+        assert_eq!(f.check(&report_at("n2", 1, 1)), Ok(()));
+        assert_eq!(f.check(&links_at("n2", 1, 1)), Ok(()));
+        // the agent of n1 restarts: the next run, seq from 1 again
+        assert_eq!(f.check(&report_at("n1", 2, 1)), Ok(()));
+        assert_eq!(f.check(&links_at("n1", 2, 1)), Ok(()));
+        // a message of the old run with a higher seq is still a replay
+        assert!(f.check(&report_at("n1", 1, 9)).is_err());
+        assert!(f.check(&links_at("n1", 1, 9)).is_err());
+        assert_eq!(f.check(&report_at("n1", 2, 2)), Ok(()));
         // events that are not signed telemetry pass
         let online = Event::Online {
             node: "n1".into(),
