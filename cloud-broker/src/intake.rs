@@ -118,17 +118,21 @@ impl Inbox for Telemetry {
     }
 }
 
-/// Application definitions (checked by [`classify`]; our own publications on this connection
-/// come back and are ignored).
+/// Application definitions (checked by [`classify`], then read by
+/// [`crate::definitions::spawn_reader`] off this connection's loop; our own publications on
+/// this connection come back and are ignored).
 pub struct Apps {
-    pub events: mpsc::Sender<Event>,
+    /// To the definitions reader.
+    pub definitions: mpsc::Sender<(String, Vec<u8>)>,
     pub control_plane: VerifyingKey,
 }
 
 impl Inbox for Apps {
     async fn publish(&mut self, p: Publish) -> bool {
         match classify(&p.topic, &p.payload, &Keys::new(), &self.control_plane) {
-            Ok(Some(ev @ Event::AppPublished { .. })) => self.events.send(ev).await.is_ok(),
+            Ok(Some(Event::AppPublished { app, payload })) => {
+                self.definitions.send((app, payload)).await.is_ok()
+            }
             Ok(_) => true,
             Err(d) => {
                 warn!("{d}");

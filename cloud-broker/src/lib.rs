@@ -19,6 +19,7 @@
 pub mod broker;
 pub mod cli;
 pub mod conn;
+pub mod definitions;
 pub mod dispatch;
 pub mod engine;
 pub mod identity;

@@ -131,6 +131,9 @@ struct ServeArgs {
     /// External workers: jobs out at once (more wait in the control plane).
     #[arg(long, default_value_t = 16)]
     worker_window: usize,
+    /// How long one application definition may take to read before it is refused.
+    #[arg(long, default_value_t = cloud_broker::definitions::DEFAULT_BUDGET.as_millis() as u64)]
+    definition_budget_ms: u64,
 }
 
 impl ServeArgs {
@@ -154,6 +157,7 @@ impl ServeArgs {
             worker_timeout_ms,
             worker_tries,
             worker_window,
+            definition_budget_ms,
         } = self;
         let tls = match (tls_listen, tls_cert, tls_key) {
             (Some(listen), Some(cert), Some(key)) => {
@@ -183,6 +187,7 @@ impl ServeArgs {
                 ..EngineConfig::default()
             },
             tick_ms,
+            definition_budget: std::time::Duration::from_millis(definition_budget_ms),
             workers: (scheduler_workers == SchedulerWorkers::External).then_some(WorkersConfig {
                 timeout_ms: worker_timeout_ms,
                 max_tries: worker_tries.max(1),

@@ -56,6 +56,8 @@ pub struct ServeOptions {
     pub workers: Option<WorkersConfig>,
     /// A TLS listener of the embedded broker besides `listen` (ignored with `broker_url`).
     pub tls: Option<TlsListener>,
+    /// How long one application definition may take to read before it is refused.
+    pub definition_budget: Duration,
 }
 
 /// Runs the control plane until a signal, or until a store write fails.
@@ -74,7 +76,13 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let (ev_tx, ev_rx) = mpsc::channel::<Event>(TELEMETRY_QUEUE);
     let telemetry = connect_telemetry(&url, &login, keys, key.verifying_key(), ev_tx)?;
     let placer = placer(opts.workers.as_ref(), &url, &login, &key, &ctl_tx)?;
-    let apps = connect_apps(&url, &login, key.verifying_key(), ctl_tx.clone())?;
+    let apps = connect_apps(
+        &url,
+        &login,
+        key.verifying_key(),
+        ctl_tx.clone(),
+        opts.definition_budget,
+    )?;
     spawn_ticks(opts.tick_ms, ctl_tx.clone());
     spawn_startup(telemetry.subscribed, opts.startup_wait_ms, ctl_tx);
 
@@ -154,12 +162,14 @@ fn connect_telemetry(
     Ok(conn::spawn(o, CLIENT_QUEUE, link, inbox))
 }
 
-/// The applications connection: definitions in, and every publication of ours out.
+/// The applications connection: definitions in (read off its loop, within
+/// `definition_budget` each), and every publication of ours out.
 fn connect_apps(
     url: &str,
     login: &Login,
     cp_public: VerifyingKey,
     events: mpsc::Sender<Event>,
+    definition_budget: Duration,
 ) -> anyhow::Result<Connection> {
     let o = conn::mqtt_options(url, "acoa-control-plane-apps", login)?;
     let link = Link {
@@ -167,7 +177,7 @@ fn connect_apps(
         purpose: Some("applications"),
     };
     let inbox = Apps {
-        events,
+        definitions: crate::definitions::spawn_reader(events, definition_budget),
         control_plane: cp_public,
     };
     Ok(conn::spawn(o, CLIENT_QUEUE, link, inbox))

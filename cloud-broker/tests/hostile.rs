@@ -4,11 +4,13 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use acoa_shared::model;
 use acoa_shared::topics;
 use cloud_broker::identity::DataDir;
+use cloud_broker::status::AppStatus;
 use cloud_broker::testkit::{AgentSpec, SimAgent};
 use common::*;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
@@ -120,5 +122,154 @@ fn a_replayed_report_does_not_keep_a_dead_node_alive() {
             log.contains("node report from node `n1` dropped as a replay"),
             "{log}"
         );
+    });
+}
+
+/// The costliest definition the model still reads whole: just under the size bound, every
+/// component valid and within the scan's bounds, refused for their number.
+fn late_refusal(app: &str) -> String {
+    let mut t = format!("application: {app}\ncomponents:\n");
+    let image = format!("registry.example/{}:1", "x".repeat(230));
+    let labels: Vec<String> = (0..30).map(|i| format!("label-{i:02}")).collect();
+    for i in 0.. {
+        let line = format!(
+            "- {{name: c{i:04}, image: {image}, requires: {{hardware: [{}]}}}}\n",
+            labels.join(", ")
+        );
+        if t.len() + line.len() > acoa_shared::model::limits::APPLICATION.max_bytes {
+            break;
+        }
+        t.push_str(&line);
+    }
+    t
+}
+
+/// Definitions over the model's bounds: nesting, aliases, size.
+fn over_the_limits() -> Vec<(String, String)> {
+    let alias = {
+        let list: Vec<String> = (0..1000).map(|i| format!("l{i}")).collect();
+        let mut t = format!(
+            "application: alias\ncomponents:\n- name: c0\n  image: i\n  requires: &r {{hardware: [{}]}}\n",
+            list.join(", ")
+        );
+        for i in 1..=6000 {
+            t.push_str(&format!("- {{name: c{i}, image: i, requires: *r}}\n"));
+        }
+        t
+    };
+    vec![
+        (
+            "nested".into(),
+            format!("{}{}", "[".repeat(200_000), "]".repeat(200_000)),
+        ),
+        (
+            "nested-map".into(),
+            format!("a: {}1{}", "{a: ".repeat(50_000), "}".repeat(50_000)),
+        ),
+        ("alias".into(), alias),
+        (
+            "oversize".into(),
+            format!("application: oversize\n# {}\n", "x".repeat(600_000)),
+        ),
+    ]
+}
+
+/// Hostile definitions, refused over and over, neither stall the control plane's keep-alive
+/// and decisions (the nodes stay online, another application is placed in normal time) nor
+/// are read again when they come back: a refusal is remembered by digest.
+#[test]
+fn hostile_definitions_are_refused_without_stalling_and_not_read_again() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let port = free_port();
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let mut two = cluster.clone();
+        two.nodes.truncate(2);
+        two.links.clear();
+        let creds = enroll_all(data, &two);
+        let cp = ControlPlane::start(data, port, &[]);
+        let _agents = join_all(&cp, &cp.url, &two, &creds, 19300, false).await;
+        let admin = DataDir::new(data).credentials().unwrap().admin;
+        let (user, mut statuses) = client(&cp.url, "user", &admin.username, &admin.password);
+        user.subscribe("acoa/v1/apps/+/status", QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        let mut hostile = over_the_limits();
+        hostile.push(("late".into(), late_refusal("late")));
+        let rounds = 5;
+        for _ in 0..rounds {
+            for (app, text) in &hostile {
+                user.publish(topics::app(app), QoS::AtLeastOnce, true, text.clone())
+                    .await
+                    .unwrap();
+            }
+        }
+        // meanwhile an ordinary application
+        let t = Instant::now();
+        let demo = "application: demo\ncomponents:\n- {name: a, image: localhost/acoa/a:1}\n";
+        user.publish(topics::app("demo"), QoS::AtLeastOnce, true, demo)
+            .await
+            .unwrap();
+        let mut last: BTreeMap<String, AppStatus> = BTreeMap::new();
+        let placed_after = loop {
+            let (_, payload) = tokio::time::timeout(Duration::from_secs(20), statuses.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no status; log:\n{}", cp.log_text()))
+                .unwrap();
+            let st: AppStatus = serde_json::from_slice(&payload).unwrap();
+            let placed = st.application == "demo" && st.state == "placed";
+            last.insert(st.application.clone(), st);
+            if placed {
+                break t.elapsed();
+            }
+        };
+        // the refusals: each with its reason
+        let t_all = Instant::now();
+        while hostile.iter().any(|(a, _)| !last.contains_key(a)) {
+            assert!(t_all.elapsed() < Duration::from_secs(20), "{last:?}");
+            if let Ok(Some((_, p))) =
+                tokio::time::timeout(Duration::from_secs(1), statuses.recv()).await
+            {
+                let st: AppStatus = serde_json::from_slice(&p).unwrap();
+                last.insert(st.application.clone(), st);
+            }
+        }
+        for (app, _) in &hostile {
+            assert_eq!(last[app].state, "rejected", "{app}: {:?}", last[app]);
+            assert!(last[app].reason.is_some(), "{app}");
+        }
+        // published again: the refusal is remembered, the text not read again
+        for (app, text) in &hostile {
+            user.publish(topics::app(app), QoS::AtLeastOnce, true, text.clone())
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let log = cp.log_text();
+        eprintln!("demo placed after {placed_after:?}");
+        for l in log.lines().filter(|l| l.contains(" read in ") || l.contains("read again")) {
+            eprintln!("{l}");
+        }
+        assert!(
+            placed_after < Duration::from_secs(5),
+            "{placed_after:?}\n{log}"
+        );
+        assert_eq!(cp.count_log(" lost"), 0, "{log}");
+        for (app, _) in &hostile {
+            let read = cp.count_log(&format!("application {app}: definition "));
+            let again = log
+                .lines()
+                .filter(|l| {
+                    l.contains(&format!("application {app}: definition "))
+                        && l.contains("not read again")
+                })
+                .count();
+            // oversize is refused before reading (by its size alone), the others read once
+            assert_eq!(read - again, 1, "{app} read {} times\n{log}", read - again);
+            assert_eq!(again, rounds, "{app}\n{log}");
+        }
     });
 }

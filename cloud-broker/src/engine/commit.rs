@@ -32,7 +32,7 @@ impl Engine {
                 return; // the same definition again (a retained copy): nothing changes
             }
         }
-        match validate(&app, &payload) {
+        match self.take_checked(&app, &d, &payload) {
             Err(reason) => {
                 warn!("application {app} rejected: {reason}");
                 let mut st = AppStatus::new(&app, "rejected", &d);

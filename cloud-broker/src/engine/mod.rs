@@ -28,6 +28,7 @@ use tracing::info;
 use crate::records::{AppRecord, DesiredDoc, Meta, PersistOp, Snapshot};
 use crate::status::PlacementRecord;
 
+mod admit;
 mod commit;
 mod inventory;
 mod jobs;
@@ -113,6 +114,13 @@ pub enum Event {
     RetainedDesired { node: String, generation: u64 },
     /// An application definition (empty payload: delete).
     AppPublished { app: String, payload: Vec<u8> },
+    /// An application definition read off the loop ([`crate::definitions`]): its text and
+    /// what reading it gave.
+    AppChecked {
+        app: String,
+        payload: Vec<u8>,
+        checked: Result<Box<acoa_shared::model::Application>, String>,
+    },
     /// A node left the inventory.
     NodeRemoved(String),
     /// A placement computation finished.
@@ -188,6 +196,8 @@ pub struct Engine {
     apps: BTreeMap<String, AppState>,
     desired: BTreeMap<String, DesiredDoc>,
     retained_seen: BTreeMap<String, u64>,
+    /// What reading the definition being handled gave, when it was read off the loop.
+    checked: Option<admit::Checked>,
     actual: HashMap<String, ActualState>,
     status_sent: BTreeMap<String, String>,
     /// Ledger: per application, per node, what it reserves.
@@ -227,6 +237,7 @@ impl Engine {
             apps: BTreeMap::new(),
             desired: snap.desired,
             retained_seen: BTreeMap::new(),
+            checked: None,
             actual: HashMap::new(),
             status_sent: BTreeMap::new(),
             reservations: BTreeMap::new(),
@@ -304,6 +315,11 @@ impl Engine {
                 self.retained_seen.insert(node, generation);
             }
             Event::AppPublished { app, payload } => self.on_app(app, payload, &mut out),
+            Event::AppChecked {
+                app,
+                payload,
+                checked,
+            } => self.on_app_checked(app, payload, checked, &mut out),
             Event::NodeRemoved(n) => {
                 self.lose(&n, "removed from the inventory", &mut out);
                 self.nodes.remove(&n);
