@@ -9,7 +9,7 @@ use rumqttc::{AsyncClient, Event as MqttEvent, Packet, QoS};
 
 use crate::conn::mqtt_options;
 use crate::identity::DataDir;
-use crate::status::{digest, AppStatus};
+use crate::status::{digest, AppStatus, NotRunning};
 
 fn url(dd: &DataDir, broker_url: Option<&str>) -> anyhow::Result<String> {
     match broker_url {
@@ -44,13 +44,93 @@ async fn connect(
     }
 }
 
-/// Publishes the definition in `file` and waits for the control plane's verdict on it.
-/// Returns the status (placed / running / unplaced / rejected).
+/// What became of an applied definition, judged from its status document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Rejected,
+    Unplaced,
+    /// Every component runs.
+    Running,
+    /// An agent refused a component or it failed to start: which, where and the agent's reason.
+    Refused(Vec<NotRunning>),
+    /// Accepted or placed, and these components do not run yet.
+    Starting(Vec<NotRunning>),
+}
+
+impl Verdict {
+    pub fn of(st: &AppStatus) -> Verdict {
+        match st.state.as_str() {
+            "rejected" => Verdict::Rejected,
+            "unplaced" => Verdict::Unplaced,
+            "running" => Verdict::Running,
+            _ => {
+                let refused: Vec<NotRunning> = st
+                    .not_running
+                    .iter()
+                    .filter(|n| n.state == "refused" || n.state == "failed")
+                    .cloned()
+                    .collect();
+                if refused.is_empty() {
+                    Verdict::Starting(st.not_running.clone())
+                } else {
+                    Verdict::Refused(refused)
+                }
+            }
+        }
+    }
+
+    /// Whether `apply` stops waiting: anything but components still starting.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Verdict::Starting(_))
+    }
+
+    /// Whether `apply` fails.
+    pub fn failed(&self) -> bool {
+        matches!(
+            self,
+            Verdict::Rejected | Verdict::Unplaced | Verdict::Refused(_)
+        )
+    }
+
+    /// One line per component that needs saying, for the user.
+    pub fn lines(&self, st: &AppStatus) -> Vec<String> {
+        let app = &st.application;
+        let one = |what: &str, n: &NotRunning| {
+            let mut l = format!("{app}.{} on node {}: {what}", n.component, n.node);
+            if !n.error.is_empty() {
+                l.push_str(&format!(": {}", n.error));
+            }
+            l
+        };
+        match self {
+            Verdict::Rejected | Verdict::Unplaced => vec![format!(
+                "{app} {}: {}",
+                st.state,
+                st.reason.as_deref().unwrap_or("")
+            )],
+            Verdict::Running => vec![format!("{app} running")],
+            Verdict::Refused(v) => v.iter().map(|n| one(&n.state, n)).collect(),
+            Verdict::Starting(_) if st.state == "accepted" => {
+                vec![format!("{app} accepted, not placed at the deadline")]
+            }
+            Verdict::Starting(v) => v
+                .iter()
+                .map(|n| one(&format!("still starting at the deadline ({})", n.state), n))
+                .collect(),
+        }
+    }
+}
+
+/// Publishes the definition in `file` and waits for the control plane's verdict on it
+/// (within `wait`), then for what the agents do with the placement (within `agents_wait`
+/// more): returns at the first status that is rejected, unplaced, running or says an agent
+/// refused a component, else the last one at the deadline.
 pub async fn apply(
     dd: &DataDir,
     broker_url: Option<&str>,
     file: &std::path::Path,
     wait: Duration,
+    agents_wait: Duration,
 ) -> anyhow::Result<AppStatus> {
     let text = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let app = acoa_shared::model::parse_application(&String::from_utf8_lossy(&text))
@@ -62,7 +142,8 @@ pub async fn apply(
         .await?;
     c.publish(topics::app(&name), QoS::AtLeastOnce, true, text)
         .await?;
-    let deadline = Instant::now() + wait;
+    let mut deadline = Instant::now() + wait;
+    let mut placed = false;
     let mut last: Option<AppStatus> = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -70,9 +151,13 @@ pub async fn apply(
             Ok(Ok(MqttEvent::Incoming(Packet::Publish(p)))) => {
                 if let Ok(st) = serde_json::from_slice::<AppStatus>(&p.payload) {
                     if st.digest == d {
-                        if st.state != "accepted" {
+                        if Verdict::of(&st).is_final() {
                             let _ = c.disconnect().await;
                             return Ok(st);
+                        }
+                        if st.state == "placed" && !placed {
+                            placed = true;
+                            deadline = Instant::now() + agents_wait;
                         }
                         last = Some(st);
                     }
@@ -145,4 +230,46 @@ pub async fn status(
     }
     let _ = c.disconnect().await;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nr(component: &str, state: &str, error: &str) -> NotRunning {
+        NotRunning {
+            component: component.into(),
+            node: "n1".into(),
+            state: state.into(),
+            error: error.into(),
+        }
+    }
+
+    #[test]
+    fn a_refusal_by_an_agent_fails_apply_and_a_slow_start_does_not() {
+        let mut st = AppStatus::new("shop", "placed", "d");
+        st.not_running = vec![nr("a", "pending", ""), nr("b", "unknown", "")];
+        let v = Verdict::of(&st);
+        assert!(!v.is_final() && !v.failed());
+        assert_eq!(
+            v.lines(&st)[0],
+            "shop.a on node n1: still starting at the deadline (pending)"
+        );
+        st.not_running
+            .push(nr("c", "refused", "image outside the allowlist"));
+        let v = Verdict::of(&st);
+        assert!(v.is_final() && v.failed());
+        assert_eq!(
+            v.lines(&st),
+            vec!["shop.c on node n1: refused: image outside the allowlist".to_string()]
+        );
+        st.not_running = vec![];
+        st.state = "running".into();
+        assert_eq!(Verdict::of(&st), Verdict::Running);
+        st.state = "unplaced".into();
+        st.reason = Some("node n1 holds 32 containers".into());
+        assert!(Verdict::of(&st).failed());
+        st.state = "accepted".into();
+        assert!(!Verdict::of(&st).is_final());
+    }
 }

@@ -51,8 +51,12 @@ enum Cmd {
         file: PathBuf,
         #[arg(long)]
         broker_url: Option<String>,
+        /// How long to wait for the control plane's verdict.
         #[arg(long, default_value_t = 15)]
         wait_s: u64,
+        /// Once placed, how long to wait for the agents to run every component (or refuse one).
+        #[arg(long, default_value_t = 10)]
+        agents_wait_s: u64,
     },
     /// Deletes an application and its containers.
     Delete {
@@ -342,21 +346,21 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             file,
             broker_url,
             wait_s,
+            agents_wait_s,
         } => {
             let st = runtime()?.block_on(cloud_broker::cli::apply(
                 &dd,
                 broker_url.as_deref(),
                 &file,
                 Duration::from_secs(wait_s),
+                Duration::from_secs(agents_wait_s),
             ))?;
             println!("{}", serde_json::to_string(&st)?);
-            if st.state == "rejected" || st.state == "unplaced" {
-                eprintln!(
-                    "{} {}: {}",
-                    st.application,
-                    st.state,
-                    st.reason.as_deref().unwrap_or("")
-                );
+            let verdict = cloud_broker::cli::Verdict::of(&st);
+            for line in verdict.lines(&st) {
+                eprintln!("{line}");
+            }
+            if verdict.failed() {
                 return Ok(std::process::ExitCode::FAILURE);
             }
         }

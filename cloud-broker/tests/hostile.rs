@@ -250,7 +250,10 @@ fn hostile_definitions_are_refused_without_stalling_and_not_read_again() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let log = cp.log_text();
         eprintln!("demo placed after {placed_after:?}");
-        for l in log.lines().filter(|l| l.contains(" read in ") || l.contains("read again")) {
+        for l in log
+            .lines()
+            .filter(|l| l.contains(" read in ") || l.contains("read again"))
+        {
             eprintln!("{l}");
         }
         assert!(
@@ -270,6 +273,119 @@ fn hostile_definitions_are_refused_without_stalling_and_not_read_again() {
             // oversize is refused before reading (by its size alone), the others read once
             assert_eq!(read - again, 1, "{app} read {} times\n{log}", read - again);
             assert_eq!(again, rounds, "{app}\n{log}");
+        }
+    });
+}
+
+/// `apply` says what the agents did, not only the placement: an agent that refuses the image
+/// makes it fail with the agent's reason, and one that runs it makes it succeed.
+#[test]
+fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image() {
+    use acoa_shared::wire::{self, ActualState, ContainerState, ContainerStatus, Message};
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_path_buf();
+        let (k1, pw1, cpk) = enroll(&data, "n1");
+        let port = free_port();
+        let cp = ControlPlane::start(&data, port, &[]);
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let mut node1 = cluster.nodes[0].clone();
+        node1.name = "n1".into();
+        let mut agent = SimAgent::start(AgentSpec {
+            url: cp.url.clone(),
+            node: node1,
+            password: pw1,
+            key: k1.clone(),
+            control_plane: cpk,
+            probe_addr: "127.0.0.1:1".into(),
+            links: vec![],
+            period: Duration::from_millis(300),
+            subscribe_desired: true,
+        });
+        cp.wait_log_async("node n1 joined", Duration::from_secs(10))
+            .await;
+        let reason = "image docker.io/evil/miner:1 is outside the allowlist";
+        let mut seq = 0;
+        let mut apply_and_answer = |app: &'static str, state: ContainerState| {
+            let file = data.join(format!("{app}.yaml"));
+            std::fs::write(
+                &file,
+                format!("application: {app}\ncomponents:\n- {{name: a, image: docker.io/evil/miner:1}}\n"),
+            )
+            .unwrap();
+            let d = data.clone();
+            let out = tokio::task::spawn_blocking(move || {
+                cli(
+                    &d,
+                    &["apply", file.to_str().unwrap(), "--agents-wait-s", "20"],
+                )
+            });
+            seq += 1;
+            (out, seq, state)
+        };
+        for (app, state, ok) in [
+            ("refused", ContainerState::Refused, false),
+            ("fine", ContainerState::Running, true),
+        ] {
+            let (out, seq, state) = apply_and_answer(app, state);
+            // the agent gets its desired state and says what it did with the container
+            let desired = loop {
+                let d = tokio::time::timeout(Duration::from_secs(10), agent.desired.recv())
+                    .await
+                    .unwrap_or_else(|_| panic!("no desired state; log:\n{}", cp.log_text()))
+                    .unwrap();
+                if d.containers
+                    .iter()
+                    .any(|c| c.name.as_str() == format!("{app}.a"))
+                {
+                    break d;
+                }
+            };
+            let mut a = ActualState {
+                node: wire::name("n1").unwrap(),
+                generation: desired.generation,
+                seq,
+                run: 1,
+                containers: Default::default(),
+            };
+            for c in &desired.containers {
+                let refused = c.name.as_str() == "refused.a";
+                a.containers
+                    .push(ContainerStatus {
+                        name: c.name.clone(),
+                        image: c.image.clone(),
+                        state: if refused {
+                            ContainerState::Refused
+                        } else {
+                            state
+                        },
+                        restarts: 0,
+                        error: if refused {
+                            wire::bounded("error", reason).unwrap()
+                        } else {
+                            Default::default()
+                        },
+                    })
+                    .unwrap();
+            }
+            let frame = wire::encode(&Message::ActualState(Box::new(a)), Some(&k1)).unwrap();
+            agent.publish_raw(&topics::actual("n1"), frame, false).await;
+            let out = out.await.unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.success(), ok, "{app}: {stdout}\n{stderr}");
+            let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
+            if ok {
+                assert_eq!(st.state, "running", "{st:?}");
+            } else {
+                assert_eq!(st.state, "placed", "{st:?}");
+                assert_eq!(st.not_running[0].state, "refused", "{st:?}");
+                assert_eq!(st.not_running[0].error, reason, "{st:?}");
+                assert!(
+                    stderr.contains(&format!("refused.a on node n1: refused: {reason}")),
+                    "{stderr}"
+                );
+            }
         }
     });
 }
