@@ -65,15 +65,15 @@ for t in "${targets[@]}"; do
     -print_final_stats=1 >"$log" 2>&1
   rc=$?
   set -e
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
   if [ $rc -eq 0 ]; then
     passed=$((passed + 1))
     echo "fuzz: $t ok: ${execs:-?} inputs in ${secs} s, ${cov:-cov: ?}, $(ls "$scratch/$t" | wc -l) new"
   else
     failed=$((failed + 1))
     echo "fuzz: $t FAILED (exit $rc); the end of $log:"
-    grep -E 'panicked at|ERROR: libFuzzer|SUMMARY|Test unit written|ALARM|out-of-memory' "$log" | head -20 | sed 's/^/  /'
+    grep -E 'panicked at|ERROR: libFuzzer|SUMMARY|Test unit written|ALARM|out-of-memory' "$log" | head -20 | sed 's/^/  /' || true
     tail -5 "$log" | sed 's/^/  /'
   fi
 done

@@ -55,6 +55,7 @@ fn main() {
             },
         )]
         .into(),
+        containers: [(cluster.nodes[0].name.clone(), 3)].into(),
         time_budget_ms: 500,
         count_budget: 1000,
     };
