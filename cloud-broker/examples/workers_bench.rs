@@ -382,6 +382,8 @@ fn main() {
             application: app,
             cluster: cluster.clone(),
             reserved: BTreeMap::new(),
+            // every node counted: the largest a job's counts make it
+            containers: cluster.nodes.iter().map(|n| (n.name.clone(), 16)).collect(),
             time_budget_ms: 500,
             count_budget: 100_000,
         };

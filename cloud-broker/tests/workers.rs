@@ -195,6 +195,7 @@ fn forged_jobs(cluster: &model::Cluster) -> Vec<Vec<u8>> {
         application: app,
         cluster: cluster.clone(),
         reserved: BTreeMap::new(),
+        containers: BTreeMap::new(),
         time_budget_ms: 100,
         count_budget: 1000,
     };

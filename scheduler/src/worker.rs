@@ -63,14 +63,28 @@ impl SnapshotCache {
     }
 }
 
-/// The placement computation, exactly as the control plane runs it in process
-/// (`cloud-broker/src/sched.rs`): the search on the job's snapshot around its ledger, within
-/// the job's budgets.
-pub fn compute(job: &Job, infra: &Infra) -> ResultOutcome {
+/// The job's ledger: the resources other applications reserve and the containers their
+/// placements put on each node.
+pub fn ledger_of(job: &Job) -> Ledger {
     let mut ledger = Ledger::new();
     for (n, r) in &job.reserved {
         ledger.reserve(n, *r);
     }
+    for (n, k) in &job.containers {
+        ledger.add_containers(n, *k);
+    }
+    ledger
+}
+
+/// The placement computation, exactly as the control plane runs it in process
+/// (`cloud-broker/src/sched.rs`): the search on the job's snapshot around its ledger
+/// ([`ledger_of`]), within the job's budgets. Container counts that do not fit the snapshot
+/// ([`jobs::check_containers`]) are an error result.
+pub fn compute(job: &Job, infra: &Infra) -> ResultOutcome {
+    if let Err(e) = jobs::check_containers(&job.containers, |n| infra.index_of(n).is_some()) {
+        return ResultOutcome::Error(e.to_string());
+    }
+    let ledger = ledger_of(job);
     let opts = Options {
         time_budget: Some(Duration::from_millis(job.time_budget_ms)),
         count_budget: job.count_budget,
@@ -279,6 +293,98 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acoa_scheduler::ledger::NODE_CONTAINER_LIMIT;
+    use acoa_shared::model;
+    use ed25519_dalek::SigningKey;
+    use std::collections::BTreeMap;
+
+    fn railway(file: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scenarios/railway")
+            .join(file)
+    }
+
+    /// A smoke-monitoring job on the railway snapshot, through its signed frame: what
+    /// [`answer`] is given once the worker opened it.
+    fn decoded(containers: BTreeMap<String, u32>) -> (Job, Vec<u8>) {
+        let cluster = model::load_cluster(&railway("cluster.yaml")).unwrap();
+        let application = model::load_application(&railway("smoke-monitoring.yaml")).unwrap();
+        let job = Job {
+            id: 1,
+            nonce: 2,
+            app: "smoke-monitoring".into(),
+            application,
+            cluster,
+            reserved: BTreeMap::new(),
+            containers,
+            time_budget_ms: 5000,
+            count_budget: 1000,
+        };
+        let key = SigningKey::from_bytes(&[9; 32]);
+        let frame = jobs::encode_job(&job, &key).unwrap();
+        jobs::open_job(&frame, &key.verifying_key()).unwrap()
+    }
+
+    fn outcome(containers: BTreeMap<String, u32>) -> ResultOutcome {
+        let (job, packed) = decoded(containers);
+        answer(&job, &packed, &Mutex::new(SnapshotCache::default()), "w").outcome
+    }
+
+    #[test]
+    fn a_node_at_the_container_limit_is_refused() {
+        let ResultOutcome::Placed { assignment, .. } = outcome(BTreeMap::new()) else {
+            panic!("the railway places smoke-monitoring")
+        };
+        // the node of the first component is full with other applications' containers
+        let full = assignment["measurement"].clone();
+        let counts: BTreeMap<String, u32> = [(full.clone(), NODE_CONTAINER_LIMIT)].into();
+        match outcome(counts) {
+            ResultOutcome::Placed { assignment, .. } => {
+                assert!(!assignment.values().any(|n| *n == full), "{assignment:?}")
+            }
+            ResultOutcome::Infeasible(why) => {
+                assert!(
+                    why.contains(&format!("{full} already runs 32 containers")),
+                    "{why}"
+                )
+            }
+            e => panic!("{e:?}"),
+        }
+        // every node full: nothing can be placed, and the reason names the limit
+        let cluster = model::load_cluster(&railway("cluster.yaml")).unwrap();
+        let all = cluster
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), NODE_CONTAINER_LIMIT))
+            .collect();
+        match outcome(all) {
+            ResultOutcome::Infeasible(why) => {
+                assert!(
+                    why.contains("the most a node's desired state carries"),
+                    "{why}"
+                )
+            }
+            o => panic!("{o:?}"),
+        }
+        // one below the limit: room for one container there
+        let counts = [(full.clone(), NODE_CONTAINER_LIMIT - 1)].into();
+        let ResultOutcome::Placed { assignment, .. } = outcome(counts) else {
+            panic!()
+        };
+        assert!(assignment.values().filter(|n| **n == full).count() <= 1);
+    }
+
+    #[test]
+    fn counts_outside_the_snapshot_are_an_error_result() {
+        let (mut job, packed) = decoded(BTreeMap::new());
+        job.containers.insert("nowhere".into(), 3);
+        let r = answer(&job, &packed, &Mutex::new(SnapshotCache::default()), "w");
+        assert!(
+            matches!(&r.outcome, ResultOutcome::Error(e) if e.contains("nowhere")),
+            "{:?}",
+            r.outcome
+        );
+    }
 
     #[test]
     fn urls() {

@@ -1,4 +1,4 @@
-//! Placement jobs for `scheduler worker` processes, and their results (protocol v1).
+//! Placement jobs for `scheduler worker` processes, and their results (protocol v2).
 //!
 //! The control plane publishes a [`Job`] on [`JOBS`]; workers read it through an MQTT shared
 //! subscription ([`shared_jobs`]), so that each job goes to one worker of the group, and answer
@@ -10,9 +10,9 @@
 //! Results are not signed: the control plane never trusts one blindly (it checks the assignment
 //! against its own model and recomputes the score), and the job's random `nonce` must come back.
 //!
-//! The body carries the application and what other applications reserve as JSON (the domain
-//! models evolve and skip empty optional fields, which a non-self-describing format cannot read
-//! back), and the cluster snapshot packed apart ([`pack_cluster`]): its nodes as JSON, its links
+//! The body carries the application and what other applications hold (resources reserved and
+//! containers per node) as JSON (the domain models evolve and skip empty optional fields, which
+//! a non-self-describing format cannot read back), and the cluster snapshot packed apart ([`pack_cluster`]): its nodes as JSON, its links
 //! (the bulk of a snapshot) in columns of node-name indices and numbers in the shortest exact
 //! form ([`Num`]), the whole deflated. A packed snapshot is made once and reused by every job on
 //! that snapshot, and a worker unpacks it once for all the jobs that carry the same bytes.
@@ -26,8 +26,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Application, Cluster, Link, Resources};
 
-/// The job protocol version this build speaks.
-pub const VERSION: u16 = 1;
+/// The job protocol version this build speaks. Version 2 added the other applications'
+/// containers per node ([`Job::containers`]), without which a worker could fill a node past the
+/// limit of its desired state.
+pub const VERSION: u16 = 2;
+/// The version before: its jobs carry no container counts, so [`open_job`] names it.
+pub const VERSION_WITHOUT_CONTAINERS: u16 = 1;
 /// Domain separation for job signatures.
 pub const JOB_SIGNING_CONTEXT: &[u8] = b"acoa/v1 scheduler job\0";
 /// Jobs, control plane → workers (QoS 1, not retained).
@@ -60,6 +64,10 @@ pub enum JobError {
     Decode(postcard::Error),
     #[error("unknown job protocol version {0} (this build speaks version {VERSION})")]
     UnknownVersion(u16),
+    #[error(
+        "job protocol version {VERSION_WITHOUT_CONTAINERS}, before the container counts per node (this build speaks version {VERSION})"
+    )]
+    WithoutContainers,
     #[error("job is not signed")]
     Unsigned,
     #[error("job signature does not verify against the control plane's key")]
@@ -85,6 +93,9 @@ pub struct Job {
     pub cluster: Cluster,
     /// What other applications hold, per node (the ledger).
     pub reserved: BTreeMap<String, Resources>,
+    /// How many containers other applications' placements put on each node (the ledger's
+    /// counts); only nodes of the snapshot, with a count above zero ([`check_containers`]).
+    pub containers: BTreeMap<String, u32>,
     /// The search stops after this long with the best placement found so far.
     pub time_budget_ms: u64,
     /// Search-tree nodes spent counting feasible deployments before giving an upper bound.
@@ -162,6 +173,7 @@ struct Links {
 struct Doc {
     application: Application,
     reserved: BTreeMap<String, Resources>,
+    containers: BTreeMap<String, u32>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -279,6 +291,7 @@ fn body_of(job: &Job, cluster: &[u8]) -> Result<(Vec<u8>, String), JobError> {
     let doc = Doc {
         application: job.application.clone(),
         reserved: job.reserved.clone(),
+        containers: job.containers.clone(),
     };
     let doc = serde_json::to_string(&doc).map_err(|e| JobError::Encode(e.to_string()))?;
     let body = JobBody {
@@ -307,6 +320,7 @@ fn job_of(body: &[u8]) -> Result<(Job, Vec<u8>), JobError> {
             application: doc.application,
             cluster: Cluster::default(),
             reserved: doc.reserved,
+            containers: doc.containers,
             time_budget_ms: b.time_budget_ms,
             count_budget: b.count_budget,
         },
@@ -327,6 +341,7 @@ pub fn encode_job_packed(job: &Job, cluster: &[u8], key: &SigningKey) -> Result<
         Ok((j, _))
             if j.application == job.application
                 && j.reserved == job.reserved
+                && j.containers == job.containers
                 && j.app == job.app => {}
         _ => {
             return Err(JobError::NotExact(
@@ -358,6 +373,9 @@ fn open(bytes: &[u8], max: usize) -> Result<Frame<'_>, JobError> {
         });
     }
     let (version, _) = postcard::take_from_bytes::<u16>(bytes).map_err(JobError::Decode)?;
+    if version == VERSION_WITHOUT_CONTAINERS {
+        return Err(JobError::WithoutContainers);
+    }
     if version != VERSION {
         return Err(JobError::UnknownVersion(version));
     }
@@ -377,11 +395,34 @@ pub fn open_job(bytes: &[u8], key: &VerifyingKey) -> Result<(Job, Vec<u8>), JobE
     job_of(f.body)
 }
 
-/// Opens a job frame, checks its signature against the control plane's `key`, decodes it.
+/// Opens a job frame, checks its signature against the control plane's `key`, decodes it
+/// (its container counts checked against its snapshot: [`check_containers`]).
 pub fn decode_job(bytes: &[u8], key: &VerifyingKey) -> Result<Job, JobError> {
     let (mut job, cluster) = open_job(bytes, key)?;
     job.cluster = unpack_cluster(&cluster)?;
+    check_containers(&job.containers, |n| job.cluster.node(n).is_some())?;
     Ok(job)
+}
+
+/// A job's container counts are at most one per node of its snapshot (`known` says which
+/// names are), each above zero: what the control plane sends, so anything else is refused.
+pub fn check_containers(
+    containers: &BTreeMap<String, u32>,
+    known: impl Fn(&str) -> bool,
+) -> Result<(), JobError> {
+    for (n, k) in containers {
+        if !known(n) {
+            return Err(JobError::Body(format!(
+                "container counts name node {n}, which is not in the snapshot"
+            )));
+        }
+        if *k == 0 {
+            return Err(JobError::Body(format!(
+                "container counts give node {n} zero containers (nodes without any are left out)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Encodes a result (unsigned).
@@ -470,6 +511,7 @@ mod tests {
                 },
             )]
             .into(),
+            containers: [("a".to_string(), 31), ("c".to_string(), 2)].into(),
             time_budget_ms: 500,
             count_budget: 100_000,
         }
@@ -488,6 +530,38 @@ mod tests {
             decode_job(&bytes, &key(2).verifying_key()),
             Err(JobError::BadSignature)
         );
+    }
+
+    #[test]
+    fn a_job_carries_the_container_counts_of_its_snapshots_nodes_only() {
+        let j = job();
+        let vk = key(1).verifying_key();
+        let back = decode_job(&encode_job(&j, &key(1)).unwrap(), &vk).unwrap();
+        assert_eq!(back.containers["a"], 31);
+        assert_eq!(back.containers["c"], 2);
+        assert_eq!(back.containers.len(), 2);
+        // the previous version, whose jobs carry no counts, is named rather than misread
+        let bytes = encode_job(&j, &key(1)).unwrap();
+        let f: Frame<'_> = postcard::from_bytes(&bytes).unwrap();
+        let v1 = postcard::to_allocvec(&Frame {
+            version: VERSION_WITHOUT_CONTAINERS,
+            body: f.body,
+            signature: f.signature,
+        })
+        .unwrap();
+        let e = decode_job(&v1, &vk).unwrap_err();
+        assert_eq!(e, JobError::WithoutContainers);
+        assert!(e.to_string().contains("before the container counts"), "{e}");
+        // counts for a node outside the snapshot, or a zero count: refused, named
+        for (n, k) in [("zz", 3), ("b", 0)] {
+            let mut bad = job();
+            bad.containers.insert(n.to_string(), k);
+            let e = decode_job(&encode_job(&bad, &key(1)).unwrap(), &vk).unwrap_err();
+            assert!(
+                matches!(&e, JobError::Body(m) if m.contains(&format!("node {n}"))),
+                "{e}"
+            );
+        }
     }
 
     #[test]
@@ -524,13 +598,13 @@ mod tests {
         .unwrap();
         assert_eq!(decode_job(&unsigned, &vk), Err(JobError::Unsigned));
         // another version
-        let v2 = postcard::to_allocvec(&Frame {
-            version: 2,
+        let v3 = postcard::to_allocvec(&Frame {
+            version: 3,
             body: f.body,
             signature: f.signature,
         })
         .unwrap();
-        assert_eq!(decode_job(&v2, &vk), Err(JobError::UnknownVersion(2)));
+        assert_eq!(decode_job(&v3, &vk), Err(JobError::UnknownVersion(3)));
         // every truncation, and bit flips
         for n in 0..bytes.len() {
             assert!(decode_job(&bytes[..n], &vk).is_err());

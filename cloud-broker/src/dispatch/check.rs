@@ -1,6 +1,7 @@
 //! How a worker's result is received: never trusted blindly. Its assignment must name every
 //! component and only known nodes, satisfy every constraint and link, and fit the resources
-//! left on the job's snapshot and ledger; the score and grades are computed here again.
+//! and the containers left on the job's snapshot and ledger; the score and grades are computed
+//! here again.
 //!
 //! Invariant: a worker's placement reaches the engine only if it holds on the job's own
 //! snapshot and ledger, and with the score and grades computed here; an infeasibility is taken
@@ -9,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use acoa_scheduler::ledger::NODE_CONTAINER_LIMIT;
 use acoa_shared::jobs::{self, ResultOutcome};
 use tracing::warn;
 
@@ -28,7 +30,9 @@ pub fn check(job: &Job, r: &jobs::JobResult) -> Result<JobResult, String> {
         } => {
             let app = job.application.as_ref();
             let cluster = job.cluster.as_ref();
-            if let Some(why) = overcommitted(job, assignment) {
+            if let Some(why) =
+                overcommitted(job, assignment).or_else(|| overfilled(job, assignment))
+            {
                 return Err(format!("the placement does not fit: {why}"));
             }
             let (s, g) = sched::score(cluster, app, assignment)
@@ -82,6 +86,25 @@ fn overcommitted(job: &Job, assignment: &BTreeMap<String, String>) -> Option<Str
         }
     }
     None
+}
+
+/// Whether the placement gives a node more containers than its room in the job's ledger
+/// (the scheduler's container rule: at most [`NODE_CONTAINER_LIMIT`] per node, counting other
+/// applications').
+fn overfilled(job: &Job, assignment: &BTreeMap<String, String>) -> Option<String> {
+    let mut put: BTreeMap<&str, u32> = BTreeMap::new();
+    for n in assignment.values() {
+        *put.entry(n.as_str()).or_default() += 1;
+    }
+    let ledger = job.ledger();
+    put.into_iter().find_map(|(n, k)| {
+        (k > ledger.container_room(n)).then(|| {
+            format!(
+                "node {n} already runs {} containers of other applications and the placement adds {k}, over the {NODE_CONTAINER_LIMIT} a node's desired state carries",
+                ledger.containers(n)
+            )
+        })
+    })
 }
 
 #[cfg(test)]
@@ -158,6 +181,21 @@ mod tests {
         assert!(check(&big, &with(assignment.clone(), score))
             .unwrap_err()
             .contains("does not fit"));
+        // more containers than a node has room for, counting other applications'
+        let mut per_node: BTreeMap<String, u32> = BTreeMap::new();
+        for n in assignment.values() {
+            *per_node.entry(n.clone()).or_default() += 1;
+        }
+        let (busy, k) = per_node.iter().max_by_key(|(_, k)| **k).unwrap();
+        let mut full = (*js[0]).clone();
+        full.containers = [(busy.clone(), NODE_CONTAINER_LIMIT - k + 1)].into();
+        let e = check(&full, &with(assignment.clone(), score)).unwrap_err();
+        assert!(e.contains("does not fit"), "{e}");
+        assert!(e.contains(&format!("node {busy} already runs")), "{e}");
+        assert!(e.contains("32 a node's desired state carries"), "{e}");
+        // exactly up to the limit is taken
+        full.containers = [(busy.clone(), NODE_CONTAINER_LIMIT - k)].into();
+        assert!(check(&full, &with(assignment.clone(), score)).is_ok());
         // a worker error is refused (the job goes out again), an infeasibility is taken
         let err = jobs::JobResult {
             outcome: ResultOutcome::Error("boom".into()),

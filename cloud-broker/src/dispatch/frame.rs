@@ -1,8 +1,10 @@
 //! The signed frame of a placement job for workers.
 //!
 //! Invariant: a frame decodes to exactly the engine's job ([`wire_job`]), with the budgets of
-//! [`crate::sched`]; the snapshot is packed once per snapshot the engine hands out.
+//! [`crate::sched`] and the container counts of the snapshot's nodes; the snapshot is packed
+//! once per snapshot the engine hands out.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use acoa_shared::jobs;
@@ -26,9 +28,22 @@ fn with_cluster(job: &Job, nonce: u128, cluster: Cluster) -> jobs::Job {
         application: job.application.as_ref().clone(),
         cluster,
         reserved: job.reserved.clone(),
+        containers: containers_on(job),
         time_budget_ms: sched::TIME_BUDGET.as_millis() as u64,
         count_budget: sched::COUNT_BUDGET,
     }
+}
+
+/// The engine job's container counts of the nodes in its snapshot, above zero: a node that
+/// left the snapshot cannot be chosen, and a job carries at most one count per node
+/// ([`jobs::check_containers`]).
+fn containers_on(job: &Job) -> BTreeMap<String, u32> {
+    let nodes: BTreeSet<&str> = job.cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+    job.containers
+        .iter()
+        .filter(|(n, k)| **k > 0 && nodes.contains(n.as_str()))
+        .map(|(n, k)| (n.clone(), *k))
+        .collect()
 }
 
 /// The snapshot last packed for jobs: the engine hands out the same `Arc` while its live model
@@ -85,5 +100,20 @@ mod tests {
             let bytes = encode(&j, 42, &key, &cache).unwrap();
             assert_eq!(jobs::decode_job(&bytes, &key.verifying_key()).unwrap(), w);
         }
+    }
+
+    #[test]
+    fn the_container_counts_of_the_snapshots_nodes_travel() {
+        let key = SigningKey::from_bytes(&[5; 32]);
+        let cache = Mutex::new(PackCache::default());
+        let mut j = (*jobs_for(&["smoke-monitoring"])[0]).clone();
+        let n1 = j.cluster.nodes[0].name.clone();
+        let n2 = j.cluster.nodes[1].name.clone();
+        // a node gone from the snapshot and a zero count are left out
+        j.containers = [(n1.clone(), 32), (n2.clone(), 0), ("gone".to_string(), 5)].into();
+        let bytes = encode(&j, 1, &key, &cache).unwrap();
+        let w = jobs::decode_job(&bytes, &key.verifying_key()).unwrap();
+        assert_eq!(w.containers, [(n1, 32)].into());
+        assert_eq!(w, wire_job(&j, 1));
     }
 }

@@ -152,6 +152,7 @@ impl Engine {
             .is_some_and(|a| a.rec.placement.is_some());
         let bounds = has_placement.then(|| self.link_bounds());
         let reserved = self.reserved_by_others(app);
+        let containers = self.containers_of_others(app);
         let id = self.next_job;
         self.next_job += 1;
         let ledger_version = self.ledger_version;
@@ -181,6 +182,7 @@ impl Engine {
             application: Arc::new(a.rec.application.clone()),
             cluster,
             reserved,
+            containers,
             ledger_version,
             current,
             keep,
@@ -198,6 +200,20 @@ impl Engine {
                 let e = m.entry(n.clone()).or_default();
                 e.cpu_millis += r.cpu_millis;
                 e.memory_mb += r.memory_mb;
+            }
+        }
+        m
+    }
+
+    /// Per node, how many containers the other applications' placements put there.
+    pub(super) fn containers_of_others(&self, app: &str) -> BTreeMap<String, u32> {
+        let mut m: BTreeMap<String, u32> = BTreeMap::new();
+        for (a, s) in &self.apps {
+            if a == app {
+                continue;
+            }
+            for n in s.rec.placement.iter().flat_map(|p| p.assignment.values()) {
+                *m.entry(n.clone()).or_default() += 1;
             }
         }
         m

@@ -35,6 +35,8 @@ pub struct Job {
     pub cluster: Arc<Cluster>,
     /// What other applications hold, per node.
     pub reserved: BTreeMap<String, Resources>,
+    /// How many containers other applications' placements put on each node.
+    pub containers: BTreeMap<String, u32>,
     pub ledger_version: u64,
     /// The current assignment, if placed.
     pub current: Option<BTreeMap<String, String>>,
@@ -43,6 +45,21 @@ pub struct Job {
     /// Confidence bounds of `cluster.links` (aligned), given when `current` is: the decision
     /// to move is taken on [`favour_current`].
     pub bounds: Option<Arc<Vec<LinkBounds>>>,
+}
+
+impl Job {
+    /// The scheduler's ledger of this job: what other applications reserve and how many
+    /// containers they put on each node.
+    pub fn ledger(&self) -> sched::Ledger {
+        let mut ledger = sched::Ledger::new();
+        for (n, r) in &self.reserved {
+            ledger.reserve(n, *r);
+        }
+        for (n, k) in &self.containers {
+            ledger.add_containers(n, *k);
+        }
+        ledger
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -105,11 +122,7 @@ pub fn run_job(job: &Job) -> JobResult {
 
 /// The search of [`run_job`]: what a `scheduler worker` computes instead (`crate::workers`).
 pub fn search_job(job: &Job) -> JobOutcome {
-    let mut ledger = sched::Ledger::new();
-    for (n, r) in &job.reserved {
-        ledger.reserve(n, *r);
-    }
-    match sched::place(job.cluster.as_ref(), job.application.as_ref(), &ledger) {
+    match sched::place(job.cluster.as_ref(), job.application.as_ref(), &job.ledger()) {
         Ok(sched::Outcome::Placed(p)) => JobOutcome::Placed(PlacementRecord {
             assignment: p.assignment.clone(),
             score: p.score,
