@@ -394,6 +394,82 @@ fn with_no_worker_jobs_go_out_again_then_run_in_process() {
     });
 }
 
+/// `k` components pinned to `node`, without channels.
+fn pinned(dir: &Path, name: &str, node: &str, k: usize) -> PathBuf {
+    let mut text = format!("application: {name}\nscheduler: qos\ncomponents:\n");
+    for i in 0..k {
+        text.push_str(&format!(
+            "- {{name: c{i}, image: localhost/acoa/x:1, requires: {{node: {node}}}}}\n"
+        ));
+    }
+    let p = dir.join(format!("{name}.yaml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A node that other applications filled to its container limit is not given one more by a
+/// worker: the job carries the node's count, and the worker's answer names the node and the
+/// limit.
+#[test]
+fn a_worker_gives_no_container_to_a_full_node() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_path_buf();
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let creds = enroll_all(&data, &cluster);
+        let cp = ControlPlane::start(
+            &data,
+            free_port(),
+            &[
+                "--scheduler-workers",
+                "external",
+                "--worker-timeout-ms",
+                "5000",
+            ],
+        );
+        let d = data.clone();
+        let w = tokio::task::spawn_blocking(move || Worker::start(&d, "w1"))
+            .await
+            .unwrap();
+        let agents = join_all(&cp, &cp.url, &cluster, &creds, 18200, false).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let node = cluster.nodes[0].name.clone();
+        let (full, one) = (
+            pinned(&data, "filler", &node, 32),
+            pinned(&data, "late", &node, 1),
+        );
+        let d = data.clone();
+        let st = tokio::task::spawn_blocking(move || apply(&d, &full))
+            .await
+            .unwrap();
+        assert_eq!(st.placement.unwrap().len(), 32);
+        let d = data.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            cli(&d, &["apply", one.to_str().unwrap(), "--wait-s", "30"])
+        })
+        .await
+        .unwrap();
+        let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert_eq!(st.state, "unplaced", "{st:?}");
+        let why = format!("{node} already runs 32 containers");
+        assert!(st.reason.unwrap_or_default().contains(&why), "{}", w.text());
+        // the worker computed it, with the count the job carried
+        let log = w.text();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("for late: cannot be placed") && l.contains(&why)),
+            "{log}"
+        );
+        drop(agents);
+    });
+}
+
 /// Mosquitto with the generated ACL lets a worker take jobs through its shared subscription and
 /// answer on its own results topic, and nothing else.
 #[test]
