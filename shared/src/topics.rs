@@ -134,13 +134,29 @@ pub fn broker_address(url: &str) -> Result<(String, u16), BrokerUrlError> {
         .or_else(|| url.strip_prefix("tcp://"))
         .unwrap_or(url)
         .trim_end_matches('/');
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((h, p)) => (
-            h.trim_matches(|c| c == '[' || c == ']').to_string(),
-            p.parse::<u16>()
-                .map_err(|_| BrokerUrlError::Port(url.to_string()))?,
-        ),
-        None => (rest.to_string(), 1883),
+    let port_of = |p: &str| {
+        p.parse::<u16>()
+            .map_err(|_| BrokerUrlError::Port(url.to_string()))
+    };
+    let (host, port) = if let Some(bracketed) = rest.strip_prefix('[') {
+        // `[v6]` or `[v6]:port`: the host is what the brackets hold
+        let (h, after) = bracketed
+            .split_once(']')
+            .ok_or_else(|| BrokerUrlError::Port(url.to_string()))?;
+        let port = match after {
+            "" => 1883,
+            _ => port_of(
+                after
+                    .strip_prefix(':')
+                    .ok_or_else(|| BrokerUrlError::Port(url.to_string()))?,
+            )?,
+        };
+        (h.to_string(), port)
+    } else {
+        match rest.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), port_of(p)?),
+            None => (rest.to_string(), 1883),
+        }
     };
     if host.is_empty() {
         return Err(BrokerUrlError::NoHost(url.to_string()));
@@ -160,6 +176,14 @@ mod broker_address_tests {
         );
         assert_eq!(broker_address("tcp://h"), Ok(("h".into(), 1883)));
         assert_eq!(broker_address("[::1]:1"), Ok(("::1".into(), 1)));
+        // found by fuzzing: brackets without a port were kept, or refused as a bad port
+        assert_eq!(
+            broker_address("mqtt://[fe80::1]"),
+            Ok(("fe80::1".into(), 1883))
+        );
+        assert_eq!(broker_address("[h]"), Ok(("h".into(), 1883)));
+        assert!(broker_address("[h]x").is_err());
+        assert!(broker_address("[h").is_err());
         assert_eq!(
             broker_address("mqtts://h:8883"),
             Err(BrokerUrlError::Tls("mqtts://h:8883".into()))

@@ -400,6 +400,10 @@ pub mod keys {
         if s.len() != 64 {
             return Err(KeyError::Length(s.len()));
         }
+        // from_str_radix alone would take a leading `+` as a sign
+        if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(KeyError::NotHex);
+        }
         let mut out = [0u8; 32];
         for (i, chunk) in s.as_bytes().chunks(2).enumerate() {
             let hex = std::str::from_utf8(chunk).map_err(|_| KeyError::NotHex)?;

@@ -233,3 +233,11 @@ proptest! {
         let _ = decode_unverified(&frame);
     }
 }
+
+/// Found by fuzzing: `from_str_radix` takes a leading `+` as a sign, so `+a+a...` passed as a key.
+#[test]
+fn a_key_is_hex_digits_only() {
+    use acoa_shared::wire::keys::{from_hex, KeyError};
+    assert_eq!(from_hex(&"+a".repeat(32)), Err(KeyError::NotHex));
+    assert_eq!(from_hex(&"ab".repeat(32)), Ok([0xab; 32]));
+}
