@@ -176,19 +176,43 @@ pub async fn apply(
     }
 }
 
-/// Deletes an application (an empty retained definition).
+/// How long `delete` waits for the control plane to confirm a deletion.
+pub const DELETE_CONFIRM: Duration = Duration::from_secs(5);
+
+/// Deletes an application: publishes its tombstone ([`crate::records::tombstone`]) as the
+/// retained definition and waits for the control plane to clear its status. An error when it
+/// does not within [`DELETE_CONFIRM`]: the deletion is then queued on the broker, applied when
+/// the control plane runs.
 pub async fn delete(dd: &DataDir, broker_url: Option<&str>, app: &str) -> anyhow::Result<()> {
     acoa_shared::model::check_name("application", app)?;
     let (c, mut el) = connect(dd, broker_url).await?;
-    c.publish(topics::app(app), QoS::AtLeastOnce, true, Vec::new())
-        .await?;
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = topics::app_status(app);
+    c.subscribe(&status, QoS::AtLeastOnce).await?;
+    c.publish(
+        topics::app(app),
+        QoS::AtLeastOnce,
+        true,
+        crate::records::tombstone(app),
+    )
+    .await?;
+    let deadline = Instant::now() + DELETE_CONFIRM;
+    let mut published = false;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, el.poll()).await {
-            Ok(Ok(MqttEvent::Incoming(Packet::PubAck(_)))) => break,
+            Ok(Ok(MqttEvent::Incoming(Packet::PubAck(_)))) => published = true,
+            // the control plane clears the status once the deletion is durable
+            Ok(Ok(MqttEvent::Incoming(Packet::Publish(p))))
+                if p.topic == status && p.payload.is_empty() =>
+            {
+                break;
+            }
             Ok(Ok(_)) => {}
             Ok(Err(e)) => bail!("broker connection lost: {e}"),
+            Err(_) if published => bail!(
+                "the deletion of {app} is queued on the broker: the control plane did not confirm it within {} s; it is applied when the control plane runs",
+                DELETE_CONFIRM.as_secs()
+            ),
             Err(_) => bail!("the broker did not acknowledge the deletion"),
         }
     }

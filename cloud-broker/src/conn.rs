@@ -12,7 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, Publish, QoS};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
 use crate::broker::MAX_PAYLOAD;
@@ -115,6 +115,9 @@ pub struct Connection {
     pub client: AsyncClient,
     /// Fires once, when the broker first acknowledges the subscription.
     pub subscribed: oneshot::Receiver<()>,
+    /// One message per accepted connection after the first (the broker may have restarted and
+    /// lost what it held); whether the broker kept a session (`session_present`).
+    pub reconnected: mpsc::UnboundedReceiver<bool>,
 }
 
 /// Connects with `options` (requests queued up to `capacity`), subscribes `link.filter` on every
@@ -127,9 +130,11 @@ pub fn spawn(
 ) -> Connection {
     let (client, mut eventloop) = AsyncClient::new(options, capacity);
     let (ready_tx, subscribed) = oneshot::channel();
+    let (again_tx, reconnected) = mpsc::unbounded_channel();
     let sub = client.clone();
     tokio::spawn(async move {
         let mut ready = Some(ready_tx);
+        let mut first = true;
         let mut backoff = Backoff::default();
         loop {
             match eventloop.poll().await {
@@ -138,9 +143,12 @@ pub fn spawn(
                         return;
                     }
                 }
-                Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
+                Ok(MqttEvent::Incoming(Packet::ConnAck(ack))) => {
                     backoff.connected();
                     link.connected();
+                    if !std::mem::take(&mut first) {
+                        let _ = again_tx.send(ack.session_present);
+                    }
                     // on a task of its own: the request waits for this loop to poll again
                     let c = sub.clone();
                     tokio::spawn(async move {
@@ -163,7 +171,11 @@ pub fn spawn(
             }
         }
     });
-    Connection { client, subscribed }
+    Connection {
+        client,
+        subscribed,
+        reconnected,
+    }
 }
 
 #[cfg(test)]

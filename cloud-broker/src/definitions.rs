@@ -94,7 +94,7 @@ pub fn spawn_reader(
         let mut memo = RejectedMemo::new(REJECTED_MEMO);
         let overrun = Arc::new(Semaphore::new(MAX_OVERRUN));
         while let Some((app, payload)) = rx.recv().await {
-            let ev = if payload.is_empty() {
+            let ev = if crate::records::is_deletion(&app, &payload) {
                 Event::AppPublished { app, payload }
             } else {
                 read(&mut memo, &overrun, budget, app, payload).await

@@ -200,6 +200,27 @@ pub struct Snapshot {
     pub meta: Meta,
 }
 
+/// The retained document that deletes application `app` (published on its definition topic,
+/// so that the last retained message there says what should exist, even when the control
+/// plane is not running when it is published).
+pub fn tombstone(app: &str) -> Vec<u8> {
+    format!("deleted: {app}\n").into_bytes()
+}
+
+/// Whether `payload`, published on `app`'s definition topic, deletes it: empty, or
+/// [`tombstone`]`(app)` (surrounding white space ignored).
+pub fn is_deletion(app: &str, payload: &[u8]) -> bool {
+    if payload.is_empty() {
+        return true;
+    }
+    let Ok(text) = std::str::from_utf8(payload) else {
+        return false;
+    };
+    text.trim()
+        .strip_prefix("deleted:")
+        .is_some_and(|rest| rest.trim() == app)
+}
+
 /// What the engine asks to be made durable, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PersistOp {
@@ -238,6 +259,16 @@ mod tests {
         assert_eq!(DesiredDoc::from_wire(&wire), doc);
         assert_eq!(doc.containers[0].name, "shop.db");
         assert_eq!(doc.containers[0].env[1].value, "db");
+    }
+
+    #[test]
+    fn a_tombstone_deletes_its_own_application_only() {
+        assert!(is_deletion("shop", &tombstone("shop")));
+        assert!(is_deletion("shop", b""));
+        assert!(is_deletion("shop", b"  deleted:   shop \n"));
+        assert!(!is_deletion("shop", &tombstone("shop2")));
+        assert!(!is_deletion("shop", b"application: shop\n"));
+        assert!(!is_deletion("shop", b"\xff\xfe"));
     }
 
     #[test]

@@ -6,9 +6,12 @@
 //! - The decisions are the engine's; this loop carries out its actions one after the other, in
 //!   the order it gives them.
 //! - A record (other than a node's static properties) is durable before the next action runs,
-//!   so nothing is published that could not be made durable: a store failure stops the control
-//!   plane. Node records are written in their order by a thread of their own, off the
-//!   critical path.
+//!   so nothing is published that could not be made durable: after a failed write the rest of
+//!   that event's writes and publications are dropped and the engine is told
+//!   ([`Event::StoreFailed`]: it holds new definitions); the store is tried again every
+//!   [`STORE_RETRY_MS`] ([`Event::StoreWritable`]: the engine writes everything again). The
+//!   broker and what it holds keep being served meanwhile. Node records are written in their
+//!   order by a thread of their own, off the critical path.
 //! - Applications, placement results, ticks and inventory changes are handled before node
 //!   telemetry, and every publication of ours leaves on the applications connection, so a
 //!   definition or a desired state never waits behind reports.
@@ -21,7 +24,7 @@ use std::time::{Duration, Instant};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use rumqttc::QoS;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, error, info};
+use tracing::{debug, error, info, warn};
 
 use crate::broker::{self, Logins, TlsListener};
 use crate::conn::{self, Connection, Link};
@@ -65,7 +68,11 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let dd = DataDir::new(&opts.data_dir);
     let key = dd.signing_key()?;
     let login = dd.credentials()?.control_plane;
-    let store: Arc<dyn Store> = Arc::new(FileStore::open(&opts.data_dir)?);
+    let (file_store, removed) = FileStore::open_cleaned(&opts.data_dir)?;
+    if removed > 0 {
+        info!("removed {removed} temporary files an interrupted write left");
+    }
+    let store: Arc<dyn Store> = Arc::new(file_store);
     let snapshot = store.load()?;
     let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
 
@@ -84,6 +91,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         opts.definition_budget,
     )?;
     spawn_ticks(opts.tick_ms, ctl_tx.clone());
+    let apps = spawn_republish(apps, ctl_tx.clone());
     spawn_startup(telemetry.subscribed, opts.startup_wait_ms, ctl_tx);
 
     let outbox = Outbox {
@@ -117,7 +125,12 @@ fn start_broker(
         }
     };
     spawn_inventory_watch(dd.clone(), keys.clone(), logins, ctl_tx.clone());
-    crate::store::write_atomic(&dd.endpoint_path(), url.as_bytes(), 0o644)?;
+    // unchanged on a restart: not written again, so a full disk does not stop the start
+    if dd.endpoint().as_deref() != Some(url.as_str()) {
+        if let Err(e) = crate::store::write_atomic(&dd.endpoint_path(), url.as_bytes(), 0o644) {
+            warn!("the broker's address cannot be written for the command line: {e}");
+        }
+    }
     Ok(url)
 }
 
@@ -228,15 +241,46 @@ fn spawn_startup(subscribed: oneshot::Receiver<()>, wait_ms: u64, tx: mpsc::Send
     });
 }
 
+/// Every reconnection of the applications connection (the one all our publications leave on)
+/// becomes an [`Event::BrokerReconnected`]: a broker restarted without persistence lacks the
+/// retained documents, and a clean session says nothing about them, so they are published
+/// again whatever `session_present` says.
+fn spawn_republish(mut apps: Connection, tx: mpsc::Sender<Event>) -> Connection {
+    let mut again = std::mem::replace(&mut apps.reconnected, mpsc::unbounded_channel().1);
+    tokio::spawn(async move {
+        while let Some(session) = again.recv().await {
+            info!(
+                "reconnected to the broker (session {}): publishing the retained documents again",
+                if session { "kept" } else { "new" }
+            );
+            if tx.send(Event::BrokerReconnected).await.is_err() {
+                return;
+            }
+        }
+    });
+    apps
+}
+
 /// Node records are not on the critical path: written, in order, by a thread of their own.
 fn spawn_node_writer(store: Arc<dyn Store>) -> anyhow::Result<std::sync::mpsc::Sender<PersistOp>> {
     let (tx, rx) = std::sync::mpsc::channel::<PersistOp>();
     std::thread::Builder::new()
         .name("node-records".into())
         .spawn(move || {
+            // logged once per run of failures (a full disk fails every write)
+            let mut failing = false;
             while let Ok(op) = rx.recv() {
-                if let Err(e) = store.apply(&op) {
-                    error!("store: {e}");
+                match store.apply(&op) {
+                    Err(e) if !failing => {
+                        failing = true;
+                        error!("store: node record not written: {e}");
+                    }
+                    Err(_) => {}
+                    Ok(()) if failing => {
+                        failing = false;
+                        info!("store: node records written again");
+                    }
+                    Ok(()) => {}
                 }
             }
         })?;
@@ -253,18 +297,45 @@ struct Outbox {
     placer: Placer,
 }
 
+/// How long the store is left alone after a failed write before it is tried again.
+const STORE_RETRY_MS: u64 = 1000;
+
 impl Outbox {
-    /// Carries out one action; `Err` (a store write failed) stops the control plane.
-    async fn apply(&self, action: Action) -> anyhow::Result<()> {
+    /// Carries out one event's actions in order. After a store write fails, nothing more of
+    /// them is written or published (never publish what is not durable), placement jobs still
+    /// go; returns the failure (the application it was about, the reason).
+    async fn apply_all(&self, actions: Vec<Action>) -> Option<(Option<String>, String)> {
+        let mut failed = None;
+        for action in actions {
+            match action {
+                Action::Schedule(_) => self.apply(action).await,
+                _ if failed.is_some() => {}
+                Action::Persist(op) if !matches!(op, PersistOp::PutNode(_)) => {
+                    if let Err(e) = self.store.apply(&op) {
+                        debug!("store: {e}");
+                        let app = match &op {
+                            PersistOp::PutApp(a) => Some(a.name.clone()),
+                            PersistOp::DeleteApp(a) => Some(a.clone()),
+                            _ => None,
+                        };
+                        failed = Some((app, e.to_string()));
+                    }
+                }
+                action => self.apply(action).await,
+            }
+        }
+        failed
+    }
+
+    /// Carries out one action (a store write of a node record, a publication, a job).
+    async fn apply(&self, action: Action) {
         match action {
             Action::Persist(op @ PersistOp::PutNode(_)) => {
                 let _ = self.nodes.send(op);
             }
             Action::Persist(op) => {
                 if let Err(e) = self.store.apply(&op) {
-                    // never publish what could not be made durable
-                    error!("store: {e}; stopping");
-                    return Err(e.into());
+                    error!("store: {e}");
                 }
             }
             Action::Publish {
@@ -283,7 +354,6 @@ impl Outbox {
             }
             Action::Schedule(job) => self.placer.submit(job).await,
         }
-        Ok(())
     }
 }
 
@@ -297,6 +367,7 @@ async fn run(
     let t0 = Instant::now();
     let now = || t0.elapsed().as_millis() as u64;
     let mut shutdown = Box::pin(shutdown_signal());
+    let mut store_retry_at = 0;
     loop {
         let ev = tokio::select! {
             biased;
@@ -304,8 +375,34 @@ async fn run(
             ev = ctl_rx.recv() => match ev { Some(ev) => ev, None => break },
             ev = ev_rx.recv() => match ev { Some(ev) => ev, None => break },
         };
-        for action in engine.handle(now(), ev) {
-            outbox.apply(action).await?;
+        let tick = matches!(ev, Event::Tick);
+        // a definition is not taken into the engine when its record could not be written:
+        // the store is tried first (definitions are rare), so the engine holds it instead
+        let definition = matches!(ev, Event::AppChecked { .. } | Event::AppPublished { .. });
+        if definition && !engine.store_full() {
+            if let Err(e) = outbox.store.writable() {
+                store_retry_at = now() + STORE_RETRY_MS;
+                let full = Event::StoreFailed {
+                    app: None,
+                    reason: e.to_string(),
+                };
+                let _ = outbox.apply_all(engine.handle(now(), full)).await;
+            }
+        }
+        let mut failed = outbox.apply_all(engine.handle(now(), ev)).await;
+        if tick && failed.is_none() && engine.store_full() && now() >= store_retry_at {
+            store_retry_at = now() + STORE_RETRY_MS;
+            if outbox.store.writable().is_ok() {
+                failed = outbox
+                    .apply_all(engine.handle(now(), Event::StoreWritable))
+                    .await;
+            }
+        }
+        if let Some((app, reason)) = failed {
+            store_retry_at = now() + STORE_RETRY_MS;
+            let ev = Event::StoreFailed { app, reason };
+            // only statuses: nothing to write
+            let _ = outbox.apply_all(engine.handle(now(), ev)).await;
         }
     }
     Ok(())

@@ -52,18 +52,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StoreErr
             .unwrap_or("record"),
         std::process::id()
     ));
-    {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(&tmp)
-            .map_err(io_err(&tmp))?;
-        f.write_all(bytes).map_err(io_err(&tmp))?;
-        f.sync_all().map_err(io_err(&tmp))?;
+    let written = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        })
+        .and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = written {
+        // a full disk must not keep the partial copy's space
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err(&tmp)(e));
     }
-    fs::rename(&tmp, path).map_err(io_err(path))?;
     fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err(dir))?;
@@ -121,6 +125,41 @@ pub trait Store: Send + Sync {
     fn load(&self) -> Result<Snapshot, StoreError>;
     /// Makes `op` durable before returning.
     fn apply(&self, op: &PersistOp) -> Result<(), StoreError>;
+    /// `Ok` when a record of [`PROBE_BYTES`] can be made durable now (after a failure, to
+    /// know when writes are possible again).
+    fn writable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// The size of the record [`Store::writable`] writes to see whether the store can write.
+pub const PROBE_BYTES: usize = 64 * 1024;
+
+/// Removes the temporary files a crash or a full disk left in `dir` (names `.{record}.tmp{pid}`);
+/// returns how many.
+pub fn remove_temporaries(dir: &Path) -> Result<usize, StoreError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io_err(dir)(e)),
+    };
+    let mut n = 0;
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let Some((_, pid)) = name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp")) else {
+            continue;
+        };
+        // another process (a CLI command) may be writing its own right now
+        let live = pid
+            .parse::<u32>()
+            .is_ok_and(|p| p != std::process::id() && Path::new("/proc").join(pid).exists());
+        if !live && e.path().is_file() {
+            fs::remove_file(e.path()).map_err(io_err(&e.path()))?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// The file store in `{data_dir}/store`.
@@ -130,13 +169,22 @@ pub struct FileStore {
 }
 
 impl FileStore {
+    /// Opens (creates) the store under `data_dir` and removes the temporary files a crash or a
+    /// full disk left there and in `data_dir` itself.
     pub fn open(data_dir: &Path) -> Result<FileStore, StoreError> {
+        Ok(FileStore::open_cleaned(data_dir)?.0)
+    }
+
+    /// [`FileStore::open`], also returning how many temporary files were removed.
+    pub fn open_cleaned(data_dir: &Path) -> Result<(FileStore, usize), StoreError> {
         let root = data_dir.join("store");
+        let mut removed = remove_temporaries(data_dir)? + remove_temporaries(&root)?;
         for sub in ["apps", "desired", "nodes"] {
             let d = root.join(sub);
             fs::create_dir_all(&d).map_err(io_err(&d))?;
+            removed += remove_temporaries(&d)?;
         }
-        Ok(FileStore { root })
+        Ok((FileStore { root }, removed))
     }
 
     fn file(&self, sub: &str, name: &str) -> PathBuf {
@@ -184,6 +232,12 @@ impl Store for FileStore {
             PersistOp::PutMeta(m) => write_atomic(&self.root.join("meta.json"), &json(m), 0o600),
         }
     }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        let probe = self.root.join("probe");
+        write_atomic(&probe, &vec![b' '; PROBE_BYTES], 0o600)?;
+        remove_durable(&probe)
+    }
 }
 
 fn json<T: Serialize>(v: &T) -> Vec<u8> {
@@ -220,6 +274,32 @@ mod tests {
         let snap = store.load().unwrap();
         assert_eq!(snap.meta.peer_generation, 7);
         assert!(snap.apps.is_empty());
+    }
+
+    #[test]
+    fn temporaries_left_by_a_crash_are_removed_on_open_and_records_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        store
+            .apply(&PersistOp::PutMeta(Meta { peer_generation: 3 }))
+            .unwrap();
+        for p in [
+            "store/apps/.shop.json.tmp999999998",
+            "store/.meta.json.tmp999999998",
+            ".endpoint.tmp999999999",
+        ] {
+            fs::write(dir.path().join(p), b"{torn").unwrap();
+        }
+        let (store, removed) = FileStore::open_cleaned(dir.path()).unwrap();
+        assert_eq!(removed, 3);
+        assert!(!dir
+            .path()
+            .join("store/apps/.shop.json.tmp999999998")
+            .exists());
+        assert!(dir.path().join("store/meta.json").exists());
+        assert_eq!(store.load().unwrap().meta.peer_generation, 3);
+        assert!(store.writable().is_ok());
+        assert!(!dir.path().join("store/probe").exists());
     }
 
     #[test]

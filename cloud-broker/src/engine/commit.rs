@@ -22,7 +22,7 @@ use crate::status::{digest, AppStatus, PlacementRecord};
 
 impl Engine {
     pub(super) fn on_app(&mut self, app: String, payload: Vec<u8>, out: &mut Vec<Action>) {
-        if payload.is_empty() {
+        if crate::records::is_deletion(&app, &payload) {
             self.delete_app(&app, out);
             return;
         }
@@ -31,6 +31,10 @@ impl Engine {
             if a.rec.digest == d {
                 return; // the same definition again (a retained copy): nothing changes
             }
+        }
+        if self.store_full.is_some() {
+            self.hold(app, payload, out);
+            return;
         }
         match self.take_checked(&app, &d, &payload) {
             Err(reason) => {
@@ -92,14 +96,15 @@ impl Engine {
 
     pub(super) fn delete_app(&mut self, app: &str, out: &mut Vec<Action>) {
         self.forget_measured(None, Some(app));
+        self.held.remove(app);
         let Some(a) = self.apps.remove(app) else {
-            if self.status_sent.remove(app).is_some() {
-                out.push(Action::Publish {
-                    topic: topics::app_status(app),
-                    payload: vec![],
-                    retain: true,
-                });
-            }
+            // cleared even when nothing was known: the deleting client waits for it
+            self.status_sent.remove(app);
+            out.push(Action::Publish {
+                topic: topics::app_status(app),
+                payload: vec![],
+                retain: true,
+            });
             return;
         };
         let nodes: BTreeSet<String> = a

@@ -30,6 +30,7 @@ use crate::status::PlacementRecord;
 
 mod admit;
 mod commit;
+mod durable;
 mod inventory;
 mod jobs;
 mod links;
@@ -127,6 +128,13 @@ pub enum Event {
     Scheduled(Box<JobResult>),
     /// The broker's retained messages have been read: republish what the agents lack.
     StartupDone,
+    /// A record could not be made durable (`app`: the application it was about); what
+    /// depended on it was not published.
+    StoreFailed { app: Option<String>, reason: String },
+    /// The store writes again after a [`Event::StoreFailed`].
+    StoreWritable,
+    /// The broker accepted a new connection of ours: it may have lost the retained documents.
+    BrokerReconnected,
     /// Time passes.
     Tick,
 }
@@ -214,6 +222,10 @@ pub struct Engine {
     measured: measured::Measured,
     stats_at_last: Stats,
     pub stats: Stats,
+    /// Why the store cannot write, while it cannot.
+    store_full: Option<String>,
+    /// Definitions received while the store could not write, applied once it can.
+    held: BTreeMap<String, Vec<u8>>,
 }
 
 fn ms(v: u64) -> String {
@@ -253,6 +265,8 @@ impl Engine {
             measured: measured::Measured::new(cfg_window, now),
             stats_at_last: Stats::default(),
             stats: Stats::default(),
+            store_full: None,
+            held: BTreeMap::new(),
         };
         for (name, info) in snap.nodes {
             e.nodes.insert(
@@ -326,6 +340,9 @@ impl Engine {
             }
             Event::Scheduled(r) => self.on_scheduled(*r, &mut out),
             Event::StartupDone => self.on_startup(&mut out),
+            Event::StoreFailed { app, reason } => self.on_store_failed(app, reason, &mut out),
+            Event::StoreWritable => self.on_store_writable(&mut out),
+            Event::BrokerReconnected => self.republish(&mut out),
             Event::Tick => self.on_tick(&mut out),
         }
         out

@@ -1,0 +1,147 @@
+//! What keeps the broker and the store in step with the engine: a store that cannot write
+//! (full disk) and writes again, and a broker that may have lost its retained messages.
+//!
+//! Invariants:
+//! - While the store cannot write, a new or changed definition is held, not applied: its status
+//!   says `refused` with the reason, and it is applied as soon as the store writes again
+//!   (deletions still go through: removing a record needs no space). The warning is logged
+//!   once per outage.
+//! - When the store writes again, every record the engine holds is written again before
+//!   anything is published, so the store catches up with what was decided meanwhile.
+//! - [`Engine::republish`] publishes again every retained document the control plane owns
+//!   (desired states, the peer list, the statuses) at their current generations, so a broker
+//!   that lost them (restarted without persistence) serves them again.
+
+use acoa_shared::topics;
+use acoa_shared::wire::{self, Message, Peer, PeerList};
+use tracing::{info, warn};
+
+use super::{Action, Engine};
+use crate::records::PersistOp;
+use crate::status::{digest, AppStatus};
+
+impl Engine {
+    /// Whether the store is known not to write (changes are held meanwhile).
+    pub fn store_full(&self) -> bool {
+        self.store_full.is_some()
+    }
+
+    /// A record could not be made durable (`app`: the application it was about, if any).
+    pub(super) fn on_store_failed(
+        &mut self,
+        app: Option<String>,
+        reason: String,
+        out: &mut Vec<Action>,
+    ) {
+        if self.store_full.is_none() {
+            warn!(
+                "store cannot write ({reason}): new definitions are held until it can; what is published stays served"
+            );
+        }
+        self.store_full = Some(reason);
+        if let Some(app) = app {
+            if let Some(a) = self.apps.get(&app) {
+                let d = a.rec.digest.clone();
+                self.refused_status(&app, &d, false, out);
+            }
+        }
+    }
+
+    /// The store writes again: everything is written again, published again, and the held
+    /// definitions are applied.
+    pub(super) fn on_store_writable(&mut self, out: &mut Vec<Action>) {
+        if self.store_full.take().is_none() {
+            return;
+        }
+        info!(
+            "store writes again: {} applications and {} desired states written, {} held definitions applied",
+            self.apps.len(),
+            self.desired.len(),
+            self.held.len()
+        );
+        out.push(Action::Persist(PersistOp::PutMeta(self.meta.clone())));
+        for a in self.apps.values() {
+            out.push(Action::Persist(PersistOp::PutApp(Box::new(a.rec.clone()))));
+        }
+        for d in self.desired.values() {
+            out.push(Action::Persist(PersistOp::PutDesired(Box::new(d.clone()))));
+        }
+        self.republish(out);
+        for (app, payload) in std::mem::take(&mut self.held) {
+            self.on_app(app, payload, out);
+        }
+    }
+
+    /// Holds a definition while the store cannot write, and says so in its status.
+    pub(super) fn hold(&mut self, app: String, payload: Vec<u8>, out: &mut Vec<Action>) {
+        let d = digest(&payload);
+        let previous = self.apps.contains_key(&app);
+        self.held.insert(app.clone(), payload);
+        self.refused_status(&app, &d, previous, out);
+    }
+
+    fn refused_status(&mut self, app: &str, d: &str, previous: bool, out: &mut Vec<Action>) {
+        let mut st = AppStatus::new(app, "refused", d);
+        st.reason = Some(format!(
+            "the control plane's store is full or cannot write ({}); the definition is applied once it can{}",
+            self.store_full.as_deref().unwrap_or("unknown"),
+            if previous {
+                "; the previous definition stays deployed"
+            } else {
+                ""
+            }
+        ));
+        self.send_status(app, &st, out);
+    }
+
+    /// Publishes again every retained document the control plane owns, unchanged.
+    pub(super) fn republish(&mut self, out: &mut Vec<Action>) {
+        for (n, d) in &self.desired {
+            if let Ok(bytes) = d
+                .to_wire()
+                .and_then(|w| wire::encode(&Message::DesiredState(w), Some(&self.key)))
+            {
+                out.push(Action::Publish {
+                    topic: topics::desired(n),
+                    payload: bytes,
+                    retain: true,
+                });
+            }
+        }
+        if let Some(peers) = &self.peers_sent {
+            let mut list = Vec::with_capacity(peers.len());
+            for (n, a) in peers {
+                if let (Ok(node), Ok(addr)) = (wire::name(n), wire::bounded("probe_addr", a)) {
+                    list.push(Peer { node, addr });
+                }
+            }
+            let msg = Message::PeerList(PeerList {
+                generation: self.meta.peer_generation,
+                peers: list,
+            });
+            if let Ok(bytes) = wire::encode(&msg, Some(&self.key)) {
+                out.push(Action::Publish {
+                    topic: topics::PEERS.into(),
+                    payload: bytes,
+                    retain: true,
+                });
+            }
+        }
+        // what was last sent may not have left (a failed write drops the publications after
+        // it): a placed application's status is computed again, any other sent again
+        let sent = std::mem::take(&mut self.status_sent);
+        for (app, json) in sent {
+            match self.status_of(&app) {
+                Some(st) => self.send_status(&app, &st, out),
+                None => {
+                    out.push(Action::Publish {
+                        topic: topics::app_status(&app),
+                        payload: json.clone().into_bytes(),
+                        retain: true,
+                    });
+                    self.status_sent.insert(app, json);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! Durability of the control plane with the real binary and its embedded broker (or a real
+//! Mosquitto): a full disk, temporary files left by an interrupted write.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use acoa_shared::model;
+use cloud_broker::status::AppStatus;
+use common::*;
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount a tmpfs (needs root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs { dir }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// Writes `filler` until the file system refuses more.
+    fn fill(&self) -> PathBuf {
+        let p = self.dir.path().join("filler");
+        let mut f = std::fs::File::create(&p).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+        // the last pages too
+        while f.write_all(&[0u8; 512]).is_ok() {}
+        p
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+fn status_of(data: &Path, app: &str) -> Option<AppStatus> {
+    let out = cli(data, &["status", app]);
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+async fn wait_state(data: &Path, app: &str, states: &[&str], timeout: Duration) -> AppStatus {
+    let t = std::time::Instant::now();
+    loop {
+        let (d, a) = (data.to_path_buf(), app.to_string());
+        let st = tokio::task::spawn_blocking(move || status_of(&d, &a))
+            .await
+            .unwrap();
+        if let Some(st) = &st {
+            if states.contains(&st.state.as_str()) {
+                return st.clone();
+            }
+        }
+        assert!(
+            t.elapsed() < timeout,
+            "{app} not in {states:?} within {timeout:?}: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+async fn apply(data: &Path, file: &Path) -> std::process::Output {
+    let (d, f) = (data.to_path_buf(), file.to_path_buf());
+    tokio::task::spawn_blocking(move || cli(&d, &["apply", f.to_str().unwrap(), "--wait-s", "5"]))
+        .await
+        .unwrap()
+}
+
+#[test]
+fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns() {
+    run(async {
+        let fs = Tmpfs::mount("4m");
+        let data = fs.path();
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let creds = enroll_all(&data, &cluster);
+        let port = free_port();
+        // the log off the full disk
+        let logs = tempfile::tempdir().unwrap();
+        let mut cp = ControlPlane::start_logged(&data, port, &[], &logs.path().join("cp.log"));
+        let _agents = join_all(&cp, &cp.url, &cluster, &creds, 17400, true).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let out = apply(&data, &scenario("smoke-monitoring.yaml")).await;
+        assert!(out.status.success(), "{}", cp.log_text());
+
+        // a full disk, and a temporary file an interrupted write left: the control plane
+        // starts all the same and removes it
+        let filler = fs.fill();
+        cp.kill();
+        let torn = data.join("store/apps/.speed-profiling.json.tmp999999999");
+        std::fs::write(&torn, b"").unwrap();
+        let cp = ControlPlane::start_logged(&data, port, &[], &cp.log.clone());
+        cp.wait_log_async("started with 1 applications", Duration::from_secs(10))
+            .await;
+        assert!(cp.has_log("removed 1 temporary files"), "{}", cp.log_text());
+        assert!(!torn.exists());
+
+        // a new definition is held, its status says why; the process lives and the broker
+        // serves what was published
+        let out = apply(&data, &scenario("speed-profiling.yaml")).await;
+        let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+            panic!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                cp.log_text()
+            )
+        });
+        assert_eq!(st.state, "refused", "{st:?}");
+        let reason = st.reason.unwrap();
+        assert!(reason.contains("store is full"), "{reason}");
+        // a second change while full: refused too, logged once
+        let renamed = tempfile::tempdir().unwrap();
+        let other = renamed.path().join("other.yaml");
+        std::fs::write(
+            &other,
+            std::fs::read_to_string(scenario("smoke-monitoring.yaml"))
+                .unwrap()
+                .replace("application: smoke-monitoring", "application: smoke-two"),
+        )
+        .unwrap();
+        apply(&data, &other).await;
+        wait_state(&data, "smoke-two", &["refused"], Duration::from_secs(5)).await;
+        let mut cp = cp;
+        assert!(cp.alive());
+        assert_eq!(cp.count_log("store cannot write"), 1, "{}", cp.log_text());
+        let st = wait_state(
+            &data,
+            "smoke-monitoring",
+            &["placed", "running"],
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(st.placement.is_some());
+
+        // space returns: the held definitions are applied, new ones accepted
+        std::fs::remove_file(&filler).unwrap();
+        cp.wait_log_async("store writes again", Duration::from_secs(10))
+            .await;
+        wait_state(
+            &data,
+            "speed-profiling",
+            &["placed", "running", "unplaced"],
+            Duration::from_secs(10),
+        )
+        .await;
+        assert!(data.join("store/apps/speed-profiling.json").exists());
+        wait_state(
+            &data,
+            "smoke-two",
+            &["placed", "running", "unplaced"],
+            Duration::from_secs(10),
+        )
+        .await;
+        // and a change published now is taken at once
+        std::fs::write(
+            &other,
+            std::fs::read_to_string(scenario("smoke-monitoring.yaml"))
+                .unwrap()
+                .replace("application: smoke-monitoring", "application: smoke-three"),
+        )
+        .unwrap();
+        let out = apply(&data, &other).await;
+        let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
+        assert_ne!(st.state, "refused", "{st:?}");
+        assert!(data.join("store/apps/smoke-three.json").exists());
+        assert!(cp.alive());
+    });
+}
+
+/// Mosquitto in `dir` for the control plane of `data` with persistence off (its generated
+/// configuration keeps retained messages in a file, which would hide what a restart loses).
+async fn mosquitto_without_persistence(
+    mosquitto: &Path,
+    dir: &Path,
+    data: &Path,
+    port: u16,
+) -> Killed {
+    let (m, _) = start_mosquitto(mosquitto, dir, data, port, false).await;
+    drop(m);
+    let conf = dir.join("mosquitto/mosquitto.conf");
+    let text = std::fs::read_to_string(&conf)
+        .unwrap()
+        .replace("persistence true", "persistence false");
+    std::fs::write(&conf, text).unwrap();
+    let _ = std::fs::remove_dir_all(dir.join("mosquitto/persist"));
+    std::fs::create_dir_all(dir.join("mosquitto/persist")).unwrap();
+    restart_mosquitto(mosquitto, dir, port).await
+}
+
+/// A Mosquitto started here, killed (SIGKILL: nothing saved) on drop.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts Mosquitto again on the configuration already in `dir`.
+async fn restart_mosquitto(mosquitto: &Path, dir: &Path, port: u16) -> Killed {
+    let mlog = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("mosquitto.log"))
+        .unwrap();
+    let child = Command::new(mosquitto)
+        .arg("-c")
+        .arg(dir.join("mosquitto/mosquitto.conf"))
+        .stdout(std::process::Stdio::null())
+        .stderr(mlog)
+        .spawn()
+        .unwrap();
+    let m = Killed(child);
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "mosquitto did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    m
+}
+
+fn mosquitto_dir() -> Option<(PathBuf, tempfile::TempDir)> {
+    let m = find_bin("mosquitto")?;
+    find_bin("mosquitto_passwd")?;
+    let dir = tempfile::tempdir().unwrap();
+    // mosquitto drops to its own user: it must be able to reach its files
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    Some((m, dir))
+}
+
+/// The retained desired states the broker at `url` holds, read with the admin login.
+async fn retained_desired(data: &Path, url: &str) -> Vec<String> {
+    use rumqttc::{AsyncClient, Event as E, Packet, QoS};
+    let creds = cloud_broker::identity::DataDir::new(data)
+        .credentials()
+        .unwrap();
+    let o = cloud_broker::conn::mqtt_options(url, "durability-reader", &creds.admin).unwrap();
+    let (c, mut el) = AsyncClient::new(o, 16);
+    c.subscribe("acoa/v1/nodes/+/desired", QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    let mut topics = vec![];
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while let Ok(Ok(ev)) = tokio::time::timeout(
+        deadline.saturating_duration_since(std::time::Instant::now()),
+        el.poll(),
+    )
+    .await
+    {
+        if let E::Incoming(Packet::Publish(p)) = ev {
+            if p.retain && !p.payload.is_empty() {
+                topics.push(p.topic);
+            }
+        }
+    }
+    topics
+}
+
+#[test]
+fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_restart() {
+    let Some((mosquitto, dir)) = mosquitto_dir() else {
+        eprintln!("SKIPPED: mosquitto is not installed");
+        return;
+    };
+    run(async move {
+        let data = dir.path().join("data");
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let creds = enroll_all(&data, &cluster);
+        let port = free_port();
+        let m = mosquitto_without_persistence(&mosquitto, dir.path(), &data, port).await;
+        let url = format!("mqtt://127.0.0.1:{port}");
+        let cp = ControlPlane::start(&data, free_port(), &["--broker-url", &url]);
+        let _agents = join_all(&cp, &url, &cluster, &creds, 17600, true).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let out = apply(&data, &scenario("smoke-monitoring.yaml")).await;
+        assert!(out.status.success(), "{}", cp.log_text());
+        let before = retained_desired(&data, &url).await;
+        assert!(!before.is_empty());
+
+        drop(m); // killed: with persistence off, everything retained is gone
+        let _m = restart_mosquitto(&mosquitto, dir.path(), port).await;
+        cp.wait_log_async(
+            "publishing the retained documents again",
+            Duration::from_secs(15),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut after = retained_desired(&data, &url).await;
+        after.sort();
+        let mut want = before.clone();
+        want.sort();
+        assert_eq!(after, want, "{}", cp.log_text());
+        let st = wait_state(
+            &data,
+            "smoke-monitoring",
+            &["placed", "running"],
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(st.placement.is_some());
+    });
+}
+
+#[test]
+fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start() {
+    let Some((mosquitto, dir)) = mosquitto_dir() else {
+        eprintln!("SKIPPED: mosquitto is not installed");
+        return;
+    };
+    run(async move {
+        let data = dir.path().join("data");
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let creds = enroll_all(&data, &cluster);
+        let port = free_port();
+        let (_m, _) = start_mosquitto(&mosquitto, dir.path(), &data, port, false).await;
+        let url = format!("mqtt://127.0.0.1:{port}");
+        let cp_port = free_port();
+        let mut cp = ControlPlane::start(&data, cp_port, &["--broker-url", &url]);
+        let _agents = join_all(&cp, &url, &cluster, &creds, 17700, true).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let out = apply(&data, &scenario("smoke-monitoring.yaml")).await;
+        assert!(out.status.success(), "{}", cp.log_text());
+
+        cp.kill();
+        let d = data.clone();
+        let out = tokio::task::spawn_blocking(move || cli(&d, &["delete", "smoke-monitoring"]))
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "not confirmed, yet: {err}");
+        assert!(err.contains("queued"), "{err}");
+        assert!(data.join("store/apps/smoke-monitoring.json").exists());
+
+        let cp = ControlPlane::start(&data, cp_port, &["--broker-url", &url]);
+        cp.wait_log_async(
+            "application smoke-monitoring deleted",
+            Duration::from_secs(15),
+        )
+        .await;
+        assert!(!data.join("store/apps/smoke-monitoring.json").exists());
+        let d = data.clone();
+        assert!(
+            tokio::task::spawn_blocking(move || status_of(&d, "smoke-monitoring"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // and a delete while it runs is confirmed
+        let out = apply(&data, &scenario("speed-profiling.yaml")).await;
+        assert!(String::from_utf8_lossy(&out.stdout).contains("speed-profiling"));
+        let d = data.clone();
+        let out = tokio::task::spawn_blocking(move || cli(&d, &["delete", "speed-profiling"]))
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
