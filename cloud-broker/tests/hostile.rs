@@ -389,3 +389,83 @@ fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image() {
         }
     });
 }
+
+/// A node holds at most the containers one desired state carries: an application pinned to a
+/// full node is not placed, its status says why, and the applications already there keep
+/// their containers.
+#[test]
+fn a_full_node_refuses_another_application_and_keeps_the_first_ones_containers() {
+    use acoa_shared::wire::MAX_CONTAINERS;
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_path_buf();
+        let (k1, pw1, cpk) = enroll(&data, "n1");
+        let port = free_port();
+        let cp = ControlPlane::start(&data, port, &[]);
+        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+        let mut node1 = cluster.nodes[0].clone();
+        node1.name = "n1".into();
+        let mut agent = SimAgent::start(AgentSpec {
+            url: cp.url.clone(),
+            node: node1,
+            password: pw1,
+            key: k1,
+            control_plane: cpk,
+            probe_addr: "127.0.0.1:1".into(),
+            links: vec![],
+            period: Duration::from_millis(300),
+            subscribe_desired: true,
+        });
+        cp.wait_log_async("node n1 joined", Duration::from_secs(10))
+            .await;
+        let pinned = |app: &str, n: usize| {
+            let mut t = format!("application: {app}\ncomponents:\n");
+            for i in 0..n {
+                t.push_str(&format!(
+                    "- {{name: c{i}, image: localhost/acoa/c:1, requires: {{node: n1}}, resources: {{cpu_millis: 10, memory_mb: 8}}}}\n"
+                ));
+            }
+            let file = data.join(format!("{app}.yaml"));
+            std::fs::write(&file, t).unwrap();
+            file
+        };
+        let apply = |file: std::path::PathBuf| {
+            let d = data.clone();
+            tokio::task::spawn_blocking(move || {
+                cli(
+                    &d,
+                    &["apply", file.to_str().unwrap(), "--agents-wait-s", "0"],
+                )
+            })
+        };
+        let full = apply(pinned("full", MAX_CONTAINERS)).await.unwrap();
+        assert!(
+            full.status.success(),
+            "{}",
+            String::from_utf8_lossy(&full.stderr)
+        );
+        let more = apply(pinned("more", 1)).await.unwrap();
+        let st: AppStatus = serde_json::from_slice(&more.stdout).unwrap();
+        let log = cp.log_text();
+        assert!(!more.status.success(), "{st:?}\n{log}");
+        assert_eq!(st.state, "unplaced", "{st:?}\n{log}");
+        let reason = st.reason.unwrap_or_default();
+        eprintln!("more: {} ({reason})", st.state);
+        assert!(
+            reason.contains("n1") && reason.contains(&MAX_CONTAINERS.to_string()),
+            "{reason}"
+        );
+        // the first application's containers stay on n1
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut last = None;
+        while let Ok(Some(d)) =
+            tokio::time::timeout(Duration::from_millis(500), agent.desired.recv()).await
+        {
+            last = Some(d);
+        }
+        let last = last.expect("n1's desired state");
+        let names: Vec<&str> = last.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names.len(), MAX_CONTAINERS, "{names:?}");
+        assert!(names.iter().all(|n| n.starts_with("full.")), "{names:?}");
+    });
+}
