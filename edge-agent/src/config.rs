@@ -29,6 +29,10 @@ pub enum ConfigError {
     Invalid { field: &'static str, reason: String },
 }
 
+/// The longest probe period or time-out, in milliseconds (an hour: the prober keeps its
+/// times in nanoseconds, so a larger one could not be represented).
+pub const MAX_PROBE_MS: u64 = 3_600_000;
+
 fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field,
@@ -362,20 +366,9 @@ pub fn parse_broker_url(url: &str) -> Result<(String, u16, bool), ConfigError> {
     Ok((host, port, tls))
 }
 
+/// A name the control plane will accept: the model's one rule (`acoa_shared::model::check_name`).
 fn check_name(field: &'static str, s: &str) -> Result<(), ConfigError> {
-    if s.is_empty() || s.len() > 63 {
-        return Err(invalid(field, "must be 1 to 63 characters"));
-    }
-    if !s
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-    {
-        return Err(invalid(
-            field,
-            format!("{s:?} may hold only letters, digits, '-', '_' and '.'"),
-        ));
-    }
-    Ok(())
+    acoa_shared::model::check_name(field, s).map_err(|e| invalid(field, e.reason))
 }
 
 impl Config {
@@ -460,8 +453,18 @@ impl Config {
             .unwrap_or_else(|| "0.0.0.0:7878".parse().expect("literal address"));
         let advertise = o.probe_advertise.or(f.probe.advertise).unwrap_or(listen);
         let period_ms = o.probe_period_ms.or(f.probe.period_ms).unwrap_or(1000);
-        if period_ms < 10 {
-            return Err(invalid("probe.period_ms", "must be at least 10"));
+        if !(10..=MAX_PROBE_MS).contains(&period_ms) {
+            return Err(invalid(
+                "probe.period_ms",
+                format!("must be 10 to {MAX_PROBE_MS}"),
+            ));
+        }
+        let timeout_ms = f.probe.timeout_ms.unwrap_or(period_ms.max(500));
+        if !(1..=MAX_PROBE_MS).contains(&timeout_ms) {
+            return Err(invalid(
+                "probe.timeout_ms",
+                format!("must be 1 to {MAX_PROBE_MS}"),
+            ));
         }
         let window = o.probe_window.or(f.probe.window).unwrap_or(20);
         if window == 0 || window > MAX_WINDOW {
@@ -518,7 +521,7 @@ impl Config {
                 peers_per_period,
                 period_ms,
                 window,
-                timeout_ms: f.probe.timeout_ms.unwrap_or(period_ms.max(500)),
+                timeout_ms,
                 clock,
             },
             podman_socket: o
@@ -698,5 +701,35 @@ advertise = "10.88.0.1:7879"
         )
         .unwrap_err();
         assert!(e.to_string().contains("listen"), "{e}");
+    }
+
+    /// Found by the fuzz target: the agent took names the control plane refuses (`-a`), and a
+    /// probe time-out so large that the prober's nanoseconds overflowed.
+    #[test]
+    fn names_and_probe_times_are_those_the_rest_of_the_system_can_hold() {
+        let cfg = |extra: &str| {
+            load_str(
+                &format!("node = \"n1\"\n{extra}[broker]\ncontrol_plane_key = \"{KEY}\"\n"),
+                Overrides::default(),
+            )
+        };
+        assert!(cfg("").is_ok());
+        let e = load_str(
+            &format!("node = \"-a\"\n[broker]\ncontrol_plane_key = \"{KEY}\"\n"),
+            Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("node"), "{e}");
+        for (field, value) in [
+            ("timeout_ms", "9223372036854775807"),
+            ("timeout_ms", "0"),
+            ("period_ms", "3600001"),
+        ] {
+            let doc = format!("node = \"n1\"\n[broker]\ncontrol_plane_key = \"{KEY}\"\n[probe]\n{field} = {value}\n");
+            let e = load_str(&doc, Overrides::default()).unwrap_err();
+            assert!(e.to_string().contains(field), "{field} = {value}: {e}");
+        }
+        let doc = format!("node = \"n1\"\n[broker]\ncontrol_plane_key = \"{KEY}\"\n[probe]\ntimeout_ms = 3600000\nperiod_ms = 3600000\n");
+        assert!(load_str(&doc, Overrides::default()).is_ok());
     }
 }
