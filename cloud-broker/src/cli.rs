@@ -60,7 +60,9 @@ pub enum Verdict {
 impl Verdict {
     pub fn of(st: &AppStatus) -> Verdict {
         match st.state.as_str() {
-            "rejected" => Verdict::Rejected,
+            // `refused`: the control plane holds the definition (its store cannot write); it is
+            // applied later by itself, but not now
+            "rejected" | "refused" => Verdict::Rejected,
             "unplaced" => Verdict::Unplaced,
             "running" => Verdict::Running,
             _ => {
@@ -293,6 +295,9 @@ mod tests {
         st.state = "unplaced".into();
         st.reason = Some("node n1 holds 32 containers".into());
         assert!(Verdict::of(&st).failed());
+        st.state = "refused".into();
+        st.reason = Some("the control plane's store is full".into());
+        assert!(Verdict::of(&st).is_final() && Verdict::of(&st).failed());
         st.state = "accepted".into();
         assert!(!Verdict::of(&st).is_final());
     }

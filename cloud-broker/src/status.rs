@@ -40,7 +40,8 @@ pub struct NotRunning {
 }
 
 /// `state` is one of `accepted`, `rejected`, `unplaced` (valid, but no feasible placement now),
-/// `placed` (desired states published, not every component runs yet), `running`.
+/// `placed` (desired states published, not every component runs yet), `running`, `refused`
+/// (held, not applied: the control plane's store cannot write; applied once it can).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppStatus {
     pub application: String,

@@ -214,7 +214,17 @@ async fn attack(dir: &Path, data: &Path, url: &str, cp: &ControlPlane, embedded:
     std::fs::write(&app, TINY).unwrap();
     let d = data.to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        cli(&d, &["apply", app.to_str().unwrap(), "--wait-s", "10"])
+        cli(
+            &d,
+            &[
+                "apply",
+                app.to_str().unwrap(),
+                "--wait-s",
+                "10",
+                "--agents-wait-s",
+                "0",
+            ],
+        )
     })
     .await
     .unwrap();

@@ -73,7 +73,17 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
         .unwrap();
         let d = data.clone();
         let out = tokio::task::spawn_blocking(move || {
-            cli(&d, &["apply", app.to_str().unwrap(), "--wait-s", "10"])
+            cli(
+                &d,
+                &[
+                    "apply",
+                    app.to_str().unwrap(),
+                    "--wait-s",
+                    "10",
+                    "--agents-wait-s",
+                    "0",
+                ],
+            )
         })
         .await
         .unwrap();

@@ -66,7 +66,12 @@ fn railway_apps_on_the_embedded_broker_placed_moved_and_kept_across_a_restart() 
         let out = tokio::task::spawn_blocking(move || {
             cli(
                 &d2,
-                &["apply", scenario("smoke-monitoring.yaml").to_str().unwrap()],
+                &[
+                    "apply",
+                    scenario("smoke-monitoring.yaml").to_str().unwrap(),
+                    "--agents-wait-s",
+                    "0",
+                ],
             )
         })
         .await

@@ -207,7 +207,17 @@ fn forged_jobs(cluster: &model::Cluster) -> Vec<Vec<u8>> {
 }
 
 fn apply(data: &Path, file: &Path) -> AppStatus {
-    let out = cli(data, &["apply", file.to_str().unwrap(), "--wait-s", "60"]);
+    let out = cli(
+        data,
+        &[
+            "apply",
+            file.to_str().unwrap(),
+            "--wait-s",
+            "60",
+            "--agents-wait-s",
+            "0",
+        ],
+    );
     assert!(
         out.status.success(),
         "{}\n{}",
@@ -445,7 +455,17 @@ fn a_worker_gives_no_container_to_a_full_node() {
         assert_eq!(st.placement.unwrap().len(), 32);
         let d = data.clone();
         let out = tokio::task::spawn_blocking(move || {
-            cli(&d, &["apply", one.to_str().unwrap(), "--wait-s", "30"])
+            cli(
+                &d,
+                &[
+                    "apply",
+                    one.to_str().unwrap(),
+                    "--wait-s",
+                    "30",
+                    "--agents-wait-s",
+                    "0",
+                ],
+            )
         })
         .await
         .unwrap();
