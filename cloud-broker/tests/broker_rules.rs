@@ -19,7 +19,7 @@ use acoa_shared::topics::{self, AGENT_MAX_PACKET};
 use acoa_shared::wire::{self, Message};
 use cloud_broker::identity::DataDir;
 use cloud_broker::status::AppStatus;
-use cloud_broker::testkit::{report_of, AgentSpec, SimAgent};
+use cloud_broker::testkit::report_of;
 use common::*;
 use rumqttc::{
     AsyncClient, Event as MqttEvent, LastWill, MqttOptions, Packet, QoS, SubscribeReasonCode,
@@ -195,39 +195,14 @@ async fn attack(dir: &Path, data: &Path, url: &str, cp: &ControlPlane, embedded:
         .collect();
     let key = |n: &str| acoa_test_keys(dir, n);
     // n1 is a running agent, n3 is enrolled but never ran
-    let mut n1 = cluster.nodes[0].clone();
-    n1.name = "n1".into();
-    let a1 = SimAgent::start(AgentSpec {
-        url: url.to_string(),
-        node: n1.clone(),
-        password: enrolled["n1"].password.clone(),
-        key: key("n1"),
-        control_plane: DataDir::new(data).signing_key().unwrap().verifying_key(),
-        probe_addr: "127.0.0.1:1".into(),
-        links: vec![],
-        period: Duration::from_millis(300),
-        subscribe_desired: true,
-    });
-    cp.wait_log_async("node n1 joined", Duration::from_secs(10))
-        .await;
+    let cpk = DataDir::new(data).signing_key().unwrap().verifying_key();
+    let login = (key("n1"), enrolled["n1"].password.clone(), cpk);
+    let a1 = start_n1(cp, url, login, true).await;
     let app = dir.join("tiny.yaml");
     std::fs::write(&app, TINY).unwrap();
-    let d = data.to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        cli(
-            &d,
-            &[
-                "apply",
-                app.to_str().unwrap(),
-                "--wait-s",
-                "10",
-                "--agents-wait-s",
-                "0",
-            ],
-        )
-    })
-    .await
-    .unwrap();
+    let out = spawn_apply(data, &app, &["--wait-s", "10", "--agents-wait-s", "0"])
+        .await
+        .unwrap();
     assert!(out.status.success(), "{}", cp.log_text());
     let tiny: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(tiny.placement.as_ref().unwrap()["one"], "n1");
@@ -438,6 +413,14 @@ fn acoa_test_keys(dir: &Path, node: &str) -> ed25519_dalek::SigningKey {
     wire::keys::secret_from_hex(&hex).unwrap()
 }
 
+/// A directory Mosquitto can reach with n1, n2, n3 enrolled in its `data` ([`enroll_keys`]).
+fn enrolled_for_mosquitto() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempdir_for_mosquitto();
+    let data = dir.path().join("data");
+    enroll_keys(dir.path(), &data);
+    (dir, data)
+}
+
 /// Enrolls n1, n2, n3 and keeps their keys in `dir`.
 fn enroll_keys(dir: &Path, data: &Path) {
     for n in ["n1", "n2", "n3"] {
@@ -466,11 +449,7 @@ fn the_embedded_broker_refuses_what_one_nodes_login_may_not_do() {
 fn mosquitto_with_the_generated_config_refuses_what_one_nodes_login_may_not_do() {
     let Some(mosquitto) = mosquitto() else { return };
     run(async move {
-        let dir = tempfile::tempdir().unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let data = dir.path().join("data");
-        enroll_keys(dir.path(), &data);
+        let (dir, data) = enrolled_for_mosquitto();
         let port = free_port();
         let (_m, _) = start_mosquitto(&mosquitto, dir.path(), &data, port, true).await;
         let url = format!("mqtt://127.0.0.1:{port}");
@@ -485,11 +464,7 @@ fn mosquitto_with_the_generated_config_refuses_what_one_nodes_login_may_not_do()
 fn mosquitto_keeps_retained_definitions_and_desired_states_across_a_restart() {
     let Some(mosquitto) = mosquitto() else { return };
     run(async move {
-        let dir = tempfile::tempdir().unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let data = dir.path().join("data");
-        enroll_keys(dir.path(), &data);
+        let (dir, data) = enrolled_for_mosquitto();
         let creds = DataDir::new(&data).credentials().unwrap();
         let port = free_port();
         let url = format!("mqtt://127.0.0.1:{port}");

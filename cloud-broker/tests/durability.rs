@@ -87,6 +87,19 @@ async fn wait_state(data: &Path, app: &str, states: &[&str], timeout: Duration) 
     }
 }
 
+/// Waits until smoke-monitoring is placed or running (5 s): it has a placement.
+async fn smoke_monitoring_is_placed(data: &Path) {
+    let states = ["placed", "running"];
+    let st = wait_state(data, "smoke-monitoring", &states, Duration::from_secs(5)).await;
+    assert!(st.placement.is_some());
+}
+
+/// Waits until `app` is decided: placed, running or unplaced (10 s).
+async fn wait_decided(data: &Path, app: &str) {
+    let states = ["placed", "running", "unplaced"];
+    wait_state(data, app, &states, Duration::from_secs(10)).await;
+}
+
 async fn apply(data: &Path, file: &Path) -> std::process::Output {
     let (d, f) = (data.to_path_buf(), file.to_path_buf());
     tokio::task::spawn_blocking(move || cli(&d, &["apply", f.to_str().unwrap(), "--wait-s", "5"]))
@@ -150,34 +163,15 @@ fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns() {
         let mut cp = cp;
         assert!(cp.alive());
         assert_eq!(cp.count_log("store cannot write"), 1, "{}", cp.log_text());
-        let st = wait_state(
-            &data,
-            "smoke-monitoring",
-            &["placed", "running"],
-            Duration::from_secs(5),
-        )
-        .await;
-        assert!(st.placement.is_some());
+        smoke_monitoring_is_placed(&data).await;
 
         // space returns: the held definitions are applied, new ones accepted
         std::fs::remove_file(&filler).unwrap();
         cp.wait_log_async("store writes again", Duration::from_secs(10))
             .await;
-        wait_state(
-            &data,
-            "speed-profiling",
-            &["placed", "running", "unplaced"],
-            Duration::from_secs(10),
-        )
-        .await;
+        wait_decided(&data, "speed-profiling").await;
         assert!(data.join("store/apps/speed-profiling.json").exists());
-        wait_state(
-            &data,
-            "smoke-two",
-            &["placed", "running", "unplaced"],
-            Duration::from_secs(10),
-        )
-        .await;
+        wait_decided(&data, "smoke-two").await;
         // and a change published now is taken at once
         std::fs::write(
             &other,
@@ -250,14 +244,41 @@ async fn restart_mosquitto(mosquitto: &Path, dir: &Path, port: u16) -> Killed {
     m
 }
 
+/// Mosquitto and a directory it can reach, or `None` after saying the test is skipped.
 fn mosquitto_dir() -> Option<(PathBuf, tempfile::TempDir)> {
-    let m = find_bin("mosquitto")?;
-    find_bin("mosquitto_passwd")?;
-    let dir = tempfile::tempdir().unwrap();
-    // mosquitto drops to its own user: it must be able to reach its files
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    Some((m, dir))
+    let (Some(m), Some(_)) = (find_bin("mosquitto"), find_bin("mosquitto_passwd")) else {
+        eprintln!("SKIPPED: mosquitto is not installed");
+        return None;
+    };
+    Some((m, tempdir_for_mosquitto()))
+}
+
+/// The railway cluster, every node of it enrolled in `dir/data`.
+fn enrolled_cluster(dir: &Path) -> (PathBuf, model::Cluster, Creds) {
+    let data = dir.join("data");
+    let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
+    let creds = enroll_all(&data, &cluster);
+    (data, cluster, creds)
+}
+
+/// A control plane on `port` using the broker at `url`, every node of the cluster a simulated
+/// agent (probe ports from `base_port`), and smoke-monitoring applied.
+async fn smoke_monitoring_applied(
+    data: &Path,
+    port: u16,
+    url: &str,
+    (cluster, creds): (&model::Cluster, &Creds),
+    base_port: u16,
+) -> (
+    ControlPlane,
+    std::collections::BTreeMap<String, cloud_broker::testkit::SimAgent>,
+) {
+    let cp = ControlPlane::start(data, port, &["--broker-url", url]);
+    let agents = join_all(&cp, url, cluster, creds, base_port, true).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let out = apply(data, &scenario("smoke-monitoring.yaml")).await;
+    assert!(out.status.success(), "{}", cp.log_text());
+    (cp, agents)
 }
 
 /// The retained desired states the broker at `url` holds, read with the admin login.
@@ -291,21 +312,15 @@ async fn retained_desired(data: &Path, url: &str) -> Vec<String> {
 #[test]
 fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_restart() {
     let Some((mosquitto, dir)) = mosquitto_dir() else {
-        eprintln!("SKIPPED: mosquitto is not installed");
         return;
     };
     run(async move {
-        let data = dir.path().join("data");
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let creds = enroll_all(&data, &cluster);
+        let (data, cluster, creds) = enrolled_cluster(dir.path());
         let port = free_port();
         let m = mosquitto_without_persistence(&mosquitto, dir.path(), &data, port).await;
         let url = format!("mqtt://127.0.0.1:{port}");
-        let cp = ControlPlane::start(&data, free_port(), &["--broker-url", &url]);
-        let _agents = join_all(&cp, &url, &cluster, &creds, 17600, true).await;
-        tokio::time::sleep(Duration::from_millis(800)).await;
-        let out = apply(&data, &scenario("smoke-monitoring.yaml")).await;
-        assert!(out.status.success(), "{}", cp.log_text());
+        let on = (&cluster, &creds);
+        let (cp, _agents) = smoke_monitoring_applied(&data, free_port(), &url, on, 17600).await;
         let before = retained_desired(&data, &url).await;
         assert!(!before.is_empty());
 
@@ -322,36 +337,23 @@ fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_
         let mut want = before.clone();
         want.sort();
         assert_eq!(after, want, "{}", cp.log_text());
-        let st = wait_state(
-            &data,
-            "smoke-monitoring",
-            &["placed", "running"],
-            Duration::from_secs(5),
-        )
-        .await;
-        assert!(st.placement.is_some());
+        smoke_monitoring_is_placed(&data).await;
     });
 }
 
 #[test]
 fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start() {
     let Some((mosquitto, dir)) = mosquitto_dir() else {
-        eprintln!("SKIPPED: mosquitto is not installed");
         return;
     };
     run(async move {
-        let data = dir.path().join("data");
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let creds = enroll_all(&data, &cluster);
+        let (data, cluster, creds) = enrolled_cluster(dir.path());
         let port = free_port();
         let (_m, _) = start_mosquitto(&mosquitto, dir.path(), &data, port, false).await;
         let url = format!("mqtt://127.0.0.1:{port}");
         let cp_port = free_port();
-        let mut cp = ControlPlane::start(&data, cp_port, &["--broker-url", &url]);
-        let _agents = join_all(&cp, &url, &cluster, &creds, 17700, true).await;
-        tokio::time::sleep(Duration::from_millis(800)).await;
-        let out = apply(&data, &scenario("smoke-monitoring.yaml")).await;
-        assert!(out.status.success(), "{}", cp.log_text());
+        let on = (&cluster, &creds);
+        let (mut cp, _agents) = smoke_monitoring_applied(&data, cp_port, &url, on, 17700).await;
 
         cp.kill();
         let d = data.clone();

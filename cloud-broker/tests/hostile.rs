@@ -11,7 +11,6 @@ use acoa_shared::model;
 use acoa_shared::topics;
 use cloud_broker::identity::DataDir;
 use cloud_broker::status::AppStatus;
-use cloud_broker::testkit::{AgentSpec, SimAgent};
 use common::*;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
@@ -51,15 +50,9 @@ fn client(
 #[test]
 fn a_replayed_report_does_not_keep_a_dead_node_alive() {
     run(async {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path();
-        let (k1, pw1, cpk) = enroll(data, "n1");
-        let port = free_port();
-        let cp = ControlPlane::start(data, port, &[]);
-        let creds = DataDir::new(data).credentials().unwrap();
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let mut node1 = cluster.nodes[0].clone();
-        node1.name = "n1".into();
+        let s = control_plane_with_n1_enrolled();
+        let (cp, pw1) = (&s.cp, s.n1.1.clone());
+        let creds = DataDir::new(&s.data).credentials().unwrap();
 
         // the eavesdropper reads n1's reports (the control plane's login reads everything)
         let (spy, mut seen) = client(
@@ -73,19 +66,7 @@ fn a_replayed_report_does_not_keep_a_dead_node_alive() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
 
-        let agent = SimAgent::start(AgentSpec {
-            url: cp.url.clone(),
-            node: node1,
-            password: pw1.clone(),
-            key: k1,
-            control_plane: cpk,
-            probe_addr: "127.0.0.1:1".into(),
-            links: vec![],
-            period: Duration::from_millis(300),
-            subscribe_desired: false,
-        });
-        cp.wait_log_async("node n1 joined", Duration::from_secs(10))
-            .await;
+        let agent = start_n1(cp, &cp.url, s.n1.clone(), false).await;
         let captured = tokio::time::timeout(Duration::from_secs(5), seen.recv())
             .await
             .expect("a report of n1 on the wire")
@@ -283,27 +264,9 @@ fn hostile_definitions_are_refused_without_stalling_and_not_read_again() {
 fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image() {
     use acoa_shared::wire::{self, ActualState, ContainerState, ContainerStatus, Message};
     run(async {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().to_path_buf();
-        let (k1, pw1, cpk) = enroll(&data, "n1");
-        let port = free_port();
-        let cp = ControlPlane::start(&data, port, &[]);
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let mut node1 = cluster.nodes[0].clone();
-        node1.name = "n1".into();
-        let mut agent = SimAgent::start(AgentSpec {
-            url: cp.url.clone(),
-            node: node1,
-            password: pw1,
-            key: k1.clone(),
-            control_plane: cpk,
-            probe_addr: "127.0.0.1:1".into(),
-            links: vec![],
-            period: Duration::from_millis(300),
-            subscribe_desired: true,
-        });
-        cp.wait_log_async("node n1 joined", Duration::from_secs(10))
-            .await;
+        let s = control_plane_with_n1_enrolled();
+        let (cp, data, k1) = (&s.cp, &s.data, s.n1.0.clone());
+        let mut agent = start_n1(cp, &cp.url, s.n1.clone(), true).await;
         let reason = "image docker.io/evil/miner:1 is outside the allowlist";
         let mut seq = 0;
         let mut apply_and_answer = |app: &'static str, state: ContainerState| {
@@ -313,13 +276,7 @@ fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image() {
                 format!("application: {app}\ncomponents:\n- {{name: a, image: docker.io/evil/miner:1}}\n"),
             )
             .unwrap();
-            let d = data.clone();
-            let out = tokio::task::spawn_blocking(move || {
-                cli(
-                    &d,
-                    &["apply", file.to_str().unwrap(), "--agents-wait-s", "20"],
-                )
-            });
+            let out = spawn_apply(data, &file, &["--agents-wait-s", "20"]);
             seq += 1;
             (out, seq, state)
         };
@@ -397,47 +354,14 @@ fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image() {
 fn a_full_node_refuses_another_application_and_keeps_the_first_ones_containers() {
     use acoa_shared::wire::MAX_CONTAINERS;
     run(async {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().to_path_buf();
-        let (k1, pw1, cpk) = enroll(&data, "n1");
-        let port = free_port();
-        let cp = ControlPlane::start(&data, port, &[]);
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let mut node1 = cluster.nodes[0].clone();
-        node1.name = "n1".into();
-        let mut agent = SimAgent::start(AgentSpec {
-            url: cp.url.clone(),
-            node: node1,
-            password: pw1,
-            key: k1,
-            control_plane: cpk,
-            probe_addr: "127.0.0.1:1".into(),
-            links: vec![],
-            period: Duration::from_millis(300),
-            subscribe_desired: true,
-        });
-        cp.wait_log_async("node n1 joined", Duration::from_secs(10))
-            .await;
+        let s = control_plane_with_n1_enrolled();
+        let (cp, data) = (&s.cp, &s.data);
+        let mut agent = start_n1(cp, &cp.url, s.n1.clone(), true).await;
         let pinned = |app: &str, n: usize| {
-            let mut t = format!("application: {app}\ncomponents:\n");
-            for i in 0..n {
-                t.push_str(&format!(
-                    "- {{name: c{i}, image: localhost/acoa/c:1, requires: {{node: n1}}, resources: {{cpu_millis: 10, memory_mb: 8}}}}\n"
-                ));
-            }
-            let file = data.join(format!("{app}.yaml"));
-            std::fs::write(&file, t).unwrap();
-            file
+            let resources = ", resources: {cpu_millis: 10, memory_mb: 8}";
+            write_pinned(data, app, "", "localhost/acoa/c:1", "n1", n, resources)
         };
-        let apply = |file: std::path::PathBuf| {
-            let d = data.clone();
-            tokio::task::spawn_blocking(move || {
-                cli(
-                    &d,
-                    &["apply", file.to_str().unwrap(), "--agents-wait-s", "0"],
-                )
-            })
-        };
+        let apply = |file: std::path::PathBuf| spawn_apply(data, &file, &["--agents-wait-s", "0"]);
         let full = apply(pinned("full", MAX_CONTAINERS)).await.unwrap();
         assert!(
             full.status.success(),

@@ -71,22 +71,9 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
             "application: tiny\ncomponents:\n- name: one\n  image: localhost/acoa/one:1\n  requires: {layer: cloud}\n",
         )
         .unwrap();
-        let d = data.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            cli(
-                &d,
-                &[
-                    "apply",
-                    app.to_str().unwrap(),
-                    "--wait-s",
-                    "10",
-                    "--agents-wait-s",
-                    "0",
-                ],
-            )
-        })
-        .await
-        .unwrap();
+        let out = spawn_apply(&data, &app, &["--wait-s", "10", "--agents-wait-s", "0"])
+            .await
+            .unwrap();
         assert!(
             out.status.success(),
             "{}\n{}",

@@ -533,22 +533,7 @@ fn a_node_removed_from_the_inventory_is_lost_and_its_login_refused() {
         let (k1, pw1, cpk) = enroll(&data, "n1");
         let port = free_port();
         let cp = ControlPlane::start(&data, port, &[]);
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let mut node = cluster.nodes[0].clone();
-        node.name = "n1".into();
-        let _a = SimAgent::start(AgentSpec {
-            url: cp.url.clone(),
-            node,
-            password: pw1.clone(),
-            key: k1,
-            control_plane: cpk,
-            probe_addr: "127.0.0.1:1".into(),
-            links: vec![],
-            period: Duration::from_millis(300),
-            subscribe_desired: false,
-        });
-        cp.wait_log_async("node n1 joined", Duration::from_secs(10))
-            .await;
+        let _a = start_n1(&cp, &cp.url, (k1, pw1.clone(), cpk), false).await;
         let d = data.clone();
         let out = tokio::task::spawn_blocking(move || cli(&d, &["node", "remove", "n1"]))
             .await

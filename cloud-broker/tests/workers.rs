@@ -406,15 +406,15 @@ fn with_no_worker_jobs_go_out_again_then_run_in_process() {
 
 /// `k` components pinned to `node`, without channels.
 fn pinned(dir: &Path, name: &str, node: &str, k: usize) -> PathBuf {
-    let mut text = format!("application: {name}\nscheduler: qos\ncomponents:\n");
-    for i in 0..k {
-        text.push_str(&format!(
-            "- {{name: c{i}, image: localhost/acoa/x:1, requires: {{node: {node}}}}}\n"
-        ));
-    }
-    let p = dir.join(format!("{name}.yaml"));
-    std::fs::write(&p, text).unwrap();
-    p
+    write_pinned(
+        dir,
+        name,
+        "scheduler: qos\n",
+        "localhost/acoa/x:1",
+        node,
+        k,
+        "",
+    )
 }
 
 /// A node that other applications filled to its container limit is not given one more by a
@@ -453,22 +453,9 @@ fn a_worker_gives_no_container_to_a_full_node() {
             .await
             .unwrap();
         assert_eq!(st.placement.unwrap().len(), 32);
-        let d = data.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            cli(
-                &d,
-                &[
-                    "apply",
-                    one.to_str().unwrap(),
-                    "--wait-s",
-                    "30",
-                    "--agents-wait-s",
-                    "0",
-                ],
-            )
-        })
-        .await
-        .unwrap();
+        let out = spawn_apply(&data, &one, &["--wait-s", "30", "--agents-wait-s", "0"])
+            .await
+            .unwrap();
         let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "{e}: {}{}",

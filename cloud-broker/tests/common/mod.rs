@@ -354,3 +354,100 @@ impl Mosquitto {
         let _ = self.0.wait();
     }
 }
+
+/// A fresh data directory with node n1 enrolled and a control plane serving it with its
+/// embedded broker.
+pub struct WithN1 {
+    pub cp: ControlPlane,
+    pub data: PathBuf,
+    /// n1's enrollment ([`enroll`]).
+    pub n1: (SigningKey, String, VerifyingKey),
+    pub dir: tempfile::TempDir,
+}
+
+/// Enrolls n1 in a fresh data directory and starts a control plane there.
+pub fn control_plane_with_n1_enrolled() -> WithN1 {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let n1 = enroll(&data, "n1");
+    let cp = ControlPlane::start(&data, free_port(), &[]);
+    WithN1 { cp, data, n1, dir }
+}
+
+/// Node n1 (the railway scenario's first node, renamed) as a simulated agent against the broker
+/// at `url`: no links, a probe address nobody answers, a report every 300 ms. Waits until `cp`
+/// has logged its join.
+pub async fn start_n1(
+    cp: &ControlPlane,
+    url: &str,
+    (key, password, control_plane): (SigningKey, String, VerifyingKey),
+    subscribe_desired: bool,
+) -> cloud_broker::testkit::SimAgent {
+    use cloud_broker::testkit::{AgentSpec, SimAgent};
+    let cluster = acoa_shared::model::load_cluster(&scenario("cluster.yaml")).unwrap();
+    let mut node = cluster.nodes[0].clone();
+    node.name = "n1".into();
+    let agent = SimAgent::start(AgentSpec {
+        url: url.to_string(),
+        node,
+        password,
+        key,
+        control_plane,
+        probe_addr: "127.0.0.1:1".into(),
+        links: vec![],
+        period: Duration::from_millis(300),
+        subscribe_desired,
+    });
+    cp.wait_log_async("node n1 joined", Duration::from_secs(10))
+        .await;
+    agent
+}
+
+/// `apply FILE EXTRA...` through the CLI in `data`, on a blocking thread started now.
+pub fn spawn_apply(
+    data: &Path,
+    file: &Path,
+    extra: &[&str],
+) -> tokio::task::JoinHandle<std::process::Output> {
+    let (d, f) = (data.to_path_buf(), file.to_path_buf());
+    let args: Vec<String> = ["apply", f.to_str().unwrap()]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .map(String::from)
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        cli(&d, &args)
+    })
+}
+
+/// Writes `dir/NAME.yaml`: application NAME, then `head` (whole lines), then `k` components
+/// `c0`.. with `image`, each pinned to `node` and followed by `extra` (e.g. `, resources: {..}`);
+/// returns its path.
+pub fn write_pinned(
+    dir: &Path,
+    name: &str,
+    head: &str,
+    image: &str,
+    node: &str,
+    k: usize,
+    extra: &str,
+) -> PathBuf {
+    let mut text = format!("application: {name}\n{head}components:\n");
+    for i in 0..k {
+        text.push_str(&format!(
+            "- {{name: c{i}, image: {image}, requires: {{node: {node}}}{extra}}}\n"
+        ));
+    }
+    let p = dir.join(format!("{name}.yaml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A temporary directory Mosquitto can reach: it drops to its own user (mode 0755).
+pub fn tempdir_for_mosquitto() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
