@@ -159,8 +159,17 @@ fn untrusted_desired_states_change_nothing() {
     let intruder = ed25519_dalek::SigningKey::from_bytes(&[13; 32]);
     let attempts: Vec<(Vec<u8>, &str)> = vec![
         (
-            b"\x01\xff\xff\xff\xffgarbage".to_vec(),
+            // this build's version byte, then garbage
+            [
+                &[acoa_shared::wire::VERSION as u8][..],
+                b"\xff\xff\xff\xffgarbage",
+            ]
+            .concat(),
             "message does not decode",
+        ),
+        (
+            b"\x01\xff\xff\xff\xffgarbage".to_vec(),
+            "message of version 1, before the agents' run counter",
         ),
         (
             desired(&node, 6, std::slice::from_ref(&b), None),
