@@ -100,6 +100,16 @@ async fn wait_decided(data: &Path, app: &str) {
     wait_state(data, app, &states, Duration::from_secs(10)).await;
 }
 
+/// Writes the smoke-monitoring scenario to `file`, named `app`.
+fn write_smoke_monitoring_as(file: &Path, app: &str) {
+    let text = std::fs::read_to_string(scenario("smoke-monitoring.yaml")).unwrap();
+    let text = text.replace(
+        "application: smoke-monitoring",
+        &format!("application: {app}"),
+    );
+    std::fs::write(file, text).unwrap();
+}
+
 async fn apply(data: &Path, file: &Path) -> std::process::Output {
     let (d, f) = (data.to_path_buf(), file.to_path_buf());
     tokio::task::spawn_blocking(move || cli(&d, &["apply", f.to_str().unwrap(), "--wait-s", "5"]))
@@ -151,13 +161,7 @@ fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns() {
         // a second change while full: refused too, logged once
         let renamed = tempfile::tempdir().unwrap();
         let other = renamed.path().join("other.yaml");
-        std::fs::write(
-            &other,
-            std::fs::read_to_string(scenario("smoke-monitoring.yaml"))
-                .unwrap()
-                .replace("application: smoke-monitoring", "application: smoke-two"),
-        )
-        .unwrap();
+        write_smoke_monitoring_as(&other, "smoke-two");
         apply(&data, &other).await;
         wait_state(&data, "smoke-two", &["refused"], Duration::from_secs(5)).await;
         let mut cp = cp;
@@ -173,13 +177,7 @@ fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns() {
         assert!(data.join("store/apps/speed-profiling.json").exists());
         wait_decided(&data, "smoke-two").await;
         // and a change published now is taken at once
-        std::fs::write(
-            &other,
-            std::fs::read_to_string(scenario("smoke-monitoring.yaml"))
-                .unwrap()
-                .replace("application: smoke-monitoring", "application: smoke-three"),
-        )
-        .unwrap();
+        write_smoke_monitoring_as(&other, "smoke-three");
         let out = apply(&data, &other).await;
         let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
         assert_ne!(st.state, "refused", "{st:?}");
@@ -244,37 +242,54 @@ async fn restart_mosquitto(mosquitto: &Path, dir: &Path, port: u16) -> Killed {
     m
 }
 
-/// Mosquitto and a directory it can reach, or `None` after saying the test is skipped.
-fn mosquitto_dir() -> Option<(PathBuf, tempfile::TempDir)> {
-    let (Some(m), Some(_)) = (find_bin("mosquitto"), find_bin("mosquitto_passwd")) else {
+/// Mosquitto, a directory it can reach (`dir`), the railway cluster enrolled in `dir/data`,
+/// and the port and URL the broker is to use.
+struct WithMosquitto {
+    mosquitto: PathBuf,
+    dir: tempfile::TempDir,
+    data: PathBuf,
+    cluster: model::Cluster,
+    creds: Creds,
+    port: u16,
+    url: String,
+}
+
+/// Prepares [`WithMosquitto`], or gives `None` after saying the test is skipped.
+fn with_mosquitto() -> Option<WithMosquitto> {
+    let (Some(mosquitto), Some(_)) = (find_bin("mosquitto"), find_bin("mosquitto_passwd")) else {
         eprintln!("SKIPPED: mosquitto is not installed");
         return None;
     };
-    Some((m, tempdir_for_mosquitto()))
-}
-
-/// The railway cluster, every node of it enrolled in `dir/data`.
-fn enrolled_cluster(dir: &Path) -> (PathBuf, model::Cluster, Creds) {
-    let data = dir.join("data");
+    let dir = tempdir_for_mosquitto();
+    let data = dir.path().join("data");
     let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
     let creds = enroll_all(&data, &cluster);
-    (data, cluster, creds)
+    let port = free_port();
+    let url = format!("mqtt://127.0.0.1:{port}");
+    Some(WithMosquitto {
+        mosquitto,
+        dir,
+        data,
+        cluster,
+        creds,
+        port,
+        url,
+    })
 }
 
-/// A control plane on `port` using the broker at `url`, every node of the cluster a simulated
+/// A control plane on `port` using the broker of `t`, every node of the cluster a simulated
 /// agent (probe ports from `base_port`), and smoke-monitoring applied.
 async fn smoke_monitoring_applied(
-    data: &Path,
+    t: &WithMosquitto,
     port: u16,
-    url: &str,
-    (cluster, creds): (&model::Cluster, &Creds),
     base_port: u16,
 ) -> (
     ControlPlane,
     std::collections::BTreeMap<String, cloud_broker::testkit::SimAgent>,
 ) {
+    let (data, url) = (&t.data, t.url.as_str());
     let cp = ControlPlane::start(data, port, &["--broker-url", url]);
-    let agents = join_all(&cp, url, cluster, creds, base_port, true).await;
+    let agents = join_all(&cp, url, &t.cluster, &t.creds, base_port, true).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let out = apply(data, &scenario("smoke-monitoring.yaml")).await;
     assert!(out.status.success(), "{}", cp.log_text());
@@ -311,49 +326,40 @@ async fn retained_desired(data: &Path, url: &str) -> Vec<String> {
 
 #[test]
 fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_restart() {
-    let Some((mosquitto, dir)) = mosquitto_dir() else {
-        return;
-    };
+    let Some(t) = with_mosquitto() else { return };
     run(async move {
-        let (data, cluster, creds) = enrolled_cluster(dir.path());
-        let port = free_port();
-        let m = mosquitto_without_persistence(&mosquitto, dir.path(), &data, port).await;
-        let url = format!("mqtt://127.0.0.1:{port}");
-        let on = (&cluster, &creds);
-        let (cp, _agents) = smoke_monitoring_applied(&data, free_port(), &url, on, 17600).await;
-        let before = retained_desired(&data, &url).await;
+        let (mosquitto, dir, data, port, url) =
+            (&t.mosquitto, t.dir.path(), &t.data, t.port, &t.url);
+        let m = mosquitto_without_persistence(mosquitto, dir, data, port).await;
+        let (cp, _agents) = smoke_monitoring_applied(&t, free_port(), 17600).await;
+        let before = retained_desired(data, url).await;
         assert!(!before.is_empty());
 
         drop(m); // killed: with persistence off, everything retained is gone
-        let _m = restart_mosquitto(&mosquitto, dir.path(), port).await;
+        let _m = restart_mosquitto(mosquitto, dir, port).await;
         cp.wait_log_async(
             "publishing the retained documents again",
             Duration::from_secs(15),
         )
         .await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let mut after = retained_desired(&data, &url).await;
+        let mut after = retained_desired(data, url).await;
         after.sort();
         let mut want = before.clone();
         want.sort();
         assert_eq!(after, want, "{}", cp.log_text());
-        smoke_monitoring_is_placed(&data).await;
+        smoke_monitoring_is_placed(data).await;
     });
 }
 
 #[test]
 fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start() {
-    let Some((mosquitto, dir)) = mosquitto_dir() else {
-        return;
-    };
+    let Some(t) = with_mosquitto() else { return };
     run(async move {
-        let (data, cluster, creds) = enrolled_cluster(dir.path());
-        let port = free_port();
-        let (_m, _) = start_mosquitto(&mosquitto, dir.path(), &data, port, false).await;
-        let url = format!("mqtt://127.0.0.1:{port}");
+        let (data, url) = (&t.data, &t.url);
+        let (_m, _) = start_mosquitto(&t.mosquitto, t.dir.path(), data, t.port, false).await;
         let cp_port = free_port();
-        let on = (&cluster, &creds);
-        let (mut cp, _agents) = smoke_monitoring_applied(&data, cp_port, &url, on, 17700).await;
+        let (mut cp, _agents) = smoke_monitoring_applied(&t, cp_port, 17700).await;
 
         cp.kill();
         let d = data.clone();
@@ -365,7 +371,7 @@ fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start(
         assert!(err.contains("queued"), "{err}");
         assert!(data.join("store/apps/smoke-monitoring.json").exists());
 
-        let cp = ControlPlane::start(&data, cp_port, &["--broker-url", &url]);
+        let cp = ControlPlane::start(data, cp_port, &["--broker-url", url]);
         cp.wait_log_async(
             "application smoke-monitoring deleted",
             Duration::from_secs(15),
@@ -380,7 +386,7 @@ fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start(
                 .is_none()
         );
         // and a delete while it runs is confirmed
-        let out = apply(&data, &scenario("speed-profiling.yaml")).await;
+        let out = apply(data, &scenario("speed-profiling.yaml")).await;
         assert!(String::from_utf8_lossy(&out.stdout).contains("speed-profiling"));
         let d = data.clone();
         let out = tokio::task::spawn_blocking(move || cli(&d, &["delete", "speed-profiling"]))
