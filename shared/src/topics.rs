@@ -121,6 +121,8 @@ pub enum BrokerUrlError {
     Port(String),
     #[error("{0}: no host")]
     NoHost(String),
+    #[error("{0}: a bracket stands where a host may not have one")]
+    Host(String),
 }
 
 /// `mqtt://host:port` (or `tcp://`, or plain `host[:port]`; port 1883 by default, `[v6]` hosts
@@ -161,6 +163,10 @@ pub fn broker_address(url: &str) -> Result<(String, u16), BrokerUrlError> {
     if host.is_empty() {
         return Err(BrokerUrlError::NoHost(url.to_string()));
     }
+    // a host holding a bracket could not be written back as `[host]:port`
+    if host.contains(['[', ']']) {
+        return Err(BrokerUrlError::Host(url.to_string()));
+    }
     Ok((host, port))
 }
 
@@ -184,6 +190,8 @@ mod broker_address_tests {
         assert_eq!(broker_address("[h]"), Ok(("h".into(), 1883)));
         assert!(broker_address("[h]x").is_err());
         assert!(broker_address("[h").is_err());
+        assert!(broker_address("a]b:5").is_err());
+        assert!(broker_address("[a[b]:5").is_err());
         assert_eq!(
             broker_address("mqtts://h:8883"),
             Err(BrokerUrlError::Tls("mqtts://h:8883".into()))
