@@ -36,7 +36,10 @@ impl Broker {
             .unwrap();
         let t = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t.elapsed() < Duration::from_secs(10), "mosquitto did not start");
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "mosquitto did not start"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Broker(child)

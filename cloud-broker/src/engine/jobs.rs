@@ -122,7 +122,11 @@ pub fn run_job(job: &Job) -> JobResult {
 
 /// The search of [`run_job`]: what a `scheduler worker` computes instead (`crate::workers`).
 pub fn search_job(job: &Job) -> JobOutcome {
-    match sched::place(job.cluster.as_ref(), job.application.as_ref(), &job.ledger()) {
+    match sched::place(
+        job.cluster.as_ref(),
+        job.application.as_ref(),
+        &job.ledger(),
+    ) {
         Ok(sched::Outcome::Placed(p)) => JobOutcome::Placed(PlacementRecord {
             assignment: p.assignment.clone(),
             score: p.score,
