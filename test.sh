@@ -11,7 +11,8 @@ cargo check -p edge-agent --features k3s --all-targets
 # The paper simulations and synthetic benchmarks are behind the scheduler's `sim` feature.
 cargo check -p acoa-scheduler --features sim --all-targets
 cargo test -p acoa-scheduler --features sim --test synthetic
-cargo test --workspace --all-targets
+# --no-fail-fast: one failing test binary does not hide the others' results in the CI log.
+cargo test --workspace --all-targets --no-fail-fast
 bash cross/test.sh
 # Every decoder fed by the network or a file, 20 s each (fuzz/README.md runs them longer).
 bash fuzz/run.sh "${FUZZ_SECONDS:-20}"
