@@ -15,7 +15,7 @@
 //!
 //! The result is optimal to within [`EPS`] when `proven`.
 
-use crate::criteria::{Ctx, Objective};
+use crate::criteria::{Branch, Ctx, Objective};
 use crate::infra::LinkQ;
 use crate::problem::{Demand, Model, Room, Space, UNSET};
 use std::time::Instant;
@@ -443,8 +443,13 @@ impl<'s, 'm> Searcher<'s, 'm> {
             .map(|j| self.vals[j] * self.obj.weights[j])
             .sum();
         let mut states: Vec<Vec<f64>> = vec![Vec::new(); affected.len()];
+        let br = Branch {
+            a: &self.a,
+            fixed: &self.fixed,
+            comp: u,
+        };
         for (i, j) in affected.iter().enumerate() {
-            self.obj.crits[*j].prepare(&ctx, &self.a, &self.fixed, u, &mut states[i]);
+            self.obj.crits[*j].prepare(&ctx, br, &mut states[i]);
         }
         for (k, b) in domain.iter().enumerate() {
             if !self.obj.crits.is_empty() {
@@ -464,9 +469,13 @@ impl<'s, 'm> Searcher<'s, 'm> {
             }
             self.a[u] = *b;
             self.set_links(u, &links, k);
+            let br = Branch {
+                a: &self.a,
+                fixed: &self.fixed,
+                comp: u,
+            };
             for (i, j) in affected.iter().enumerate() {
-                self.vals[*j] =
-                    self.obj.crits[*j].child_bound(&ctx, &self.a, &self.fixed, u, *b, &states[i]);
+                self.vals[*j] = self.obj.crits[*j].child_bound(&ctx, br, *b, &states[i]);
             }
             let bound = self.obj.combine(&self.vals);
             self.bounded += 1;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use acoa_scheduler::criteria::{Ctx, Objective};
+use acoa_scheduler::criteria::{Branch, Ctx, Objective};
 use acoa_scheduler::problem::{Model, Space, UNSET};
 use acoa_scheduler::rng::SplitMix64 as Rng;
 use acoa_scheduler::{enumerate, filter, place_on, score, Infra, Ledger, LinkQ, Options, Outcome};
@@ -337,8 +337,18 @@ fn bounds_are_admissible() {
                 let (fp, fc) = (links(&partial), links(&child));
                 for c in &obj.crits {
                     let mut state = Vec::new();
-                    c.prepare(&ctx, &partial, &fp, u, &mut state);
-                    let quick = c.child_bound(&ctx, &child, &fc, u, node, &state);
+                    let parent = Branch {
+                        a: &partial,
+                        fixed: &fp,
+                        comp: u,
+                    };
+                    c.prepare(&ctx, parent, &mut state);
+                    let br = Branch {
+                        a: &child,
+                        fixed: &fc,
+                        comp: u,
+                    };
+                    let quick = c.child_bound(&ctx, br, node, &state);
                     let full = c.bound(&ctx, &child);
                     assert!(
                         (quick - full).abs() <= 1e-9 * (1.0 + full.abs()),

@@ -17,18 +17,42 @@ pub struct Ctx<'a, 'm> {
     pub space: &'a Space,
 }
 
-pub trait CriterionPlugin: Send + Sync {
-    fn kind(&self) -> CriterionKind;
+/// What a criterion grades: its kind, what it targets, and the components whose node
+/// changes its grade or bound.
+pub struct Scope {
+    pub kind: CriterionKind,
     /// The targeted path, for path criteria.
-    fn path(&self) -> Option<&str> {
-        None
-    }
+    pub path: Option<String>,
     /// The targeted component, for component criteria.
-    fn component(&self) -> Option<&str> {
-        None
+    pub component: Option<String>,
+    pub comps: Vec<usize>,
+}
+
+/// A node of the search being branched on: the assignment `a` (`UNSET` marks unplaced
+/// components; in [`CriterionPlugin::child_bound`] it is the child's, with `comp` placed),
+/// `fixed`, the link under every channel whose two ends are placed (indexed by channel;
+/// other entries are not read), and `comp`, the component the branches place.
+#[derive(Clone, Copy)]
+pub struct Branch<'p> {
+    pub a: &'p [u32],
+    pub fixed: &'p [LinkQ],
+    pub comp: usize,
+}
+
+pub trait CriterionPlugin: Send + Sync {
+    fn scope(&self) -> &Scope;
+    fn kind(&self) -> CriterionKind {
+        self.scope().kind
     }
-    /// The components whose node changes this criterion's grade or bound.
-    fn components(&self) -> &[usize];
+    fn path(&self) -> Option<&str> {
+        self.scope().path.as_deref()
+    }
+    fn component(&self) -> Option<&str> {
+        self.scope().component.as_deref()
+    }
+    fn components(&self) -> &[usize] {
+        &self.scope().comps
+    }
     /// The grade of a full assignment whose channels all have links.
     fn grade(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64;
     /// An upper bound on the grade of every completion of the partial assignment `a`
@@ -48,34 +72,19 @@ pub trait CriterionPlugin: Send + Sync {
         let _ = (comp, b);
         parent
     }
-    /// Prepares bounding the children of the partial assignment `a` that place `comp`
-    /// (unplaced in `a`): fills `state` for [`CriterionPlugin::child_bound`].
-    fn prepare(
-        &self,
-        ctx: &Ctx<'_, '_>,
-        a: &[u32],
-        fixed: &[LinkQ],
-        comp: usize,
-        state: &mut Vec<f64>,
-    ) {
-        let _ = (ctx, a, fixed, comp);
+    /// Prepares bounding the children of the partial assignment `br.a` that place
+    /// `br.comp` (unplaced in `br.a`): fills `state` for [`CriterionPlugin::child_bound`].
+    fn prepare(&self, ctx: &Ctx<'_, '_>, br: Branch<'_>, state: &mut Vec<f64>) {
+        let _ = (ctx, br);
         state.clear();
     }
-    /// The bound of the child `a` (the prepared parent plus `comp` on `b`; `fixed` holds
-    /// the links under `comp`'s channels whose other end is placed). Equal to
-    /// [`CriterionPlugin::bound_cached`] of the child (by default, it is that), but
+    /// The bound of the child `br.a` (the prepared parent plus `br.comp` on `b`;
+    /// `br.fixed` also holds the links under `comp`'s channels whose other end is placed).
+    /// Equal to [`CriterionPlugin::bound_cached`] of the child (by default, it is that), but
     /// computed from the prepared parent in time proportional to `comp`'s channels.
-    fn child_bound(
-        &self,
-        ctx: &Ctx<'_, '_>,
-        a: &[u32],
-        fixed: &[LinkQ],
-        comp: usize,
-        b: u32,
-        state: &[f64],
-    ) -> f64 {
-        let _ = (comp, b, state);
-        self.bound_cached(ctx, a, fixed)
+    fn child_bound(&self, ctx: &Ctx<'_, '_>, br: Branch<'_>, b: u32, state: &[f64]) -> f64 {
+        let _ = (b, state);
+        self.bound_cached(ctx, br.a, br.fixed)
     }
 }
 
@@ -117,9 +126,7 @@ pub(super) fn propagate(
 
 /// A criterion on the node of one component: `least-containers` or `most-free-memory`.
 pub struct NodeGrade {
-    kind: CriterionKind,
-    name: String,
-    comp: [usize; 1],
+    scope: Scope,
     /// The best grade among the component's candidates.
     best: f64,
     /// Per node: the grade.
@@ -142,9 +149,12 @@ impl NodeGrade {
             .map(|n| node_grade(kind, model.infra.node(*n)))
             .fold(0.0, f64::max);
         NodeGrade {
-            kind,
-            name: model.comps[comp].name.clone(),
-            comp: [comp],
+            scope: Scope {
+                kind,
+                path: None,
+                component: Some(model.comps[comp].name.clone()),
+                comps: vec![comp],
+            },
             best,
             grades: model
                 .infra
@@ -157,26 +167,23 @@ impl NodeGrade {
 }
 
 impl CriterionPlugin for NodeGrade {
-    fn kind(&self) -> CriterionKind {
-        self.kind
-    }
-    fn component(&self) -> Option<&str> {
-        Some(&self.name)
-    }
-    fn components(&self) -> &[usize] {
-        &self.comp
+    fn scope(&self) -> &Scope {
+        &self.scope
     }
     fn grade(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
-        node_grade(self.kind, ctx.model.infra.node(a[self.comp[0]]))
+        node_grade(
+            self.scope.kind,
+            ctx.model.infra.node(a[self.scope.comps[0]]),
+        )
     }
     fn bound(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
-        match a[self.comp[0]] {
+        match a[self.scope.comps[0]] {
             UNSET => self.best,
-            n => node_grade(self.kind, ctx.model.infra.node(n)),
+            n => node_grade(self.scope.kind, ctx.model.infra.node(n)),
         }
     }
     fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
-        if comp == self.comp[0] {
+        if comp == self.scope.comps[0] {
             parent.min(self.grades[b as usize])
         } else {
             parent

@@ -7,9 +7,8 @@ use acoa_shared::model::CriterionKind;
 
 /// `max-e2e-reliability`: the product of `success` over every channel of the path.
 pub struct Reliability {
-    path: String,
+    scope: Scope,
     chans: Vec<usize>,
-    comps: Vec<usize>,
     forest: Option<Forest>,
 }
 
@@ -45,9 +44,13 @@ impl Reliability {
             }
         }
         Reliability {
-            path: path.to_string(),
+            scope: Scope {
+                kind: CriterionKind::MaxE2eReliability,
+                path: Some(path.to_string()),
+                component: None,
+                comps,
+            },
             chans: channels.to_vec(),
-            comps,
             forest: None,
         }
     }
@@ -56,10 +59,16 @@ impl Reliability {
     pub fn with_forest(mut self, ctx: &Ctx<'_, '_>) -> Self {
         let m = ctx.model;
         let n = m.infra.len();
-        let nv = self.comps.len();
-        let slot = |c: usize| self.comps.iter().position(|x| *x == c).expect("path comp");
-        let cand = |v: usize| &ctx.space.cand[self.comps[v]][..];
-        let member = |v: usize| &ctx.space.member[self.comps[v]][..];
+        let nv = self.scope.comps.len();
+        let slot = |c: usize| {
+            self.scope
+                .comps
+                .iter()
+                .position(|x| *x == c)
+                .expect("path comp")
+        };
+        let cand = |v: usize| &ctx.space.cand[self.scope.comps[v]][..];
+        let member = |v: usize| &ctx.space.member[self.scope.comps[v]][..];
         // Union-find for the spanning forest.
         let mut uf: Vec<usize> = (0..nv).collect();
         fn find(uf: &mut [usize], x: usize) -> usize {
@@ -112,7 +121,7 @@ impl Reliability {
         }
         // Links between child x and parent y under channel ch: x -> y when the channel
         // goes from the child's component.
-        let child_to_parent = |ch: usize, v: usize| m.chans[ch].from == self.comps[v];
+        let child_to_parent = |ch: usize, v: usize| m.chans[ch].from == self.scope.comps[v];
         let init = |v: usize| {
             let mut t = vec![f64::INFINITY; n];
             for b in cand(v) {
@@ -206,14 +215,8 @@ impl Reliability {
 }
 
 impl CriterionPlugin for Reliability {
-    fn kind(&self) -> CriterionKind {
-        CriterionKind::MaxE2eReliability
-    }
-    fn path(&self) -> Option<&str> {
-        Some(&self.path)
-    }
-    fn components(&self) -> &[usize] {
-        &self.comps
+    fn scope(&self) -> &Scope {
+        &self.scope
     }
     fn grade(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
         let m = ctx.model;
@@ -238,14 +241,8 @@ impl CriterionPlugin for Reliability {
     fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
         self.bound_with(ctx, a, |ch| fixed[ch])
     }
-    fn prepare(
-        &self,
-        ctx: &Ctx<'_, '_>,
-        a: &[u32],
-        fixed: &[LinkQ],
-        comp: usize,
-        state: &mut Vec<f64>,
-    ) {
+    fn prepare(&self, ctx: &Ctx<'_, '_>, br: Branch<'_>, state: &mut Vec<f64>) {
+        let Branch { a, fixed, comp } = br;
         // [product of the best success over the channels not at `comp`, the forest's
         // bound so far, the sum of -ln(best) over the rest channels not at `comp`]
         state.clear();
@@ -261,7 +258,7 @@ impl CriterionPlugin for Reliability {
         state.push(prod);
         if let Some(f) = &self.forest {
             let mut lb = f.mmin;
-            for (v, c) in self.comps.iter().enumerate() {
+            for (v, c) in self.scope.comps.iter().enumerate() {
                 if a[*c] != UNSET {
                     lb = lb.max(f.m[v][a[*c] as usize]);
                 }
@@ -276,15 +273,8 @@ impl CriterionPlugin for Reliability {
             state.push(rest);
         }
     }
-    fn child_bound(
-        &self,
-        ctx: &Ctx<'_, '_>,
-        a: &[u32],
-        fixed: &[LinkQ],
-        comp: usize,
-        b: u32,
-        state: &[f64],
-    ) -> f64 {
+    fn child_bound(&self, ctx: &Ctx<'_, '_>, br: Branch<'_>, b: u32, state: &[f64]) -> f64 {
+        let Branch { a, fixed, comp } = br;
         if state.is_empty() {
             return self.bound_cached(ctx, a, fixed);
         }
@@ -297,7 +287,7 @@ impl CriterionPlugin for Reliability {
         }
         let Some(f) = &self.forest else { return p };
         let mut lb = state[1];
-        if let Some(v) = self.comps.iter().position(|c| *c == comp) {
+        if let Some(v) = self.scope.comps.iter().position(|c| *c == comp) {
             lb = lb.max(f.m[v][b as usize]);
         }
         let mut rest = state[2];
@@ -307,7 +297,10 @@ impl CriterionPlugin for Reliability {
         p.min((-(lb + rest)).exp())
     }
     fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
-        match (&self.forest, self.comps.iter().position(|c| *c == comp)) {
+        match (
+            &self.forest,
+            self.scope.comps.iter().position(|c| *c == comp),
+        ) {
             (Some(f), Some(v)) => parent.min((-f.m[v][b as usize]).exp()),
             _ => parent,
         }
@@ -337,7 +330,7 @@ impl Reliability {
         let Some(f) = &self.forest else { return p };
         // The forest's least cost given the placed components, plus the other channels'.
         let mut lb = f.mmin;
-        for (v, comp) in self.comps.iter().enumerate() {
+        for (v, comp) in self.scope.comps.iter().enumerate() {
             let b = a[*comp];
             if b != UNSET {
                 lb = lb.max(f.m[v][b as usize]);

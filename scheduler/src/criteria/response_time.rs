@@ -19,12 +19,10 @@ pub struct RtPot {
 /// `min-e2e-response-time`: g = l_min / l, l the longest source-to-sink route of the
 /// path (latencies are >= 0, so that is the longest path of the path's DAG).
 pub struct ResponseTime {
-    path: String,
+    scope: Scope,
     /// (channel, source slot, sink slot), sorted so that a channel comes after every
     /// channel into its source (topological order).
     edges: Vec<(usize, usize, usize)>,
-    /// Slot -> component.
-    comps: Vec<usize>,
     /// `Some(l_min)`: grade l_min / l. `None`: the raw objective -l (used to find l_min).
     pub lmin: Option<f64>,
     pot: Option<std::sync::Arc<RtPot>>,
@@ -71,9 +69,14 @@ impl ResponseTime {
         }
         raw.sort_by_key(|(ch, s, _)| (pos[*s], *ch));
         ResponseTime {
-            path: path.to_string(),
+            // `comps`: slot -> component.
+            scope: Scope {
+                kind: CriterionKind::MinE2eResponseTime,
+                path: Some(path.to_string()),
+                component: None,
+                comps,
+            },
             edges: raw,
-            comps,
             lmin,
             pot: None,
         }
@@ -95,10 +98,10 @@ impl ResponseTime {
     /// The route potentials of this path over the candidates of `ctx.space`.
     pub fn potentials(&self, ctx: &Ctx<'_, '_>) -> RtPot {
         let n = ctx.model.infra.len();
-        let nv = self.comps.len();
+        let nv = self.scope.comps.len();
         let lat = |q: crate::infra::LinkQ| q.latency_ms;
-        let cand = |slot: usize| &ctx.space.cand[self.comps[slot]][..];
-        let member = |slot: usize| &ctx.space.member[self.comps[slot]][..];
+        let cand = |slot: usize| &ctx.space.cand[self.scope.comps[slot]][..];
+        let member = |slot: usize| &ctx.space.member[self.scope.comps[slot]][..];
         let mut has_in = vec![false; nv];
         let mut has_out = vec![false; nv];
         for (_, s, t) in &self.edges {
@@ -146,10 +149,10 @@ impl ResponseTime {
     fn longest(&self, w: impl Fn(usize) -> f64) -> f64 {
         let mut small = [0f64; 32];
         let mut big;
-        let dist: &mut [f64] = if self.comps.len() <= 32 {
-            &mut small[..self.comps.len()]
+        let dist: &mut [f64] = if self.scope.comps.len() <= 32 {
+            &mut small[..self.scope.comps.len()]
         } else {
-            big = vec![0f64; self.comps.len()];
+            big = vec![0f64; self.scope.comps.len()];
             &mut big
         };
         let mut longest = 0f64;
@@ -190,21 +193,11 @@ impl ResponseTime {
         a: &[u32],
         link: impl Fn(usize, u32, u32) -> Option<LinkQ>,
     ) -> f64 {
-        let m = ctx.model;
-        let w = |ch: usize| {
-            let c = &m.chans[ch];
-            let t = &ctx.space.tables[ch];
-            match (a[c.from], a[c.to]) {
-                (UNSET, UNSET) => t.min_lat,
-                (x, UNSET) => t.lat_out[x as usize],
-                (UNSET, y) => t.lat_in[y as usize],
-                (x, y) => link(ch, x, y).map_or(f64::INFINITY, |q| q.latency_ms),
-            }
-        };
+        let w = |ch: usize| self.least_latency(ctx, a, ch, &link);
         let Some(p) = &self.pot else {
             return self.longest(w);
         };
-        let nv = self.comps.len();
+        let nv = self.scope.comps.len();
         let mut small = [0f64; 64];
         let mut big;
         let buf: &mut [f64] = if 2 * nv <= 64 {
@@ -216,13 +209,32 @@ impl ResponseTime {
         self.passes(p, a, w, buf)
     }
 
+    /// The least latency the link under `ch` can have given `a` (`link` for a channel whose
+    /// two ends are placed; infinite without one).
+    fn least_latency(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        a: &[u32],
+        ch: usize,
+        link: impl Fn(usize, u32, u32) -> Option<LinkQ>,
+    ) -> f64 {
+        let c = &ctx.model.chans[ch];
+        let t = &ctx.space.tables[ch];
+        match (a[c.from], a[c.to]) {
+            (UNSET, UNSET) => t.min_lat,
+            (x, UNSET) => t.lat_out[x as usize],
+            (UNSET, y) => t.lat_in[y as usize],
+            (x, y) => link(ch, x, y).map_or(f64::INFINITY, |q| q.latency_ms),
+        }
+    }
+
     /// The forward (D: longest route into each slot) and backward (H: out of it) passes
     /// into `buf` (D then H); returns max over slots of D + H.
     fn passes(&self, p: &RtPot, a: &[u32], w: impl Fn(usize) -> f64, buf: &mut [f64]) -> f64 {
-        let nv = self.comps.len();
+        let nv = self.scope.comps.len();
         let (d, hh) = buf.split_at_mut(nv);
         for v in 0..nv {
-            match a[self.comps[v]] {
+            match a[self.scope.comps[v]] {
                 UNSET => {
                     d[v] = p.gmin[v];
                     hh[v] = p.hmin[v];
@@ -276,14 +288,8 @@ impl ResponseTime {
 }
 
 impl CriterionPlugin for ResponseTime {
-    fn kind(&self) -> CriterionKind {
-        CriterionKind::MinE2eResponseTime
-    }
-    fn path(&self) -> Option<&str> {
-        Some(&self.path)
-    }
-    fn components(&self) -> &[usize] {
-        &self.comps
+    fn scope(&self) -> &Scope {
+        &self.scope
     }
     fn grade(&self, ctx: &Ctx<'_, '_>, a: &[u32]) -> f64 {
         self.ratio(self.latency(ctx, a))
@@ -294,63 +300,40 @@ impl CriterionPlugin for ResponseTime {
     fn bound_cached(&self, ctx: &Ctx<'_, '_>, a: &[u32], fixed: &[LinkQ]) -> f64 {
         self.ratio(self.latency_lb_with(ctx, a, |ch, _, _| Some(fixed[ch])))
     }
-    fn prepare(
-        &self,
-        ctx: &Ctx<'_, '_>,
-        a: &[u32],
-        fixed: &[LinkQ],
-        comp: usize,
-        state: &mut Vec<f64>,
-    ) {
-        let _ = comp;
+    fn prepare(&self, ctx: &Ctx<'_, '_>, br: Branch<'_>, state: &mut Vec<f64>) {
+        let Branch { a, fixed, .. } = br;
         state.clear();
         let Some(p) = &self.pot else { return };
-        let m = ctx.model;
-        let w = |ch: usize| {
-            let c = &m.chans[ch];
-            let t = &ctx.space.tables[ch];
-            match (a[c.from], a[c.to]) {
-                (UNSET, UNSET) => t.min_lat,
-                (x, UNSET) => t.lat_out[x as usize],
-                (UNSET, y) => t.lat_in[y as usize],
-                _ => fixed[ch].latency_ms,
-            }
-        };
-        state.resize(2 * self.comps.len() + 1, 0.0);
-        let (buf, last) = state.split_at_mut(2 * self.comps.len());
+        let w = |ch: usize| self.least_latency(ctx, a, ch, |ch, _, _| Some(fixed[ch]));
+        state.resize(2 * self.scope.comps.len() + 1, 0.0);
+        let (buf, last) = state.split_at_mut(2 * self.scope.comps.len());
         last[0] = self.passes(p, a, w, buf);
     }
-    fn child_bound(
-        &self,
-        ctx: &Ctx<'_, '_>,
-        a: &[u32],
-        fixed: &[LinkQ],
-        comp: usize,
-        b: u32,
-        state: &[f64],
-    ) -> f64 {
+    fn child_bound(&self, ctx: &Ctx<'_, '_>, br: Branch<'_>, b: u32, state: &[f64]) -> f64 {
+        let Branch { a, fixed, comp } = br;
         // Only the routes through `comp` change: D and H of its predecessors and
         // successors do not depend on it (the path is acyclic), so the child's bound is
         // max(parent's, D[v] + H[v] at comp's slot v) exactly.
-        let (Some(p), Some(v)) = (&self.pot, self.comps.iter().position(|c| *c == comp)) else {
+        let (Some(p), Some(v)) = (&self.pot, self.scope.comps.iter().position(|c| *c == comp))
+        else {
             return self.bound_cached(ctx, a, fixed);
         };
         if state.is_empty() {
             return self.bound_cached(ctx, a, fixed);
         }
-        let nv = self.comps.len();
+        let nv = self.scope.comps.len();
         let (d, hh, parent) = (&state[..nv], &state[nv..2 * nv], state[2 * nv]);
         let bu = b as usize;
         let (mut dv, mut hv) = (p.g[v][bu], p.h[v][bu]);
         for (ch, s, t) in &self.edges {
             if *t == v {
-                let w = match a[self.comps[*s]] {
+                let w = match a[self.scope.comps[*s]] {
                     UNSET => ctx.space.tables[*ch].lat_in[bu],
                     _ => fixed[*ch].latency_ms,
                 };
                 dv = dv.max(d[*s] + w);
             } else if *s == v {
-                let w = match a[self.comps[*t]] {
+                let w = match a[self.scope.comps[*t]] {
                     UNSET => ctx.space.tables[*ch].lat_out[bu],
                     _ => fixed[*ch].latency_ms,
                 };
@@ -361,7 +344,7 @@ impl CriterionPlugin for ResponseTime {
     }
     fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
         // The route through `comp` is at least g + h there.
-        match (&self.pot, self.comps.iter().position(|c| *c == comp)) {
+        match (&self.pot, self.scope.comps.iter().position(|c| *c == comp)) {
             (Some(p), Some(v)) => {
                 let b = b as usize;
                 parent.min(self.ratio(p.g[v][b] + p.h[v][b]))
