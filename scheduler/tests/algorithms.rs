@@ -9,7 +9,7 @@ use acoa_scheduler::rng::SplitMix64;
 use acoa_scheduler::topsis::{self, NodeUtil, PodRequest};
 use acoa_scheduler::{algorithms, place, score, Ledger, Outcome, Placement, ScheduleError};
 use acoa_shared::model::{
-    Application, Cluster, Node, Observed, ObservedTraffic, ObservedUsage, Resources,
+    Application, Cluster, Component, Node, Observed, ObservedTraffic, ObservedUsage, Resources,
 };
 use common::*;
 use proptest::prelude::*;
@@ -61,10 +61,7 @@ fn assignment(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 fn the_three_algorithms_are_listed_and_an_unknown_one_is_named() {
     assert_eq!(algorithms(), ["qos", "topsis", "network-aware"]);
     let c = cluster(vec![node("a", "dc", &[])], mesh(&["a"], 1.0));
-    let a = with(
-        app("x", vec![comp("m", &[], None)], vec![], vec![], vec![]),
-        "magic",
-    );
+    let a = single("x", comp("m", &[], None), "magic");
     let err = place(&c, &a, &Ledger::new()).unwrap_err();
     assert_eq!(
         err,
@@ -97,38 +94,12 @@ fn topsis_puts_a_component_where_its_heavy_metric_is_free() {
         ],
         mesh(&["x", "y"], 1.0),
     );
-    let cpu_heavy = with(
-        app(
-            "a",
-            vec![comp("m", &[], res(200, 10))],
-            vec![],
-            vec![],
-            vec![],
-        ),
-        "topsis",
-    );
-    let mem_heavy = with(
-        app(
-            "b",
-            vec![comp("m", &[], res(10, 200))],
-            vec![],
-            vec![],
-            vec![],
-        ),
-        "topsis",
-    );
+    let cpu_heavy = single("a", comp("m", &[], res(200, 10)), "topsis");
+    let mem_heavy = single("b", comp("m", &[], res(10, 200)), "topsis");
     let p = placed(&c, &cpu_heavy, &Ledger::new());
     assert_eq!(p.assignment["m"], "x");
-    assert!(
-        p.notes.iter().any(|n| n.contains("cpu-heavy")),
-        "{:?}",
-        p.notes
-    );
-    assert!(
-        p.notes.iter().any(|n| n.contains("bandwidth capacity")),
-        "{:?}",
-        p.notes
-    );
+    assert_note(&p, "cpu-heavy");
+    assert_note(&p, "bandwidth capacity");
     assert_eq!(placed(&c, &mem_heavy, &Ledger::new()).assignment["m"], "y");
 
     // The same decision from the TOPSIS module itself, on the table of the module docs: the
@@ -242,14 +213,10 @@ fn topsis_reads_bandwidth_and_io() {
     let c = cluster(vec![busy, quiet], mesh(&["busy", "quiet"], 1.0));
     let mut m = comp("m", &[], res(10, 10));
     m.resources.as_mut().unwrap().net_mbps = Some(150.0);
-    let a = with(app("x", vec![m], vec![], vec![], vec![]), "topsis");
+    let a = single("x", m, "topsis");
     let p = placed(&c, &a, &Ledger::new());
     assert_eq!(p.assignment["m"], "quiet");
-    assert!(
-        p.notes.iter().any(|n| n.contains("bandwidth-heavy")),
-        "{:?}",
-        p.notes
-    );
+    assert_note(&p, "bandwidth-heavy");
     // 150 Mbit/s more does not fit on busy (800 + 150 <= 1000 does; 900 + 150 does not).
     let mut c2 = c.clone();
     c2.nodes[1].usage.net_mbps = Some(900.0);
@@ -286,11 +253,7 @@ fn network_aware_puts_the_heavy_traffic_pair_together() {
         "network-aware",
     );
     let p = placed(&c, &a, &Ledger::new());
-    assert!(
-        p.notes.iter().any(|n| n.contains("no measurements")),
-        "{:?}",
-        p.notes
-    );
+    assert_note(&p, "no measurements");
     assert!(p.score > 0.0 && p.score <= 1.0);
     // Measured: z talks to x a lot, y only a little; the declared channels are ignored.
     c.observed.insert(
@@ -373,19 +336,7 @@ fn network_aware_prefers_the_low_latency_link_to_the_pinned_peer() {
         ],
         links,
     );
-    let a = with(
-        app(
-            "app",
-            vec![
-                comp("s", &["gps"], res(10, 10)),
-                comp("f", &[], res(100, 100)),
-            ],
-            vec![chan("sf", "s", "f")],
-            vec![],
-            vec![],
-        ),
-        "network-aware",
-    );
+    let a = desched_app();
     let p = placed(&c, &a, &Ledger::new());
     assert_eq!(p.assignment, assignment(&[("s", "a"), ("f", "b")]));
     // Make a-b slow too: the empty node wins on headroom.
@@ -419,6 +370,17 @@ fn desched_cluster(lat_ab: f64, lat_ac: f64) -> Cluster {
     )
 }
 
+/// Fails unless one of the placement's notes contains `what`.
+fn assert_note(p: &Placement, what: &str) {
+    assert!(p.notes.iter().any(|n| n.contains(what)), "{:?}", p.notes);
+}
+
+/// Application `name` of the one component `c`, placed by `scheduler`.
+fn single(name: &str, c: Component, scheduler: &str) -> Application {
+    with(app(name, vec![c], vec![], vec![], vec![]), scheduler)
+}
+
+/// `s` (needs gps) sending to `f`, placed by the network-aware scheduler.
 fn desched_app() -> Application {
     with(
         app(
@@ -512,10 +474,7 @@ fn network_aware_refuses_a_cluster_past_its_node_limit() {
     use acoa_scheduler::netaware::app::MAX_NODES;
     let names: Vec<String> = (0..=MAX_NODES).map(|i| format!("n{i:05}")).collect();
     let c = cluster(names.iter().map(|n| node(n, "dc", &[])).collect(), vec![]);
-    let a = with(
-        app("x", vec![comp("m", &[], None)], vec![], vec![], vec![]),
-        "network-aware",
-    );
+    let a = single("x", comp("m", &[], None), "network-aware");
     match place(&c, &a, &Ledger::new()).unwrap() {
         Outcome::Infeasible(i) => {
             assert!(i.reason.contains("at most 8192 nodes"), "{}", i.reason)

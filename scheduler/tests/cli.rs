@@ -29,32 +29,11 @@ fn tmp(name: &str, text: &str) -> String {
 #[test]
 fn place_prints_json_lines_for_the_railway_apps() {
     let cluster = railway("cluster.yaml");
-    let (smoke, speed) = (
+    let apps = [
         railway("smoke-monitoring.yaml"),
         railway("speed-profiling.yaml"),
-    );
-    let out = scheduler(&[
-        "place",
-        "--cluster",
-        &cluster,
-        "--app",
-        &smoke,
-        "--app",
-        &speed,
-        "--enumerate",
-        "--format",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    ];
+    let lines = place_json(&cluster, &apps, &["--enumerate"]);
     assert_eq!(lines.len(), 2);
     let expect = [
         ("smoke-monitoring", 4800, 0.985122, 0.428112, 0.528718),
@@ -165,11 +144,14 @@ fn railway_with(file: &str, algorithm: &str) -> String {
     )
 }
 
-fn place_json(cluster: &str, apps: &[String]) -> Vec<serde_json::Value> {
+/// `place --format json` of `apps` on `cluster` with `extra`, which must succeed: a JSON
+/// value per line.
+fn place_json(cluster: &str, apps: &[String], extra: &[&str]) -> Vec<serde_json::Value> {
     let mut args = vec!["place", "--cluster", cluster, "--format", "json"];
     for a in apps {
         args.extend(["--app", a.as_str()]);
     }
+    args.extend_from_slice(extra);
     let out = scheduler(&args);
     assert!(
         out.status.success(),
@@ -191,7 +173,7 @@ fn place_honours_scheduler_topsis_and_network_aware_on_the_railway() {
             railway_with("smoke-monitoring.yaml", algorithm),
             railway_with("speed-profiling.yaml", algorithm),
         ];
-        let lines = place_json(&cluster, &apps);
+        let lines = place_json(&cluster, &apps, &[]);
         assert_eq!(lines.len(), 2, "{algorithm}");
         for l in &lines {
             assert_eq!(l["scheduler"], algorithm);
@@ -210,7 +192,11 @@ fn place_honours_scheduler_topsis_and_network_aware_on_the_railway() {
     // TOPSIS on an idle cluster without requests: every candidate is the same, so each
     // closeness is 1 and ties go to the first node in name order; bandwidth and I/O are not
     // reported by any node and are left out.
-    let lines = place_json(&cluster, &[railway_with("smoke-monitoring.yaml", "topsis")]);
+    let lines = place_json(
+        &cluster,
+        &[railway_with("smoke-monitoring.yaml", "topsis")],
+        &[],
+    );
     assert_eq!(lines[0]["score"], 1.0);
     assert_eq!(lines[0]["placement"]["batching"], "n01");
     let notes = lines[0]["notes"].to_string();
@@ -224,6 +210,7 @@ fn place_honours_scheduler_topsis_and_network_aware_on_the_railway() {
     let lines = place_json(
         &cluster,
         &[railway_with("smoke-monitoring.yaml", "network-aware")],
+        &[],
     );
     let p = &lines[0]["placement"];
     assert_eq!(p["batching"], "n13");
@@ -248,7 +235,7 @@ fn place_honours_scheduler_topsis_and_network_aware_on_the_railway() {
         + "    - {from: level-detection, to: alarm, bytes_per_s: 100}\n";
     let measured = tmp("measured-cluster.yaml", &measured);
     let app = railway_with("smoke-monitoring.yaml", "network-aware");
-    let lines = place_json(&measured, std::slice::from_ref(&app));
+    let lines = place_json(&measured, std::slice::from_ref(&app), &[]);
     assert!(lines[0].get("notes").is_none(), "{}", lines[0]);
     let out = scheduler(&["place", "--cluster", &measured, "--app", &app]);
     let text = String::from_utf8(out.stdout).unwrap();

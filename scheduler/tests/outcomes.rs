@@ -3,7 +3,7 @@
 mod common;
 
 use acoa_scheduler::{place, score, Ledger, Outcome, Resources, ScheduleError};
-use acoa_shared::model::CriterionKind;
+use acoa_shared::model::{Application, CriterionKind};
 use common::*;
 use std::collections::BTreeMap;
 
@@ -60,16 +60,21 @@ fn a_missing_link_makes_the_deployment_infeasible_and_is_named() {
     );
 }
 
-#[test]
-fn the_search_avoids_missing_links_when_it_can() {
-    // x may go anywhere; y needs the sensor (only a). b -> a is missing, so x must be on a.
-    let app = app(
+/// x (anywhere) sends to y (needs the sensor), graded by the path's reliability.
+fn x_to_sensor() -> Application {
+    app(
         "x",
         vec![comp("x", &[], None), comp("y", &["sensor"], None)],
         vec![chan("x-to-y", "x", "y")],
         vec![path("p", &["x-to-y"])],
         vec![crit(CriterionKind::MaxE2eReliability, "p", 1.0)],
-    );
+    )
+}
+
+#[test]
+fn the_search_avoids_missing_links_when_it_can() {
+    // x may go anywhere; y needs the sensor (only a). b -> a is missing, so x must be on a.
+    let app = x_to_sensor();
     let Outcome::Placed(p) = place(&two_nodes(), &app, &Ledger::new()).unwrap() else {
         panic!()
     };
@@ -211,13 +216,7 @@ fn algorithms_include_qos() {
 
 #[test]
 fn score_rejects_bad_assignments() {
-    let app = app(
-        "x",
-        vec![comp("x", &[], None), comp("y", &["sensor"], None)],
-        vec![chan("x-to-y", "x", "y")],
-        vec![path("p", &["x-to-y"])],
-        vec![crit(CriterionKind::MaxE2eReliability, "p", 1.0)],
-    );
+    let app = x_to_sensor();
     let c = two_nodes();
     let a = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
         pairs

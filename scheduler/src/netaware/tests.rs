@@ -305,6 +305,28 @@ fn baseline_placement_by_hand() {
     );
 }
 
+/// The one action of `acts`, a move: (component, from, to); panics on anything else.
+fn the_move(acts: &[Action]) -> (usize, usize, usize) {
+    match acts {
+        [Action::Move {
+            component,
+            from,
+            to,
+            ..
+        }] => (*component, *from, *to),
+        _ => panic!("not one move: {acts:?}"),
+    }
+}
+
+/// Observing `a` completes the move in flight, and `a` then stays put for `ticks` ticks.
+fn settles_on(d: &mut Descheduler, s: &Snapshot, a: &[usize], ticks: usize) {
+    assert!(tick(d, s, a).is_empty());
+    assert_eq!(d.in_flight(), None);
+    for _ in 0..ticks {
+        assert!(tick(d, s, a).is_empty());
+    }
+}
+
 fn tick(d: &mut Descheduler, s: &Snapshot, a: &[usize]) -> Vec<Action> {
     d.handle(Event::Tick {
         snapshot: s.clone(),
@@ -340,28 +362,14 @@ fn descheduler_moves_after_a_sustained_gain_and_waits_for_confirmation() {
     assert_eq!(d.streak(2), Some((1, 1)));
     assert!(tick(&mut d, &s, &a).is_empty());
     let acts = tick(&mut d, &s, &a);
-    assert_eq!(acts.len(), 1);
-    let Action::Move {
-        component,
-        from,
-        to,
-        ..
-    } = acts[0]
-    else {
-        panic!("{acts:?}")
-    };
-    assert_eq!((component, from, to), (2, 2, 1));
+    assert_eq!(the_move(&acts), (2, 2, 1));
     assert_eq!(d.in_flight(), Some((2, 1)));
     // Not yet observed: nothing else happens.
     for _ in 0..3 {
         assert!(tick(&mut d, &s, &a).is_empty());
     }
     // Observed on n1: done; the fixed point [1, 1, 1] stays put.
-    assert!(tick(&mut d, &s, &[1, 1, 1]).is_empty());
-    assert_eq!(d.in_flight(), None);
-    for _ in 0..20 {
-        assert!(tick(&mut d, &s, &[1, 1, 1]).is_empty());
-    }
+    settles_on(&mut d, &s, &[1, 1, 1], 20);
 }
 
 #[test]
@@ -406,18 +414,7 @@ fn one_move_at_a_time_largest_gain_first() {
     tick(&mut d, &s, &a);
     tick(&mut d, &s, &a);
     let acts = tick(&mut d, &s, &a);
-    assert!(
-        matches!(
-            acts[..],
-            [Action::Move {
-                component: 1,
-                from: 2,
-                to: 1,
-                ..
-            }]
-        ),
-        "{acts:?}"
-    );
+    assert_eq!(the_move(&acts), (1, 2, 1));
     // c stays due, but waits for b's move to be observed...
     assert!(tick(&mut d, &s, &a).is_empty());
     // ...and then gathers its evidence again, on the new state (c now prefers n1: 3.625).
@@ -426,18 +423,7 @@ fn one_move_at_a_time_largest_gain_first() {
     assert!(tick(&mut d, &s, &a).is_empty());
     assert!(tick(&mut d, &s, &a).is_empty());
     let acts = tick(&mut d, &s, &a);
-    assert!(
-        matches!(
-            acts[..],
-            [Action::Move {
-                component: 2,
-                from: 2,
-                to: 1,
-                ..
-            }]
-        ),
-        "{acts:?}"
-    );
+    assert_eq!(the_move(&acts), (2, 2, 1));
 }
 
 #[test]
@@ -455,39 +441,18 @@ fn a_group_moves_one_component_at_a_time() {
     tick(&mut d, &s, &a);
     assert_eq!(d.streak_of(&[1, 2]), Some((1, 2)));
     let acts = tick(&mut d, &s, &a);
-    let Action::Move {
-        component,
-        from,
-        to,
-        gain,
-    } = acts[0]
-    else {
-        panic!("{acts:?}")
+    assert_eq!(the_move(&acts), (1, 2, 1));
+    let Action::Move { gain, .. } = acts[0] else {
+        unreachable!()
     };
-    assert_eq!((component, from, to), (1, 2, 1));
     assert!(close(gain, 0.79 / 0.345));
     // b not observed yet: c waits.
     assert!(tick(&mut d, &s, &a).is_empty());
     // b observed on n1: c's move on the same tick.
     let acts = tick(&mut d, &s, &[1, 1, 2]);
-    assert!(
-        matches!(
-            acts[..],
-            [Action::Move {
-                component: 2,
-                from: 2,
-                to: 1,
-                ..
-            }]
-        ),
-        "{acts:?}"
-    );
+    assert_eq!(the_move(&acts), (2, 2, 1));
     assert_eq!(d.in_flight(), Some((2, 1)));
-    assert!(tick(&mut d, &s, &[1, 1, 1]).is_empty());
-    assert_eq!(d.in_flight(), None);
-    for _ in 0..10 {
-        assert!(tick(&mut d, &s, &[1, 1, 1]).is_empty());
-    }
+    settles_on(&mut d, &s, &[1, 1, 1], 10);
 }
 
 #[test]
