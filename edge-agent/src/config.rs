@@ -47,6 +47,9 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Log lines on stderr: `text` (readable) or `json` (one object a line, for log shippers).
+    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
     #[command(flatten)]
     pub overrides: Overrides,
 }

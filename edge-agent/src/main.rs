@@ -8,15 +8,29 @@ use edge_agent::config::{self, Cli, Command, Config};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let json = cli.log_format == "json";
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_target(false)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if json {
+        logs.json().flatten_event(true).init();
+    } else {
+        logs.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+    let outcome = run(cli);
+    if let (true, Err(e)) = (json, &outcome) {
+        // The one line that ends the agent, as JSON like every other.
+        tracing::error!("{e:#}");
+        std::process::exit(1);
+    }
+    outcome
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Pubkey { config, state_dir }) => {
             let config = config.or(cli.overrides.config);
