@@ -12,12 +12,13 @@
 //! # drop((sock, agent)); Ok(()) }                            // dropping `tb` tears everything down
 //! ```
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use acoa_shared::model::Link;
@@ -228,6 +229,7 @@ impl TestbedBuilder {
             subnet: self.subnet,
             created: Vec::new(),
             fwd: None,
+            cuts: Mutex::default(),
         };
         let mut endpoints = Vec::new();
         for (name, number) in nodes {
@@ -343,6 +345,9 @@ pub struct Testbed {
     subnet: Subnet,
     created: Vec<String>,
     fwd: Option<Forwarder>,
+    /// Directed links cut by [`Testbed::cut`], with the spec each had before (restored by
+    /// [`Testbed::heal`]).
+    cuts: Mutex<BTreeMap<(usize, usize), LinkSpec>>,
 }
 
 impl Testbed {
@@ -423,6 +428,82 @@ impl Testbed {
     pub fn link(&self, from: &str, to: &str) -> Result<LinkSpec, EmuError> {
         let (f, t) = self.pair(from, to)?;
         Ok(self.shared().link(f, t))
+    }
+
+    /// Cuts `a <-> b` both ways (every packet dropped), remembering each direction's spec for
+    /// [`heal`](Self::heal); cutting a cut link again keeps the first spec.
+    pub fn cut(&self, a: &str, b: &str) -> Result<(), EmuError> {
+        let (f, t) = self.pair(a, b)?;
+        let mut cuts = self.cuts.lock().expect("cuts lock");
+        for (x, y) in [(f, t), (t, f)] {
+            if x != y && !cuts.contains_key(&(x, y)) {
+                cuts.insert((x, y), self.shared().link(x, y));
+                self.shared().set_link(x, y, LinkSpec::new(0.0, 0.0, 1.0));
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts every node of `group` from every node of `others` (both ways); links inside
+    /// `group` stay as they are.
+    pub fn cut_between(&self, group: &[&str], others: &[&str]) -> Result<(), EmuError> {
+        for a in group {
+            for b in others.iter().filter(|b| !group.contains(b)) {
+                self.cut(a, b)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Restores the cut links between `group` and `others` (both ways), leaving other cuts.
+    pub fn heal_between(&self, group: &[&str], others: &[&str]) -> Result<(), EmuError> {
+        let idx = |names: &[&str]| -> Result<Vec<usize>, EmuError> {
+            names
+                .iter()
+                .map(|n| {
+                    self.index(n)
+                        .ok_or_else(|| EmuError::UnknownNode(n.to_string()))
+                })
+                .collect()
+        };
+        let (g, o) = (idx(group)?, idx(others)?);
+        self.heal_where(|x, y| {
+            (g.contains(&x) && o.contains(&y)) || (o.contains(&x) && g.contains(&y))
+        });
+        Ok(())
+    }
+
+    /// Restores every cut link that has `node` at one end (its spec from before the cut).
+    pub fn heal(&self, node: &str) -> Result<(), EmuError> {
+        let i = self
+            .index(node)
+            .ok_or_else(|| EmuError::UnknownNode(node.into()))?;
+        self.heal_where(|x, y| x == i || y == i);
+        Ok(())
+    }
+
+    /// Restores every cut link.
+    pub fn heal_all(&self) {
+        self.heal_where(|_, _| true);
+    }
+
+    fn heal_where(&self, pick: impl Fn(usize, usize) -> bool) {
+        let mut cuts = self.cuts.lock().expect("cuts lock");
+        let healed: Vec<(usize, usize)> =
+            cuts.keys().copied().filter(|(x, y)| pick(*x, *y)).collect();
+        for k in healed {
+            if let Some(spec) = cuts.remove(&k) {
+                self.shared().set_link(k.0, k.1, spec);
+            }
+        }
+    }
+
+    /// The directed links cut now, by name.
+    pub fn cuts(&self) -> Vec<(String, String)> {
+        let cuts = self.cuts.lock().expect("cuts lock");
+        cuts.keys()
+            .map(|(x, y)| (self.nodes[*x].name.clone(), self.nodes[*y].name.clone()))
+            .collect()
     }
 
     /// Sets every link of `links` that joins two of this testbed's nodes.

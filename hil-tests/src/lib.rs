@@ -22,10 +22,12 @@ pub mod live;
 pub mod named_addr;
 pub mod netaware_exp;
 pub mod netns;
+pub mod partition;
 pub mod placement;
 pub mod probe;
 pub mod report;
 pub mod stats;
+pub mod tunnels;
 pub mod workload;
 
 pub use emu::{unavailable_reason, EmuError, Testbed, TestbedBuilder};
