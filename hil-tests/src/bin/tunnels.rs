@@ -72,16 +72,20 @@ pub struct Args {
     /// collector)
     #[arg(long)]
     pub no_images: bool,
+    /// Namespace prefix (runs at the same time need their own, and their own --subnet and
+    /// --image-prefix)
     #[arg(long, default_value = "tun-")]
     pub prefix: String,
+    /// The workload images are `localhost/acoa/<this><image name>` (their collector address is
+    /// baked in)
+    #[arg(long, default_value = "tunnels-")]
+    pub image_prefix: String,
     #[arg(long, default_value = "10.86.0.0/16")]
     pub subnet: String,
     /// Report directory (default hil-tests/results/tunnels-<UTC time>)
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
-
-const IMAGE_PREFIX: &str = "tunnels-";
 
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
@@ -135,7 +139,7 @@ fn run(a: Args, stamp: String) -> Result<()> {
     guard(
         &a.prefix,
         arms.iter()
-            .map(|x| tunnels::arm_app(&app, x, IMAGE_PREFIX).application)
+            .map(|x| tunnels::arm_app(&app, x, &a.image_prefix).application)
             .collect(),
     )?;
     for ns in hil_tests::netns::list_netns() {
@@ -165,6 +169,7 @@ fn run(a: Args, stamp: String) -> Result<()> {
     if !a.no_images {
         images(
             &app,
+            &a.image_prefix,
             &format!("{}:{}", tb.addr(OBS)?, hil_tests::workload::COLLECTOR_PORT),
         )?;
     }
@@ -176,7 +181,7 @@ fn run(a: Args, stamp: String) -> Result<()> {
     std::fs::create_dir_all(&out)?;
     let mut results = Vec::new();
     for arm in &arms {
-        let arm_app = tunnels::arm_app(&app, arm, IMAGE_PREFIX);
+        let arm_app = tunnels::arm_app(&app, arm, &a.image_prefix);
         collector.clear();
         let rig = Rig {
             tb: &tb,
@@ -206,16 +211,21 @@ fn run(a: Args, stamp: String) -> Result<()> {
 }
 
 /// The workload images under their own names, with the obs endpoint as their collector.
-fn images(app: &acoa_shared::model::Application, control: &str) -> Result<()> {
+fn images(app: &acoa_shared::model::Application, prefix: &str, control: &str) -> Result<()> {
     let names: Vec<String> = app
         .components
         .iter()
-        .map(|c| tunnels::retag(&c.image, IMAGE_PREFIX))
+        .map(|c| tunnels::retag(&c.image, prefix))
         .collect();
     let st = Command::new("bash")
         .arg("hil-tests/images.sh")
         .args(&names)
         .env("ACOA_CONTROL", control)
+        // runs at the same time build in their own directories
+        .env(
+            "OUT",
+            std::env::temp_dir().join(format!("acoa-{prefix}workload")),
+        )
         .status()
         .context("hil-tests/images.sh")?;
     if !st.success() {
