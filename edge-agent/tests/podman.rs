@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use acoa_shared::topics;
-use acoa_shared::wire::ContainerState;
+use acoa_shared::wire::{ContainerSpec, ContainerState};
 use common::*;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -37,12 +37,33 @@ fn rig(tag: &str) -> Option<Rig> {
     );
     let mut agent = Agent::new(&node, &dir, &broker.url(), "", PROBE);
     agent.start();
+    agent.wait_log("connected to broker", WAIT);
     Some(Rig {
         broker,
         agent,
         watcher,
         _cleanup: Cleanup(node),
     })
+}
+
+impl Rig {
+    /// Publishes the desired state `generation` of `specs`, signed and retained, for the
+    /// rig's node.
+    fn publish_desired(&self, generation: u64, specs: &[ContainerSpec]) {
+        let node = &self.agent.node;
+        let frame = desired(node, generation, specs, Some(&cp_key()));
+        self.broker.publish(&topics::desired(node), &frame, true);
+    }
+
+    /// Publishes app.a and app.b at `generation` and waits until both run; returns them as
+    /// `podman ps` shows them.
+    fn two_running(&self, generation: u64) -> Vec<Ps> {
+        let node = &self.agent.node;
+        let (a, b) = (spec("app.a", IMAGE), spec("app.b", IMAGE));
+        self.publish_desired(generation, &[a, b]);
+        wait_until("both to run", WAIT, || running_names(node).len() == 2);
+        ps(node)
+    }
 }
 
 fn cname(node: &str, spec: &str) -> String {
@@ -54,14 +75,9 @@ fn desired_containers_run_are_removed_and_restarted() {
     let Some(mut r) = rig("life") else { return };
     let node = r.agent.node.clone();
     let key = r.agent.public_key();
-    r.agent.wait_log("connected to broker", WAIT);
     let a = spec("app.a", IMAGE);
     let b = spec("app.b", IMAGE);
-    r.broker.publish(
-        &topics::desired(&node),
-        &desired(&node, 1, &[a.clone(), b.clone()], Some(&cp_key())),
-        true,
-    );
+    r.publish_desired(1, &[a.clone(), b.clone()]);
     wait_until("both containers to run", WAIT, || {
         running_names(&node) == [cname(&node, "app.a"), cname(&node, "app.b")]
     });
@@ -128,11 +144,7 @@ fn desired_containers_run_are_removed_and_restarted() {
 
     // A new generation without app.b: removed; app.a kept as it is.
     let id_a = ps(&node)[0].id.clone();
-    r.broker.publish(
-        &topics::desired(&node),
-        &desired(&node, 2, std::slice::from_ref(&a), Some(&cp_key())),
-        true,
-    );
+    r.publish_desired(2, std::slice::from_ref(&a));
     wait_until("app.b removed", WAIT, || {
         ps(&node).iter().map(|p| p.name.clone()).collect::<Vec<_>>() == [cname(&node, "app.a")]
     });
@@ -144,13 +156,8 @@ fn desired_containers_run_are_removed_and_restarted() {
 fn untrusted_desired_states_change_nothing() {
     let Some(mut r) = rig("trust") else { return };
     let node = r.agent.node.clone();
-    r.agent.wait_log("connected to broker", WAIT);
     let a = spec("app.a", IMAGE);
-    r.broker.publish(
-        &topics::desired(&node),
-        &desired(&node, 5, std::slice::from_ref(&a), Some(&cp_key())),
-        true,
-    );
+    r.publish_desired(5, std::slice::from_ref(&a));
     wait_until("app.a to run", WAIT, || {
         running_names(&node) == [cname(&node, "app.a")]
     });
@@ -200,11 +207,7 @@ fn untrusted_desired_states_change_nothing() {
     assert_eq!(ps(&node), before, "nothing changed");
     assert!(r.agent.is_running(), "the agent is still up");
     // And a valid newer one still works.
-    r.broker.publish(
-        &topics::desired(&node),
-        &desired(&node, 9, &[a, b], Some(&cp_key())),
-        true,
-    );
+    r.publish_desired(9, &[a, b]);
     wait_until("app.b to run", WAIT, || running_names(&node).len() == 2);
 }
 
@@ -213,16 +216,11 @@ fn image_outside_allowlist_is_refused_and_reported() {
     let Some(r) = rig("allow") else { return };
     let node = r.agent.node.clone();
     let key = r.agent.public_key();
-    r.agent.wait_log("connected to broker", WAIT);
     let bad = spec("app.bad", "docker.io/library/busybox:latest");
     let good = spec("app.good", IMAGE);
     // Allowed, but no such image here (no registry either): a failure, reported.
     let missing = spec("app.missing", "localhost/acoa/does-not-exist:1");
-    r.broker.publish(
-        &topics::desired(&node),
-        &desired(&node, 1, &[bad, good, missing], Some(&cp_key())),
-        true,
-    );
+    r.publish_desired(1, &[bad, good, missing]);
     r.agent.wait_log("refused container app.bad: image docker.io/library/busybox:latest is outside the allowlist", WAIT);
     wait_until("actual state: bad refused, good running", WAIT, || {
         r.watcher.last(&topics::actual(&node)).is_some_and(|p| {
@@ -257,16 +255,7 @@ fn image_outside_allowlist_is_refused_and_reported() {
 fn broker_outage_leaves_containers_alone_and_agent_reconnects() {
     let Some(mut r) = rig("outage") else { return };
     let node = r.agent.node.clone();
-    r.agent.wait_log("connected to broker", WAIT);
-    let a = spec("app.a", IMAGE);
-    let b = spec("app.b", IMAGE);
-    r.broker.publish(
-        &topics::desired(&node),
-        &desired(&node, 1, &[a, b], Some(&cp_key())),
-        true,
-    );
-    wait_until("both to run", WAIT, || running_names(&node).len() == 2);
-    let before = ps(&node);
+    let before = r.two_running(1);
     r.broker.stop();
     r.agent.wait_log("broker connection lost", WAIT);
     std::thread::sleep(Duration::from_secs(8));
@@ -291,16 +280,7 @@ fn broker_outage_leaves_containers_alone_and_agent_reconnects() {
 fn restart_with_broker_down_restores_containers_from_disk() {
     let Some(mut r) = rig("restore") else { return };
     let node = r.agent.node.clone();
-    r.agent.wait_log("connected to broker", WAIT);
-    let a = spec("app.a", IMAGE);
-    let b = spec("app.b", IMAGE);
-    r.broker.publish(
-        &topics::desired(&node),
-        &desired(&node, 3, &[a, b], Some(&cp_key())),
-        true,
-    );
-    wait_until("both to run", WAIT, || running_names(&node).len() == 2);
-    let before = ps(&node);
+    let before = r.two_running(3);
     // Power cut: the agent dies, the broker is gone, one container is lost too.
     r.agent.kill();
     r.broker.stop();
@@ -395,7 +375,6 @@ fn a_burst_of_desired_states_ends_on_the_newest() {
     // state until the next reconnect; seen in the testbed).
     let Some(r) = rig("burst") else { return };
     let node = r.agent.node.clone();
-    r.agent.wait_log("connected to broker", WAIT);
     // one MQTT session publishes all of them back to back
     let opts = rumqttc::MqttOptions::new("burst-publisher", &r.broker.host, r.broker.port);
     let (client, mut conn) = rumqttc::Client::new(opts, 32);
