@@ -89,6 +89,7 @@ fn spawn_ingest_task(
                 Ok(Some(ev)) => match fresh.check(&ev) {
                     Ok(()) => Ok(Some(ev)),
                     Err(d) => {
+                        crate::observe::count_drop(&d);
                         warn!("{d} ({} replays dropped by this ingest task)", fresh.stale);
                         continue;
                     }
@@ -102,7 +103,10 @@ fn spawn_ingest_task(
                     }
                 }
                 Ok(None) => {}
-                Err(d) => warn!("{d}"),
+                Err(d) => {
+                    crate::observe::count_drop(&d);
+                    warn!("{d}");
+                }
             }
         }
     });

@@ -26,6 +26,7 @@ pub mod identity;
 pub mod ingest;
 pub mod intake;
 pub mod mosquitto;
+pub mod observe;
 pub mod observed;
 pub mod records;
 pub mod sched;

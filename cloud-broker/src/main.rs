@@ -44,7 +44,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Cmd {
     /// Runs the control plane (embedded broker unless --broker-url is given).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Logins of `scheduler worker` processes.
     Worker {
         #[command(subcommand)]
@@ -147,6 +147,8 @@ struct ServeArgs {
     /// How long one application definition may take to read before it is refused.
     #[arg(long, default_value_t = cloud_broker::definitions::DEFAULT_BUDGET.as_millis() as u64)]
     definition_budget_ms: u64,
+    #[command(flatten)]
+    observe: cloud_broker::observe::ObserveArgs,
 }
 
 impl ServeArgs {
@@ -171,6 +173,7 @@ impl ServeArgs {
             worker_tries,
             worker_window,
             definition_budget_ms,
+            observe,
         } = self;
         let tls = match (tls_listen, tls_cert, tls_key) {
             (Some(listen), Some(cert), Some(key)) => {
@@ -201,6 +204,7 @@ impl ServeArgs {
             },
             tick_ms,
             definition_budget: std::time::Duration::from_millis(definition_budget_ms),
+            observe: observe.options()?,
             workers: (scheduler_workers == SchedulerWorkers::External).then_some(WorkersConfig {
                 timeout_ms: worker_timeout_ms,
                 max_tries: worker_tries.max(1),

@@ -61,6 +61,8 @@ pub struct ServeOptions {
     pub tls: Option<TlsListener>,
     /// How long one application definition may take to read before it is refused.
     pub definition_budget: Duration,
+    /// Metrics and the web view (off by default).
+    pub observe: crate::observe::ObserveOptions,
 }
 
 /// Runs the control plane until a signal, or until a store write fails.
@@ -101,7 +103,8 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         placer,
     };
     let engine = Engine::new(opts.engine.clone(), key, snapshot, 0);
-    run(engine, outbox, ctl_rx, ev_rx).await?;
+    let observer = crate::observe::Observer::start(&opts.observe).await?;
+    run(engine, outbox, observer, ctl_rx, ev_rx).await?;
     let _ = telemetry.client.disconnect().await;
     let _ = apps.client.disconnect().await;
     Ok(())
@@ -361,6 +364,7 @@ impl Outbox {
 async fn run(
     mut engine: Engine,
     outbox: Outbox,
+    mut observer: Option<crate::observe::Observer>,
     mut ctl_rx: mpsc::Receiver<Event>,
     mut ev_rx: mpsc::Receiver<Event>,
 ) -> anyhow::Result<()> {
@@ -389,7 +393,11 @@ async fn run(
                 let _ = outbox.apply_all(engine.handle(now(), full)).await;
             }
         }
+        let noted = observer.as_ref().map(|o| o.before(&ev));
         let mut failed = outbox.apply_all(engine.handle(now(), ev)).await;
+        if let (Some(o), Some(noted)) = (observer.as_mut(), noted) {
+            o.after(&mut engine, noted, now());
+        }
         if tick && failed.is_none() && engine.store_full() && now() >= store_retry_at {
             store_retry_at = now() + STORE_RETRY_MS;
             if outbox.store.writable().is_ok() {

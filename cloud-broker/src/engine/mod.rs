@@ -36,6 +36,7 @@ mod jobs;
 mod links;
 mod measured;
 mod rollout;
+pub mod view;
 
 use commit::reservations_of;
 pub use commit::validate;

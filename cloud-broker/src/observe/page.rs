@@ -1,0 +1,374 @@
+//! The web view's HTML, rendered here from the fleet document (`page.html` holds the frame,
+//! the style, the element ids and the little script that reloads the body).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+use super::fleet::{AppDoc, FleetDoc};
+
+const FRAME: &str = include_str!("page.html");
+
+/// The whole page.
+pub fn page(doc: Option<&FleetDoc>) -> String {
+    FRAME.replace("{{BODY}}", &body(doc))
+}
+
+/// Text made safe inside HTML elements and attributes.
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{v:.1} ms"))
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{:.2} %", v * 100.0))
+}
+
+fn share(used: u64, cap: u64) -> f64 {
+    if cap == 0 {
+        0.0
+    } else {
+        (used as f64 / cap as f64).clamp(0.0, 1.0)
+    }
+}
+
+/// The body (what `/fragment` serves and the page reloads).
+pub fn body(doc: Option<&FleetDoc>) -> String {
+    let Some(d) = doc else {
+        return "<section id=\"summary\"><p class=\"muted\">waiting for the first view of the \
+                fleet…</p></section><section id=\"fleet\"></section><section id=\"apps\">\
+                </section><section id=\"links\"></section><section id=\"events\"></section>"
+            .into();
+    };
+    let mut o = String::new();
+    summary(&mut o, d);
+    fleet(&mut o, d);
+    apps(&mut o, d);
+    links(&mut o, d);
+    events(&mut o, d);
+    o
+}
+
+fn summary(o: &mut String, d: &FleetDoc) {
+    let mut states: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in d.datacenters.iter().flat_map(|dc| &dc.nodes) {
+        *states.entry(n.state).or_default() += 1;
+    }
+    let states: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let c = &d.counters;
+    let _ = write!(
+        o,
+        "<section id=\"summary\"><b>{} nodes</b> ({}) in {} datacenters · <b>{} applications</b> · \
+         {} reports, {} link reports, {} container reports ingested · {} placement jobs · \
+         {} desired states published · {} commit collisions</section>",
+        d.node_names.len(),
+        esc(&states.join(", ")),
+        d.datacenters.len(),
+        d.apps.len(),
+        c.reports,
+        c.links,
+        c.actuals,
+        c.jobs,
+        c.desired_published,
+        c.collisions
+    );
+}
+
+fn fleet(o: &mut String, d: &FleetDoc) {
+    o.push_str("<section id=\"fleet\"><h2>Fleet by datacenter</h2><div class=\"dcs\">");
+    for dc in &d.datacenters {
+        let _ = write!(
+            o,
+            "<div class=\"dc\" data-dc=\"{0}\"><h3>{0}</h3><div class=\"nodes\">",
+            esc(&dc.name)
+        );
+        for n in &dc.nodes {
+            let cpu = share(n.cpu_millis, n.cpu_capacity_millis);
+            let mem = share(n.memory_mb, n.memory_capacity_mb);
+            let _ = write!(
+                o,
+                "<div class=\"node state-{s}\" data-node=\"{name}\"><b>{name}</b> \
+                 <span class=\"badge b-{s}\">{s}</span><br>\
+                 <span class=\"muted\">{layer} · {arch} · {k} containers</span><br>\
+                 cpu {cpu_m}/{cpu_c} m<div class=\"bar\"><i style=\"width:{cpu_w:.0}%\"></i></div>\
+                 mem {mem_m}/{mem_c} MB<div class=\"bar\"><i style=\"width:{mem_w:.0}%\"></i></div>\
+                 </div>",
+                s = esc(n.state),
+                name = esc(&n.name),
+                layer = esc(&n.layer),
+                arch = esc(&n.arch),
+                k = n.containers,
+                cpu_m = n.cpu_millis,
+                cpu_c = n.cpu_capacity_millis,
+                cpu_w = cpu * 100.0,
+                mem_m = n.memory_mb,
+                mem_c = n.memory_capacity_mb,
+                mem_w = mem * 100.0,
+            );
+        }
+        o.push_str("</div></div>");
+    }
+    o.push_str("</div></section>");
+}
+
+fn apps(o: &mut String, d: &FleetDoc) {
+    o.push_str("<section id=\"apps\"><h2>Applications</h2>");
+    if d.apps.is_empty() {
+        o.push_str("<p class=\"muted\">no application yet</p>");
+    }
+    for (i, a) in d.apps.iter().enumerate() {
+        let score = match (a.score, a.score_now) {
+            (Some(s), Some(n)) => format!("score {s:.3} (now {n:.3})"),
+            (Some(s), None) => format!("score {s:.3}"),
+            _ => String::new(),
+        };
+        let _ = write!(
+            o,
+            "<div class=\"app\" data-app=\"{name}\"><h3>{name} <span class=\"badge b-{st}\">{st}\
+             </span> <span class=\"muted\">{sched} · {score}</span></h3>",
+            name = esc(&a.name),
+            st = esc(&a.state),
+            sched = esc(&a.scheduler),
+            score = esc(&score),
+        );
+        if let Some(r) = &a.reason {
+            let _ = write!(o, "<p class=\"muted\">{}</p>", esc(r));
+        }
+        drawing(o, a, i);
+        paths(o, a);
+        o.push_str("</div>");
+    }
+    o.push_str("</section>");
+}
+
+const COL_W: f64 = 180.0;
+const BOX_W: f64 = 130.0;
+const BOX_H: f64 = 26.0;
+const ROW_H: f64 = 44.0;
+const TOP: f64 = 28.0;
+
+/// The components drawn on the nodes that run them (one column per node), the channels as
+/// arrows labelled with their links' measured latency.
+fn drawing(o: &mut String, a: &AppDoc, i: usize) {
+    let mut cols: Vec<String> = vec![];
+    let mut at: HashMap<&str, (f64, f64)> = HashMap::new();
+    let mut rows: Vec<usize> = vec![];
+    for c in &a.components {
+        let col_name = c.node.clone().unwrap_or_else(|| "(not placed)".into());
+        let col = match cols.iter().position(|x| *x == col_name) {
+            Some(i) => i,
+            None => {
+                cols.push(col_name);
+                rows.push(0);
+                cols.len() - 1
+            }
+        };
+        let x = 10.0 + col as f64 * COL_W;
+        let y = TOP + rows[col] as f64 * ROW_H;
+        rows[col] += 1;
+        at.insert(c.name.as_str(), (x, y));
+    }
+    let height = TOP + rows.iter().copied().max().unwrap_or(1) as f64 * ROW_H;
+    let width = 20.0 + cols.len().max(1) as f64 * COL_W;
+    let _ = write!(
+        o,
+        "<svg width=\"{width:.0}\" height=\"{height:.0}\" role=\"img\" aria-label=\"components of \
+         {}\"><defs><marker id=\"arrow{i}\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" \
+         markerWidth=\"6\" markerHeight=\"6\" orient=\"auto\"><path d=\"M0,0L10,5L0,10z\" \
+         fill=\"#667\"/></marker></defs>",
+        esc(&a.name)
+    );
+    for (k, n) in cols.iter().enumerate() {
+        let x = 10.0 + k as f64 * COL_W;
+        let _ = write!(
+            o,
+            "<rect x=\"{:.0}\" y=\"4\" width=\"{:.0}\" height=\"{:.0}\" rx=\"6\" fill=\"#eef1f7\"/>\
+             <text x=\"{:.0}\" y=\"18\" font-weight=\"bold\">{}</text>",
+            x - 6.0,
+            BOX_W + 12.0,
+            height - 8.0,
+            x,
+            esc(n)
+        );
+    }
+    for ch in &a.channels {
+        let (Some(&(x1, y1)), Some(&(x2, y2))) = (at.get(ch.from.as_str()), at.get(ch.to.as_str()))
+        else {
+            continue;
+        };
+        let (ax, ay) = (x1 + BOX_W / 2.0, y1 + BOX_H / 2.0);
+        let (bx, by) = (x2 + BOX_W / 2.0, y2 + BOX_H / 2.0);
+        // from the edge of one box to the edge of the other
+        let (sx, sy, ex, ey) = if (x1 - x2).abs() < 1.0 {
+            let dir = if by > ay { 1.0 } else { -1.0 };
+            (ax, ay + dir * BOX_H / 2.0, bx, by - dir * BOX_H / 2.0)
+        } else {
+            let dir = if bx > ax { 1.0 } else { -1.0 };
+            (ax + dir * BOX_W / 2.0, ay, bx - dir * BOX_W / 2.0, by)
+        };
+        let _ = write!(
+            o,
+            "<line x1=\"{sx:.0}\" y1=\"{sy:.0}\" x2=\"{ex:.0}\" y2=\"{ey:.0}\" stroke=\"#667\" \
+             marker-end=\"url(#arrow{i})\"><title>{}</title></line>",
+            esc(&ch.name)
+        );
+        if let Some(l) = ch.latency_ms {
+            let _ = write!(
+                o,
+                "<text x=\"{:.0}\" y=\"{:.0}\" fill=\"#445\">{l:.1} ms</text>",
+                (sx + ex) / 2.0 + 3.0,
+                (sy + ey) / 2.0 - 3.0
+            );
+        }
+    }
+    for c in &a.components {
+        let (x, y) = at[c.name.as_str()];
+        let fill = match c.state.as_str() {
+            "running" => "#c9f0d3",
+            "pending" | "unknown" => "#fbe7b5",
+            _ => "#f8c9c9",
+        };
+        let _ = write!(
+            o,
+            "<g class=\"comp\" data-component=\"{n}\" data-node=\"{node}\"><rect x=\"{x:.0}\" \
+             y=\"{y:.0}\" width=\"{BOX_W:.0}\" height=\"{BOX_H:.0}\" rx=\"4\" fill=\"{fill}\" \
+             stroke=\"#889\"/><text x=\"{tx:.0}\" y=\"{ty:.0}\">{n}</text><title>{n}: {st}</title></g>",
+            n = esc(&c.name),
+            node = esc(c.node.as_deref().unwrap_or("")),
+            tx = x + 6.0,
+            ty = y + 17.0,
+            st = esc(&c.state),
+        );
+    }
+    o.push_str("</svg>");
+}
+
+fn paths(o: &mut String, a: &AppDoc) {
+    if a.paths.is_empty() {
+        return;
+    }
+    o.push_str(
+        "<table><tr><th class=\"l\">path</th><th class=\"l\">channels</th><th>latency</th>\
+         <th>optimum</th><th>reliability</th><th>optimum</th></tr>",
+    );
+    for p in &a.paths {
+        let worse = |v: Option<f64>, opt: Option<f64>, lower_better: bool| match (v, opt) {
+            (Some(v), Some(o))
+                if (lower_better && v > o * 1.001) || (!lower_better && v < o * 0.999) =>
+            {
+                " class=\"worse\""
+            }
+            _ => "",
+        };
+        let _ = write!(
+            o,
+            "<tr class=\"path\" data-path=\"{}\"><td class=\"l\">{}</td><td class=\"l\">{}</td>\
+             <td{}>{}</td><td>{}</td><td{}>{}</td><td>{}</td></tr>",
+            esc(&p.name),
+            esc(&p.name),
+            esc(&p.channels.join(", ")),
+            worse(p.latency_ms, p.latency_optimum_ms, true),
+            ms(p.latency_ms),
+            ms(p.latency_optimum_ms),
+            worse(p.reliability, p.reliability_optimum, false),
+            pct(p.reliability),
+            pct(p.reliability_optimum),
+        );
+    }
+    o.push_str("</table>");
+}
+
+fn links(o: &mut String, d: &FleetDoc) {
+    o.push_str("<section id=\"links\"><h2>Measured links</h2>");
+    if d.links.is_empty() {
+        o.push_str("<p class=\"muted\">no link measured yet</p></section>");
+        return;
+    }
+    let by: HashMap<(&str, &str), &super::fleet::LinkDoc> = d
+        .links
+        .iter()
+        .map(|l| ((l.from.as_str(), l.to.as_str()), l))
+        .collect();
+    o.push_str(
+        "<p class=\"muted\">latency ± jitter, loss; row: from, column: to</p><table><tr>\
+         <th class=\"l\">from \\ to</th>",
+    );
+    for n in &d.node_names {
+        let _ = write!(o, "<th>{}</th>", esc(n));
+    }
+    o.push_str("</tr>");
+    for from in &d.node_names {
+        let _ = write!(o, "<tr><th class=\"l\">{}</th>", esc(from));
+        for to in &d.node_names {
+            match by.get(&(from.as_str(), to.as_str())) {
+                Some(l) => {
+                    let _ = write!(
+                        o,
+                        "<td title=\"{} samples, {:.1} s old\">{:.1} ±{:.1} ms, {:.1} %</td>",
+                        l.samples,
+                        l.age_ms as f64 / 1000.0,
+                        l.latency_ms,
+                        l.jitter_ms,
+                        l.loss * 100.0
+                    );
+                }
+                None => o.push_str("<td class=\"muted\">·</td>"),
+            }
+        }
+        o.push_str("</tr>");
+    }
+    o.push_str("</table></section>");
+}
+
+fn events(o: &mut String, d: &FleetDoc) {
+    o.push_str("<section id=\"events\"><h2>Recent events</h2><ol>");
+    for e in d.events.iter().rev() {
+        let secs = e.at_unix_ms / 1000;
+        let _ = write!(
+            o,
+            "<li data-kind=\"{}\"><time>{:02}:{:02}:{:02}</time>{}</li>",
+            e.kind,
+            (secs / 3600) % 24,
+            (secs / 60) % 60,
+            secs % 60,
+            esc(&e.text)
+        );
+    }
+    o.push_str("</ol></section>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+
+    #[test]
+    fn the_page_has_its_ids_before_the_first_view() {
+        let p = page(None);
+        for id in [
+            "view", "summary", "fleet", "apps", "links", "events", "updated",
+        ] {
+            assert!(p.contains(&format!("id=\"{id}\"")), "{id}");
+        }
+    }
+}
