@@ -3,11 +3,13 @@
 # agent per node of the railway testbed (targets/nodes/*.toml, all on loopback, sharing this
 # machine's Podman), the workload images, and the two railway applications published.
 #
-#   ./demo.sh [--nodes n01,n13,...] [--data-dir DIR] [--keep]
+#   ./demo.sh [--nodes n01,n13,...] [--data-dir DIR] [--port P] [--for SECONDS] [--debug] [--keep]
 #
-# Needs root (Podman's socket), .ci/setup run once. Ctrl-C stops everything and removes the
-# containers it started (unless --keep). The control plane's log is the operator's window:
-# it is shown here and kept in DIR/cloud.log; agents log to DIR/<node>/agent.log.
+# --for SECONDS runs that long once everything is up, then stops cleanly (for tests); --debug
+# builds and runs the debug binaries (quicker to build). Needs root (Podman's socket); runs
+# .ci/setup first when its packages or the Podman service are missing. Ctrl-C stops everything
+# and removes the containers it started (unless --keep). The control plane's log is the
+# operator's window: it is shown here and kept in DIR/cloud.log; agents log to DIR/<node>/agent.log.
 set -euo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
 cd "$root"
@@ -16,68 +18,158 @@ nodes=$(ls targets/nodes/ | sed 's/\.toml$//' | paste -sd, -)
 data=/tmp/acoa-demo
 keep=0
 port=18830
+run_for=""
+profile=release
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) nodes=$2; shift 2 ;;
     --data-dir) data=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --port) port=$2; shift 2 ;;
-    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
+    --for) run_for=$2; shift 2 ;;
+    --debug) profile=debug; shift ;;
+    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
     *) echo "demo: unknown option $1" >&2; exit 2 ;;
   esac
 done
+case "$run_for" in ''|*[!0-9]*) [ -z "$run_for" ] || { echo "demo: --for takes whole seconds, not $run_for" >&2; exit 2; } ;; esac
 
-echo "demo: building the control plane and the agent (release)"
-cargo build --release -q -p cloud-broker -p edge-agent
-bin=${CARGO_TARGET_DIR:-$root/target}/release
+# .ci/setup's packages (its apt_install list) and the Podman REST service it starts.
+setup_missing() {
+  local pkgs
+  pkgs=$(sed -n '/^apt_install /,/[^\\]$/p' .ci/setup | sed 's/^apt_install//; s/\\$//' | tr -s ' \n' '\n')
+  for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || { echo "package $p"; return; }
+  done
+  curl -sf --unix-socket /run/podman/podman.sock http://d/v4.0.0/libpod/_ping >/dev/null 2>&1 \
+    || echo "the Podman service"
+}
+missing=$(setup_missing)
+if [ -n "$missing" ] || [ "$(id -u)" -ne 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "demo: needs root for Podman's socket${missing:+ and .ci/setup ($missing is missing)}: run sudo .ci/setup once, then sudo ./demo.sh" >&2
+    exit 1
+  fi
+  echo "demo: running .ci/setup ($missing is missing)"
+  .ci/setup
+fi
+
+if [ $profile = release ]; then
+  echo "demo: building the control plane and the agent (release)"
+  cargo build --release -q -p cloud-broker -p edge-agent
+else
+  echo "demo: building the control plane and the agent (debug)"
+  cargo build -q -p cloud-broker -p edge-agent
+fi
+bin=${CARGO_TARGET_DIR:-$root/target}/$profile
 echo "demo: importing the workload images"
 hil-tests/images.sh >/dev/null
 
 rm -rf "$data" && mkdir -p "$data"
+apps=(scenarios/railway/smoke-monitoring.yaml scenarios/railway/speed-profiling.yaml)
 pids=()
+stopped=0
 cleanup() {
+  [ $stopped -eq 1 ] && return
+  stopped=1
   set +e
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
+  # The control plane first: agents that stop before it would be judged cut off.
+  # The agents first, then at once the control plane: it stops before it would judge the
+  # silent agents (--node-timeout-ms), and no agent sees its broker go.
+  if [ ${#pids[@]} -gt 1 ]; then
+    for p in "${pids[@]:1}"; do kill "$p" 2>/dev/null; done
+    for p in "${pids[@]:1}"; do wait "$p" 2>/dev/null; done
+  fi
+  if [ ${#pids[@]} -gt 0 ]; then kill "${pids[0]}" 2>/dev/null; wait 2>/dev/null; fi
   if [ $keep -eq 0 ]; then
+    # only the demo's applications on the demo's nodes (other agents may share this Podman)
     for n in ${nodes//,/ }; do
-      podman ps -aq --filter label=acoa.managed=true --filter "label=acoa.node=$n" 2>/dev/null
+      for app in "${apps[@]}"; do
+        podman ps -aq --filter label=acoa.managed=true --filter "label=acoa.node=$n" \
+          --filter "label=acoa.app=$(basename "$app" .yaml)" 2>/dev/null
+      done
     done | sort -u | xargs -r podman rm -f >/dev/null 2>&1
   fi
   echo "demo: stopped (data in $data)"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 cloud() { "$bin/cloud-broker" --data-dir "$data/cloud" "$@"; }
-cloud serve --listen "127.0.0.1:$port" > "$data/cloud.log" 2>&1 &
-pids+=($!)
-tail -n +1 -f "$data/cloud.log" &
-pids+=($!)
-for _ in $(seq 1 50); do (echo > "/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.2; done
+url="mqtt://127.0.0.1:$port"
 
+# Every node is enrolled before the control plane starts, so it reads them all at its start
+# and no agent logs in before its node is known.
 i=0
 for n in ${nodes//,/ }; do
   i=$((i + 1))
   dir="$data/$n"; mkdir -p "$dir"
   key=$("$bin/edge-agent" pubkey --state-dir "$dir" 2>/dev/null | tail -n 1)
-  broker=$(cloud node add "$n" --public-key "$key" 2>/dev/null)
+  broker=$(cloud node add "$n" --public-key "$key" --broker-url "$url" 2>/dev/null)
   # The node's profile without its placeholder [broker] and [probe] tables and state_dir.
   {
     echo "state_dir = \"$dir\""
     awk '/^\[/{skip=($0=="[broker]"||$0=="[probe]")} !skip && !/^state_dir/' "targets/nodes/$n.toml"
     echo; echo "$broker"
     printf '\n[probe]\nlisten = "127.0.0.1:%d"\nperiod_ms = 1000\npeers_per_period = 4\n' $((17800 + i))
+    # the workloads' traffic datagrams: a port per agent, reachable from Podman's bridge
+    printf '\n[stats]\nlisten = "0.0.0.0:%d"\n' $((17900 + i))
   } > "$dir/agent.toml"
-  "$bin/edge-agent" --config "$dir/agent.toml" > "$dir/agent.log" 2>&1 &
+done
+
+# The web view and the metrics, when this build has them.
+serve_extra=()
+web="" metrics=""
+help=$(cloud serve --help)
+if grep -q -- '--metrics-listen' <<<"$help"; then
+  metrics="http://127.0.0.1:$((port + 1))/metrics"
+  serve_extra+=(--metrics-listen "127.0.0.1:$((port + 1))")
+fi
+if grep -q -- '--http-listen' <<<"$help"; then
+  token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  (umask 077; echo "$token" > "$data/http.token")
+  web="http://127.0.0.1:$((port + 2))/?token=$token"
+  serve_extra+=(--http-listen "127.0.0.1:$((port + 2))" --http-token-file "$data/http.token")
+fi
+
+"$bin/cloud-broker" --data-dir "$data/cloud" serve --listen "127.0.0.1:$port" "${serve_extra[@]}" \
+  > "$data/cloud.log" 2>&1 &
+pids+=($!)
+tail -n +1 -f "$data/cloud.log" &
+pids+=($!)
+# Ready when the control plane's own client is connected to its broker.
+waited=0
+until grep -q "connected to the broker" "$data/cloud.log"; do
+  if ! kill -0 "${pids[0]}" 2>/dev/null || [ $waited -ge 300 ]; then
+    echo "demo: the control plane did not start (log in $data/cloud.log)" >&2
+    exit 1
+  fi
+  sleep 0.1; waited=$((waited + 1))
+done
+
+for n in ${nodes//,/ }; do
+  "$bin/edge-agent" --config "$data/$n/agent.toml" > "$data/$n/agent.log" 2>&1 &
   pids+=($!)
 done
-echo "demo: $i agents started; waiting for their first reports and link metrics"
+waited=0
+until [ "$(grep -c "node .* joined" "$data/cloud.log")" -ge $i ] || [ $waited -ge 300 ]; do
+  sleep 0.1; waited=$((waited + 1))
+done
+echo "demo: $i agents joined; waiting for their link metrics"
 sleep 8
 
-for app in scenarios/railway/smoke-monitoring.yaml scenarios/railway/speed-profiling.yaml; do
-  cloud apply --broker-url "mqtt://127.0.0.1:$port" "$app" || true
+for app in "${apps[@]}"; do
+  cloud apply --broker-url "$url" "$app" || true
 done
-sleep 10
-cloud status --broker-url "mqtt://127.0.0.1:$port" || true
+sleep 2
+cloud status --broker-url "$url" || true
+[ -n "$metrics" ] && echo "demo: metrics at $metrics"
+[ -n "$web" ] && echo "demo: web view at $web"
+if [ -n "$run_for" ]; then
+  echo "demo: running for $run_for s"
+  sleep "$run_for"
+  exit 0
+fi
 echo "demo: running; the control plane's log follows (Ctrl-C to stop)"
 wait "${pids[0]}"
