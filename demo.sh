@@ -34,22 +34,24 @@ while [ $# -gt 0 ]; do
 done
 case "$run_for" in ''|*[!0-9]*) [ -z "$run_for" ] || { echo "demo: --for takes whole seconds, not $run_for" >&2; exit 2; } ;; esac
 
-# .ci/setup's packages (its apt_install list) and the Podman REST service it starts.
-setup_missing() {
-  local pkgs
-  pkgs=$(sed -n '/^apt_install /,/[^\\]$/p' .ci/setup | sed 's/^apt_install//; s/\\$//' | tr -s ' \n' '\n')
-  for p in $pkgs; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || { echo "package $p"; return; }
+# The first of .ci/setup's packages (its apt_install list) that is not installed.
+missing_package() {
+  local p
+  for p in $(sed -n '/^apt_install /,/[^\\]$/p' .ci/setup | sed 's/^apt_install//; s/\\$//'); do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || { echo "$p"; return; }
   done
-  curl -sf --unix-socket /run/podman/podman.sock http://d/v4.0.0/libpod/_ping >/dev/null 2>&1 \
-    || echo "the Podman service"
 }
-missing=$(setup_missing)
-if [ -n "$missing" ] || [ "$(id -u)" -ne 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "demo: needs root for Podman's socket${missing:+ and .ci/setup ($missing is missing)}: run sudo .ci/setup once, then sudo ./demo.sh" >&2
-    exit 1
-  fi
+if [ "$(id -u)" -ne 0 ]; then
+  pkg=$(missing_package)
+  echo "demo: needs root (Podman's socket${pkg:+; .ci/setup installs $pkg and the rest}): run sudo .ci/setup once, then sudo ./demo.sh" >&2
+  exit 1
+fi
+missing=$(missing_package)
+[ -n "$missing" ] && missing="package $missing"
+if ! curl -sf --unix-socket /run/podman/podman.sock http://d/v4.0.0/libpod/_ping >/dev/null 2>&1; then
+  missing="${missing:-the Podman service}"
+fi
+if [ -n "$missing" ]; then
   echo "demo: running .ci/setup ($missing is missing)"
   .ci/setup
 fi
