@@ -116,6 +116,21 @@ impl Drop for Plane {
     }
 }
 
+/// `cluster` with every node renamed `prefix` + name (links too). Agents own the containers
+/// labelled with their node's name, so two systems on one Podman (a test and an experiment,
+/// two engineers' runs) must not share node names.
+pub fn prefixed(cluster: &Cluster, prefix: &str) -> Cluster {
+    let mut c = cluster.clone();
+    for n in &mut c.nodes {
+        n.name = format!("{prefix}{}", n.name);
+    }
+    for l in &mut c.links {
+        l.from = format!("{prefix}{}", l.from);
+        l.to = format!("{prefix}{}", l.to);
+    }
+    c
+}
+
 /// One container as Podman reports it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Container {

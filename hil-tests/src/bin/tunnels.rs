@@ -76,6 +76,10 @@ pub struct Args {
     /// --image-prefix)
     #[arg(long, default_value = "tun-")]
     pub prefix: String,
+    /// Prefix of the node names (agents own the containers labelled with their node's name:
+    /// a run must not share node names with another system on this Podman)
+    #[arg(long, default_value = "tu-")]
+    pub node_prefix: String,
     /// The workload images are `localhost/acoa/<this><image name>` (their collector address is
     /// baked in)
     #[arg(long, default_value = "tunnels-")]
@@ -122,6 +126,7 @@ fn utc_stamp(s: i64) -> String {
 
 fn run(a: Args, stamp: String) -> Result<()> {
     let cl = acoa_shared::model::load_cluster(&a.cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cl = partition::prefixed(&cl, &a.node_prefix);
     let app = acoa_shared::model::load_application(&a.app).map_err(|e| anyhow::anyhow!("{e}"))?;
     let schedule = Schedule::new(a.cycles, a.period_s, a.cut_s, a.first_s)?;
     let arms: Vec<Arm> = a
