@@ -12,7 +12,8 @@ use rumqttc::{AsyncClient, Event as MqttEvent, LastWill, MqttOptions, Packet, Qo
 use tokio::sync::{oneshot, watch};
 use tracing::{debug, error, info, warn};
 
-use crate::config::{Config, RuntimeKind};
+use crate::brokers::{Rotation, BACKOFF_MAX};
+use crate::config::{BrokerUrl, Config, RuntimeKind};
 use crate::prober::{self, ProbeIo, Prober};
 use crate::reconciler::{Action, Event, Level, Reconciler};
 use crate::report::Reporter;
@@ -26,15 +27,8 @@ pub const MAX_INCOMING_PACKET: usize = acoa_shared::topics::AGENT_MAX_PACKET;
 pub const MAX_OUTGOING_PACKET: usize = 64 * 1024;
 /// Requests queued towards the broker at most; past that, reports are dropped.
 const REQUEST_QUEUE: usize = 64;
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// The actual state is published on change and at least this often.
 const ACTUAL_PERIOD_MS: u64 = 10_000;
-
-/// The next reconnect delay: doubling from 100 ms, capped at 10 s.
-pub fn next_backoff(current: Duration) -> Duration {
-    (current * 2).clamp(BACKOFF_MIN, BACKOFF_MAX)
-}
 
 struct Shared {
     client: AsyncClient,
@@ -86,39 +80,13 @@ fn tls_transport(_cfg: &Config) -> anyhow::Result<rumqttc::Transport> {
     )
 }
 
-pub fn run(cfg: Config) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    rt.block_on(run_async(cfg))
-}
-
-async fn run_async(cfg: Config) -> anyhow::Result<()> {
-    let (key, created) = store::node_key(&cfg.state_dir)
-        .with_context(|| format!("node key in {}", cfg.state_dir.display()))?;
-    info!(
-        "node {} starting: public key {} ({}), broker {}:{}, runtime {:?}",
-        cfg.node,
-        wire::keys::public_hex(&key.verifying_key()),
-        if created {
-            "created now: enroll it"
-        } else {
-            "loaded"
-        },
-        cfg.broker.host,
-        cfg.broker.port,
-        cfg.runtime
-    );
-    // Before anything is published: every message of this start outnumbers those of earlier ones.
-    let run = store::next_run(&cfg.state_dir)
-        .with_context(|| format!("run counter in {}", cfg.state_dir.display()))?;
-    info!("agent run {run}");
-
+/// The client options for `broker`: the agent's session (client id, last will, login, limits)
+/// with that broker's address and transport.
+fn mqtt_options(cfg: &Config, broker: &BrokerUrl) -> anyhow::Result<MqttOptions> {
     let mut opts = MqttOptions::new(
         format!("acoa-agent-{}", cfg.node),
-        cfg.broker.host.clone(),
-        cfg.broker.port,
+        broker.host.clone(),
+        broker.port,
     );
     opts.set_keep_alive(Duration::from_secs(10));
     opts.set_clean_session(true);
@@ -134,10 +102,58 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
     if let (Some(u), Some(p)) = (&cfg.broker.username, &cfg.broker.password) {
         opts.set_credentials(u.clone(), p.clone());
     }
-    if cfg.broker.tls {
-        opts.set_transport(tls_transport(&cfg)?);
+    if broker.tls {
+        opts.set_transport(tls_transport(cfg)?);
     }
-    let (client, eventloop) = AsyncClient::new(opts, REQUEST_QUEUE);
+    Ok(opts)
+}
+
+/// The broker list for a log line: `host:port`, or `host:port (then host:port, ...)`.
+fn brokers_line(urls: &[BrokerUrl]) -> String {
+    let mut line = urls.first().map(|u| u.to_string()).unwrap_or_default();
+    if urls.len() > 1 {
+        let rest: Vec<String> = urls[1..].iter().map(|u| u.to_string()).collect();
+        line.push_str(&format!(" (then {})", rest.join(", ")));
+    }
+    line
+}
+
+pub fn run(cfg: Config) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(run_async(cfg))
+}
+
+async fn run_async(cfg: Config) -> anyhow::Result<()> {
+    let (key, created) = store::node_key(&cfg.state_dir)
+        .with_context(|| format!("node key in {}", cfg.state_dir.display()))?;
+    info!(
+        "node {} starting: public key {} ({}), broker {}, runtime {:?}",
+        cfg.node,
+        wire::keys::public_hex(&key.verifying_key()),
+        if created {
+            "created now: enroll it"
+        } else {
+            "loaded"
+        },
+        brokers_line(&cfg.broker.urls),
+        cfg.runtime
+    );
+    // Before anything is published: every message of this start outnumbers those of earlier ones.
+    let run = store::next_run(&cfg.state_dir)
+        .with_context(|| format!("run counter in {}", cfg.state_dir.display()))?;
+    info!("agent run {run}");
+
+    // one set of options per broker of the list, all alike but for the address
+    let brokers = cfg
+        .broker
+        .urls
+        .iter()
+        .map(|b| mqtt_options(&cfg, b))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (client, eventloop) = AsyncClient::new(brokers[0].clone(), REQUEST_QUEUE);
     let shared = Arc::new(Shared {
         client,
         key: key.clone(),
@@ -264,7 +280,7 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
     ));
 
     tokio::select! {
-        _ = mqtt_loop(cfg.clone(), eventloop, shared.clone(), desired_tx, peers_tx, session_tx) => {}
+        _ = mqtt_loop(cfg.clone(), eventloop, brokers, shared.clone(), desired_tx, peers_tx, session_tx) => {}
         _ = shutdown_signal() => {
             info!("shutting down: containers keep running");
             shared.connected.store(false, Ordering::Relaxed);
@@ -290,31 +306,34 @@ async fn shutdown_signal() {
     }
 }
 
+/// The MQTT session: subscriptions and the online marker on every accepted connection, incoming
+/// documents to the reconciler and the prober; on a failure the next broker of the list
+/// (`brokers`, one set of options each) after the [`Rotation`]'s wait.
 async fn mqtt_loop(
     cfg: Config,
     mut eventloop: rumqttc::EventLoop,
+    brokers: Vec<MqttOptions>,
     shared: Arc<Shared>,
     desired_tx: watch::Sender<Option<Vec<u8>>>,
     peers_tx: std::sync::mpsc::SyncSender<Vec<u8>>,
     session_tx: watch::Sender<u64>,
 ) {
     let desired_topic = topics::desired(&cfg.node);
-    let mut backoff = Duration::ZERO;
+    let urls = &cfg.broker.urls;
+    let mut rotation = Rotation::new(brokers.len());
     let mut down_since: Option<Instant> = None;
     let mut failures = 0u32;
     loop {
         match eventloop.poll().await {
             Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
-                backoff = Duration::ZERO;
+                rotation.connected();
+                let broker = &urls[rotation.current()];
                 match down_since.take() {
                     Some(t) => info!(
-                        "broker connection back after {:.1} s ({failures} failed attempts)",
+                        "broker connection back after {:.1} s ({failures} failed attempts), on broker {broker}",
                         t.elapsed().as_secs_f64()
                     ),
-                    None => info!(
-                        "connected to broker {}:{}",
-                        cfg.broker.host, cfg.broker.port
-                    ),
+                    None => info!("connected to broker {broker}"),
                 }
                 failures = 0;
                 let c = &shared.client;
@@ -353,17 +372,31 @@ async fn mqtt_loop(
             Err(e) => {
                 shared.connected.store(false, Ordering::Relaxed);
                 failures += 1;
+                let failed = &urls[rotation.current()];
+                let next = rotation.failed();
+                let then = if next.moved {
+                    format!("moving to broker {}", urls[next.broker])
+                } else {
+                    "retrying".to_string()
+                };
                 if down_since.is_none() {
                     down_since = Some(Instant::now());
                     warn!(
-                        "broker connection lost: {e}; retrying with backoff up to {} s",
+                        "broker connection lost: {failed}: {e}; {then} with backoff up to {} s",
                         BACKOFF_MAX.as_secs()
                     );
                 } else {
-                    debug!("broker still unreachable: {e}");
+                    debug!(
+                        "broker {failed} unreachable: {e}; {then} in {} ms",
+                        next.wait.as_millis()
+                    );
                 }
-                backoff = next_backoff(backoff);
-                tokio::time::sleep(backoff).await;
+                if next.moved {
+                    // the same session options, another address: a clean session there, as
+                    // after any reconnection
+                    eventloop.mqtt_options = brokers[next.broker].clone();
+                }
+                tokio::time::sleep(next.wait).await;
             }
         }
     }
@@ -747,21 +780,4 @@ fn start_prober(
         .spawn(move || prober::run(sock, *prober, run_cfg, io))
         .context("cannot start the prober thread")?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        let mut b = Duration::ZERO;
-        let mut seen = Vec::new();
-        for _ in 0..10 {
-            b = next_backoff(b);
-            seen.push(b.as_millis());
-        }
-        assert_eq!(seen[..4], [100, 200, 400, 800]);
-        assert_eq!(*seen.last().unwrap(), 10_000);
-    }
 }

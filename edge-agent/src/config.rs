@@ -99,7 +99,8 @@ pub struct Overrides {
     /// Software label (repeatable; replaces the file's list).
     #[arg(long = "software")]
     pub software: Vec<String>,
-    /// mqtt://host:port or mqtts://host:port
+    /// mqtt://host:port or mqtts://host:port; several, comma-separated, are a list the agent
+    /// moves along when its broker is gone (replaces the file's `broker.url` / `broker.urls`).
     #[arg(long)]
     pub broker: Option<String>,
     #[arg(long)]
@@ -198,6 +199,7 @@ pub struct FileCapacity {
 #[serde(deny_unknown_fields)]
 struct FileBroker {
     url: Option<String>,
+    urls: Option<Vec<String>>,
     username: Option<String>,
     password: Option<String>,
     ca_file: Option<PathBuf>,
@@ -238,11 +240,30 @@ pub enum RuntimeKind {
     K3s,
 }
 
-#[derive(Debug, Clone)]
-pub struct BrokerConfig {
+/// One broker of the agent's list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerUrl {
     pub host: String,
     pub port: u16,
     pub tls: bool,
+}
+
+impl std::fmt::Display for BrokerUrl {
+    /// `host:port` (`[v6]:port`), as the agent's log lines name a broker.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// The brokers in the order the agent tries them: never empty, at most [`MAX_BROKERS`],
+    /// no two alike. One login and one CA for all of them.
+    pub urls: Vec<BrokerUrl>,
     pub username: Option<String>,
     pub password: Option<String>,
     pub ca_file: Option<PathBuf>,
@@ -297,6 +318,8 @@ pub struct Config {
 }
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/acoa-agent";
+/// The most brokers an agent's list holds.
+pub const MAX_BROKERS: usize = 8;
 /// The most peers whose window a prober keeps (bits of a `u64`).
 pub const MAX_WINDOW: usize = 64;
 
@@ -369,6 +392,62 @@ pub fn parse_broker_url(url: &str) -> Result<(String, u16, bool), ConfigError> {
     Ok((host, port, tls))
 }
 
+/// The broker list from the flag `--broker` (comma-separated), else the file's `broker.url` or
+/// `broker.urls` (not both). Errors name `broker.url` for a single URL, `broker.urls` and the
+/// entry's position for a list (the flag's with a comma too).
+fn broker_list(
+    flag: Option<String>,
+    url: Option<String>,
+    urls: Option<Vec<String>>,
+) -> Result<Vec<BrokerUrl>, ConfigError> {
+    let (list, field): (Vec<String>, &'static str) = match (flag, url, urls) {
+        (Some(f), _, _) => {
+            let field = if f.contains(',') {
+                "broker.urls"
+            } else {
+                "broker.url"
+            };
+            (f.split(',').map(|u| u.trim().to_string()).collect(), field)
+        }
+        (None, Some(_), Some(_)) => {
+            return Err(invalid(
+                "broker.urls",
+                "set broker.url or broker.urls, not both",
+            ))
+        }
+        (None, Some(u), None) => (vec![u], "broker.url"),
+        (None, None, Some(l)) => (l, "broker.urls"),
+        (None, None, None) => (vec!["mqtt://127.0.0.1:1883".into()], "broker.url"),
+    };
+    if list.is_empty() {
+        return Err(invalid(field, "empty: at least one broker"));
+    }
+    if list.len() > MAX_BROKERS {
+        return Err(invalid(
+            field,
+            format!("{} brokers: at most {MAX_BROKERS}", list.len()),
+        ));
+    }
+    let mut out: Vec<BrokerUrl> = Vec::with_capacity(list.len());
+    for (i, u) in list.iter().enumerate() {
+        let (host, port, tls) = parse_broker_url(u).map_err(|e| match e {
+            ConfigError::Invalid { reason, .. } if field == "broker.urls" => {
+                invalid(field, format!("entry {}: {reason}", i + 1))
+            }
+            e => e,
+        })?;
+        let b = BrokerUrl { host, port, tls };
+        if out.contains(&b) {
+            return Err(invalid(
+                field,
+                format!("entry {}: {u:?} is listed twice", i + 1),
+            ));
+        }
+        out.push(b);
+    }
+    Ok(out)
+}
+
 /// A name the control plane will accept: the model's one rule (`acoa_shared::model::check_name`).
 fn check_name(field: &'static str, s: &str) -> Result<(), ConfigError> {
     acoa_shared::model::check_name(field, s).map_err(|e| invalid(field, e.reason))
@@ -433,11 +512,7 @@ impl Config {
         }
         let image_allowlist = pick_list(o.allow_image, f.image_allowlist);
 
-        let url = o
-            .broker
-            .or(f.broker.url)
-            .unwrap_or_else(|| "mqtt://127.0.0.1:1883".into());
-        let (host, port, tls) = parse_broker_url(&url)?;
+        let urls = broker_list(o.broker, f.broker.url, f.broker.urls)?;
         let cp_hex = o
             .control_plane_key
             .or(f.broker.control_plane_key)
@@ -510,9 +585,7 @@ impl Config {
             image_allowlist,
             capacity: f.capacity,
             broker: BrokerConfig {
-                host,
-                port,
-                tls,
+                urls,
                 username: o.username.or(f.broker.username),
                 password: o.password.or(f.broker.password),
                 ca_file: o.ca_file.or(f.broker.ca_file),
@@ -613,7 +686,8 @@ advertise = "10.88.0.1:7879"
         assert_eq!(c.node, "n13");
         assert_eq!(c.layer, Layer::Edge);
         assert_eq!(c.capacity.cpu_millis, Some(2000));
-        assert_eq!(c.broker.port, 1883);
+        assert_eq!(c.broker.urls.len(), 1);
+        assert_eq!(c.broker.urls[0].port, 1883);
         assert_eq!(c.probe.advertise.to_string(), "10.0.0.13:7878");
         assert_eq!(c.probe.clock, crate::prober::ClockMode::Synchronized);
         assert_eq!(c.netns.as_deref(), Some("/run/netns/n13"));
@@ -629,8 +703,12 @@ advertise = "10.88.0.1:7879"
         .unwrap();
         assert_eq!(c.node, "n14");
         assert_eq!(
-            (c.broker.host.as_str(), c.broker.port),
-            ("broker.example", 2883)
+            c.broker.urls,
+            [BrokerUrl {
+                host: "broker.example".into(),
+                port: 2883,
+                tls: false
+            }]
         );
         assert_eq!(c.image_allowlist, vec!["localhost/other/".to_string()]);
     }
@@ -684,6 +762,86 @@ advertise = "10.88.0.1:7879"
         );
         assert!(parse_broker_url("http://h").is_err());
         assert!(parse_broker_url("mqtt://h:x").is_err());
+    }
+
+    #[test]
+    fn a_broker_list_from_the_file_or_the_flag_and_its_errors_name_the_field() {
+        let cfg = |broker: &str, flag: Option<&str>| {
+            load_str(
+                &format!("node = \"n1\"\n[broker]\n{broker}control_plane_key = \"{KEY}\"\n"),
+                Overrides {
+                    broker: flag.map(String::from),
+                    ..Default::default()
+                },
+            )
+        };
+        let b = |host: &str, port, tls| BrokerUrl {
+            host: host.into(),
+            port,
+            tls,
+        };
+        // a list, in its order; url stays valid as a list of one
+        let c = cfg(
+            "urls = [\"mqtt://a:1\", \"mqtts://b\", \"mqtt://[::1]:3\"]\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.broker.urls,
+            [b("a", 1, false), b("b", 8883, true), b("::1", 3, false)]
+        );
+        assert_eq!(c.broker.urls[2].to_string(), "[::1]:3");
+        let c = cfg("url = \"mqtt://a:1\"\n", None).unwrap();
+        assert_eq!(c.broker.urls, [b("a", 1, false)]);
+        let c = cfg("", None).unwrap();
+        assert_eq!(c.broker.urls, [b("127.0.0.1", 1883, false)], "the default");
+        // the flag takes a comma list and replaces the file's
+        let c = cfg("url = \"mqtt://a:1\"\n", Some("mqtt://x:7, mqtt://y:8")).unwrap();
+        assert_eq!(c.broker.urls, [b("x", 7, false), b("y", 8, false)]);
+        // what is wrong is named
+        for (broker, flag, want) in [
+            (
+                "url = \"mqtt://a\"\nurls = [\"mqtt://b\"]\n",
+                None,
+                "broker.urls: set broker.url or broker.urls, not both",
+            ),
+            ("urls = []\n", None, "broker.urls: empty"),
+            (
+                "urls = [\"mqtt://a\", \"http://b\"]\n",
+                None,
+                "broker.urls: entry 2: \"http://b\" must start with mqtt://",
+            ),
+            (
+                "urls = [\"mqtt://a\", \"mqtt://a:1883\"]\n",
+                None,
+                "broker.urls: entry 2: \"mqtt://a:1883\" is listed twice",
+            ),
+            (
+                "urls = [\"mqtt://a:x\"]\n",
+                None,
+                "broker.urls: entry 1: bad port",
+            ),
+            ("url = \"mqtt://a:x\"\n", None, "broker.url: bad port"),
+            (
+                "",
+                Some("mqtt://a,"),
+                "broker.urls: entry 2: \"\" must start with mqtt://",
+            ),
+            ("", Some("mqtt://a:99999"), "broker.url: bad port"),
+        ] {
+            let e = cfg(broker, flag).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{broker} {flag:?}: {e}");
+        }
+        let many: Vec<String> = (0..=MAX_BROKERS)
+            .map(|i| format!("\"mqtt://h{i}\""))
+            .collect();
+        let e = cfg(&format!("urls = [{}]\n", many.join(", ")), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("broker.urls:") && e.contains(&format!("at most {MAX_BROKERS}")),
+            "{e}"
+        );
     }
 
     #[test]

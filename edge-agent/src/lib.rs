@@ -7,10 +7,12 @@
 //! - [`report`]: node reports from `sysinfo`.
 //! - [`stats`]: workload traffic stats datagrams and per-component usage messages.
 //! - [`store`]: node key and persisted documents on disk.
+//! - [`brokers`]: which broker of the agent's list it talks to (rotation, backoff).
 //! - [`agent`]: the thin async driver (MQTT, loops, threads).
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod brokers;
 pub mod config;
 pub mod prober;
 pub mod reconciler;

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use acoa_fuzz::text;
 use acoa_shared::model::check_name;
 use acoa_shared::wire::{self, keys};
-use edge_agent::config::{parse_broker_url, Config, Overrides, MAX_WINDOW};
+use edge_agent::config::{parse_broker_url, Config, Overrides, MAX_BROKERS, MAX_WINDOW};
 use edge_agent::prober::Prober;
 use libfuzzer_sys::fuzz_target;
 
@@ -40,7 +40,8 @@ fuzz_target!(|data: &[u8]| {
         assert!((1..=MAX_WINDOW).contains(&c.probe.window));
         assert!(c.probe.period_ms >= 10 && c.report_period_ms >= 100);
         assert!(c.probe.peers_per_period <= edge_agent::prober::MAX_PEERS);
-        assert!(!c.broker.host.is_empty());
+        assert!((1..=MAX_BROKERS).contains(&c.broker.urls.len()));
+        assert!(c.broker.urls.iter().all(|u| !u.host.is_empty()));
         // What the agent builds from it at start.
         let _ = Prober::new(
             &c.node,

@@ -99,7 +99,7 @@ pub fn check_file(
     let mut summary = format!("{} {} {}", cfg.node, cfg.datacenter, cfg.layer);
     let labels: Vec<&String> = cfg.hardware.iter().chain(&cfg.software).collect();
     summary.push_str(&format!(" {labels:?}"));
-    if cfg.broker.tls && cfg.broker.ca_file.is_none() {
+    if cfg.broker.urls.iter().any(|u| u.tls) && cfg.broker.ca_file.is_none() {
         summary.push_str(" (mqtts with the system's root certificates)");
     }
     Ok(summary)
