@@ -169,6 +169,7 @@ fn peers(i: usize, n: usize, names: &[String], rng: &mut impl Rng) -> Vec<LinkSa
             jitter_ms: jitter,
             success: 0.95 + (rng.next_u32() % 50) as f32 / 1000.0,
             samples: 20,
+            last_answer_ms: 0,
         });
     };
     if i < clouds {

@@ -40,8 +40,8 @@ pub enum Dropped {
         topic_node: String,
         body_node: String,
     },
-    #[error("online marker of node `{node}` is neither `online` nor `offline`")]
-    BadMarker { node: String },
+    #[error("online marker of node `{node}` is not a signed presence: {reason}")]
+    BadMarker { node: String, reason: String },
     #[error(
         "{kind} from node `{node}` dropped as a replay: (run, seq) ({run}, {seq}) is not newer \
          than the last accepted ({last_run}, {last_seq})"
@@ -63,6 +63,8 @@ enum Kind {
     Links,
     Actual,
     Usage,
+    /// `(run, conn)`: a presence of the current connection or a later one.
+    Presence,
 }
 
 /// The last accepted `(run, seq)` of each kind from each node, for one ingest worker (a node's
@@ -93,11 +95,19 @@ impl Freshness {
                 u.run,
                 u.seq,
             ),
+            Event::Online {
+                node, run, conn, ..
+            } => (Kind::Presence, "presence", node.as_str(), *run, *conn),
             _ => return Ok(()),
         };
         let key = (node.to_string(), kind);
         let last = self.last.get(&key).copied();
-        if !wire::is_fresh(last, run, seq) {
+        // the will of a connection carries the same (run, conn) as its `online`
+        let fresh = match kind {
+            Kind::Presence => last.is_none_or(|l| (run, seq) >= l),
+            _ => wire::is_fresh(last, run, seq),
+        };
+        if !fresh {
             self.stale += 1;
             let (last_run, last_seq) = last.unwrap_or_default();
             return Err(Dropped::Stale {
@@ -175,22 +185,44 @@ pub fn classify(
             Ok(Some(ev))
         }
         Topic::Online(n) => {
-            if !keys.contains_key(n) {
-                return Err(Dropped::UnknownNode {
+            let key = match keys.get(n) {
+                None => {
+                    return Err(Dropped::UnknownNode {
+                        kind: "online marker",
+                        node: n.into(),
+                    })
+                }
+                // an empty payload clears a retained marker: nothing to say
+                _ if payload.is_empty() => return Ok(None),
+                Some(None) => {
+                    return Err(Dropped::NoKey {
+                        kind: "online marker",
+                        node: n.into(),
+                    })
+                }
+                Some(Some(k)) => k,
+            };
+            let bad = |reason: String| Dropped::BadMarker {
+                node: n.into(),
+                reason,
+            };
+            let p = match wire::decode_verified(payload, key) {
+                Ok(Message::Presence(p)) => p,
+                Ok(other) => return Err(bad(format!("carries a {}", other.kind()))),
+                Err(e) => return Err(bad(e.to_string())),
+            };
+            if p.node.as_str() != n {
+                return Err(Dropped::WrongNode {
                     kind: "online marker",
-                    node: n.into(),
+                    topic_node: n.into(),
+                    body_node: p.node.to_string(),
                 });
             }
-            let online = match payload {
-                p if p == topics::ONLINE => true,
-                p if p == topics::OFFLINE => false,
-                // an empty payload clears a retained marker: nothing to say
-                [] => return Ok(None),
-                _ => return Err(Dropped::BadMarker { node: n.into() }),
-            };
             Ok(Some(Event::Online {
                 node: n.into(),
-                online,
+                online: p.online,
+                run: p.run,
+                conn: p.conn,
             }))
         }
         Topic::Desired(n) => {
@@ -279,6 +311,7 @@ mod tests {
                         jitter_ms: 0.1,
                         success: *success,
                         samples: 20,
+                        last_answer_ms: 0,
                     })
                     .unwrap();
             }
@@ -357,9 +390,10 @@ mod tests {
         assert!(classify("acoa/v1/nodes/n1/report", b"\xff\x00garbage", &keys, &cp).is_err());
         assert!(classify("acoa/v1/nodes/n1/links", &good, &keys, &cp).is_err());
         assert!(classify("other/topic", b"", &keys, &cp).is_err());
+        // the text markers of wire v2 are no presence
         assert!(matches!(
             classify("acoa/v1/nodes/n1/online", b"offline", &keys, &cp),
-            Ok(Some(Event::Online { online: false, .. }))
+            Err(Dropped::BadMarker { .. })
         ));
         assert!(classify("acoa/v1/nodes/n1/online", b"maybe", &keys, &cp).is_err());
     }
@@ -412,12 +446,95 @@ mod tests {
         assert!(f.check(&report_at("n1", 1, 9)).is_err());
         assert!(f.check(&links_at("n1", 1, 9)).is_err());
         assert_eq!(f.check(&report_at("n1", 2, 2)), Ok(()));
-        // events that are not signed telemetry pass
-        let online = Event::Online {
-            node: "n1".into(),
-            online: true,
+        // events that are not signed agent messages pass
+        let app = Event::AppPublished {
+            app: "a".into(),
+            payload: vec![],
         };
-        assert_eq!(f.check(&online), Ok(()));
-        assert_eq!(f.check(&online), Ok(()));
+        assert_eq!(f.check(&app), Ok(()));
+        assert_eq!(f.check(&app), Ok(()));
+    }
+
+    fn presence(node: &str, run: u64, conn: u64, online: bool) -> Message {
+        Message::Presence(wire::Presence {
+            node: wire::name(node).unwrap(),
+            run,
+            conn,
+            online,
+        })
+    }
+
+    /// The topic, the keys (n1 enrolled with `k1`) and the control plane's key.
+    fn n1_keys(k1: &SigningKey) -> (Keys, VerifyingKey) {
+        let mut keys = Keys::new();
+        keys.insert("n1".into(), Some(k1.verifying_key()));
+        keys.insert("n2".into(), None);
+        (keys, SigningKey::from_bytes(&[3; 32]).verifying_key())
+    }
+
+    #[test]
+    fn a_presence_counts_only_signed_by_its_node_and_of_its_connection() {
+        let k1 = SigningKey::from_bytes(&[1; 32]);
+        let (keys, cp) = n1_keys(&k1);
+        let topic = "acoa/v1/nodes/n1/online";
+        let will = wire::encode(&presence("n1", 4, 2, false), Some(&k1)).unwrap();
+        assert_eq!(
+            classify(topic, &will, &keys, &cp),
+            Ok(Some(Event::Online {
+                node: "n1".into(),
+                online: false,
+                run: 4,
+                conn: 2
+            }))
+        );
+        // unsigned, signed by another key, naming another node, another message, text
+        let unsigned = wire::encode(&presence("n1", 4, 2, false), None).unwrap();
+        let other = SigningKey::from_bytes(&[2; 32]);
+        let forged = wire::encode(&presence("n1", 4, 2, false), Some(&other)).unwrap();
+        let named = wire::encode(&presence("n2", 4, 2, false), Some(&k1)).unwrap();
+        let report = wire::encode(&report("n1"), Some(&k1)).unwrap();
+        for bad in [&unsigned, &forged, &report, &b"offline".to_vec()] {
+            let e = classify(topic, bad, &keys, &cp).unwrap_err();
+            assert!(matches!(e, Dropped::BadMarker { .. }), "{e}");
+            assert!(e.to_string().contains("not a signed presence"), "{e}");
+        }
+        assert!(matches!(
+            classify(topic, &named, &keys, &cp),
+            Err(Dropped::WrongNode { .. })
+        ));
+        // a node without a key: refused; a cleared retained marker: nothing
+        assert!(matches!(
+            classify("acoa/v1/nodes/n2/online", &will, &keys, &cp),
+            Err(Dropped::NoKey { .. })
+        ));
+        assert_eq!(classify(topic, b"", &keys, &cp), Ok(None));
+    }
+
+    #[test]
+    fn the_will_of_an_earlier_connection_replayed_is_dropped() {
+        let k1 = SigningKey::from_bytes(&[1; 32]);
+        let (keys, cp) = n1_keys(&k1);
+        let topic = "acoa/v1/nodes/n1/online";
+        let ev = |run, conn, online| {
+            let b = wire::encode(&presence("n1", run, conn, online), Some(&k1)).unwrap();
+            classify(topic, &b, &keys, &cp).unwrap().unwrap()
+        };
+        let mut f = Freshness::default();
+        // connection 1 of run 4: online, then its will (same connection)
+        assert_eq!(f.check(&ev(4, 1, true)), Ok(()));
+        let old_will = ev(4, 1, false);
+        assert_eq!(f.check(&old_will), Ok(()));
+        // connection 2 comes online: the first will, captured and published again, is a replay
+        assert_eq!(f.check(&ev(4, 2, true)), Ok(()));
+        let e = f.check(&old_will).unwrap_err();
+        assert!(e.to_string().contains("as a replay"), "{e}");
+        assert!(e.to_string().contains("presence"), "{e}");
+        // the current connection's will counts; a later run's online too
+        assert_eq!(f.check(&ev(4, 2, false)), Ok(()));
+        assert_eq!(f.check(&ev(5, 1, true)), Ok(()));
+        assert!(
+            f.check(&ev(4, 9, false)).is_err(),
+            "any will of an earlier run"
+        );
     }
 }

@@ -66,6 +66,10 @@ pub struct AppStatus {
     /// components; see `observed`), rounded; absent before anything is measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<acoa_shared::model::Observed>,
+    /// The disconnect policy at work: components waiting on unreachable nodes, and which copy
+    /// stayed when a node returned, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disconnect: Vec<String>,
 }
 
 impl AppStatus {
@@ -82,6 +86,7 @@ impl AppStatus {
             running: vec![],
             not_running: vec![],
             observed: None,
+            disconnect: vec![],
         }
     }
 }

@@ -63,8 +63,20 @@ pub fn samples_of(c: &model::Cluster, from: &str) -> Vec<LinkSample> {
             jitter_ms: l.jitter_ms as f32,
             success: l.success as f32,
             samples: 20,
+            last_answer_ms: 0,
         })
         .collect()
+}
+
+/// A simulated agent's signed presence (run 0, connection 1: its reports are of run 0 too).
+pub fn presence_frame(node: &str, key: &SigningKey, online: bool) -> Vec<u8> {
+    let p = Message::Presence(wire::Presence {
+        node: wire::name(node).unwrap_or_default(),
+        run: 0,
+        conn: 1,
+        online,
+    });
+    wire::encode(&p, Some(key)).unwrap_or_default()
 }
 
 /// What a simulated agent is.
@@ -112,7 +124,7 @@ impl SimAgent {
         o.set_max_packet_size(2 << 20, 64 << 10);
         o.set_last_will(LastWill::new(
             topics::online(&name),
-            topics::OFFLINE.to_vec(),
+            presence_frame(&name, &spec.key, false),
             QoS::AtLeastOnce,
             true,
         ));
@@ -130,6 +142,7 @@ impl SimAgent {
             let connected = connected.clone();
             let cp = spec.control_plane;
             let sub = spec.subscribe_desired;
+            let here = presence_frame(&name, &spec.key, true);
             tasks.push(tokio::spawn(async move {
                 loop {
                     match el.poll().await {
@@ -137,14 +150,10 @@ impl SimAgent {
                             connected.store(true, Ordering::SeqCst);
                             let c = c.clone();
                             let name = name.clone();
+                            let here = here.clone();
                             tokio::spawn(async move {
                                 let _ = c
-                                    .publish(
-                                        topics::online(&name),
-                                        QoS::AtLeastOnce,
-                                        true,
-                                        topics::ONLINE.to_vec(),
-                                    )
+                                    .publish(topics::online(&name), QoS::AtLeastOnce, true, here)
                                     .await;
                                 if sub {
                                     let _ =

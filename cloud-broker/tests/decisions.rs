@@ -76,10 +76,20 @@ fn links_of(c: &Cluster, from: &str) -> LinkMetrics {
                 jitter_ms: k.jitter_ms as f32,
                 success: k.success as f32,
                 samples: 20,
+                last_answer_ms: 0,
             })
             .unwrap();
     }
     l
+}
+
+/// An engine that takes a silent node for lost as soon as it is silent (no evidence window for
+/// its peers to report an answer): for the tests of what follows a loss.
+fn lost_when_silent() -> EngineConfig {
+    EngineConfig {
+        evidence_ms: 0,
+        ..EngineConfig::default()
+    }
 }
 
 /// An engine with a clock; jobs run inline; persisted ops kept in a snapshot, as the store would.
@@ -362,7 +372,7 @@ fn invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed() 
 #[test]
 fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out() {
     let c = railway();
-    let mut sim = Sim::new(EngineConfig::default());
+    let mut sim = Sim::new(lost_when_silent());
     placed(&mut sim, &c, "smoke-monitoring");
     let before = sim
         .e
@@ -371,11 +381,13 @@ fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out() {
         .assignment
         .clone();
     let lost = before["storage"].clone();
+    // its connection's signed last will: silent at once
     sim.feed(Event::Online {
         node: lost.clone(),
         online: false,
+        run: 0,
+        conn: 1,
     });
-    // the marker is unsigned: it counts once no signed report contradicts it
     let acts = sim.tick(1000);
     assert!(!sim.e.is_online(&lost));
     let after = sim
@@ -422,8 +434,9 @@ fn a_node_whose_reports_stop_is_lost_after_the_timeout() {
         .unwrap()
         .assignment
         .clone();
-    // everyone but the storage node keeps reporting
-    for _ in 0..5 {
+    // everyone but the storage node keeps reporting: lost after the timeout (3 s) and the
+    // evidence window (10 s) in which no peer reported an answer of it
+    for _ in 0..14 {
         sim.now += 1000;
         for n in &c.nodes {
             if n.name != before["storage"] {
@@ -520,7 +533,7 @@ fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has() {
     );
 
     // a fresh (embedded) broker lacks them: republished with the same generations
-    let mut s3 = Sim::restore(EngineConfig::default(), sim.key.clone(), snap.clone());
+    let mut s3 = Sim::restore(lost_when_silent(), sim.key.clone(), snap.clone());
     let acts = s3.feed(Event::StartupDone);
     let d = desired_published(&acts, &s3.key);
     assert_eq!(d.len(), snap.desired.len());
@@ -533,6 +546,8 @@ fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has() {
     s3.feed(Event::Online {
         node: node.clone(),
         online: false,
+        run: 0,
+        conn: 1,
     });
     let acts = s3.tick(1000);
     let d = desired_published(&acts, &s3.key);
@@ -655,7 +670,7 @@ fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_
 #[test]
 fn peer_list_is_signed_debounced_and_follows_membership() {
     let c = railway();
-    let mut sim = Sim::new(EngineConfig::default());
+    let mut sim = Sim::new(lost_when_silent());
     sim.join_cluster(&c);
     let acts = sim.tick(1000);
     let peers: Vec<_> = acts
@@ -683,6 +698,8 @@ fn peer_list_is_signed_debounced_and_follows_membership() {
     sim.feed(Event::Online {
         node: "n05".into(),
         online: false,
+        run: 0,
+        conn: 1,
     });
     let acts = sim.tick(1000);
     let p: Vec<_> = acts
@@ -735,7 +752,7 @@ fn jobs_for_an_outdated_definition_are_discarded() {
 }
 
 #[test]
-fn an_offline_marker_contradicted_by_a_signed_report_loses_nothing() {
+fn a_last_will_followed_by_a_signed_report_loses_nothing() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     placed(&mut sim, &c, "smoke-monitoring");
@@ -746,10 +763,12 @@ fn an_offline_marker_contradicted_by_a_signed_report_loses_nothing() {
         .assignment
         .clone();
     let victim = before["storage"].clone();
-    // anyone may publish `offline` on the embedded broker; the node keeps reporting
+    // the will of its connection (the agent reconnects at once): the node keeps reporting
     sim.feed(Event::Online {
         node: victim.clone(),
         online: false,
+        run: 0,
+        conn: 1,
     });
     sim.now += 400;
     let n = c.nodes.iter().find(|n| n.name == victim).unwrap();

@@ -17,7 +17,12 @@ use crate::model::Layer;
 
 /// The wire version this build speaks. Version 2 added `run` beside `seq` in every message an
 /// agent signs (replay protection: `(run, seq)` strictly increases over a node's whole life).
-pub const VERSION: u16 = 2;
+/// Version 3 adds the signed [`Presence`] (the agent's `online` marker and its last will, bound
+/// to one connection) and [`LinkSample::last_answer_ms`] (how long ago the peer last answered).
+pub const VERSION: u16 = 3;
+/// The version before: its presence markers are unsigned text, its link samples do not say when
+/// the peer last answered.
+pub const VERSION_UNSIGNED_PRESENCE: u16 = 2;
 /// The version before: its agent messages carry no `run`, so [`open`] names it.
 pub const VERSION_WITHOUT_RUN: u16 = 1;
 /// Domain separation for signatures: a signature over ACOA v1 bodies means nothing elsewhere.
@@ -51,6 +56,10 @@ pub enum WireError {
     VersionWithoutRun,
     #[error("message is not signed")]
     Unsigned,
+    #[error(
+        "message of version {VERSION_UNSIGNED_PRESENCE}, before signed presence markers (this build speaks version {VERSION})"
+    )]
+    VersionUnsignedPresence,
     #[error("signature does not verify")]
     BadSignature,
     #[error("{field} is longer than {max} bytes")]
@@ -71,6 +80,8 @@ pub enum Message {
     PeerList(PeerList),
     /// Appended in issue 7 (variants keep their index: older frames decode unchanged).
     ComponentUsage(Box<ComponentUsage>),
+    /// Appended in wire v3.
+    Presence(Presence),
 }
 
 impl Message {
@@ -82,6 +93,7 @@ impl Message {
             Message::ActualState(_) => "actual state",
             Message::PeerList(_) => "peer list",
             Message::ComponentUsage(_) => "component usage",
+            Message::Presence(_) => "presence",
         }
     }
 }
@@ -155,6 +167,28 @@ pub struct LinkSample {
     pub success: f32,
     /// Probes in the window.
     pub samples: u16,
+    /// How long before this report the peer last answered a probe, milliseconds
+    /// ([`NEVER_ANSWERED`] when it never did): the evidence that a node silent towards the
+    /// control plane still answers its peers.
+    pub last_answer_ms: u32,
+}
+
+/// [`LinkSample::last_answer_ms`] of a peer that never answered.
+pub const NEVER_ANSWERED: u32 = u32::MAX;
+
+/// A node's presence on the broker, agent → cloud, retained on `acoa/v1/nodes/{node}/online`:
+/// `online: true` after each connection; `online: false` is the connection's last will, signed
+/// when the connection is opened, or the agent's goodbye. `(run, conn)` names the connection
+/// (`conn` counts the connections of one run), so an `offline` of an earlier connection, replayed,
+/// is not taken for the current one's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Presence {
+    pub node: Name,
+    /// The agent run (see [`is_fresh`]).
+    pub run: u64,
+    /// The connection of this run, from 1.
+    pub conn: u64,
+    pub online: bool,
 }
 
 /// Everything that should run on one node: a complete, versioned document.
@@ -300,6 +334,9 @@ pub fn open(bytes: &[u8]) -> Result<Envelope<'_>, WireError> {
     let (version, _) = postcard::take_from_bytes::<u16>(bytes).map_err(WireError::Decode)?;
     if version == VERSION_WITHOUT_RUN {
         return Err(WireError::VersionWithoutRun);
+    }
+    if version == VERSION_UNSIGNED_PRESENCE {
+        return Err(WireError::VersionUnsignedPresence);
     }
     if version != VERSION {
         return Err(WireError::UnknownVersion(version));
@@ -477,5 +514,33 @@ mod replay_tests {
         assert_eq!(e, WireError::VersionWithoutRun);
         assert!(e.to_string().contains("version 1"), "{e}");
         assert_eq!(open(&[9, 0]).unwrap_err(), WireError::UnknownVersion(9));
+        let v2 = postcard::to_allocvec(&Frame {
+            version: VERSION_UNSIGNED_PRESENCE,
+            body: env.body,
+            signature: env.signature,
+        })
+        .unwrap();
+        let e = open(&v2).unwrap_err();
+        assert_eq!(e, WireError::VersionUnsignedPresence);
+        assert!(e.to_string().contains("version 2"), "{e}");
+    }
+
+    #[test]
+    fn a_presence_is_signed_and_names_its_connection() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let will = Message::Presence(Presence {
+            node: name("n13").unwrap(),
+            run: 4,
+            conn: 2,
+            online: false,
+        });
+        let frame = encode(&will, Some(&key)).unwrap();
+        assert_eq!(decode_verified(&frame, &key.verifying_key()).unwrap(), will);
+        assert!(frame.len() < 128, "a last will of {} bytes", frame.len());
+        let other = SigningKey::from_bytes(&[8; 32]);
+        assert_eq!(
+            decode_verified(&frame, &other.verifying_key()).unwrap_err(),
+            WireError::BadSignature
+        );
     }
 }

@@ -65,6 +65,7 @@ fn samples() -> Vec<Message> {
                 jitter_ms: 0.05,
                 success: 0.97,
                 samples: 20,
+                last_answer_ms: 0,
             }]
             .into_iter()
             .collect(),
@@ -117,6 +118,12 @@ fn samples() -> Vec<Message> {
             .into_iter()
             .collect(),
         })),
+        Message::Presence(Presence {
+            node: name("n13").unwrap(),
+            run: 4,
+            conn: 2,
+            online: false,
+        }),
     ]
 }
 
@@ -163,11 +170,11 @@ fn a_signature_binds_the_key_and_the_body() {
 fn an_unknown_version_is_named() {
     let mut frame = encode(&samples()[0], None).unwrap();
     assert_eq!(frame[0], VERSION as u8);
-    frame[0] = 3;
-    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(3));
+    frame[0] = 4;
+    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(4));
     assert_eq!(
-        WireError::UnknownVersion(3).to_string(),
-        "unknown message version 3 (this build speaks version 2)"
+        WireError::UnknownVersion(4).to_string(),
+        "unknown message version 4 (this build speaks version 3)"
     );
 }
 

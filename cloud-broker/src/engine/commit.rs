@@ -179,7 +179,7 @@ impl Engine {
         }
         a.job = Some(id);
         self.stats.jobs += 1;
-        out.push(Action::Schedule(Box::new(Job {
+        let mut job = Job {
             id,
             app: app.into(),
             revision: a.revision,
@@ -192,7 +192,9 @@ impl Engine {
             current,
             keep,
             bounds,
-        })));
+        };
+        self.hold_unreachable(&mut job);
+        out.push(Action::Schedule(Box::new(job)));
     }
 
     pub(super) fn reserved_by_others(&self, app: &str) -> BTreeMap<String, Resources> {

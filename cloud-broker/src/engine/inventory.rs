@@ -15,6 +15,7 @@ use acoa_shared::wire::{self, LinkMetrics, Message, NodeReport, Peer, PeerList};
 use tracing::{error, info, warn};
 
 use super::links::{quantize_latency, LinkBounds, LOOPBACK_LATENCY_MS};
+use super::liveness::{Heard, NodeState, Witnessed};
 use super::{ms, Action, Engine, Purpose};
 use crate::records::{NodeInfo, PersistOp};
 
@@ -25,9 +26,10 @@ pub(super) struct LiveNode {
     pub(super) usage: Usage,
     pub(super) last_seen: u64,
     pub(super) online: bool,
-    /// When an `offline` marker (last will) came. The marker is not signed, and the embedded
-    /// broker lets any client publish it: it counts only if no signed report follows it.
-    pub(super) offline_marker: Option<u64>,
+    /// What the evidence says of it (`online` is `state == Online`).
+    pub(super) state: NodeState,
+    /// Since when it is unreachable.
+    pub(super) unreachable_since: Option<u64>,
 }
 
 /// A link's last metrics, as its source node measured them.
@@ -55,6 +57,22 @@ impl Engine {
         let name = info.name.clone();
         let now = self.now;
         let mut joined = false;
+        let mut returned = false;
+        let will = self.evidence.heard.get(&name).and_then(|h| h.will_at);
+        if let (Some(at), true) = (will, self.is_online(&name)) {
+            info!(
+                "node {name}: a signed report {} after its connection's last will: it is back",
+                ms(now.saturating_sub(at))
+            );
+        }
+        self.evidence.heard.insert(
+            name.clone(),
+            Heard {
+                datacenter: info.datacenter.clone(),
+                last_heard: now,
+                will_at: None,
+            },
+        );
         match self.nodes.get_mut(&name) {
             Some(n) => {
                 if n.info != info {
@@ -70,16 +88,11 @@ impl Engine {
                     self.model_version += 1;
                 }
                 n.last_seen = now;
-                if let Some(at) = n.offline_marker.take() {
-                    if n.online {
-                        warn!(
-                            "node {name}: an offline marker came {} before this signed report: ignored, the node is alive (restarted, or the marker was not its own)",
-                            ms(now.saturating_sub(at))
-                        );
-                    }
-                }
                 if !n.online {
+                    returned = n.state == NodeState::Unreachable;
                     n.online = true;
+                    n.state = NodeState::Online;
+                    n.unreachable_since = None;
                     joined = true;
                 }
             }
@@ -92,7 +105,8 @@ impl Engine {
                         usage,
                         last_seen: now,
                         online: true,
-                        offline_marker: None,
+                        state: NodeState::Online,
+                        unreachable_since: None,
                     },
                 );
                 joined = true;
@@ -122,11 +136,31 @@ impl Engine {
                 self.request(&app, Purpose::Place(format!("node {name} joined")), out);
             }
         }
+        if returned {
+            self.node_returned(&name, out);
+        }
     }
 
     pub(super) fn on_links(&mut self, l: &LinkMetrics) {
         self.stats.links += 1;
         let from = l.node.to_string();
+        if !self.nodes.contains_key(&from) {
+            return;
+        }
+        let now = self.now;
+        for s in &l.links {
+            if s.peer.as_str() != from && self.nodes.contains_key(s.peer.as_str()) {
+                let answered_at = (s.last_answer_ms != wire::NEVER_ANSWERED)
+                    .then(|| now.saturating_sub(u64::from(s.last_answer_ms)));
+                self.evidence.samples.insert(
+                    (from.clone(), s.peer.to_string()),
+                    Witnessed {
+                        at: now,
+                        answered_at,
+                    },
+                );
+            }
+        }
         if !self.nodes.get(&from).is_some_and(|n| n.online) {
             return;
         }
@@ -168,11 +202,12 @@ impl Engine {
         let Some(n) = self.nodes.get_mut(node) else {
             return;
         };
-        if !n.online {
+        if n.state == NodeState::Lost {
             return;
         }
         n.online = false;
-        n.offline_marker = None;
+        n.state = NodeState::Lost;
+        n.unreachable_since = None;
         self.model_version += 1;
         self.peers_dirty = true;
         self.links.retain(|(a, b), _| a != node && b != node);
@@ -294,7 +329,8 @@ impl Engine {
     pub(super) fn peers_now(&self) -> Vec<(String, String)> {
         self.nodes
             .values()
-            .filter(|n| n.online && !n.info.probe_addr.is_empty())
+            // an unreachable node stays: its peers' probes are the evidence it is alive
+            .filter(|n| n.state != NodeState::Lost && !n.info.probe_addr.is_empty())
             .map(|n| (n.info.name.clone(), n.info.probe_addr.clone()))
             .collect()
     }

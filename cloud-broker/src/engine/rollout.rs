@@ -10,7 +10,7 @@ use acoa_shared::topics;
 use acoa_shared::wire::{self, ActualState, ContainerState, Message, MAX_CONTAINERS};
 use tracing::{error, info};
 
-use super::{Action, Engine};
+use super::{Action, Engine, NodeState};
 use crate::records::{ContainerDoc, DesiredDoc, PersistOp};
 use crate::status::{AppStatus, NotRunning};
 
@@ -37,6 +37,9 @@ impl Engine {
     }
 
     pub(super) fn update_desired(&mut self, node: &str, out: &mut Vec<Action>) {
+        if self.node_state(node) == Some(NodeState::Unreachable) {
+            return; // held until it returns (disconnect)
+        }
         let mut specs = self.desired_containers(node);
         if specs.len() > MAX_CONTAINERS {
             error!(
@@ -98,6 +101,9 @@ impl Engine {
             return;
         }
         self.actual.insert(node.clone(), a);
+        if self.returning.contains_key(&node) {
+            self.settle_return(&node, out);
+        }
         let apps: Vec<String> = self
             .apps
             .iter()
@@ -156,10 +162,10 @@ impl Engine {
                 None => not_running.push(NotRunning {
                     component: c.clone(),
                     node: n.clone(),
-                    state: if self.is_online(n) {
-                        "unknown"
-                    } else {
-                        "node lost"
+                    state: match self.node_state(n) {
+                        Some(NodeState::Online) => "unknown",
+                        Some(NodeState::Unreachable) => "node unreachable",
+                        _ => "node lost",
                     }
                     .into(),
                     error: String::new(),
@@ -180,6 +186,7 @@ impl Engine {
         st.running = running;
         st.not_running = not_running;
         st.observed = self.measured.for_status.get(app).cloned();
+        st.disconnect = self.disconnect_notes(app);
         Some(st)
     }
 

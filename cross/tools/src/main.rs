@@ -99,6 +99,7 @@ fn describe(
         Message::ActualState(a) => (a.node.as_str().to_string(), Some((a.run, a.seq))),
         Message::PeerList(_) => ("control plane".to_string(), None),
         Message::ComponentUsage(u) => (u.node.as_str().to_string(), Some((u.run, u.seq))),
+        Message::Presence(p) => (p.node.as_str().to_string(), Some((p.run, p.conn))),
     };
     let numbered = numbered
         .map(|(run, seq)| format!(", run {run} seq {seq}"))

@@ -30,6 +30,8 @@ struct PeerEntry {
     name: Name,
     addr: SocketAddr,
     stats: LinkStats,
+    /// When the peer last answered (monotonic ns), if it did.
+    answered_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -204,17 +206,18 @@ impl Prober {
                 continue;
             }
             // Keep what was measured of a peer that stays at the same address.
-            let stats = self
+            let (stats, answered_ns) = self
                 .peers
                 .iter()
                 .find(|e| e.name == p.node && e.addr == addr)
-                .map(|e| e.stats.clone())
+                .map(|e| (e.stats.clone(), e.answered_ns))
                 .unwrap_or_default();
             if peers
                 .push(PeerEntry {
                     name: p.node.clone(),
                     addr,
                     stats,
+                    answered_ns,
                 })
                 .is_err()
             {
@@ -377,6 +380,7 @@ impl Prober {
         let Some(p) = self.peers.iter_mut().find(|p| p.name == f.peer) else {
             return Received::Recorded;
         };
+        p.answered_ns = Some(now_ns);
         let st = &mut p.stats;
         st.answered = st.answered.wrapping_add(1);
         if let Some(c) = probe.count {
@@ -438,8 +442,9 @@ impl Prober {
     }
 
     /// Link metrics of every peer probed at least once, in messages of at most
-    /// [`MAX_LINKS_PER_MESSAGE`] links, numbered from `seq` on in the prober's agent run.
-    pub fn metrics(&self, node: &Name, seq: &mut u64) -> Vec<LinkMetrics> {
+    /// [`MAX_LINKS_PER_MESSAGE`] links, numbered from `seq` on in the prober's agent run, taken
+    /// at `now_ns` (monotonic, the clock of the pongs: how long ago each peer last answered).
+    pub fn metrics(&self, node: &Name, seq: &mut u64, now_ns: u64) -> Vec<LinkMetrics> {
         let mut out = Vec::new();
         let mut cur: Option<LinkMetrics> = None;
         for p in self.peers.iter().filter(|p| p.stats.samples() > 0) {
@@ -458,6 +463,9 @@ impl Prober {
                 jitter_ms: p.stats.jitter_ms() as f32,
                 success: p.stats.success() as f32,
                 samples: p.stats.samples() as u16,
+                last_answer_ms: p.answered_ns.map_or(wire::NEVER_ANSWERED, |t| {
+                    (now_ns.saturating_sub(t) / 1_000_000).min(u64::from(u32::MAX - 1)) as u32
+                }),
             });
             if m.links.len() == MAX_LINKS_PER_MESSAGE {
                 out.push(cur.take().expect("just filled"));
@@ -527,9 +535,13 @@ mod tests {
         assert!((s.success() - 0.8).abs() < 1e-9);
         let node = name("me").unwrap();
         let mut seq = 0;
-        let m = p.metrics(&node, &mut seq);
+        let m = p.metrics(&node, &mut seq, 9_080_000_000);
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].links[0].samples, 10);
+        assert_eq!(
+            m[0].links[0].last_answer_ms, 1000,
+            "the last pong (of ping 8) came 1 s before"
+        );
         assert_eq!((m[0].run, m[0].seq), (5, 1));
         // A late pong (already expired) is not counted.
         let (_, ping) = p.due(20_000_000_000)[0];

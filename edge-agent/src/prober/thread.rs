@@ -148,7 +148,7 @@ pub fn run(sock: UdpSocket, mut prober: Prober, cfg: RunConfig, mut io: impl Pro
             }
         }
         if now >= next_publish {
-            for m in prober.metrics(&cfg.node, &mut seq) {
+            for m in prober.metrics(&cfg.node, &mut seq, now_ns()) {
                 io.publish(m);
             }
             next_publish += cfg.publish_period;

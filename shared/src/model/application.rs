@@ -3,7 +3,8 @@
 
 use super::checks::{check_count, check_labels, check_name, check_opt_rate};
 use super::limits::{
-    MAX_CHANNELS, MAX_COMPONENTS, MAX_CRITERIA, MAX_IMAGE_LEN, MAX_LABELS, MAX_PATHS,
+    DEFAULT_TOLERATE_S, MAX_CHANNELS, MAX_COMPONENTS, MAX_CRITERIA, MAX_IMAGE_LEN, MAX_LABELS,
+    MAX_PATHS, MAX_TOLERATE_S,
 };
 use super::{Layer, ModelError};
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,65 @@ pub struct Application {
     /// of `ingress.component`); `qos` and `topsis` ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress: Option<Ingress>,
+    /// What happens to components on a node the control plane cannot hear but whose peers
+    /// still reach it (unreachable), and when it comes back.
+    #[serde(default, skip_serializing_if = "Disconnect::is_default")]
+    pub disconnect: Disconnect,
+}
+
+/// The disconnect policy (`docs/model.md`, "disconnect"). Components on an unreachable node
+/// keep their placement for `tolerate_s` seconds, then those that other nodes can host are
+/// placed elsewhere; components only the cut-off group can host (pinned to its hardware or
+/// by `requires.node`) stay. When the node returns and a component runs twice, `on_return`
+/// decides which copy stays. A lost node's components are placed elsewhere at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Disconnect {
+    /// Seconds an unreachable node's components are tolerated before they are replaced.
+    #[serde(default = "default_tolerate_s")]
+    pub tolerate_s: u64,
+    #[serde(default)]
+    pub on_return: OnReturn,
+}
+
+fn default_tolerate_s() -> u64 {
+    DEFAULT_TOLERATE_S
+}
+
+impl Default for Disconnect {
+    fn default() -> Self {
+        Disconnect {
+            tolerate_s: DEFAULT_TOLERATE_S,
+            on_return: OnReturn::Original,
+        }
+    }
+}
+
+impl Disconnect {
+    pub fn is_default(&self) -> bool {
+        *self == Disconnect::default()
+    }
+}
+
+/// Which copy of a component stays when a node comes back and its component was replaced
+/// meanwhile: the one on the returning node, the replacement, or the one of the better score.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnReturn {
+    #[default]
+    Original,
+    Replacement,
+    Best,
+}
+
+impl OnReturn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnReturn::Original => "original",
+            OnReturn::Replacement => "replacement",
+            OnReturn::Best => "best",
+        }
+    }
 }
 
 /// Users' requests enter the system at cluster node `node` and go to component `component`.
@@ -226,6 +286,15 @@ impl Application {
                 check_opt_rate(&format!("components[{i}].resources.net_mbps"), r.net_mbps)?;
                 check_opt_rate(&format!("components[{i}].resources.io_mbps"), r.io_mbps)?;
             }
+        }
+        if self.disconnect.tolerate_s > MAX_TOLERATE_S {
+            return Err(ModelError::new(
+                "disconnect.tolerate_s",
+                format!(
+                    "{} s is more than the most, {MAX_TOLERATE_S} s (7 days)",
+                    self.disconnect.tolerate_s
+                ),
+            ));
         }
         if let Some(ing) = &self.ingress {
             check_name("ingress.node", &ing.node)?;

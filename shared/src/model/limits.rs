@@ -34,6 +34,13 @@ pub const MAX_CRITERIA: usize = 256;
 /// Most labels in one list of a requirement (`requires.hardware`, `requires.software`).
 pub const MAX_LABELS: usize = 32;
 
+/// Longest `disconnect.tolerate_s` of an application, seconds (7 days).
+pub const MAX_TOLERATE_S: u64 = 7 * 24 * 3600;
+
+/// `disconnect.tolerate_s` when not given: ten minutes, longer than a train's usual tunnels,
+/// cuttings and border stops.
+pub const DEFAULT_TOLERATE_S: u64 = 600;
+
 /// Bounds on a document's text, checked before (size) and while (the rest) it is parsed.
 /// A node is a scalar, a sequence or a mapping (a mapping entry is two nodes, its key and
 /// its value); nodes brought in by an alias count as often as the alias is used.

@@ -1,0 +1,296 @@
+//! Node states from evidence: whether a node the control plane no longer hears is cut off from
+//! the cloud only (`unreachable`: its peers' signed link reports show it answering their probes
+//! after the control plane last heard it, or its whole datacenter went silent together while
+//! its members still reached each other: a train in a tunnel) or gone (`lost`: its peers stop
+//! reaching it too, or no one can tell). Or, as the timer-only baseline, lost after a fixed
+//! silence.
+//!
+//! Invariant: pure. [`classify`] is a function of plain values (what the control plane last
+//! heard of each node, the peers' latest samples and the time); the engine keeps those values
+//! and acts on the [`Verdict`].
+
+use std::collections::{BTreeMap, HashMap};
+
+/// What the control plane makes of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeState {
+    /// The control plane hears it.
+    Online,
+    /// Silent towards the control plane, but its peers still reach it: a partition between it
+    /// and the cloud. Its components stay for the application's `disconnect.tolerate_s`.
+    Unreachable,
+    /// Silent and not reached by its peers either (a crash), or no one can tell: its
+    /// components are placed elsewhere at once.
+    Lost,
+}
+
+impl NodeState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Online => "online",
+            NodeState::Unreachable => "unreachable",
+            NodeState::Lost => "lost",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How nodes are judged (`cloud-broker serve --liveness`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// From evidence: silence towards the control plane and the peers' link reports.
+    Evidence,
+    /// Timers only, as Kubernetes: lost after `lost_after_ms` of silence; never unreachable.
+    Timer { lost_after_ms: u64 },
+}
+
+impl Liveness {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Liveness::Evidence => "evidence",
+            Liveness::Timer { .. } => "timer",
+        }
+    }
+}
+
+/// What the control plane last heard of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heard {
+    pub datacenter: String,
+    /// When its last signed message came (ms, the control plane's clock).
+    pub last_heard: u64,
+    /// When its connection's signed last will came (the broker lost it), if after the last
+    /// message.
+    pub will_at: Option<u64>,
+}
+
+/// A peer's latest sample about a node, as it reached the control plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Witnessed {
+    /// When the sample came (ms, control plane's clock).
+    pub at: u64,
+    /// When the node last answered the peer's probes (`at` minus the sample's
+    /// `last_answer_ms`), if it ever did.
+    pub answered_at: Option<u64>,
+}
+
+/// The windows of the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Windows {
+    /// Silence after which a node is judged (no will: the reports' period times three).
+    pub silence_ms: u64,
+    /// An answer counts as evidence for this long; a node no peer reached within it after
+    /// the control plane last heard it is lost. Longer than a peer's probe rotation plus
+    /// its report period.
+    pub evidence_ms: u64,
+    /// The members of a datacenter went silent "together" when their silences began within
+    /// this of each other.
+    pub together_ms: u64,
+}
+
+impl Default for Windows {
+    fn default() -> Self {
+        Windows {
+            silence_ms: 3000,
+            evidence_ms: 10_000,
+            together_ms: 5000,
+        }
+    }
+}
+
+/// A decision and the evidence it rests on, for the log (one line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub state: NodeState,
+    pub evidence: String,
+}
+
+/// The evidence the control plane keeps: what it heard of each node and, per (witness,
+/// node), the witness's latest sample about the node.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    pub heard: BTreeMap<String, Heard>,
+    pub samples: HashMap<(String, String), Witnessed>,
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+impl Evidence {
+    /// Whether `node` is silent at `now`, and since when (its last message).
+    pub fn silent_since(&self, node: &str, now: u64, w: &Windows) -> Option<u64> {
+        let h = self.heard.get(node)?;
+        let silent = h.will_at.is_some() || now.saturating_sub(h.last_heard) > w.silence_ms;
+        silent.then_some(h.last_heard)
+    }
+
+    /// Forgets a node and every sample by or about it.
+    pub fn forget(&mut self, node: &str) {
+        self.heard.remove(node);
+        self.samples.retain(|(a, b), _| a != node && b != node);
+    }
+}
+
+/// The state of `node` at `now`: `None` while the evidence cannot tell yet (silent, its
+/// peers have measured it, none has reached it since, and the evidence window is not over:
+/// the engine keeps the state it had).
+pub fn classify(
+    ev: &Evidence,
+    node: &str,
+    now: u64,
+    mode: Liveness,
+    w: &Windows,
+) -> Option<Verdict> {
+    let h = ev.heard.get(node)?;
+    if let Liveness::Timer { lost_after_ms } = mode {
+        let silent = now.saturating_sub(h.last_heard);
+        return Some(if silent > lost_after_ms {
+            Verdict {
+                state: NodeState::Lost,
+                evidence: format!(
+                    "no message for {} (timer: lost after {})",
+                    secs(silent),
+                    secs(lost_after_ms)
+                ),
+            }
+        } else {
+            Verdict {
+                state: NodeState::Online,
+                evidence: format!("heard {} ago", secs(silent)),
+            }
+        });
+    }
+    let Some(since) = ev.silent_since(node, now, w) else {
+        return Some(Verdict {
+            state: NodeState::Online,
+            evidence: format!("heard {} ago", secs(now.saturating_sub(h.last_heard))),
+        });
+    };
+    let silent_for = secs(now.saturating_sub(since));
+    let why_silent = match h.will_at {
+        Some(_) => format!("its connection's last will came, last heard {silent_for} ago"),
+        None => format!("silent for {silent_for}"),
+    };
+    // Peers the control plane hears that reached it after it went silent, recently.
+    let mut reach: Vec<(&str, u64)> = Vec::new();
+    let mut measured = false;
+    for ((by, about), s) in &ev.samples {
+        if about != node || by == node || ev.silent_since(by, now, w).is_some() {
+            continue;
+        }
+        if !ev.heard.contains_key(by) {
+            continue;
+        }
+        measured = true;
+        if let Some(t) = s.answered_at {
+            if t > since && now.saturating_sub(t) <= w.evidence_ms {
+                reach.push((by.as_str(), t));
+            }
+        }
+    }
+    if !reach.is_empty() {
+        reach.sort();
+        let newest = reach.iter().map(|(_, t)| *t).max().unwrap_or(now);
+        let names: Vec<&str> = reach.iter().map(|(n, _)| *n).collect();
+        return Some(Verdict {
+            state: NodeState::Unreachable,
+            evidence: format!(
+                "{why_silent}; {} reach it, last answer {} ago",
+                names.join(", "),
+                secs(now.saturating_sub(newest))
+            ),
+        });
+    }
+    if let Some(group) = silent_group(ev, node, since, now, w) {
+        return Some(Verdict {
+            state: NodeState::Unreachable,
+            evidence: format!("{why_silent}; {group}"),
+        });
+    }
+    if measured && now.saturating_sub(since) <= w.evidence_ms {
+        return None;
+    }
+    let evidence = if measured {
+        format!(
+            "{why_silent}; no peer reached it since (evidence window {})",
+            secs(w.evidence_ms)
+        )
+    } else {
+        format!("{why_silent}; no peer the control plane hears measures it")
+    };
+    Some(Verdict {
+        state: NodeState::Lost,
+        evidence,
+    })
+}
+
+/// Whether `node`'s whole datacenter (two nodes or more) went silent together while its
+/// members still reached it: the evidence of a group cut off from the cloud.
+fn silent_group(ev: &Evidence, node: &str, since: u64, now: u64, w: &Windows) -> Option<String> {
+    let dc = &ev.heard.get(node)?.datacenter;
+    let members: Vec<&String> = ev
+        .heard
+        .iter()
+        .filter(|(_, h)| &h.datacenter == dc)
+        .map(|(n, _)| n)
+        .collect();
+    if members.len() < 2 {
+        return None;
+    }
+    let mut first = since;
+    let mut last = since;
+    for m in &members {
+        let s = ev.silent_since(m, now, w)?;
+        first = first.min(s);
+        last = last.max(s);
+    }
+    if last - first > w.together_ms {
+        return None;
+    }
+    // A member's last sample before it went silent showed `node` answering.
+    let mut reached_by: Vec<(&str, u64)> = Vec::new();
+    for m in &members {
+        if m.as_str() == node {
+            continue;
+        }
+        let Some(s) = ev.samples.get(&((*m).clone(), node.to_string())) else {
+            continue;
+        };
+        let m_since = ev.heard[*m].last_heard;
+        if let Some(t) = s.answered_at {
+            if m_since.saturating_sub(t) <= w.evidence_ms {
+                reached_by.push((m.as_str(), m_since.saturating_sub(t)));
+            }
+        }
+    }
+    if reached_by.is_empty() {
+        return None;
+    }
+    reached_by.sort();
+    let (who, before) = reached_by[0];
+    Some(format!(
+        "its datacenter {dc} ({} nodes) went silent together (within {}) and {} reached it {} before {}",
+        members.len(),
+        secs(last - first),
+        reached_by
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", "),
+        secs(before),
+        if reached_by.len() == 1 {
+            "going silent".to_string()
+        } else {
+            format!("going silent ({who})")
+        }
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,232 @@
+//! The classification on plain values: times in ms, `T` the time of the decision.
+
+use super::*;
+
+const T: u64 = 100_000;
+
+fn w() -> Windows {
+    Windows::default()
+}
+
+/// Nodes `(name, datacenter, last heard)`.
+fn heard(nodes: &[(&str, &str, u64)]) -> Evidence {
+    let mut ev = Evidence::default();
+    for (n, dc, at) in nodes {
+        ev.heard.insert(
+            n.to_string(),
+            Heard {
+                datacenter: dc.to_string(),
+                last_heard: *at,
+                will_at: None,
+            },
+        );
+    }
+    ev
+}
+
+/// `by`'s sample about `about` came at `at`; `about` last answered `ago` ms before it.
+fn saw(ev: &mut Evidence, by: &str, about: &str, at: u64, ago: Option<u64>) {
+    ev.samples.insert(
+        (by.into(), about.into()),
+        Witnessed {
+            at,
+            answered_at: ago.map(|a| at - a),
+        },
+    );
+}
+
+fn state(ev: &Evidence, n: &str) -> Option<NodeState> {
+    classify(ev, n, T, Liveness::Evidence, &w()).map(|v| v.state)
+}
+
+#[test]
+fn a_node_heard_recently_is_online() {
+    let ev = heard(&[("n13", "station", T - 1000)]);
+    assert_eq!(state(&ev, "n13"), Some(NodeState::Online));
+    assert_eq!(NodeState::Online.as_str(), "online");
+    assert_eq!(classify(&ev, "n99", T, Liveness::Evidence, &w()), None);
+}
+
+#[test]
+fn silent_but_answering_its_peers_is_unreachable_and_the_log_names_them() {
+    let mut ev = heard(&[
+        ("n13", "station", T - 5000),
+        ("n14", "station", T - 200),
+        ("n15", "station", T - 300),
+    ]);
+    saw(&mut ev, "n14", "n13", T - 300, Some(900));
+    saw(&mut ev, "n15", "n13", T - 400, Some(1000));
+    let v = classify(&ev, "n13", T, Liveness::Evidence, &w()).unwrap();
+    assert_eq!(v.state, NodeState::Unreachable);
+    assert!(
+        v.evidence
+            .contains("n14, n15 reach it, last answer 1.2 s ago"),
+        "{}",
+        v.evidence
+    );
+    assert!(v.evidence.contains("silent for 5.0 s"), "{}", v.evidence);
+}
+
+#[test]
+fn answers_from_before_the_silence_or_too_old_are_no_evidence() {
+    // n14 last had an answer before the control plane last heard n13 (a crash right after
+    // its last report): not evidence that n13 still answers.
+    let mut ev = heard(&[("n13", "station", T - 5000), ("n14", "station", T - 200)]);
+    saw(&mut ev, "n14", "n13", T - 300, Some(4800));
+    assert_eq!(
+        state(&ev, "n13"),
+        None,
+        "its peer measured it: wait for the evidence window"
+    );
+    // The window is over: lost.
+    let mut ev = heard(&[("n13", "station", T - 12_000), ("n14", "station", T - 200)]);
+    saw(&mut ev, "n14", "n13", T - 300, Some(11_800));
+    let v = classify(&ev, "n13", T, Liveness::Evidence, &w()).unwrap();
+    assert_eq!(v.state, NodeState::Lost);
+    assert!(
+        v.evidence.contains("no peer reached it since"),
+        "{}",
+        v.evidence
+    );
+    // An answer after the silence, but older than the window (a stale sample: n14 stopped
+    // probing it): lost too.
+    let mut ev = heard(&[("n13", "station", T - 30_000), ("n14", "station", T - 200)]);
+    saw(&mut ev, "n14", "n13", T - 15_000, Some(1000));
+    assert_eq!(state(&ev, "n13"), Some(NodeState::Lost));
+}
+
+#[test]
+fn a_crash_seen_by_its_peers_is_lost_once_their_answers_age_out() {
+    // n13 crashes at T0 right after a report; n14 probes it every 5 s and reports every second.
+    let t0 = 50_000;
+    let mut ev = heard(&[("n13", "station", t0), ("n14", "station", T - 500)]);
+    fn classify_at(ev: &Evidence, now: u64) -> Option<NodeState> {
+        classify(ev, "n13", now, Liveness::Evidence, &Windows::default()).map(|v| v.state)
+    }
+    saw(&mut ev, "n14", "n13", t0 + 1000, Some(1500));
+    assert_eq!(
+        classify_at(&ev, t0 + 2000),
+        Some(NodeState::Online),
+        "not silent yet"
+    );
+    assert_eq!(
+        classify_at(&ev, t0 + 4000),
+        None,
+        "silent, measured, not decided"
+    );
+    ev.heard.get_mut("n14").unwrap().last_heard = t0 + 10_000;
+    saw(&mut ev, "n14", "n13", t0 + 10_000, Some(10_500));
+    assert_eq!(classify_at(&ev, t0 + 10_001), Some(NodeState::Lost));
+}
+
+#[test]
+fn nobody_measuring_it_means_lost_at_once() {
+    let ev = heard(&[("n1", "cloud", T - 3500), ("n2", "cloud", T)]);
+    let v = classify(&ev, "n1", T, Liveness::Evidence, &w()).unwrap();
+    assert_eq!(v.state, NodeState::Lost);
+    assert!(v
+        .evidence
+        .contains("no peer the control plane hears measures it"));
+}
+
+#[test]
+fn a_signed_last_will_makes_it_silent_at_once() {
+    let mut ev = heard(&[("n13", "station", T - 500), ("n14", "station", T - 100)]);
+    ev.heard.get_mut("n13").unwrap().will_at = Some(T - 50);
+    saw(&mut ev, "n14", "n13", T - 100, Some(200));
+    let v = classify(&ev, "n13", T, Liveness::Evidence, &w()).unwrap();
+    assert_eq!(v.state, NodeState::Unreachable);
+    assert!(v.evidence.contains("last will"), "{}", v.evidence);
+}
+
+#[test]
+fn a_whole_train_silent_together_is_unreachable_even_if_the_station_cannot_reach_it() {
+    let mut ev = heard(&[
+        ("n1", "train1", T - 6000),
+        ("n2", "train1", T - 5600),
+        ("n3", "train1", T - 5200),
+        ("s1", "station", T - 100),
+    ]);
+    for (a, b) in [("n1", "n2"), ("n2", "n3"), ("n3", "n1"), ("n2", "n1")] {
+        let at = ev.heard[a].last_heard;
+        saw(&mut ev, a, b, at, Some(700));
+    }
+    // The station lost them too (the tunnel cuts every link out of the train).
+    for n in ["n1", "n2", "n3"] {
+        saw(&mut ev, "s1", n, T - 100, Some(8000));
+    }
+    for n in ["n1", "n2", "n3"] {
+        let v = classify(&ev, n, T, Liveness::Evidence, &w()).unwrap();
+        assert_eq!(v.state, NodeState::Unreachable, "{n}: {}", v.evidence);
+        assert!(
+            v.evidence
+                .contains("its datacenter train1 (3 nodes) went silent together"),
+            "{}",
+            v.evidence
+        );
+    }
+    // Long after: still the group's evidence (nothing newer contradicts it).
+    let later = classify(&ev, "n2", T + 60_000, Liveness::Evidence, &w()).unwrap();
+    assert_eq!(later.state, NodeState::Unreachable);
+}
+
+#[test]
+fn a_datacenter_silent_at_different_times_is_no_group() {
+    let mut ev = heard(&[("n1", "train1", T - 30_000), ("n2", "train1", T - 5000)]);
+    saw(&mut ev, "n2", "n1", T - 30_500, Some(100));
+    saw(&mut ev, "n1", "n2", T - 30_000, Some(100));
+    assert_eq!(state(&ev, "n1"), Some(NodeState::Lost));
+    // One member still heard: no group either; it reports n1 gone.
+    let mut ev = heard(&[("n1", "train1", T - 12_000), ("n2", "train1", T - 100)]);
+    saw(&mut ev, "n2", "n1", T - 100, Some(12_500));
+    assert_eq!(state(&ev, "n1"), Some(NodeState::Lost));
+}
+
+#[test]
+fn witnesses_that_are_themselves_unreachable_do_not_count() {
+    // n13's only witness n14 (another datacenter) is silent too: its samples are not fresh
+    // evidence, and the two are no group.
+    let mut ev = heard(&[
+        ("n13", "station", T - 12_000),
+        ("n14", "cloud", T - 11_000),
+        ("n20", "cloud", T - 100),
+    ]);
+    saw(&mut ev, "n14", "n13", T - 11_000, Some(200));
+    let v = classify(&ev, "n13", T, Liveness::Evidence, &w()).unwrap();
+    assert_eq!(v.state, NodeState::Lost, "{}", v.evidence);
+    // ... while n14 itself, whose peer n20 still reaches it, is unreachable.
+    saw(&mut ev, "n20", "n14", T - 100, Some(1000));
+    assert_eq!(state(&ev, "n14"), Some(NodeState::Unreachable));
+}
+
+#[test]
+fn the_timer_baseline_waits_its_time_whatever_the_peers_say() {
+    let mut ev = heard(&[("n13", "station", T - 39_000), ("n14", "station", T)]);
+    saw(&mut ev, "n14", "n13", T, Some(39_000));
+    let timer = Liveness::Timer {
+        lost_after_ms: 40_000,
+    };
+    assert_eq!(
+        classify(&ev, "n13", T, timer, &w()).unwrap().state,
+        NodeState::Online
+    );
+    let v = classify(&ev, "n13", T + 1500, timer, &w()).unwrap();
+    assert_eq!(v.state, NodeState::Lost);
+    assert!(v.evidence.contains("timer"), "{}", v.evidence);
+    // A partition is never told from a crash: answering peers do not keep it.
+    saw(&mut ev, "n14", "n13", T + 1500, Some(100));
+    assert_eq!(
+        classify(&ev, "n13", T + 1500, timer, &w()).unwrap().state,
+        NodeState::Lost
+    );
+}
+
+#[test]
+fn forgetting_a_node_drops_its_samples_both_ways() {
+    let mut ev = heard(&[("a", "x", 0), ("b", "x", 0)]);
+    saw(&mut ev, "a", "b", 0, None);
+    saw(&mut ev, "b", "a", 0, None);
+    ev.forget("a");
+    assert!(ev.samples.is_empty());
+    assert_eq!(ev.heard.len(), 1);
+}

@@ -1,0 +1,430 @@
+//! Node states from evidence and the disconnect policy, through the engine with plain values:
+//! the railway cluster's nodes report every second (signed reports are taken as verified
+//! here: `ingest` checks signatures), their link samples say when each peer last answered,
+//! placement jobs run inline with the real scheduler.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use acoa_shared::model::{self, Cluster};
+use acoa_shared::topics;
+use acoa_shared::wire::{
+    self, ActualState, ContainerState, ContainerStatus, LinkMetrics, LinkSample, Message,
+    NodeCapacity, NodeLoad, NodeReport,
+};
+use cloud_broker::engine::{run_job, Action, Engine, EngineConfig, Event, Liveness, NodeState};
+use cloud_broker::status::AppStatus;
+use cloud_broker::store::Snapshot;
+use ed25519_dalek::SigningKey;
+
+const APP: &str = "smoke-monitoring";
+
+fn railway() -> Cluster {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/railway/cluster.yaml");
+    model::load_cluster(&p).unwrap()
+}
+
+/// The railway smoke-monitoring application with `policy` as its `disconnect:` value.
+fn app_with(policy: &str) -> Vec<u8> {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/railway/smoke-monitoring.yaml");
+    let mut text = std::fs::read_to_string(p).unwrap();
+    text.push_str(&format!("disconnect: {policy}\n"));
+    text.into_bytes()
+}
+
+fn report(n: &model::Node) -> NodeReport {
+    let labels = |v: &[String]| {
+        let mut l = wire::Labels::new();
+        for s in v {
+            l.push(wire::name(s).unwrap()).unwrap();
+        }
+        l
+    };
+    NodeReport {
+        node: wire::name(&n.name).unwrap(),
+        seq: 1,
+        run: 0,
+        timestamp_ms: 0,
+        datacenter: wire::name(&n.datacenter).unwrap(),
+        layer: n.layer,
+        arch: wire::name(&n.arch).unwrap(),
+        hardware: labels(&n.hardware),
+        software: labels(&n.software),
+        capacity: NodeCapacity {
+            cpu_millis: n.capacity.cpu_millis,
+            memory_mb: n.capacity.memory_mb,
+            disk_mb: n.capacity.disk_mb,
+            net_mbps: 0,
+        },
+        load: NodeLoad::default(),
+        probe_addr: wire::bounded("probe", &format!("10.0.0.{}:7878", &n.name[1..])).unwrap(),
+    }
+}
+
+/// The railway cluster reporting to an engine every second.
+struct Railway {
+    e: Engine,
+    c: Cluster,
+    now: u64,
+    key: SigningKey,
+    /// When each (prober, peer) last had an answer.
+    answered: HashMap<(String, String), u64>,
+    log: Vec<Action>,
+}
+
+impl Railway {
+    fn new(cfg: EngineConfig) -> Railway {
+        let key = SigningKey::from_bytes(&[42; 32]);
+        let mut r = Railway {
+            e: Engine::new(cfg, key.clone(), Snapshot::default(), 0),
+            c: railway(),
+            now: 0,
+            key,
+            answered: HashMap::new(),
+            log: vec![],
+        };
+        r.second(&[], |_, _| true);
+        r.feed(Event::StartupDone);
+        r
+    }
+
+    fn feed(&mut self, ev: Event) -> Vec<Action> {
+        let mut all = vec![];
+        let mut queue = vec![ev];
+        while let Some(ev) = queue.pop() {
+            for a in self.e.handle(self.now, ev) {
+                if let Action::Schedule(j) = &a {
+                    queue.push(Event::Scheduled(Box::new(run_job(j))));
+                }
+                all.push(a);
+            }
+        }
+        self.log.extend(all.clone());
+        all
+    }
+
+    /// One second: every node but `silent` reports (its link samples: `answers(prober, peer)`
+    /// says whether the peer answered this second), then the engine ticks.
+    fn second(&mut self, silent: &[&str], answers: impl Fn(&str, &str) -> bool) -> Vec<Action> {
+        self.now += 1000;
+        let mut out = vec![];
+        let nodes = self.c.nodes.clone();
+        for n in nodes.iter().filter(|n| !silent.contains(&n.name.as_str())) {
+            out.extend(self.feed(Event::Report(Box::new(report(n)))));
+        }
+        for n in nodes.iter().filter(|n| !silent.contains(&n.name.as_str())) {
+            let mut l = LinkMetrics {
+                node: wire::name(&n.name).unwrap(),
+                seq: 1,
+                run: 0,
+                links: Default::default(),
+            };
+            for k in self
+                .c
+                .links
+                .iter()
+                .filter(|k| k.from == n.name && k.to != n.name)
+            {
+                let pair = (k.from.clone(), k.to.clone());
+                if answers(&k.from, &k.to) {
+                    self.answered.insert(pair.clone(), self.now);
+                }
+                let last_answer_ms = self
+                    .answered
+                    .get(&pair)
+                    .map_or(wire::NEVER_ANSWERED, |t| (self.now - t) as u32);
+                l.links
+                    .push(LinkSample {
+                        peer: wire::name(&k.to).unwrap(),
+                        latency_ms: k.latency_ms as f32,
+                        jitter_ms: k.jitter_ms as f32,
+                        success: k.success as f32,
+                        samples: 20,
+                        last_answer_ms,
+                    })
+                    .unwrap();
+            }
+            out.extend(self.feed(Event::Links(Box::new(l))));
+        }
+        out.extend(self.feed(Event::Tick));
+        out
+    }
+
+    /// `seconds` seconds with `silent` silent and answering only whom `answers` says.
+    fn seconds(
+        &mut self,
+        seconds: u32,
+        silent: &[&str],
+        answers: impl Fn(&str, &str) -> bool,
+    ) -> Vec<Action> {
+        (0..seconds)
+            .flat_map(|_| self.second(silent, &answers))
+            .collect()
+    }
+
+    fn placement(&self) -> BTreeMap<String, String> {
+        self.e.placement(APP).unwrap().assignment.clone()
+    }
+
+    /// `node` reports that it runs every container of the desired state it was last given.
+    fn runs_desired(&mut self, node: &str) -> Vec<Action> {
+        let d = self.e.desired(node).cloned();
+        let mut a = ActualState {
+            node: wire::name(node).unwrap(),
+            generation: d.as_ref().map_or(0, |d| d.generation),
+            seq: self.now,
+            run: 0,
+            containers: Default::default(),
+        };
+        for s in d.iter().flat_map(|d| d.containers.iter()) {
+            a.containers
+                .push(ContainerStatus {
+                    name: wire::name(&s.name).unwrap(),
+                    image: wire::bounded("image", &s.image).unwrap(),
+                    state: ContainerState::Running,
+                    restarts: 0,
+                    error: Default::default(),
+                })
+                .unwrap();
+        }
+        self.feed(Event::Actual(Box::new(a)))
+    }
+
+    fn place(&mut self, policy: &str) {
+        self.feed(Event::AppPublished {
+            app: APP.into(),
+            payload: app_with(policy),
+        });
+        let nodes: Vec<String> = self.placement().values().cloned().collect();
+        for n in nodes {
+            self.runs_desired(&n);
+        }
+    }
+}
+
+/// The nodes given a new desired state in `actions`.
+fn desired_to(actions: &[Action], key: &SigningKey) -> BTreeMap<String, Vec<String>> {
+    let mut m = BTreeMap::new();
+    for a in actions {
+        if let Action::Publish { topic, payload, .. } = a {
+            if let Some(topics::Topic::Desired(n)) = topics::parse(topic) {
+                let Message::DesiredState(d) =
+                    wire::decode_verified(payload, &key.verifying_key()).unwrap()
+                else {
+                    panic!("not a desired state")
+                };
+                let names = d.containers.iter().map(|c| c.name.to_string()).collect();
+                m.insert(n.to_string(), names);
+            }
+        }
+    }
+    m
+}
+
+fn last_status(actions: &[Action]) -> Option<AppStatus> {
+    actions.iter().rev().find_map(|a| match a {
+        Action::Publish { topic, payload, .. } if *topic == topics::app_status(APP) => {
+            serde_json::from_slice(payload).ok()
+        }
+        _ => None,
+    })
+}
+
+#[test]
+fn cut_from_the_cloud_only_it_is_unreachable_then_tolerated_then_replaced_and_on_return_the_original_stays(
+) {
+    let mut r = Railway::new(EngineConfig::default());
+    r.place("{tolerate_s: 30, on_return: original}");
+    let before = r.placement();
+    let victim = before["storage"].clone();
+    let v = victim.as_str();
+    // its link to the cloud is cut; its peers still reach it
+    let acts = r.seconds(4, &[v], |_, _| true);
+    assert_eq!(r.e.node_state(v), Some(NodeState::Unreachable));
+    assert_eq!(NodeState::Unreachable.as_str(), "unreachable");
+    let st = last_status(&acts).expect("the status says why storage waits");
+    assert!(
+        st.disconnect.iter().any(|l| l.contains(&format!(
+            "storage on {v}: node unreachable; tolerated for 30 s"
+        ))),
+        "{:?}",
+        st.disconnect
+    );
+    // nothing moves, nothing is published to anyone, within the tolerance
+    let acts = r.seconds(24, &[v], |_, _| true);
+    assert_eq!(r.placement(), before);
+    assert!(
+        desired_to(&acts, &r.key).is_empty(),
+        "{:?}",
+        desired_to(&acts, &r.key)
+    );
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::Schedule(_))),
+        "no job while it waits"
+    );
+    // past the tolerance (and the next evaluation) storage is placed elsewhere; the
+    // unreachable node's desired state is held
+    let acts = r.seconds(12, &[v], |_, _| true);
+    let after = r.placement();
+    let moved_to = after["storage"].clone();
+    assert_ne!(moved_to, victim);
+    for (c, n) in &before {
+        if *n == victim {
+            assert_ne!(
+                after[c], victim,
+                "{c} leaves the node once tolerated long enough"
+            );
+        } else {
+            assert_eq!(&after[c], n, "{c} stays");
+        }
+    }
+    let d = desired_to(&acts, &r.key);
+    assert!(d[&moved_to].contains(&format!("{APP}.storage")), "{d:?}");
+    assert!(!d.contains_key(&victim), "held while it is cut off: {d:?}");
+    r.runs_desired(&moved_to);
+    let held_gen = r.e.desired(v).unwrap().generation;
+    // it comes back: the original runs (its agent ran on); policy original: the copy placed
+    // meanwhile stops, the returning node keeps its desired state (no restart)
+    let acts = r.second(&[], |_, _| true);
+    assert_eq!(r.e.node_state(v), Some(NodeState::Online));
+    assert!(
+        desired_to(&acts, &r.key).is_empty(),
+        "settled on its actual state"
+    );
+    let acts = r.runs_desired(v);
+    assert_eq!(r.placement(), before);
+    let d = desired_to(&acts, &r.key);
+    assert!(
+        !d.contains_key(&victim),
+        "unchanged: not published again: {d:?}"
+    );
+    assert_eq!(r.e.desired(v).unwrap().generation, held_gen);
+    assert!(
+        !d[&moved_to].contains(&format!("{APP}.storage")),
+        "the replacement stops: {d:?}"
+    );
+    let st = last_status(&acts).unwrap();
+    assert!(
+        st.disconnect.iter().any(|l| l.contains(&format!(
+            "storage: the original on {v} stays, the copy on {moved_to} stops (on_return: original)"
+        ))),
+        "{:?}",
+        st.disconnect
+    );
+}
+
+#[test]
+fn on_return_replacement_keeps_the_copy_placed_meanwhile_and_the_original_stops() {
+    let mut r = Railway::new(EngineConfig::default());
+    r.place("{tolerate_s: 5, on_return: replacement}");
+    let victim = r.placement()["storage"].clone();
+    let v = victim.as_str();
+    r.seconds(16, &[v], |_, _| true);
+    let moved_to = r.placement()["storage"].clone();
+    assert_ne!(moved_to, victim);
+    r.runs_desired(&moved_to);
+    let held_gen = r.e.desired(v).unwrap().generation;
+    r.second(&[], |_, _| true);
+    let acts = r.runs_desired(v);
+    assert_eq!(r.placement()["storage"], moved_to);
+    let d = desired_to(&acts, &r.key);
+    assert!(!d[&victim].contains(&format!("{APP}.storage")), "{d:?}");
+    assert_eq!(r.e.desired(v).unwrap().generation, held_gen + 1);
+    assert!(last_status(&acts)
+        .unwrap()
+        .disconnect
+        .iter()
+        .any(|l| l.contains(&format!(
+            "the replacement on {moved_to} stays, the original on {v} stops"
+        ))));
+}
+
+#[test]
+fn a_crash_its_peers_see_too_is_lost_and_replaced_at_once() {
+    let mut r = Railway::new(EngineConfig::default());
+    r.place("{tolerate_s: 600}");
+    let before = r.placement();
+    let victim = before["storage"].clone();
+    let v = victim.as_str();
+    let nobody_reaches = |_: &str, to: &str| to != v;
+    let mut lost_at = None;
+    for s in 1..=15 {
+        let acts = r.second(&[v], nobody_reaches);
+        if r.e.node_state(v) == Some(NodeState::Lost) {
+            lost_at = Some(s);
+            // replaced in the same step as the decision
+            assert_ne!(r.placement()["storage"], victim);
+            assert!(desired_to(&acts, &r.key).contains_key(&victim));
+            break;
+        }
+        assert_ne!(
+            r.e.node_state(v),
+            Some(NodeState::Unreachable),
+            "second {s}"
+        );
+    }
+    let s = lost_at.expect("lost within 15 s");
+    assert!(
+        (10..=12).contains(&s),
+        "lost after {s} s: the 10 s evidence window"
+    );
+}
+
+#[test]
+fn a_whole_train_cut_off_keeps_its_components_for_good_and_nothing_runs_twice() {
+    let mut r = Railway::new(EngineConfig::default());
+    r.place("{tolerate_s: 5}");
+    let before = r.placement();
+    let train = ["n13", "n14", "n15"];
+    let in_train: Vec<&String> = before
+        .values()
+        .filter(|n| train.contains(&n.as_str()))
+        .collect();
+    assert!(
+        in_train.len() >= 2,
+        "measurement and alarm are train hardware: {before:?}"
+    );
+    // the tunnel: no one outside reaches the train
+    let cut = |from: &str, to: &str| train.contains(&from) == train.contains(&to);
+    let acts = r.seconds(30, &train, cut);
+    for n in train {
+        assert_eq!(r.e.node_state(n), Some(NodeState::Unreachable), "{n}");
+    }
+    assert_eq!(r.placement(), before, "nothing moves out of the train");
+    assert!(desired_to(&acts, &r.key).is_empty());
+    let st = r.e.placement(APP).unwrap();
+    assert_eq!(st.assignment, before);
+    // out of the tunnel: the train's nodes report and run what they ran
+    let acts = r.second(&[], |_, _| true);
+    let mut acts2 = vec![];
+    for n in train {
+        assert_eq!(r.e.node_state(n), Some(NodeState::Online));
+        acts2.extend(r.runs_desired(n));
+    }
+    assert!(desired_to(&acts, &r.key).is_empty());
+    assert!(
+        desired_to(&acts2, &r.key).is_empty(),
+        "nothing to catch up, no restart"
+    );
+    assert_eq!(r.placement(), before);
+}
+
+#[test]
+fn the_timer_baseline_takes_a_partition_for_a_crash_after_its_time() {
+    let mut r = Railway::new(EngineConfig {
+        liveness: Liveness::Timer {
+            lost_after_ms: 40_000,
+        },
+        ..EngineConfig::default()
+    });
+    r.place("{tolerate_s: 600}");
+    let victim = r.placement()["storage"].clone();
+    let v = victim.as_str();
+    r.seconds(39, &[v], |_, _| true);
+    assert_eq!(r.e.node_state(v), Some(NodeState::Online));
+    assert_eq!(r.placement()["storage"], victim);
+    r.seconds(2, &[v], |_, _| true);
+    assert_eq!(r.e.node_state(v), Some(NodeState::Lost));
+    assert_ne!(r.placement()["storage"], victim);
+}
