@@ -316,7 +316,9 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Cmd::Worker { cmd } => match cmd {
             WorkerCmd::Add { name, broker_url } => {
                 let login = dd.add_worker(&name)?;
+                // workers take jobs on the first broker of a list
                 let url = printed_url(&dd, broker_url);
+                let url = url.split(',').next().unwrap_or_default().trim();
                 let cp = dd.signing_key()?.verifying_key();
                 println!(
                     "--broker-url {url} --username {} --password {} --control-plane-key {}",
