@@ -9,7 +9,7 @@ use acoa_shared::wire::keys;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_broker::dispatch::WorkersConfig;
-use cloud_broker::engine::EngineConfig;
+use cloud_broker::engine::{EngineConfig, Liveness};
 use cloud_broker::identity::{agent_broker_config, DataDir};
 use cloud_broker::serve::{serve, ServeOptions};
 
@@ -39,6 +39,12 @@ struct Cli {
 enum LogFormat {
     Text,
     Json,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LivenessFlag {
+    Evidence,
+    Timer,
 }
 
 #[derive(Subcommand)]
@@ -93,9 +99,8 @@ enum Cmd {
 struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:1883")]
     listen: SocketAddr,
-    /// External brokers (e.g. Mosquitto configured with `mosquitto-config`), comma-separated:
-    /// the control plane takes reports from all and publishes on all (workers use the first).
-    #[arg(long, value_name = "URL[,URL...]")]
+    /// An external broker (e.g. Mosquitto configured with `mosquitto-config`).
+    #[arg(long)]
     broker_url: Option<String>,
     /// The embedded broker also listens here with TLS (`mqtts://`; agents set
     /// `[broker] ca_file`), with --tls-cert and --tls-key.
@@ -107,9 +112,21 @@ struct ServeArgs {
     /// The TLS listener's private key (PEM).
     #[arg(long, requires = "tls_listen")]
     tls_key: Option<PathBuf>,
-    /// A node whose reports stop for this long is lost.
+    /// A node whose reports stop for this long is judged (lost, or unreachable on evidence).
     #[arg(long, default_value_t = 3000)]
     node_timeout_ms: u64,
+    /// How nodes are judged: `evidence` (silence and the peers' link reports: a node cut off
+    /// from the cloud only is unreachable and keeps its components for the application's
+    /// disconnect policy) or `timer` (lost after --lost-after-s of silence, as Kubernetes).
+    #[arg(long, value_enum, default_value_t = LivenessFlag::Evidence)]
+    liveness: LivenessFlag,
+    /// With --liveness timer: a node silent for this long is lost, seconds.
+    #[arg(long, default_value_t = 40)]
+    lost_after_s: u64,
+    /// With --liveness evidence: a peer's report that a silent node answered counts for this
+    /// long, and a silent node no peer reached within it is lost, milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    evidence_window_ms: u64,
     /// How often placements are evaluated again.
     #[arg(long, default_value_t = 5000)]
     reevaluate_ms: u64,
@@ -162,6 +179,9 @@ impl ServeArgs {
             tls_cert,
             tls_key,
             node_timeout_ms,
+            liveness,
+            lost_after_s,
+            evidence_window_ms,
             reevaluate_ms,
             hysteresis,
             sustain,
@@ -187,18 +207,21 @@ impl ServeArgs {
             deschedule_threshold.is_finite() && deschedule_threshold >= 0.0,
             "--deschedule-threshold must be a finite number >= 0, not {deschedule_threshold}"
         );
-        let broker_urls = match &broker_url {
-            Some(list) => cloud_broker::conn::parse_list(list)?,
-            None => vec![],
-        };
         Ok(ServeOptions {
             tls,
             data_dir,
             listen,
-            startup_wait_ms: if broker_urls.is_empty() { 100 } else { 1000 },
-            broker_urls,
+            startup_wait_ms: if broker_url.is_some() { 1000 } else { 100 },
+            broker_url,
             engine: EngineConfig {
                 node_timeout_ms,
+                liveness: match liveness {
+                    LivenessFlag::Evidence => Liveness::Evidence,
+                    LivenessFlag::Timer => Liveness::Timer {
+                        lost_after_ms: lost_after_s.saturating_mul(1000),
+                    },
+                },
+                evidence_ms: evidence_window_ms,
                 reevaluate_ms,
                 hysteresis,
                 sustain,
@@ -316,9 +339,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Cmd::Worker { cmd } => match cmd {
             WorkerCmd::Add { name, broker_url } => {
                 let login = dd.add_worker(&name)?;
-                // workers take jobs on the first broker of a list
                 let url = printed_url(&dd, broker_url);
-                let url = url.split(',').next().unwrap_or_default().trim();
                 let cp = dd.signing_key()?.verifying_key();
                 println!(
                     "--broker-url {url} --username {} --password {} --control-plane-key {}",

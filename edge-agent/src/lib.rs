@@ -8,12 +8,14 @@
 //! - [`stats`]: workload traffic stats datagrams and per-component usage messages.
 //! - [`store`]: node key and persisted documents on disk.
 //! - [`brokers`]: which broker of the agent's list it talks to (rotation, backoff).
+//! - [`presence`]: the signed presence (online marker and last will) of each connection.
 //! - [`agent`]: the thin async driver (MQTT, loops, threads).
 #![forbid(unsafe_code)]
 
 pub mod agent;
 pub mod brokers;
 pub mod config;
+pub mod presence;
 pub mod prober;
 pub mod reconciler;
 pub mod report;

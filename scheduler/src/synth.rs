@@ -343,5 +343,6 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
         paths,
         criteria,
         ingress: None,
+        disconnect: Default::default(),
     }
 }

@@ -30,10 +30,12 @@ use crate::status::PlacementRecord;
 
 mod admit;
 mod commit;
+mod disconnect;
 mod durable;
 mod inventory;
 mod jobs;
 mod links;
+pub mod liveness;
 mod measured;
 mod rollout;
 pub mod view;
@@ -47,15 +49,20 @@ pub use links::{
     favour_current, quantize_latency, wilson_interval, LinkBounds, CONFIDENCE_Z, LATENCY_FLOOR_MS,
     LATENCY_STEP_MS, LOOPBACK_LATENCY_MS,
 };
+pub use liveness::{Liveness, NodeState};
 pub use measured::{comm_cost, NETWORK_AWARE};
 
 /// Tunables of the decisions.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// A node whose reports stop for this long is lost (3 report periods by default).
+    /// A node whose reports stop for this long is judged (3 report periods by default): lost,
+    /// or unreachable when the evidence says so (`liveness`).
     pub node_timeout_ms: u64,
-    /// An `offline` marker (last will) makes a node lost if no signed report follows within this.
-    pub offline_confirm_ms: u64,
+    /// How nodes are judged: from evidence (default) or, as a baseline, by a timer only.
+    pub liveness: Liveness,
+    /// A peer's report that a silent node answered its probe counts as evidence for this
+    /// long; a silent node no peer reached within it is lost.
+    pub evidence_ms: u64,
     /// How often placed applications are evaluated again (descheduler) and unplaced ones retried.
     pub reevaluate_ms: u64,
     /// Relative score gain a better placement must offer before anything moves.
@@ -84,7 +91,8 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             node_timeout_ms: 3000,
-            offline_confirm_ms: 1000,
+            liveness: Liveness::Evidence,
+            evidence_ms: 10_000,
             reevaluate_ms: 5000,
             hysteresis: 0.05,
             sustain: 3,
@@ -110,8 +118,14 @@ pub enum Event {
     Usage(Box<ComponentUsage>),
     /// A verified container-state report.
     Actual(Box<ActualState>),
-    /// The online marker (or last will) of a node.
-    Online { node: String, online: bool },
+    /// A verified presence of a node (`online: false`: its connection's last will, or its
+    /// goodbye), of its connection `(run, conn)`.
+    Online {
+        node: String,
+        online: bool,
+        run: u64,
+        conn: u64,
+    },
     /// A desired state the broker holds (retained), seen at start-up.
     RetainedDesired { node: String, generation: u64 },
     /// An application definition (empty payload: delete).
@@ -164,6 +178,8 @@ struct AppState {
     unplaced: Option<String>,
     /// A newer definition was rejected (the previous one keeps running).
     rejected: Option<(String, String)>,
+    /// The disconnect policy's last decision when a node returned.
+    returned: Option<String>,
 }
 
 impl AppState {
@@ -177,6 +193,7 @@ impl AppState {
             better_count: 0,
             unplaced: None,
             rejected: None,
+            returned: None,
         }
     }
 }
@@ -227,6 +244,10 @@ pub struct Engine {
     store_full: Option<String>,
     /// Definitions received while the store could not write, applied once it can.
     held: BTreeMap<String, Vec<u8>>,
+    /// What the nodes' liveness is judged on.
+    evidence: liveness::Evidence,
+    /// Nodes back from unreachable whose copies are settled on their next actual state.
+    returning: BTreeMap<String, u64>,
 }
 
 fn ms(v: u64) -> String {
@@ -268,8 +289,18 @@ impl Engine {
             stats: Stats::default(),
             store_full: None,
             held: BTreeMap::new(),
+            evidence: liveness::Evidence::default(),
+            returning: BTreeMap::new(),
         };
         for (name, info) in snap.nodes {
+            e.evidence.heard.insert(
+                name.clone(),
+                liveness::Heard {
+                    datacenter: info.datacenter.clone(),
+                    last_heard: now,
+                    will_at: None,
+                },
+            );
             e.nodes.insert(
                 name,
                 LiveNode {
@@ -277,7 +308,8 @@ impl Engine {
                     usage: Usage::default(),
                     last_seen: now,
                     online: true,
-                    offline_marker: None,
+                    state: NodeState::Online,
+                    unreachable_since: None,
                 },
             );
         }
@@ -307,6 +339,11 @@ impl Engine {
         self.nodes.get(node).is_some_and(|n| n.online)
     }
 
+    /// What the control plane makes of `node` (`None`: not in the inventory).
+    pub fn node_state(&self, node: &str) -> Option<NodeState> {
+        self.nodes.get(node).map(|n| n.state)
+    }
+
     /// Handles one event at time `now_ms` (milliseconds, monotonic).
     pub fn handle(&mut self, now_ms: u64, ev: Event) -> Vec<Action> {
         self.now = self.now.max(now_ms);
@@ -316,16 +353,7 @@ impl Engine {
             Event::Links(l) => self.on_links(&l),
             Event::Usage(u) => self.on_usage(&u),
             Event::Actual(a) => self.on_actual(*a, &mut out),
-            Event::Online { node, online } => {
-                if !online {
-                    let now = self.now;
-                    if let Some(n) = self.nodes.get_mut(&node) {
-                        if n.online && n.offline_marker.is_none() {
-                            n.offline_marker = Some(now);
-                        }
-                    }
-                }
-            }
+            Event::Online { node, online, .. } => self.on_presence(&node, online),
             Event::RetainedDesired { node, generation } => {
                 self.retained_seen.insert(node, generation);
             }
@@ -338,6 +366,7 @@ impl Engine {
             Event::NodeRemoved(n) => {
                 self.lose(&n, "removed from the inventory", &mut out);
                 self.nodes.remove(&n);
+                self.evidence.forget(&n);
             }
             Event::Scheduled(r) => self.on_scheduled(*r, &mut out),
             Event::StartupDone => self.on_startup(&mut out),
@@ -390,34 +419,19 @@ impl Engine {
     /// the periodic evaluations, the measurements, the statistics line.
     fn on_tick(&mut self, out: &mut Vec<Action>) {
         let now = self.now;
-        let timeout = self.cfg.node_timeout_ms;
-        let late: Vec<(String, u64)> = self
-            .nodes
-            .values()
-            .filter(|n| n.online && now.saturating_sub(n.last_seen) > timeout)
-            .map(|n| (n.info.name.clone(), now - n.last_seen))
-            .collect();
-        for (n, silent) in late {
-            self.lose(&n, &format!("no report for {}", ms(silent)), out);
-        }
-        let confirm = self.cfg.offline_confirm_ms;
-        let marked: Vec<String> = self
-            .nodes
-            .values()
-            .filter(|n| {
-                n.online
-                    && n.offline_marker
-                        .is_some_and(|at| now.saturating_sub(at) >= confirm)
-            })
-            .map(|n| n.info.name.clone())
-            .collect();
-        for n in marked {
-            self.lose(&n, "last will: offline", out);
-        }
+        self.judge_nodes(out);
         let max_age = self.cfg.link_max_age_ms;
         let before = self.links.len();
-        self.links
-            .retain(|_, e| now.saturating_sub(e.at) <= max_age);
+        // the last measurements of an unreachable node's links stand until it returns
+        let cut_off: std::collections::BTreeSet<String> = self
+            .nodes
+            .values()
+            .filter(|n| n.state == NodeState::Unreachable)
+            .map(|n| n.info.name.clone())
+            .collect();
+        self.links.retain(|(a, b), e| {
+            now.saturating_sub(e.at) <= max_age || cut_off.contains(a) || cut_off.contains(b)
+        });
         if self.links.len() != before {
             self.model_version += 1;
         }
@@ -427,17 +441,19 @@ impl Engine {
         }
         if now.saturating_sub(self.last_reeval) >= self.cfg.reevaluate_ms {
             self.last_reeval = now;
-            let apps: Vec<(String, bool, bool)> =
-                self.apps
-                    .iter()
-                    .map(|(n, a)| {
-                        let placed = a.rec.placement.is_some();
-                        let broken = a.rec.placement.as_ref().is_some_and(|p| {
-                            p.assignment.values().any(|node| !self.is_online(node))
-                        });
-                        (n.clone(), placed && a.unplaced.is_none(), broken)
-                    })
-                    .collect();
+            let apps: Vec<(String, bool, bool)> = self
+                .apps
+                .iter()
+                .map(|(n, a)| {
+                    let placed = a.rec.placement.is_some();
+                    let broken = a.rec.placement.as_ref().is_some_and(|p| {
+                        p.assignment
+                            .iter()
+                            .any(|(c, node)| !self.is_online(node) && !self.tolerated(a, c, node))
+                    });
+                    (n.clone(), placed && a.unplaced.is_none(), broken)
+                })
+                .collect();
             for (app, placed, broken) in apps {
                 if broken {
                     self.request(
@@ -455,7 +471,8 @@ impl Engine {
                         .apps
                         .get(&app)
                         .is_some_and(|a| a.rec.application.scheduler == "topsis");
-                    if !self.is_network_aware(&app) && !topsis {
+                    // nothing moves while a component waits on an unreachable node
+                    if !self.is_network_aware(&app) && !topsis && !self.touches_unreachable(&app) {
                         self.request(&app, Purpose::Reevaluate, out);
                     }
                 } else {

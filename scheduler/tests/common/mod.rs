@@ -100,5 +100,6 @@ pub fn app(
         paths,
         criteria,
         ingress: None,
+        disconnect: Default::default(),
     }
 }
