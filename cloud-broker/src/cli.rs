@@ -23,13 +23,30 @@ fn url(dd: &DataDir, broker_url: Option<&str>) -> anyhow::Result<String> {
     }
 }
 
+/// Connects to the broker, or to the first of a comma-separated list that accepts.
 async fn connect(
     dd: &DataDir,
     broker_url: Option<&str>,
 ) -> anyhow::Result<(AsyncClient, rumqttc::EventLoop)> {
+    let list = url(dd, broker_url)?;
+    let mut failed: Vec<(String, anyhow::Error)> = Vec::new();
+    for u in list.split(',').map(str::trim) {
+        match connect_to(dd, u).await {
+            Ok(c) => return Ok(c),
+            Err(e) => failed.push((u.to_string(), e)),
+        }
+    }
+    if failed.len() == 1 {
+        return Err(failed.remove(0).1);
+    }
+    let each: Vec<String> = failed.iter().map(|(u, e)| format!("{u}: {e:#}")).collect();
+    bail!("no broker accepts the connection: {}", each.join("; "))
+}
+
+async fn connect_to(dd: &DataDir, url: &str) -> anyhow::Result<(AsyncClient, rumqttc::EventLoop)> {
     let creds = dd.credentials()?;
     let id = format!("acoa-cli-{}", std::process::id());
-    let o = mqtt_options(&url(dd, broker_url)?, &id, &creds.admin)?;
+    let o = mqtt_options(url, &id, &creds.admin)?;
     let (c, mut el) = AsyncClient::new(o, 64);
     // wait for the connection to be accepted
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -7,8 +7,12 @@
 //! - After a failure it waits [`BACKOFF_FIRST_MS`], doubling up to [`BACKOFF_MAX_MS`], and starts
 //!   from [`BACKOFF_FIRST_MS`] again once connected; it never gives up on its own.
 //! - It stops only when its [`Inbox`] says the receiving side is gone.
+//! - [`Connection::up`] is true from an accepted connection to the next failure.
+//! - A broker list ([`parse_list`]) has one to [`MAX_BROKERS`] brokers, no two alike.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, Publish, QoS};
@@ -32,6 +36,33 @@ pub fn parse_url(url: &str) -> anyhow::Result<(String, u16)> {
         ),
         e => anyhow::anyhow!("{e}"),
     })
+}
+
+/// The most brokers the control plane connects to at once.
+pub const MAX_BROKERS: usize = 8;
+
+/// `--broker-url`'s list (`URL[,URL...]`, blanks around commas ignored): every URL parses, at
+/// most [`MAX_BROKERS`], none twice (the same host and port).
+pub fn parse_list(list: &str) -> anyhow::Result<Vec<String>> {
+    let urls: Vec<String> = list.split(',').map(|u| u.trim().to_string()).collect();
+    anyhow::ensure!(
+        urls.len() <= MAX_BROKERS,
+        "--broker-url: {} brokers, at most {MAX_BROKERS}",
+        urls.len()
+    );
+    let mut seen = Vec::with_capacity(urls.len());
+    for (i, u) in urls.iter().enumerate() {
+        anyhow::ensure!(!u.is_empty(), "--broker-url: entry {} is empty", i + 1);
+        let addr =
+            parse_url(u).map_err(|e| anyhow::anyhow!("--broker-url: entry {}: {e}", i + 1))?;
+        anyhow::ensure!(
+            !seen.contains(&addr),
+            "--broker-url: entry {}: {u} is listed twice",
+            i + 1
+        );
+        seen.push(addr);
+    }
+    Ok(urls)
 }
 
 /// Client options for `url` with `login`.
@@ -118,6 +149,8 @@ pub struct Connection {
     /// One message per accepted connection after the first (the broker may have restarted and
     /// lost what it held); whether the broker kept a session (`session_present`).
     pub reconnected: mpsc::UnboundedReceiver<bool>,
+    /// Whether the broker accepted the connection and it has not failed since.
+    pub up: Arc<AtomicBool>,
 }
 
 /// Connects with `options` (requests queued up to `capacity`), subscribes `link.filter` on every
@@ -132,6 +165,8 @@ pub fn spawn(
     let (ready_tx, subscribed) = oneshot::channel();
     let (again_tx, reconnected) = mpsc::unbounded_channel();
     let sub = client.clone();
+    let up = Arc::new(AtomicBool::new(false));
+    let up_loop = up.clone();
     tokio::spawn(async move {
         let mut ready = Some(ready_tx);
         let mut first = true;
@@ -144,6 +179,7 @@ pub fn spawn(
                     }
                 }
                 Ok(MqttEvent::Incoming(Packet::ConnAck(ack))) => {
+                    up_loop.store(true, Ordering::Relaxed);
                     backoff.connected();
                     link.connected();
                     if !std::mem::take(&mut first) {
@@ -164,6 +200,7 @@ pub fn spawn(
                 }
                 Ok(_) => {}
                 Err(e) => {
+                    up_loop.store(false, Ordering::Relaxed);
                     let wait = backoff.failed();
                     link.failed(&e, wait);
                     tokio::time::sleep(wait).await;
@@ -175,6 +212,7 @@ pub fn spawn(
         client,
         subscribed,
         reconnected,
+        up,
     }
 }
 
@@ -201,5 +239,32 @@ mod tests {
         let e = parse_url("mqtts://h:8883").unwrap_err().to_string();
         assert!(e.contains("control plane"), "{e}");
         assert!(parse_url("mqtt://h:x").is_err());
+    }
+
+    #[test]
+    fn a_broker_list_parses_in_order_and_what_is_wrong_is_named() {
+        assert_eq!(
+            parse_list("mqtt://a:1, mqtt://b:2").unwrap(),
+            ["mqtt://a:1", "mqtt://b:2"]
+        );
+        assert_eq!(parse_list("mqtt://a:1").unwrap(), ["mqtt://a:1"]);
+        for (list, want) in [
+            ("mqtt://a:1,", "--broker-url: entry 2 is empty"),
+            ("mqtt://a:1,mqtt://b:x", "--broker-url: entry 2: "),
+            (
+                "mqtt://a,mqtt://a:1883",
+                "--broker-url: entry 2: mqtt://a:1883 is listed twice",
+            ),
+            (
+                "mqtt://a,mqtts://b",
+                "--broker-url: entry 2: mqtts://b: TLS brokers",
+            ),
+        ] {
+            let e = parse_list(list).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{list}: {e}");
+        }
+        let many: Vec<String> = (0..=MAX_BROKERS).map(|i| format!("mqtt://h{i}")).collect();
+        let e = parse_list(&many.join(",")).unwrap_err().to_string();
+        assert!(e.contains(&format!("at most {MAX_BROKERS}")), "{e}");
     }
 }

@@ -291,15 +291,24 @@ impl DataDir {
     }
 }
 
-/// The `[broker]` section an agent's configuration needs.
+/// The `[broker]` section an agent's configuration needs: `url`, or `urls` for a
+/// comma-separated list of brokers.
 pub fn agent_broker_config(
     url: &str,
     node: &str,
     entry: &NodeEntry,
     cp_key: &VerifyingKey,
 ) -> String {
+    let urls: Vec<String> = url
+        .split(',')
+        .map(|u| format!("\"{}\"", u.trim()))
+        .collect();
+    let urls = match urls.as_slice() {
+        [one] => format!("url = {one}"),
+        list => format!("urls = [{}]", list.join(", ")),
+    };
     format!(
-        "[broker]\nurl = \"{url}\"\nusername = \"{node}\"\npassword = \"{}\"\ncontrol_plane_key = \"{}\"\n",
+        "[broker]\n{urls}\nusername = \"{node}\"\npassword = \"{}\"\ncontrol_plane_key = \"{}\"\n",
         entry.password,
         keys::public_hex(cp_key)
     )
@@ -342,5 +351,19 @@ mod tests {
         let cfg = agent_broker_config("mqtt://127.0.0.1:1883", "n13", &e, &k);
         let parsed: toml::Value = toml::from_str(&cfg).unwrap();
         assert_eq!(parsed["broker"]["username"].as_str(), Some("n13"));
+        assert_eq!(
+            parsed["broker"]["url"].as_str(),
+            Some("mqtt://127.0.0.1:1883")
+        );
+        let cfg = agent_broker_config("mqtt://a:1, mqtt://b:2", "n13", &e, &k);
+        let parsed: toml::Value = toml::from_str(&cfg).unwrap();
+        let urls: Vec<&str> = parsed["broker"]["urls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u.as_str().unwrap())
+            .collect();
+        assert_eq!(urls, ["mqtt://a:1", "mqtt://b:2"]);
+        assert!(parsed["broker"].get("url").is_none());
     }
 }

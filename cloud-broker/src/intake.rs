@@ -20,7 +20,7 @@ use acoa_shared::topics;
 use ed25519_dalek::VerifyingKey;
 use rumqttc::Publish;
 use tokio::sync::mpsc;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::broker::Logins;
 use crate::conn::Inbox;
@@ -32,6 +32,8 @@ use crate::ingest::{classify, Freshness, Keys};
 const INGEST_QUEUE: usize = 4096;
 /// The most ingest tasks (one per core up to this).
 const MAX_INGEST_TASKS: usize = 8;
+/// With several brokers, how often the ingest tasks log how many copies they dropped.
+pub const COPIES_LOG: Duration = Duration::from_secs(60);
 /// How often the inventory file's modification time is looked at.
 const INVENTORY_POLL: Duration = Duration::from_millis(500);
 
@@ -48,25 +50,31 @@ fn node_of(topic: &str) -> &str {
     }
 }
 
-/// Node telemetry: each publication to the ingest task of its node.
+/// Node telemetry: each publication to the ingest task of its node. A clone feeds the same
+/// tasks (the connections to several brokers share them, and so their freshness watermarks).
+#[derive(Clone)]
 pub struct Telemetry {
     tasks: Vec<mpsc::Sender<Publish>>,
 }
 
 impl Telemetry {
     /// Starts the ingest tasks (one per core, 1 to 8): they verify against `keys` and the
-    /// control plane's own key, and send what is valid to `events`.
+    /// control plane's own key, and send what is valid to `events`. With `copies` (several
+    /// brokers), a message that is not newer than the last accepted is most likely the copy that
+    /// came through another broker: counted and logged in a line every [`COPIES_LOG`], not
+    /// warned about one by one as a replay.
     pub fn spawn(
         keys: Arc<RwLock<Keys>>,
         control_plane: VerifyingKey,
         events: mpsc::Sender<Event>,
+        copies: bool,
     ) -> Telemetry {
         let n = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
             .clamp(1, MAX_INGEST_TASKS);
         let tasks = (0..n)
-            .map(|_| spawn_ingest_task(keys.clone(), control_plane, events.clone()))
+            .map(|_| spawn_ingest_task(keys.clone(), control_plane, events.clone(), copies))
             .collect();
         Telemetry { tasks }
     }
@@ -76,10 +84,13 @@ fn spawn_ingest_task(
     keys: Arc<RwLock<Keys>>,
     control_plane: VerifyingKey,
     events: mpsc::Sender<Event>,
+    copies: bool,
 ) -> mpsc::Sender<Publish> {
     let (tx, mut rx) = mpsc::channel::<Publish>(INGEST_QUEUE);
     tokio::spawn(async move {
         let mut fresh = Freshness::default();
+        // with several brokers: (copies dropped since the last line, when that line was)
+        let mut copies_log = (0u64, std::time::Instant::now());
         while let Some(p) = rx.recv().await {
             let r = {
                 let k = keys.read().expect("keys lock");
@@ -88,6 +99,19 @@ fn spawn_ingest_task(
             let r = match r {
                 Ok(Some(ev)) => match fresh.check(&ev) {
                     Ok(()) => Ok(Some(ev)),
+                    Err(d) if copies => {
+                        debug!("{d}");
+                        copies_log.0 += 1;
+                        if copies_log.1.elapsed() >= COPIES_LOG {
+                            info!(
+                                "{} messages not newer than the last accepted dropped in {} s (copies through another broker, or replays); the last: {d}",
+                                copies_log.0,
+                                copies_log.1.elapsed().as_secs()
+                            );
+                            copies_log = (0, std::time::Instant::now());
+                        }
+                        continue;
+                    }
                     Err(d) => {
                         crate::observe::count_drop(&d);
                         warn!("{d} ({} replays dropped by this ingest task)", fresh.stale);

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod broker;
+pub mod brokers;
 pub mod cli;
 pub mod conn;
 pub mod definitions;

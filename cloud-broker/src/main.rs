@@ -99,8 +99,9 @@ enum Cmd {
 struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:1883")]
     listen: SocketAddr,
-    /// An external broker (e.g. Mosquitto configured with `mosquitto-config`).
-    #[arg(long)]
+    /// External brokers (e.g. Mosquitto configured with `mosquitto-config`), comma-separated:
+    /// the control plane takes reports from all and publishes on all (workers use the first).
+    #[arg(long, value_name = "URL[,URL...]")]
     broker_url: Option<String>,
     /// The embedded broker also listens here with TLS (`mqtts://`; agents set
     /// `[broker] ca_file`), with --tls-cert and --tls-key.
@@ -207,12 +208,16 @@ impl ServeArgs {
             deschedule_threshold.is_finite() && deschedule_threshold >= 0.0,
             "--deschedule-threshold must be a finite number >= 0, not {deschedule_threshold}"
         );
+        let broker_urls = match &broker_url {
+            Some(list) => cloud_broker::conn::parse_list(list)?,
+            None => vec![],
+        };
         Ok(ServeOptions {
             tls,
             data_dir,
             listen,
-            startup_wait_ms: if broker_url.is_some() { 1000 } else { 100 },
-            broker_url,
+            startup_wait_ms: if broker_urls.is_empty() { 100 } else { 1000 },
+            broker_urls,
             engine: EngineConfig {
                 node_timeout_ms,
                 liveness: match liveness {
@@ -339,7 +344,9 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Cmd::Worker { cmd } => match cmd {
             WorkerCmd::Add { name, broker_url } => {
                 let login = dd.add_worker(&name)?;
+                // workers take jobs on the first broker of a list
                 let url = printed_url(&dd, broker_url);
+                let url = url.split(',').next().unwrap_or_default().trim();
                 let cp = dd.signing_key()?.verifying_key();
                 println!(
                     "--broker-url {url} --username {} --password {} --control-plane-key {}",

@@ -15,6 +15,8 @@
 //! - Applications, placement results, ticks and inventory changes are handled before node
 //!   telemetry, and every publication of ours leaves on the applications connection, so a
 //!   definition or a desired state never waits behind reports.
+//! - With several external brokers ([`crate::brokers`]) there is a telemetry and an
+//!   applications connection to each; every publication goes to all of them.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -22,11 +24,11 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use rumqttc::QoS;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
 use crate::broker::{self, Logins, TlsListener};
+use crate::brokers::{self, Publishers};
 use crate::conn::{self, Connection, Link};
 use crate::dispatch::WorkersConfig;
 use crate::engine::{Action, Engine, EngineConfig, Event};
@@ -47,17 +49,18 @@ const CLIENT_QUEUE: usize = 10_000;
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub data_dir: PathBuf,
-    /// Where the embedded broker listens (ignored with `broker_url`).
+    /// Where the embedded broker listens (ignored with `broker_urls`).
     pub listen: SocketAddr,
-    /// An external broker instead of the embedded one.
-    pub broker_url: Option<String>,
+    /// External brokers instead of the embedded one (empty: the embedded one), as
+    /// [`conn::parse_list`] reads them; scheduler workers use the first.
+    pub broker_urls: Vec<String>,
     pub engine: EngineConfig,
     pub tick_ms: u64,
     /// How long to read retained desired states before republishing what the broker lacks.
     pub startup_wait_ms: u64,
     /// Placement jobs go to `scheduler worker` processes (None: computed in this process).
     pub workers: Option<WorkersConfig>,
-    /// A TLS listener of the embedded broker besides `listen` (ignored with `broker_url`).
+    /// A TLS listener of the embedded broker besides `listen` (ignored with `broker_urls`).
     pub tls: Option<TlsListener>,
     /// How long one application definition may take to read before it is refused.
     pub definition_budget: Duration,
@@ -79,52 +82,63 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
 
     let (ctl_tx, ctl_rx) = mpsc::channel::<Event>(CONTROL_QUEUE);
-    let url = start_broker(&opts, &dd, &keys, &ctl_tx)?;
-    announce(&opts, &url, &key.verifying_key());
+    let urls = start_broker(&opts, &dd, &keys, &ctl_tx)?;
+    announce(&opts, &urls.join(","), &key.verifying_key());
 
     let (ev_tx, ev_rx) = mpsc::channel::<Event>(TELEMETRY_QUEUE);
-    let telemetry = connect_telemetry(&url, &login, keys, key.verifying_key(), ev_tx)?;
-    let placer = placer(opts.workers.as_ref(), &url, &login, &key, &ctl_tx)?;
-    let apps = connect_apps(
-        &url,
-        &login,
-        key.verifying_key(),
-        ctl_tx.clone(),
-        opts.definition_budget,
-    )?;
+    // one set of ingest tasks for every broker: a copy through another broker is dropped as
+    // not fresh by the same watermark
+    let inbox = Telemetry::spawn(keys, key.verifying_key(), ev_tx, urls.len() > 1);
+    let mut telemetry = urls
+        .iter()
+        .map(|u| connect_telemetry(u, &login, inbox.clone()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let placer = placer(opts.workers.as_ref(), &urls[0], &login, &key, &ctl_tx)?;
+    let definitions = crate::definitions::spawn_reader(ctl_tx.clone(), opts.definition_budget);
+    let mut apps = urls
+        .iter()
+        .map(|u| connect_apps(u, &login, key.verifying_key(), definitions.clone()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     spawn_ticks(opts.tick_ms, ctl_tx.clone());
-    let apps = spawn_republish(apps, ctl_tx.clone());
-    spawn_startup(telemetry.subscribed, opts.startup_wait_ms, ctl_tx);
+    brokers::spawn_republish(&mut apps, &urls, ctl_tx.clone());
+    let subscribed = telemetry
+        .iter_mut()
+        .map(|t| std::mem::replace(&mut t.subscribed, oneshot::channel().1));
+    spawn_startup(
+        brokers::first_subscribed(subscribed.collect()),
+        opts.startup_wait_ms,
+        ctl_tx,
+    );
 
     let outbox = Outbox {
         nodes: spawn_node_writer(store.clone())?,
         store,
-        publisher: apps.client.clone(),
+        publisher: Publishers::new(&urls, &apps),
         placer,
     };
     let engine = Engine::new(opts.engine.clone(), key, snapshot, 0);
     let observer = crate::observe::Observer::start(&opts.observe).await?;
     run(engine, outbox, observer, ctl_rx, ev_rx).await?;
-    let _ = telemetry.client.disconnect().await;
-    let _ = apps.client.disconnect().await;
+    for c in telemetry.iter().chain(&apps) {
+        let _ = c.client.disconnect().await;
+    }
     Ok(())
 }
 
-/// The broker the control plane uses: the embedded one, started here with the inventory's
-/// logins, or the external one of `broker_url`; the inventory is watched either way. Returns
-/// its URL, also written to the data directory for the CLI.
+/// The brokers the control plane uses: the embedded one, started here with the inventory's
+/// logins, or the external ones of `broker_urls`; the inventory is watched either way. Returns
+/// their URLs, also written (comma-separated) to the data directory for the CLI.
 fn start_broker(
     opts: &ServeOptions,
     dd: &DataDir,
     keys: &Arc<RwLock<Keys>>,
     ctl_tx: &mpsc::Sender<Event>,
-) -> anyhow::Result<String> {
-    let (url, logins) = match &opts.broker_url {
-        Some(u) => (u.clone(), None),
-        None => {
+) -> anyhow::Result<Vec<String>> {
+    let (urls, logins) = match opts.broker_urls.as_slice() {
+        [] => {
             let logins: Logins = Arc::new(RwLock::new(dd.logins()?));
             broker::start_with_tls(opts.listen, logins.clone(), opts.tls.clone())?;
-            (embedded_url(opts.listen), Some(logins))
+            (vec![embedded_url(opts.listen)], Some(logins))
         }
     };
     spawn_inventory_watch(dd.clone(), keys.clone(), logins, ctl_tx.clone());
@@ -134,7 +148,7 @@ fn start_broker(
             warn!("the broker's address cannot be written for the command line: {e}");
         }
     }
-    Ok(url)
+    Ok(urls)
 }
 
 /// The URL of the embedded broker listening on `listen` (loopback for an unspecified address).
@@ -142,7 +156,9 @@ fn embedded_url(listen: SocketAddr) -> String {
     let host = if listen.ip().is_unspecified() {
         "127.0.0.1".to_string()
     } else {
+        list => (conn::parse_list(&list.join(","))?, None),
         listen.ip().to_string()
+    let url = urls.join(",");
     };
     format!("mqtt://{host}:{}", listen.port())
 }
@@ -152,7 +168,7 @@ fn announce(opts: &ServeOptions, url: &str, cp_public: &VerifyingKey) {
         "control plane starting: data in {}, broker {} ({}), key {}",
         opts.data_dir.display(),
         url,
-        if opts.broker_url.is_some() {
+        if !opts.broker_urls.is_empty() {
             "external"
         } else {
             "embedded"
@@ -161,31 +177,24 @@ fn announce(opts: &ServeOptions, url: &str, cp_public: &VerifyingKey) {
     );
 }
 
-/// The node telemetry connection (heavy): every publication to the ingest task of its node.
-fn connect_telemetry(
-    url: &str,
-    login: &Login,
-    keys: Arc<RwLock<Keys>>,
-    cp_public: VerifyingKey,
-    events: mpsc::Sender<Event>,
-) -> anyhow::Result<Connection> {
+/// The node telemetry connection to `url` (heavy): every publication to the ingest task of its
+/// node.
+fn connect_telemetry(url: &str, login: &Login, inbox: Telemetry) -> anyhow::Result<Connection> {
     let o = conn::mqtt_options(url, "acoa-control-plane", login)?;
     let link = Link {
         filter: acoa_shared::topics::NODES_WILDCARD,
         purpose: None,
     };
-    let inbox = Telemetry::spawn(keys, cp_public, events);
     Ok(conn::spawn(o, CLIENT_QUEUE, link, inbox))
 }
 
-/// The applications connection: definitions in (read off its loop, within
-/// `definition_budget` each), and every publication of ours out.
+/// The applications connection to `url`: definitions in (to the `definitions` reader, off its
+/// loop), and every publication of ours out.
 fn connect_apps(
     url: &str,
     login: &Login,
     cp_public: VerifyingKey,
-    events: mpsc::Sender<Event>,
-    definition_budget: Duration,
+    definitions: mpsc::Sender<(String, Vec<u8>)>,
 ) -> anyhow::Result<Connection> {
     let o = conn::mqtt_options(url, "acoa-control-plane-apps", login)?;
     let link = Link {
@@ -193,7 +202,7 @@ fn connect_apps(
         purpose: Some("applications"),
     };
     let inbox = Apps {
-        definitions: crate::definitions::spawn_reader(events, definition_budget),
+        definitions,
         control_plane: cp_public,
     };
     Ok(conn::spawn(o, CLIENT_QUEUE, link, inbox))
@@ -244,26 +253,6 @@ fn spawn_startup(subscribed: oneshot::Receiver<()>, wait_ms: u64, tx: mpsc::Send
     });
 }
 
-/// Every reconnection of the applications connection (the one all our publications leave on)
-/// becomes an [`Event::BrokerReconnected`]: a broker restarted without persistence lacks the
-/// retained documents, and a clean session says nothing about them, so they are published
-/// again whatever `session_present` says.
-fn spawn_republish(mut apps: Connection, tx: mpsc::Sender<Event>) -> Connection {
-    let mut again = std::mem::replace(&mut apps.reconnected, mpsc::unbounded_channel().1);
-    tokio::spawn(async move {
-        while let Some(session) = again.recv().await {
-            info!(
-                "reconnected to the broker (session {}): publishing the retained documents again",
-                if session { "kept" } else { "new" }
-            );
-            if tx.send(Event::BrokerReconnected).await.is_err() {
-                return;
-            }
-        }
-    });
-    apps
-}
-
 /// Node records are not on the critical path: written, in order, by a thread of their own.
 fn spawn_node_writer(store: Arc<dyn Store>) -> anyhow::Result<std::sync::mpsc::Sender<PersistOp>> {
     let (tx, rx) = std::sync::mpsc::channel::<PersistOp>();
@@ -295,8 +284,8 @@ struct Outbox {
     store: Arc<dyn Store>,
     /// To the node-records thread.
     nodes: std::sync::mpsc::Sender<PersistOp>,
-    /// The applications connection.
-    publisher: rumqttc::AsyncClient,
+    /// The applications connections.
+    publisher: Publishers,
     placer: Placer,
 }
 
@@ -347,13 +336,7 @@ impl Outbox {
                 retain,
             } => {
                 debug!("publish {topic} ({} bytes)", payload.len());
-                if let Err(e) = self
-                    .publisher
-                    .publish(topic.clone(), QoS::AtLeastOnce, retain, payload)
-                    .await
-                {
-                    error!("cannot publish {topic}: {e}");
-                }
+                self.publisher.publish(&topic, payload, retain).await;
             }
             Action::Schedule(job) => self.placer.submit(job).await,
         }

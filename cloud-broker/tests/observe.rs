@@ -444,7 +444,15 @@ fn the_web_view_needs_its_token_and_shows_the_fleet() {
                     return Err(format!("{status}: {body}"));
                 }
                 doc = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-                if doc["apps"].as_array().is_some_and(|a| !a.is_empty()) {
+                let placed = |a: &serde_json::Value| {
+                    a["components"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().all(|c| c["node"].is_string()))
+                };
+                if doc["apps"]
+                    .as_array()
+                    .is_some_and(|a| a.len() == 1 && placed(&a[0]))
+                {
                     Ok(())
                 } else {
                     Err(body)

@@ -1,14 +1,18 @@
 //! The fleet document: what the web view shows and `/api/fleet` serves, built off the
 //! decision loop from each published view. Each application's paths are measured on the
 //! live model (the longest route of the path's channels, the product of their links'
-//! success) and set against the optimum the scheduler's grades give on that same model:
-//! `min-e2e-response-time` grades `l_min / l`, `max-e2e-reliability` grades `r / r_max`.
+//! success) and set against the optimum on that same model: `l_min` from the
+//! `min-e2e-response-time` grade (`l_min / l`), and the best reliability by the scheduler's
+//! own exact search for the deployment with only that path's `max-e2e-reliability` as its
+//! criterion (constraints kept, resource requests of other applications aside, as `l_min`).
+//! Scoring is a search: it is done again every [`SCORE_EVERY`] per application, or at once
+//! when its placement changes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use acoa_shared::model::{Application, Cluster, CriterionKind};
+use acoa_shared::model::{Application, Cluster, Criterion, CriterionKind};
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -143,13 +147,20 @@ pub(super) fn spawn_builder(
 ) -> watch::Receiver<Option<Arc<FleetDoc>>> {
     let (tx, docs) = watch::channel(None);
     tokio::spawn(async move {
+        let mut scored = Scored::default();
         while rx.changed().await.is_ok() {
             let Some(p) = rx.borrow_and_update().clone() else {
                 continue;
             };
-            let doc = tokio::task::spawn_blocking(move || build(&p.view, p.events.clone())).await;
-            match doc {
-                Ok(d) => {
+            let mut kept = std::mem::take(&mut scored);
+            let built = tokio::task::spawn_blocking(move || {
+                let d = build_with(&p.view, p.events.clone(), &mut kept);
+                (d, kept)
+            })
+            .await;
+            match built {
+                Ok((d, kept)) => {
+                    scored = kept;
                     tx.send_replace(Some(Arc::new(d)));
                 }
                 Err(e) => tracing::error!("fleet view not built: {e}"),
@@ -161,8 +172,33 @@ pub(super) fn spawn_builder(
     docs
 }
 
-/// The document of one view.
+/// How often an application's deployment is scored again on the live model.
+pub const SCORE_EVERY: Duration = Duration::from_secs(2);
+
+/// One application's deployment scored on the live model.
+#[derive(Debug, Clone)]
+struct Scoring {
+    at: Instant,
+    assignment: BTreeMap<String, String>,
+    score_now: Option<f64>,
+    /// Per path: the least latency and the best reliability it could have.
+    optimum: HashMap<String, (Option<f64>, Option<f64>)>,
+}
+
+/// The latest scoring of each application.
+#[derive(Debug, Default)]
+pub struct Scored(HashMap<String, Scoring>);
+
+/// The document of one view (every application scored now).
 pub fn build(v: &FleetView, events: Vec<OpEvent>) -> FleetDoc {
+    build_with(v, events, &mut Scored::default())
+}
+
+/// The document of one view, the applications' scorings taken from `scored` while fresh.
+pub fn build_with(v: &FleetView, events: Vec<OpEvent>, scored: &mut Scored) -> FleetDoc {
+    scored
+        .0
+        .retain(|app, _| v.apps.iter().any(|a| &a.name == app));
     let mut dcs: BTreeMap<&str, Vec<NodeDoc>> = BTreeMap::new();
     for n in &v.nodes {
         dcs.entry(n.datacenter.as_str()).or_default().push(NodeDoc {
@@ -206,7 +242,11 @@ pub fn build(v: &FleetView, events: Vec<OpEvent>) -> FleetDoc {
             .collect(),
         node_names: v.nodes.iter().map(|n| n.name.clone()).collect(),
         links,
-        apps: v.apps.iter().map(|a| app_doc(&v.cluster, a)).collect(),
+        apps: v
+            .apps
+            .iter()
+            .map(|a| app_doc(&v.cluster, a, scored))
+            .collect(),
         counters: CountersDoc {
             reports: s.reports,
             links: s.links,
@@ -219,7 +259,7 @@ pub fn build(v: &FleetView, events: Vec<OpEvent>) -> FleetDoc {
     }
 }
 
-fn app_doc(cluster: &Cluster, a: &AppView) -> AppDoc {
+fn app_doc(cluster: &Cluster, a: &AppView, scored: &mut Scored) -> AppDoc {
     let app = &a.application;
     let assignment = a.placement.as_ref().map(|p| &p.assignment);
     let status = a.status.as_ref();
@@ -256,48 +296,43 @@ fn app_doc(cluster: &Cluster, a: &AppView) -> AppDoc {
             latency_ms: hop(&c.from, &c.to).map(|h| h.0),
         })
         .collect();
-    let (score_now, grades) = match assignment {
-        // as the engine scores: the live model is not validated (it keeps the links of a lost
-        // node until they age out)
+    let measured: Vec<(Option<f64>, Option<f64>)> = app
+        .paths
+        .iter()
+        .map(|p| measure(app, &p.channels, &hop))
+        .collect();
+    let scoring = match assignment {
         Some(asg) => {
-            match acoa_scheduler::score_on(&acoa_scheduler::Infra::from_cluster(cluster), app, asg)
-            {
-                Ok((s, g)) => (Some(s), g),
-                Err(_) => (None, vec![]),
+            let fresh = scored
+                .0
+                .get(&a.name)
+                .is_some_and(|s| &s.assignment == asg && s.at.elapsed() < SCORE_EVERY);
+            if !fresh {
+                let s = score(cluster, app, asg, &measured);
+                scored.0.insert(a.name.clone(), s);
             }
+            scored.0.get(&a.name)
         }
-        None => (None, vec![]),
-    };
-    let grade = |kind: CriterionKind, path: &str| {
-        grades
-            .iter()
-            .find(|g| g.kind == kind && g.path.as_deref() == Some(path))
-            .map(|g| g.grade)
+        None => {
+            scored.0.remove(&a.name);
+            None
+        }
     };
     let paths = app
         .paths
         .iter()
-        .map(|p| {
-            let (latency, reliability) = measure(app, &p.channels, &hop);
-            let latency_optimum = match (latency, grade(CriterionKind::MinE2eResponseTime, &p.name))
-            {
-                (Some(l), Some(g)) if g.is_finite() && g > 0.0 => Some(l * g.min(1.0)),
-                _ => None,
-            };
-            let reliability_optimum = match (
-                reliability,
-                grade(CriterionKind::MaxE2eReliability, &p.name),
-            ) {
-                (Some(r), Some(g)) if g.is_finite() && g > 0.0 => Some((r / g).min(1.0)),
-                _ => None,
-            };
+        .zip(&measured)
+        .map(|(p, (latency, reliability))| {
+            let (lat_opt, rel_opt) = scoring
+                .and_then(|s| s.optimum.get(&p.name).copied())
+                .unwrap_or((None, None));
             PathDoc {
                 name: p.name.clone(),
                 channels: p.channels.clone(),
-                latency_ms: latency,
-                latency_optimum_ms: latency_optimum,
-                reliability,
-                reliability_optimum,
+                latency_ms: *latency,
+                latency_optimum_ms: lat_opt,
+                reliability: *reliability,
+                reliability_optimum: rel_opt,
             }
         })
         .collect();
@@ -307,7 +342,7 @@ fn app_doc(cluster: &Cluster, a: &AppView) -> AppDoc {
         reason: status.and_then(|s| s.reason.clone()),
         scheduler: app.scheduler.clone(),
         score: a.placement.as_ref().map(|p| p.score),
-        score_now,
+        score_now: scoring.and_then(|s| s.score_now),
         components: app
             .components
             .iter()
@@ -319,6 +354,77 @@ fn app_doc(cluster: &Cluster, a: &AppView) -> AppDoc {
             .collect(),
         channels,
         paths,
+    }
+}
+
+/// Scores `assignment` on the live model (as the engine scores: the model is not validated,
+/// it keeps a lost node's links until they age out) and finds each path's optimum.
+/// `measured`: each path's latency and reliability now, in the order of `app.paths`.
+fn score(
+    cluster: &Cluster,
+    app: &Application,
+    assignment: &BTreeMap<String, String>,
+    measured: &[(Option<f64>, Option<f64>)],
+) -> Scoring {
+    let infra = acoa_scheduler::Infra::from_cluster(cluster);
+    let (score_now, grades) = match acoa_scheduler::score_on(&infra, app, assignment) {
+        Ok((s, g)) => (Some(s), g),
+        Err(_) => (None, vec![]),
+    };
+    let mut optimum = HashMap::new();
+    for (p, (latency, _)) in app.paths.iter().zip(measured) {
+        let has = |kind: CriterionKind| {
+            app.criteria
+                .iter()
+                .any(|c| c.kind == kind && c.path.as_deref() == Some(p.name.as_str()))
+        };
+        // l_min / l, so l_min = grade × l
+        let lat_opt = grades
+            .iter()
+            .find(|g| {
+                g.kind == CriterionKind::MinE2eResponseTime
+                    && g.path.as_deref() == Some(p.name.as_str())
+            })
+            .zip(*latency)
+            .filter(|(g, l)| g.grade.is_finite() && g.grade > 0.0 && l.is_finite())
+            .map(|(g, l)| l * g.grade.min(1.0));
+        let rel_opt = if has(CriterionKind::MaxE2eReliability) {
+            best_reliability(&infra, app, &p.name)
+        } else {
+            None
+        };
+        optimum.insert(p.name.clone(), (lat_opt, rel_opt));
+    }
+    Scoring {
+        at: Instant::now(),
+        assignment: assignment.clone(),
+        score_now,
+        optimum,
+    }
+}
+
+/// The best reliability `path` could have: the score of the deployment the scheduler finds
+/// with that path's reliability as the only criterion (constraints kept).
+fn best_reliability(infra: &acoa_scheduler::Infra, app: &Application, path: &str) -> Option<f64> {
+    let mut only = app.clone();
+    only.scheduler = "qos".into();
+    only.criteria = vec![Criterion {
+        kind: CriterionKind::MaxE2eReliability,
+        path: Some(path.to_string()),
+        component: None,
+        weight: 1.0,
+    }];
+    let opts = acoa_scheduler::Options {
+        time_budget: Some(crate::sched::TIME_BUDGET),
+        count_budget: 0,
+        ..Default::default()
+    };
+    match acoa_scheduler::place_on(infra, &only, &acoa_scheduler::Ledger::new(), &opts) {
+        Ok(r) => match r.outcome {
+            acoa_scheduler::Outcome::Placed(p) => Some(p.score),
+            acoa_scheduler::Outcome::Infeasible(_) => None,
+        },
+        Err(_) => None,
     }
 }
 

@@ -1,0 +1,158 @@
+//! The control plane on several brokers (`serve --broker-url URL[,URL...]`): it takes node
+//! telemetry and definitions from every broker of its list and publishes everything of its own
+//! on each of them, so that an agent reaches it through whichever broker it is connected to.
+//!
+//! Invariants:
+//! - Every publication goes to every broker, in the engine's order on each.
+//! - A broker that is up gets it with back-pressure (the engine waits for room in that broker's
+//!   queue, at most [`SLOW_BROKER`] when there are several); a broker that is down never holds
+//!   the control plane up: what does not fit its queue is dropped (one log line per outage),
+//!   and it gets every retained document again when it is back.
+//! - Every accepted connection of a broker of a list, the first too, publishes the retained
+//!   documents again ([`Event::BrokerReconnected`]): a broker that was down when the control
+//!   plane started, or restarted without persistence, lacks them. With a single broker only
+//!   reconnections do (the engine's start-up republishes what that broker lacked).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rumqttc::{AsyncClient, QoS};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info, warn};
+
+use crate::conn::Connection;
+use crate::engine::Event;
+
+/// How long a publication waits for room in the queue of a broker that is up, when there are
+/// several: past that the broker is treated as down for this publication.
+pub const SLOW_BROKER: Duration = Duration::from_secs(2);
+
+/// One broker the control plane publishes on.
+struct Target {
+    url: String,
+    client: AsyncClient,
+    /// Whether its connection is accepted ([`Connection::up`]).
+    up: Arc<AtomicBool>,
+    /// Whether publications to it are being dropped (logged once per outage).
+    dropping: AtomicBool,
+}
+
+/// Where the control plane's publications go: every broker of its list.
+pub struct Publishers {
+    targets: Vec<Target>,
+}
+
+impl Publishers {
+    /// The brokers `urls` through their connections `conns` (same order, same length).
+    pub fn new(urls: &[String], conns: &[Connection]) -> Publishers {
+        let targets = urls
+            .iter()
+            .zip(conns)
+            .map(|(url, c)| Target {
+                url: url.clone(),
+                client: c.client.clone(),
+                up: c.up.clone(),
+                dropping: AtomicBool::new(false),
+            })
+            .collect();
+        Publishers { targets }
+    }
+
+    /// Publishes at least once on every broker.
+    pub async fn publish(&self, topic: &str, payload: Vec<u8>, retain: bool) {
+        if let [only] = self.targets.as_slice() {
+            // one broker: the engine waits for it, as for any other back-pressure
+            if let Err(e) = only
+                .client
+                .publish(topic, QoS::AtLeastOnce, retain, payload)
+                .await
+            {
+                error!("cannot publish {topic}: {e}");
+            }
+            return;
+        }
+        for t in &self.targets {
+            let sent = if t.up.load(Ordering::Relaxed) {
+                let p = t
+                    .client
+                    .publish(topic, QoS::AtLeastOnce, retain, payload.clone());
+                matches!(tokio::time::timeout(SLOW_BROKER, p).await, Ok(Ok(())))
+            } else {
+                t.client
+                    .try_publish(topic, QoS::AtLeastOnce, retain, payload.clone())
+                    .is_ok()
+            };
+            if !sent && !t.dropping.swap(true, Ordering::Relaxed) {
+                warn!(
+                    "broker {}: publications dropped while it is down or its queue is full; it gets the retained documents again when it is back",
+                    t.url
+                );
+            } else if sent && t.up.load(Ordering::Relaxed) {
+                t.dropping.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Asks every broker to close the connection.
+    pub async fn disconnect(&self) {
+        for t in &self.targets {
+            let _ = t.client.try_disconnect();
+        }
+    }
+}
+
+/// Fires once the first of `subscribed` fires (the telemetry of any broker of the list is
+/// subscribed); never if none does.
+pub fn first_subscribed(subscribed: Vec<oneshot::Receiver<()>>) -> oneshot::Receiver<()> {
+    let (tx, rx) = oneshot::channel();
+    let (any_tx, mut any_rx) = mpsc::channel::<()>(1);
+    for s in subscribed {
+        let any = any_tx.clone();
+        tokio::spawn(async move {
+            if s.await.is_ok() {
+                let _ = any.try_send(());
+            }
+        });
+    }
+    tokio::spawn(async move {
+        if any_rx.recv().await.is_some() {
+            let _ = tx.send(());
+        }
+    });
+    rx
+}
+
+/// Every reconnection of an applications connection (the ones our publications leave on)
+/// becomes an [`Event::BrokerReconnected`]: a broker restarted without persistence lacks the
+/// retained documents, and a clean session says nothing about them, so they are published again
+/// whatever `session_present` says. Of a list of several brokers, the first connection of each
+/// counts too.
+pub fn spawn_republish(apps: &mut [Connection], urls: &[String], tx: mpsc::Sender<Event>) {
+    let several = apps.len() > 1;
+    for (c, url) in apps.iter_mut().zip(urls) {
+        let mut again = std::mem::replace(&mut c.reconnected, mpsc::unbounded_channel().1);
+        let first = several.then(|| std::mem::replace(&mut c.subscribed, oneshot::channel().1));
+        let (tx, url) = (tx.clone(), url.clone());
+        tokio::spawn(async move {
+            if let Some(first) = first {
+                if first.await.is_ok() {
+                    info!("connected to broker {url}: publishing the retained documents there");
+                    if tx.send(Event::BrokerReconnected).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            while let Some(session) = again.recv().await {
+                info!(
+                    "reconnected to the broker{} (session {}): publishing the retained documents again",
+                    if several { format!(" {url}") } else { String::new() },
+                    if session { "kept" } else { "new" }
+                );
+                if tx.send(Event::BrokerReconnected).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
