@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 
 use acoa_shared::topics::acl::{self, Role};
 use acoa_shared::topics::{self, AGENT_MAX_PACKET};
-use acoa_shared::wire::{self, Message};
+use acoa_shared::wire;
 use cloud_broker::identity::DataDir;
 use cloud_broker::status::AppStatus;
-use cloud_broker::testkit::report_of;
 use common::*;
 use rumqttc::{
     AsyncClient, Event as MqttEvent, LastWill, MqttOptions, Packet, QoS, SubscribeReasonCode,
@@ -167,14 +166,7 @@ fn raw_publish(url: &str, id: &str, user: &str, pass: &str, topic: &str, payload
 }
 
 fn statuses(data: &Path) -> BTreeMap<String, AppStatus> {
-    let out = cli(data, &["status"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
+    ok(cli(data, &["status"]))
         .lines()
         .map(|l| serde_json::from_str::<AppStatus>(l).unwrap())
         .map(|s| (s.application.clone(), s))
@@ -263,11 +255,7 @@ async fn attack(dir: &Path, data: &Path, url: &str, cp: &ControlPlane, embedded:
     // n3's report, signed by n3 (as a replay would be): n2 may not speak for n3
     let mut n3 = cluster.nodes[1].clone();
     n3.name = "n3".into();
-    let replay = wire::encode(
-        &Message::NodeReport(Box::new(report_of(&n3, 1, "6.6.6.6:1"))),
-        Some(&key("n3")),
-    )
-    .unwrap();
+    let replay = report_frame(&n3, 1, "6.6.6.6:1", Some(&key("n3")));
     n2.publish(&topics::report("n3"), false, replay).await;
     // 600 KB retained on n1's desired state: more than an agent accepts
     n2.publish(&topics::desired("n1"), true, vec![7u8; 600_000])
@@ -507,16 +495,4 @@ fn mosquitto_keeps_retained_definitions_and_desired_states_across_a_restart() {
             ]
         );
     });
-}
-
-fn mosquitto() -> Option<std::path::PathBuf> {
-    let Some(m) = find_bin("mosquitto") else {
-        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
-        return None;
-    };
-    if find_bin("mosquitto_passwd").is_none() {
-        eprintln!("SKIPPED: mosquitto_passwd is not installed");
-        return None;
-    }
-    Some(m)
 }

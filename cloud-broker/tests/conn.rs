@@ -34,14 +34,7 @@ impl Broker {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "mosquitto did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_mosquitto(port).await;
         Broker(child)
     }
 }
@@ -88,10 +81,7 @@ fn a_connection_comes_back_and_subscribes_again_after_the_broker_restarts() {
         return;
     };
     run(async move {
-        let dir = tempfile::tempdir().unwrap();
-        // mosquitto drops to its own user: it must be able to read its configuration
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = tempdir_for_mosquitto();
         let port = free_port();
         let broker = Broker::start(&mosquitto, dir.path(), port).await;
 

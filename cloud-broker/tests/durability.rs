@@ -231,50 +231,8 @@ async fn restart_mosquitto(mosquitto: &Path, dir: &Path, port: u16) -> Killed {
         .spawn()
         .unwrap();
     let m = Killed(child);
-    let t = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "mosquitto did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_mosquitto(port).await;
     m
-}
-
-/// Mosquitto, a directory it can reach (`dir`), the railway cluster enrolled in `dir/data`,
-/// and the port and URL the broker is to use.
-struct WithMosquitto {
-    mosquitto: PathBuf,
-    dir: tempfile::TempDir,
-    data: PathBuf,
-    cluster: model::Cluster,
-    creds: Creds,
-    port: u16,
-    url: String,
-}
-
-/// Prepares [`WithMosquitto`], or gives `None` after saying the test is skipped.
-fn with_mosquitto() -> Option<WithMosquitto> {
-    let (Some(mosquitto), Some(_)) = (find_bin("mosquitto"), find_bin("mosquitto_passwd")) else {
-        eprintln!("SKIPPED: mosquitto is not installed");
-        return None;
-    };
-    let dir = tempdir_for_mosquitto();
-    let data = dir.path().join("data");
-    let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-    let creds = enroll_all(&data, &cluster);
-    let port = free_port();
-    let url = format!("mqtt://127.0.0.1:{port}");
-    Some(WithMosquitto {
-        mosquitto,
-        dir,
-        data,
-        cluster,
-        creds,
-        port,
-        url,
-    })
 }
 
 /// A control plane on `port` using the broker of `t`, every node of the cluster a simulated

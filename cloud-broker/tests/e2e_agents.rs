@@ -11,7 +11,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use acoa_test_support::{busybox_images, sh, PODMAN_SOCKET};
@@ -134,27 +134,7 @@ fn start_agent(
     capacity: &str,
 ) -> Agent {
     let state = dir.join(format!("{name}-state"));
-    let pk = sh(Command::new(bin)
-        .args(["pubkey", "--state-dir"])
-        .arg(&state));
-    let out = cli(
-        data,
-        &[
-            "node",
-            "add",
-            name,
-            "--public-key",
-            pk.trim(),
-            "--broker-url",
-            url,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let broker = String::from_utf8(out.stdout).unwrap();
+    let broker = enroll_agent(bin, &state, data, name, url);
     let probe = free_port();
     let config = dir.join(format!("{name}.toml"));
     std::fs::write(
@@ -166,16 +146,8 @@ fn start_agent(
     )
     .unwrap();
     let log = dir.join(format!("{name}.log"));
-    let child = Command::new(bin)
-        .arg("--config")
-        .arg(&config)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
     Agent {
-        child: Some(child),
+        child: Some(spawn_agent(bin, &config, &log)),
         log,
     }
 }
@@ -223,14 +195,10 @@ fn railway_app_runs_on_real_agents_moves_when_one_dies_and_survives_a_control_pl
     }
     // probes need a moment to measure the links the scheduler needs
     let st = wait_for("placement", Duration::from_secs(60), || {
-        let out = cli(
+        let out = apply(
             &data,
-            &[
-                "apply",
-                scenario("smoke-monitoring.yaml").to_str().unwrap(),
-                "--wait-s",
-                "5",
-            ],
+            &scenario("smoke-monitoring.yaml"),
+            &["--wait-s", "5"],
         );
         let st: AppStatus = serde_json::from_slice(&out.stdout).ok()?;
         (st.state == "placed" || st.state == "running").then_some(st)

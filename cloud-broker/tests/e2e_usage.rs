@@ -13,10 +13,10 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use acoa_test_support::{remove_containers_labelled, sh, workload_image, PODMAN_SOCKET};
+use acoa_test_support::{remove_containers_labelled, workload_image, PODMAN_SOCKET};
 use cloud_broker::status::AppStatus;
 use common::*;
 
@@ -70,27 +70,7 @@ fn workload_traffic_reaches_the_control_planes_observed_model() {
 
     // one agent, enrolled, its stats socket on all addresses (containers on the bridge)
     let state = dir.path().join("agent-state");
-    let pk = sh(Command::new(&bin)
-        .args(["pubkey", "--state-dir"])
-        .arg(&state));
-    let out = cli(
-        &data,
-        &[
-            "node",
-            "add",
-            &node,
-            "--public-key",
-            pk.trim(),
-            "--broker-url",
-            &cp.url,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let broker = String::from_utf8(out.stdout).unwrap();
+    let broker = enroll_agent(&bin, &state, &data, &node, &cp.url);
     let (probe, stats) = (free_port(), free_port());
     let config = dir.path().join("agent.toml");
     std::fs::write(
@@ -102,17 +82,7 @@ fn workload_traffic_reaches_the_control_planes_observed_model() {
     )
     .unwrap();
     let log = dir.path().join("agent.log");
-    let _agent = Agent(
-        Command::new(&bin)
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-        log.clone(),
-    );
+    let _agent = Agent(spawn_agent(&bin, &config, &log), log.clone());
     cp.wait_log(&format!("node {node} joined"), Duration::from_secs(30));
 
     let app = dir.path().join("app.yaml");

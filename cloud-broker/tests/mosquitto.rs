@@ -8,29 +8,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use acoa_shared::model;
 use acoa_shared::topics;
 use acoa_shared::wire::{self, DesiredState, Message};
-use cloud_broker::status::AppStatus;
-use cloud_broker::testkit::{report_of, AgentSpec, SimAgent};
 use common::*;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
 #[test]
 fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
-    let Some(mosquitto) = find_bin("mosquitto") else {
-        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
+    let Some(mosquitto) = mosquitto() else {
         return;
     };
-    if find_bin("mosquitto_passwd").is_none() {
-        eprintln!("SKIPPED: mosquitto_passwd is not installed");
-        return;
-    }
     run(async move {
-        let dir = tempfile::tempdir().unwrap();
-        // mosquitto drops to its own user: it must be able to reach its files
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = tempdir_for_mosquitto();
         let data = dir.path().join("data");
         let (k1, pw1, cpk) = enroll(&data, "n1");
         let (k2, pw2, _) = enroll(&data, "n2");
@@ -41,24 +30,9 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
         let url = format!("mqtt://127.0.0.1:{port}");
         let cp = ControlPlane::start(&data, free_port(), &["--broker-url", &url]);
 
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let mut n1 = cluster.nodes[0].clone();
-        n1.name = "n1".into();
-        let mut n2 = cluster.nodes[1].clone();
-        n2.name = "n2".into();
-        let spec = |node: model::Node, pw: String, key| AgentSpec {
-            url: url.clone(),
-            node,
-            password: pw,
-            key,
-            control_plane: cpk,
-            probe_addr: "127.0.0.1:1".into(),
-            links: vec![],
-            period: Duration::from_millis(300),
-            subscribe_desired: true,
-        };
-        let mut a1 = SimAgent::start(spec(n1.clone(), pw1, k1.clone()));
-        let a2 = SimAgent::start(spec(n2.clone(), pw2.clone(), k2.clone()));
+        let (n1, n2) = (railway_node(0, "n1"), railway_node(1, "n2"));
+        let mut a1 = quiet_agent(&url, n1.clone(), (k1.clone(), pw1, cpk), true);
+        let a2 = quiet_agent(&url, n2.clone(), (k2.clone(), pw2.clone(), cpk), true);
         cp.wait_log_async("node n1 joined", Duration::from_secs(10))
             .await;
         cp.wait_log_async("node n2 joined", Duration::from_secs(10))
@@ -71,16 +45,9 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
             "application: tiny\ncomponents:\n- name: one\n  image: localhost/acoa/one:1\n  requires: {layer: cloud}\n",
         )
         .unwrap();
-        let out = spawn_apply(&data, &app, &["--wait-s", "10", "--agents-wait-s", "0"])
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            cp.log_text()
-        );
-        let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
+        let st = cp
+            .apply(&app, &["--wait-s", "10", "--agents-wait-s", "0"])
+            .await;
         let node = st.placement.unwrap()["one"].clone();
         assert!(node == "n1" || node == "n2");
 
@@ -109,11 +76,7 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
             .unwrap();
 
         // n2 tries to speak for n1 and to command n1: the broker drops both
-        let forged = wire::encode(
-            &Message::NodeReport(Box::new(report_of(&n1, 5, "6.6.6.6:1"))),
-            Some(&k2),
-        )
-        .unwrap();
+        let forged = report_frame(&n1, 5, "6.6.6.6:1", Some(&k2));
         a2.publish_raw(&topics::report("n1"), forged, false).await;
         let fake = DesiredState {
             node: wire::name("n1").unwrap(),
@@ -155,20 +118,7 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
         // wrong password: refused by Mosquitto
         let mut o = MqttOptions::new("intruder", "127.0.0.1", port);
         o.set_credentials("n1", "wrong");
-        let (_c, mut el) = AsyncClient::new(o, 4);
-        let ok = tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                match el.poll().await {
-                    Ok(MqttEvent::Incoming(Packet::ConnAck(a))) => {
-                        return a.code == rumqttc::ConnectReturnCode::Success
-                    }
-                    Ok(_) => {}
-                    Err(_) => return false,
-                }
-            }
-        })
-        .await
-        .unwrap_or(false);
+        let ok = connects(o).await;
         assert!(!ok);
         drop(a2);
     });

@@ -86,6 +86,17 @@ impl Sim {
         }
     }
 
+    /// Every node of [`cluster`] joined and `pipeline` ([`APP`]) applied.
+    fn with_pipeline() -> Sim {
+        let mut s = Sim::new();
+        s.join(&cluster());
+        s.feed(Event::AppPublished {
+            app: "pipeline".into(),
+            payload: APP.as_bytes().to_vec(),
+        });
+        s
+    }
+
     fn feed(&mut self, ev: Event) -> Vec<Action> {
         let mut all = vec![];
         let mut queue = vec![ev];
@@ -119,14 +130,22 @@ impl Sim {
         self.e.placement("pipeline").unwrap().assignment.clone()
     }
 
+    /// The components placed on node `n`.
+    fn components_on(&self, n: &str) -> Vec<String> {
+        let a = self.assignment();
+        a.into_iter()
+            .filter(|(_, node)| node == n)
+            .map(|(c, _)| c)
+            .collect()
+    }
+
     /// Every node says: the components placed on it run.
     fn all_running(&mut self, seq: u64) {
-        let a = self.assignment();
         for n in ["n1", "n2", "n3"] {
-            let containers = a
+            let containers = self
+                .components_on(n)
                 .iter()
-                .filter(|(_, node)| *node == n)
-                .map(|(c, _)| ContainerStatus {
+                .map(|c| ContainerStatus {
                     name: wire::name(&format!("pipeline.{c}")).unwrap(),
                     image: wire::bounded("image", "localhost/acoa/x:1").unwrap(),
                     state: ContainerState::Running,
@@ -147,12 +166,11 @@ impl Sim {
     /// Usage messages of every node: `traffic` (from, channel, bytes/s), as the workloads count
     /// them, from the node each component is placed on.
     fn usage(&mut self, traffic: &[(&str, &str, f32)]) {
-        let a = self.assignment();
         for n in ["n1", "n2", "n3"] {
-            let components = a
+            let components = self
+                .components_on(n)
                 .iter()
-                .filter(|(_, node)| *node == n)
-                .map(|(c, _)| ComponentSample {
+                .map(|c| ComponentSample {
                     app: wire::name("pipeline").unwrap(),
                     component: wire::name(c).unwrap(),
                     cpu_millis: Some(100.0),
@@ -227,13 +245,7 @@ impl Sim {
 
 #[test]
 fn measured_traffic_moves_one_component_after_sustained_evaluations() {
-    let c = cluster();
-    let mut s = Sim::new();
-    s.join(&c);
-    s.feed(Event::AppPublished {
-        app: "pipeline".into(),
-        payload: APP.as_bytes().to_vec(),
-    });
+    let mut s = Sim::with_pipeline();
     let first = s.assignment();
     assert_eq!(first["source"], "n1");
     assert_eq!(first["sink"], "n3");
@@ -315,13 +327,7 @@ fn measured_traffic_moves_one_component_after_sustained_evaluations() {
 
 #[test]
 fn usage_of_unplaced_components_and_deleted_apps_is_not_kept() {
-    let c = cluster();
-    let mut s = Sim::new();
-    s.join(&c);
-    s.feed(Event::AppPublished {
-        app: "pipeline".into(),
-        payload: APP.as_bytes().to_vec(),
-    });
+    let mut s = Sim::with_pipeline();
     let a = s.assignment();
     // n2 claims to run source (placed on n1): not counted
     let stray = ComponentUsage {

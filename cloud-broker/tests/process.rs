@@ -10,7 +10,7 @@ use acoa_shared::model;
 use acoa_shared::topics;
 use acoa_shared::wire::{self, DesiredState, Message};
 use cloud_broker::status::AppStatus;
-use cloud_broker::testkit::{report_of, AgentSpec, SimAgent};
+use cloud_broker::testkit::SimAgent;
 use common::*;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
@@ -38,23 +38,17 @@ async fn latest_desired(a: &mut SimAgent, timeout: Duration) -> Option<Box<Desir
     last
 }
 
-fn status_of(data: &std::path::Path, app: &str) -> AppStatus {
-    let out = cli(data, &["status", app]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+/// `status APP`, which must succeed, off the runtime's threads.
+async fn status_of(data: &std::path::Path, app: &str) -> AppStatus {
+    let (data, app) = (data.to_path_buf(), app.to_string());
+    let out = tokio::task::spawn_blocking(move || ok(cli(&data, &["status", &app])));
+    serde_json::from_str(&out.await.unwrap()).unwrap()
 }
 
 #[test]
 fn railway_apps_on_the_embedded_broker_placed_moved_and_kept_across_a_restart() {
     run(async {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().to_path_buf();
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let creds = enroll_all(&data, &cluster);
+        let (_dir, data, cluster, creds) = railway_enrolled();
         let port = free_port();
         let mut cp = ControlPlane::start(&data, port, &[]);
         let mut agents = join_all(&cp, &cp.url, &cluster, &creds, 17000, true).await;
@@ -62,27 +56,8 @@ fn railway_apps_on_the_embedded_broker_placed_moved_and_kept_across_a_restart() 
         tokio::time::sleep(Duration::from_millis(800)).await;
 
         // apply through the CLI: placed as the scheduler says on the same snapshot
-        let d2 = data.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            cli(
-                &d2,
-                &[
-                    "apply",
-                    scenario("smoke-monitoring.yaml").to_str().unwrap(),
-                    "--agents-wait-s",
-                    "0",
-                ],
-            )
-        })
-        .await
-        .unwrap();
-        assert!(
-            out.status.success(),
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            cp.log_text()
-        );
-        let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
+        let smoke = scenario("smoke-monitoring.yaml");
+        let st = cp.apply(&smoke, &["--agents-wait-s", "0"]).await;
         assert_eq!(st.state, "placed");
         let app = model::load_application(&scenario("smoke-monitoring.yaml")).unwrap();
         let acoa_scheduler::Outcome::Placed(best) =
@@ -131,10 +106,7 @@ fn railway_apps_on_the_embedded_broker_placed_moved_and_kept_across_a_restart() 
             Duration::from_secs(5),
         )
         .await;
-        let d3 = data.clone();
-        let st = tokio::task::spawn_blocking(move || status_of(&d3, "smoke-monitoring"))
-            .await
-            .unwrap();
+        let st = status_of(&data, "smoke-monitoring").await;
         assert_eq!(st.state, "running");
 
         // kill the agent of the storage node: last will → lost → its components move
@@ -147,10 +119,7 @@ fn railway_apps_on_the_embedded_broker_placed_moved_and_kept_across_a_restart() 
             Duration::from_secs(10),
         )
         .await;
-        let d4 = data.clone();
-        let st = tokio::task::spawn_blocking(move || status_of(&d4, "smoke-monitoring"))
-            .await
-            .unwrap();
+        let st = status_of(&data, "smoke-monitoring").await;
         let after = st.placement.clone().unwrap();
         assert_ne!(after["storage"], lost);
         for (c, n) in &placement {
@@ -188,18 +157,12 @@ fn railway_apps_on_the_embedded_broker_placed_moved_and_kept_across_a_restart() 
                 );
             }
         }
-        let d5 = data.clone();
-        let st = tokio::task::spawn_blocking(move || status_of(&d5, "smoke-monitoring"))
-            .await
-            .unwrap();
+        let st = status_of(&data, "smoke-monitoring").await;
         assert_eq!(st.placement.unwrap(), placed_before);
         assert!(cp.alive());
 
         // delete: every node's containers stop
-        let d6 = data.clone();
-        let out = tokio::task::spawn_blocking(move || cli(&d6, &["delete", "smoke-monitoring"]))
-            .await
-            .unwrap();
+        let out = cli_async(&data, &["delete", "smoke-monitoring"]).await;
         assert!(out.status.success());
         let d = latest_desired(agents.get_mut(&newn).unwrap(), Duration::from_secs(5))
             .await
@@ -227,40 +190,14 @@ fn wrong_credentials_are_refused_by_the_embedded_broker() {
         ] {
             let mut o = MqttOptions::new(format!("t-{user}-{ok}"), "127.0.0.1", port);
             o.set_credentials(user, pass);
-            let (_c, mut el) = AsyncClient::new(o, 10);
-            let r = tokio::time::timeout(Duration::from_secs(5), async {
-                loop {
-                    match el.poll().await {
-                        Ok(MqttEvent::Incoming(Packet::ConnAck(a))) => {
-                            return a.code == rumqttc::ConnectReturnCode::Success
-                        }
-                        Ok(_) => {}
-                        Err(_) => return false,
-                    }
-                }
-            })
-            .await
-            .unwrap_or(false);
+            let r = connects(o).await;
             assert_eq!(r, ok, "{user}/{pass}");
         }
         cp.wait_log_async("broker refused client", Duration::from_secs(2))
             .await;
         // anonymous: refused too
         let o = MqttOptions::new("anon", "127.0.0.1", port);
-        let (_c, mut el) = AsyncClient::new(o, 10);
-        let r = tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                match el.poll().await {
-                    Ok(MqttEvent::Incoming(Packet::ConnAck(a))) => {
-                        return a.code == rumqttc::ConnectReturnCode::Success
-                    }
-                    Ok(_) => {}
-                    Err(_) => return false,
-                }
-            }
-        })
-        .await
-        .unwrap_or(false);
+        let r = connects(o).await;
         assert!(!r, "anonymous clients are refused");
     });
 }
@@ -274,25 +211,10 @@ fn a_node_cannot_speak_for_another_nor_command_it_on_the_embedded_broker() {
         let (k2, pw2, _) = enroll(data, "n2");
         let port = free_port();
         let cp = ControlPlane::start(data, port, &[]);
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let mut node1 = cluster.nodes[0].clone();
-        node1.name = "n1".into();
-        let mut node2 = cluster.nodes[1].clone();
-        node2.name = "n2".into();
-        let spec = |node: model::Node, pw: String, key| AgentSpec {
-            url: cp.url.clone(),
-            node,
-            password: pw,
-            key,
-            control_plane: cpk,
-            probe_addr: "127.0.0.1:1".into(),
-            links: vec![],
-            period: Duration::from_millis(300),
-            subscribe_desired: true,
-        };
+        let (node1, node2) = (railway_node(0, "n1"), railway_node(1, "n2"));
         // n1 only listens (its reporter ticks once at start: let it, then check n2's forgeries)
-        let a1 = SimAgent::start(spec(node1.clone(), pw1, k1.clone()));
-        let a2 = SimAgent::start(spec(node2.clone(), pw2, k2.clone()));
+        let a1 = quiet_agent(&cp.url, node1.clone(), (k1.clone(), pw1, cpk), true);
+        let a2 = quiet_agent(&cp.url, node2.clone(), (k2.clone(), pw2, cpk), true);
         cp.wait_log_async("node n2 joined", Duration::from_secs(10))
             .await;
         cp.wait_log_async("node n1 joined", Duration::from_secs(10))
@@ -301,24 +223,16 @@ fn a_node_cannot_speak_for_another_nor_command_it_on_the_embedded_broker() {
 
         // a report in n1's name signed with n2's key, on n1's topic (the broker lets only n1's
         // login publish there, tests/broker_rules.rs: it goes through n1's connection)
-        let forged = wire::encode(
-            &Message::NodeReport(Box::new(report_of(&node1, 99, "6.6.6.6:1"))),
-            Some(&k2),
-        )
-        .unwrap();
-        a1.publish_raw(&topics::report("n1"), forged, false).await;
+        let forged = report_frame(&node1, 99, "6.6.6.6:1", Some(&k2));
+        a1.publish_raw(&topics::report("n1"), forged.clone(), false)
+            .await;
         cp.wait_log_async(
             "node report on node `n1`'s topic dropped: signature does not verify",
             Duration::from_secs(5),
         )
         .await;
         // ... and on its own topic, naming n1
-        let own = wire::encode(
-            &Message::NodeReport(Box::new(report_of(&node1, 99, "6.6.6.6:1"))),
-            Some(&k2),
-        )
-        .unwrap();
-        a2.publish_raw(&topics::report("n2"), own, false).await;
+        a2.publish_raw(&topics::report("n2"), forged, false).await;
         cp.wait_log_async(
             "node report on node `n2`'s topic names node `n1`: dropped",
             Duration::from_secs(5),
@@ -329,12 +243,7 @@ fn a_node_cannot_speak_for_another_nor_command_it_on_the_embedded_broker() {
 
         // a desired state for n1 signed with n2's key (only the control plane and the admin may
         // publish there: it goes through the admin's login): n1 refuses it
-        let admin = cloud_broker::identity::DataDir::new(data)
-            .credentials()
-            .unwrap()
-            .admin;
-        let mut o = MqttOptions::new("forger", "127.0.0.1", port);
-        o.set_credentials(&admin.username, &admin.password);
+        let o = admin_options(data, "forger", port);
         let (forger, mut el) = AsyncClient::new(o, 16);
         tokio::spawn(async move { while el.poll().await.is_ok() {} });
         let mut d = DesiredState {
@@ -370,11 +279,7 @@ fn bad_input_gets_its_error_and_the_control_plane_keeps_serving() {
         let (k1, _pw1, _) = enroll(&data, "n1");
         let port = free_port();
         let mut cp = ControlPlane::start(&data, port, &[]);
-        let creds = cloud_broker::identity::DataDir::new(&data)
-            .credentials()
-            .unwrap();
-        let mut o = MqttOptions::new("bad-input", "127.0.0.1", port);
-        o.set_credentials(&creds.admin.username, &creds.admin.password);
+        let o = admin_options(&data, "bad-input", port);
         let (c, mut el) = AsyncClient::new(o, 64);
         let statuses =
             std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<String, AppStatus>::new()));
@@ -391,6 +296,10 @@ fn bad_input_gets_its_error_and_the_control_plane_keeps_serving() {
         c.subscribe("acoa/v1/apps/+/status", QoS::AtLeastOnce)
             .await
             .unwrap();
+        let node = model::load_cluster(&scenario("cluster.yaml"))
+            .unwrap()
+            .nodes[0]
+            .clone();
         let pubs: Vec<(String, Vec<u8>)> = vec![
             (
                 topics::app("bad-yaml"),
@@ -406,33 +315,10 @@ fn bad_input_gets_its_error_and_the_control_plane_keeps_serving() {
                 b"application: other\ncomponents: [{name: a, image: i}]\n".to_vec(),
             ),
             (topics::report("n1"), vec![0xde, 0xad, 0xbe, 0xef]),
-            (
-                topics::report("n1"),
-                wire::encode(
-                    &Message::NodeReport(Box::new(report_of(
-                        &model::load_cluster(&scenario("cluster.yaml"))
-                            .unwrap()
-                            .nodes[0],
-                        1,
-                        "x",
-                    ))),
-                    None,
-                )
-                .unwrap(),
-            ),
+            (topics::report("n1"), report_frame(&node, 1, "x", None)),
             (
                 topics::report("ghost"),
-                wire::encode(
-                    &Message::NodeReport(Box::new(report_of(
-                        &model::load_cluster(&scenario("cluster.yaml"))
-                            .unwrap()
-                            .nodes[0],
-                        1,
-                        "x",
-                    ))),
-                    Some(&k1),
-                )
-                .unwrap(),
+                report_frame(&node, 1, "x", Some(&k1)),
             ),
             ("acoa/v1/nodes/n1/whatever".into(), b"??".to_vec()),
             (topics::online("n1"), b"perhaps".to_vec()),
@@ -485,10 +371,7 @@ fn bad_input_gets_its_error_and_the_control_plane_keeps_serving() {
         }
         assert!(cp.alive());
         // still serving: the CLI gets the statuses
-        let d = data.clone();
-        let out = tokio::task::spawn_blocking(move || cli(&d, &["status"]))
-            .await
-            .unwrap();
+        let out = cli_async(&data, &["status"]).await;
         assert!(out.status.success());
         assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 4);
         // a bad file through the CLI names the file and field, publishes nothing
@@ -534,10 +417,7 @@ fn a_node_removed_from_the_inventory_is_lost_and_its_login_refused() {
         let port = free_port();
         let cp = ControlPlane::start(&data, port, &[]);
         let _a = start_n1(&cp, &cp.url, (k1, pw1.clone(), cpk), false).await;
-        let d = data.clone();
-        let out = tokio::task::spawn_blocking(move || cli(&d, &["node", "remove", "n1"]))
-            .await
-            .unwrap();
+        let out = cli_async(&data, &["node", "remove", "n1"]).await;
         assert!(out.status.success());
         cp.wait_log_async(
             "node n1 lost (removed from the inventory)",
@@ -549,20 +429,7 @@ fn a_node_removed_from_the_inventory_is_lost_and_its_login_refused() {
             .await;
         let mut o = MqttOptions::new("n1-again", "127.0.0.1", port);
         o.set_credentials("n1", &pw1);
-        let (_c, mut el) = AsyncClient::new(o, 4);
-        let ok = tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                match el.poll().await {
-                    Ok(MqttEvent::Incoming(Packet::ConnAck(a))) => {
-                        return a.code == rumqttc::ConnectReturnCode::Success
-                    }
-                    Ok(_) => {}
-                    Err(_) => return false,
-                }
-            }
-        })
-        .await
-        .unwrap_or(false);
+        let ok = connects(o).await;
         assert!(!ok, "a removed node's login is refused");
     });
 }

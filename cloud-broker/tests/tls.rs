@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -36,31 +36,7 @@ impl Agent {
 /// Enrolls `name` and starts its agent on `url` trusting the CA in `ca_file`.
 fn start_agent(bin: &Path, dir: &Path, data: &Path, url: &str, name: &str, ca: &Path) -> Agent {
     let state = dir.join(format!("{name}-state"));
-    let out = Command::new(bin)
-        .args(["pubkey", "--state-dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let pk = String::from_utf8(out.stdout).unwrap();
-    let out = cli(
-        data,
-        &[
-            "node",
-            "add",
-            name,
-            "--public-key",
-            pk.trim(),
-            "--broker-url",
-            url,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let broker = String::from_utf8(out.stdout).unwrap().replace(
+    let broker = enroll_agent(bin, &state, data, name, url).replace(
         "[broker]\n",
         &format!("[broker]\nca_file = \"{}\"\n", ca.display()),
     );
@@ -82,14 +58,7 @@ fn start_agent(bin: &Path, dir: &Path, data: &Path, url: &str, name: &str, ca: &
     )
     .unwrap();
     let log = dir.join(format!("{name}.log"));
-    let child = Command::new(bin)
-        .arg("--config")
-        .arg(&config)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let child = spawn_agent(bin, &config, &log);
     Agent { child, log, state }
 }
 
@@ -149,21 +118,11 @@ fn an_agent_over_mqtts_to_the_embedded_broker_gets_its_desired_state() {
     );
     cp.wait_log("node tls-ok joined", Duration::from_secs(30));
     // every component fits the one node that joined
-    let out = cli(
+    ok(apply(
         &data,
-        &[
-            "apply",
-            scenario("smoke-monitoring.yaml").to_str().unwrap(),
-            "--wait-s",
-            "20",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        &scenario("smoke-monitoring.yaml"),
+        &["--wait-s", "20"],
+    ));
     // the agent persists every desired state it accepts (signed by the control plane)
     wait_until(
         "the desired state at the agent over mqtts",

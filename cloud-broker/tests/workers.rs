@@ -65,13 +65,7 @@ impl Worker {
     fn add(data: &Path, name: &str, extra: &[&str]) -> Vec<String> {
         let mut a = vec!["worker", "add", name];
         a.extend(extra);
-        let out = cli(data, &a);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let flags = String::from_utf8(out.stdout).unwrap();
+        let flags = ok(cli(data, &a));
         let args: Vec<String> = flags.split_whitespace().map(String::from).collect();
         assert_eq!(args.len(), 8, "{flags}");
         args
@@ -206,25 +200,23 @@ fn forged_jobs(cluster: &model::Cluster) -> Vec<Vec<u8>> {
     vec![b"garbage".to_vec(), unsigned, signed_wrong]
 }
 
-fn apply(data: &Path, file: &Path) -> AppStatus {
-    let out = cli(
-        data,
-        &[
-            "apply",
-            file.to_str().unwrap(),
-            "--wait-s",
-            "60",
-            "--agents-wait-s",
-            "0",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
+/// A control plane on `data` whose placement jobs go to external workers, each job waited
+/// for `timeout_ms`, with `extra` options.
+fn with_workers(data: &Path, timeout_ms: &str, extra: &[&str]) -> ControlPlane {
+    let mut args = vec![
+        "--scheduler-workers",
+        "external",
+        "--worker-timeout-ms",
+        timeout_ms,
+    ];
+    args.extend_from_slice(extra);
+    ControlPlane::start(data, free_port(), &args)
+}
+
+/// `apply FILE`, which must place the application.
+async fn placed(data: &Path, file: &Path) -> AppStatus {
+    let out = spawn_apply(data, file, &["--wait-s", "60", "--agents-wait-s", "0"]);
+    let st: AppStatus = serde_json::from_str(&ok(out.await.unwrap())).unwrap();
     assert_eq!(st.state, "placed", "{st:?}");
     st
 }
@@ -233,22 +225,12 @@ fn apply(data: &Path, file: &Path) -> AppStatus {
 /// their placements and scores. With `external`, two workers compute the jobs, one is killed
 /// half-way, and forged jobs and results are sent.
 async fn run_phase(external: bool) -> BTreeMap<String, (BTreeMap<String, String>, f64)> {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().to_path_buf();
-    let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-    let creds = enroll_all(&data, &cluster);
-    let port = free_port();
-    let extra: &[&str] = if external {
-        &[
-            "--scheduler-workers",
-            "external",
-            "--worker-timeout-ms",
-            "2000",
-        ]
+    let (_dir, data, cluster, creds) = railway_enrolled();
+    let cp = if external {
+        with_workers(&data, "2000", &[])
     } else {
-        &[]
+        ControlPlane::start(&data, free_port(), &[])
     };
-    let cp = ControlPlane::start(&data, port, extra);
     let mut workers = vec![];
     if external {
         let d = data.clone();
@@ -307,10 +289,7 @@ async fn run_phase(external: bool) -> BTreeMap<String, (BTreeMap<String, String>
             )
             .await;
         }
-        let (d, f) = (data.clone(), f.clone());
-        let st = tokio::task::spawn_blocking(move || apply(&d, &f))
-            .await
-            .unwrap();
+        let st = placed(&data, f).await;
         out.insert(
             st.application.clone(),
             (st.placement.clone().unwrap(), st.score.unwrap()),
@@ -374,28 +353,11 @@ fn two_workers_place_as_in_process_survive_a_kill_and_refuse_forgeries() {
 #[test]
 fn with_no_worker_jobs_go_out_again_then_run_in_process() {
     run(async {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().to_path_buf();
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let creds = enroll_all(&data, &cluster);
-        let cp = ControlPlane::start(
-            &data,
-            free_port(),
-            &[
-                "--scheduler-workers",
-                "external",
-                "--worker-timeout-ms",
-                "300",
-                "--worker-tries",
-                "2",
-            ],
-        );
+        let (_dir, data, cluster, creds) = railway_enrolled();
+        let cp = with_workers(&data, "300", &["--worker-tries", "2"]);
         let agents = join_all(&cp, &cp.url, &cluster, &creds, 18100, false).await;
         tokio::time::sleep(Duration::from_millis(1000)).await;
-        let d = data.clone();
-        let st = tokio::task::spawn_blocking(move || apply(&d, &scenario("smoke-monitoring.yaml")))
-            .await
-            .unwrap();
+        let st = placed(&data, &scenario("smoke-monitoring.yaml")).await;
         assert!(st.placement.is_some());
         let log = cp.log_text();
         assert!(log.contains("published again (try 2 of 2)"), "{log}");
@@ -423,20 +385,8 @@ fn pinned(dir: &Path, name: &str, node: &str, k: usize) -> PathBuf {
 #[test]
 fn a_worker_gives_no_container_to_a_full_node() {
     run(async {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().to_path_buf();
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let creds = enroll_all(&data, &cluster);
-        let cp = ControlPlane::start(
-            &data,
-            free_port(),
-            &[
-                "--scheduler-workers",
-                "external",
-                "--worker-timeout-ms",
-                "5000",
-            ],
-        );
+        let (_dir, data, cluster, creds) = railway_enrolled();
+        let cp = with_workers(&data, "5000", &[]);
         let d = data.clone();
         let w = tokio::task::spawn_blocking(move || Worker::start(&d, "w1"))
             .await
@@ -448,10 +398,7 @@ fn a_worker_gives_no_container_to_a_full_node() {
             pinned(&data, "filler", &node, 32),
             pinned(&data, "late", &node, 1),
         );
-        let d = data.clone();
-        let st = tokio::task::spawn_blocking(move || apply(&d, &full))
-            .await
-            .unwrap();
+        let st = placed(&data, &full).await;
         assert_eq!(st.placement.unwrap().len(), 32);
         let out = spawn_apply(&data, &one, &["--wait-s", "30", "--agents-wait-s", "0"])
             .await
@@ -481,22 +428,13 @@ fn a_worker_gives_no_container_to_a_full_node() {
 /// answer on its own results topic, and nothing else.
 #[test]
 fn a_worker_through_mosquitto_with_the_generated_acl() {
-    let (Some(mosquitto), Some(_)) = (find_bin("mosquitto"), find_bin("mosquitto_passwd")) else {
-        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
+    let Some(t) = with_mosquitto() else {
         return;
     };
     run(async move {
-        let dir = tempfile::tempdir().unwrap();
-        // mosquitto drops to its own user: it must be able to reach its files
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let data = dir.path().join("data");
-        let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
-        let creds = enroll_all(&data, &cluster);
-        let port = free_port();
-        let url = format!("mqtt://127.0.0.1:{port}");
+        let (data, port, url) = (t.data.clone(), t.port, t.url.clone());
         let wargs = Worker::add(&data, "w1", &["--broker-url", &url]);
-        let (_m, acl) = start_mosquitto(&mosquitto, dir.path(), &data, port, false).await;
+        let (_m, acl) = start_mosquitto(&t.mosquitto, t.dir.path(), &data, port, false).await;
         assert!(
             acl.contains(
                 "user w1\ntopic read acoa/v1/sched/jobs\ntopic write acoa/v1/sched/results/w1\n"
@@ -512,12 +450,9 @@ fn a_worker_through_mosquitto_with_the_generated_acl() {
         let w = tokio::task::spawn_blocking(move || Worker::spawn(&d, "w1", &a))
             .await
             .unwrap();
-        let agents = join_all(&cp, &url, &cluster, &creds, 18200, false).await;
+        let agents = join_all(&cp, &url, &t.cluster, &t.creds, 18200, false).await;
         tokio::time::sleep(Duration::from_millis(1000)).await;
-        let d = data.clone();
-        let st = tokio::task::spawn_blocking(move || apply(&d, &scenario("smoke-monitoring.yaml")))
-            .await
-            .unwrap();
+        let st = placed(&data, &scenario("smoke-monitoring.yaml")).await;
         assert!(st.placement.is_some());
         assert!(w.count("placed with score") >= 1, "{}", w.text());
         assert!(!cp.has_log("computed in process"), "{}", cp.log_text());

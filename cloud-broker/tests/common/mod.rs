@@ -40,25 +40,50 @@ pub fn cli(data: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// [`cli`] off the async runtime's threads.
+pub async fn cli_async(data: &Path, args: &[&str]) -> std::process::Output {
+    let data = data.to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        cli(&data, &args)
+    })
+    .await
+    .unwrap()
+}
+
+/// `node add NAME --public-key HEX` and `extra`, which must succeed; returns what it prints
+/// (the agent's `[broker]` section).
+pub fn node_add(data: &Path, name: &str, public_key: &str, extra: &[&str]) -> String {
+    let mut args = vec!["node", "add", name, "--public-key", public_key];
+    args.extend_from_slice(extra);
+    ok(cli(data, &args))
+}
+
+/// The output of a command that must have succeeded (else the test fails showing its stderr
+/// and stdout): its stdout.
+pub fn ok(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `apply FILE` and `extra`.
+pub fn apply(data: &Path, file: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["apply", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    cli(data, &args)
+}
+
 /// Enrolls `name` with a fresh key; returns (key, password, control plane key).
 pub fn enroll(data: &Path, name: &str) -> (SigningKey, String, VerifyingKey) {
     let key = SigningKey::generate(&mut rand::rngs::OsRng);
-    let out = cli(
-        data,
-        &[
-            "node",
-            "add",
-            name,
-            "--public-key",
-            &keys::public_hex(&key.verifying_key()),
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cfg: toml::Value = toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let out = node_add(data, name, &keys::public_hex(&key.verifying_key()), &[]);
+    let cfg: toml::Value = toml::from_str(&out).unwrap();
     let b = &cfg["broker"];
     assert_eq!(b["username"].as_str(), Some(name));
     let cp = keys::public_from_hex(b["control_plane_key"].as_str().unwrap()).unwrap();
@@ -75,6 +100,52 @@ pub fn enroll_all(data: &Path, cluster: &acoa_shared::model::Cluster) -> Creds {
         .iter()
         .map(|n| (n.name.clone(), enroll(data, &n.name)))
         .collect()
+}
+
+/// Node `i` of the railway scenario's cluster, renamed `name`.
+pub fn railway_node(i: usize, name: &str) -> acoa_shared::model::Node {
+    let cluster = acoa_shared::model::load_cluster(&scenario("cluster.yaml")).unwrap();
+    let mut n = cluster.nodes[i].clone();
+    n.name = name.into();
+    n
+}
+
+/// A simulated agent for `node` with its enrollment `creds` ([`enroll`]) on the broker at
+/// `url`: no links, a probe address nobody answers, a report every 300 ms, subscribed to its
+/// desired state if `subscribe_desired`.
+pub fn quiet_agent(
+    url: &str,
+    node: acoa_shared::model::Node,
+    creds: (SigningKey, String, VerifyingKey),
+    subscribe_desired: bool,
+) -> cloud_broker::testkit::SimAgent {
+    let (key, password, control_plane) = creds;
+    cloud_broker::testkit::SimAgent::start(cloud_broker::testkit::AgentSpec {
+        url: url.to_string(),
+        node,
+        password,
+        key,
+        control_plane,
+        probe_addr: "127.0.0.1:1".into(),
+        links: vec![],
+        period: Duration::from_millis(300),
+        subscribe_desired,
+    })
+}
+
+/// A data directory in a fresh temporary directory (removed when the first value drops)
+/// with every node of the railway cluster enrolled: (directory, data, cluster, enrollments).
+pub fn railway_enrolled() -> (
+    tempfile::TempDir,
+    PathBuf,
+    acoa_shared::model::Cluster,
+    Creds,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let cluster = acoa_shared::model::load_cluster(&scenario("cluster.yaml")).unwrap();
+    let creds = enroll_all(&data, &cluster);
+    (dir, data, cluster, creds)
 }
 
 /// Starts a simulated agent for every node of `cluster` (reports every 300 ms, probe ports
@@ -124,6 +195,52 @@ pub fn find_bin(bin: &str) -> Option<PathBuf> {
     found
 }
 
+/// The `mosquitto` binary when it and `mosquitto_passwd` are installed; else `None`, after
+/// saying that the test is skipped.
+pub fn mosquitto() -> Option<PathBuf> {
+    let Some(m) = find_bin("mosquitto") else {
+        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
+        return None;
+    };
+    if find_bin("mosquitto_passwd").is_none() {
+        eprintln!("SKIPPED: mosquitto_passwd is not installed");
+        return None;
+    }
+    Some(m)
+}
+
+/// Mosquitto, a directory it can reach (`dir`), the railway cluster enrolled in `dir/data`,
+/// and the port and URL the broker is to use.
+pub struct WithMosquitto {
+    pub mosquitto: PathBuf,
+    pub dir: tempfile::TempDir,
+    pub data: PathBuf,
+    pub cluster: acoa_shared::model::Cluster,
+    pub creds: Creds,
+    pub port: u16,
+    pub url: String,
+}
+
+/// Prepares [`WithMosquitto`], or gives `None` after saying the test is skipped.
+pub fn with_mosquitto() -> Option<WithMosquitto> {
+    let mosquitto = mosquitto()?;
+    let dir = tempdir_for_mosquitto();
+    let data = dir.path().join("data");
+    let cluster = acoa_shared::model::load_cluster(&scenario("cluster.yaml")).unwrap();
+    let creds = enroll_all(&data, &cluster);
+    let port = free_port();
+    let url = format!("mqtt://127.0.0.1:{port}");
+    Some(WithMosquitto {
+        mosquitto,
+        dir,
+        data,
+        cluster,
+        creds,
+        port,
+        url,
+    })
+}
+
 /// A running Mosquitto, killed on drop.
 pub struct Mosquitto(Child);
 impl Drop for Mosquitto {
@@ -168,6 +285,12 @@ pub async fn start_mosquitto(
         cmd.arg("-v");
     }
     let m = Mosquitto(cmd.stdout(Stdio::null()).stderr(mlog).spawn().unwrap());
+    wait_mosquitto(port).await;
+    (m, acl)
+}
+
+/// Waits until a Mosquitto just started listens on 127.0.0.1:`port` (at most 10 s).
+pub async fn wait_mosquitto(port: u16) {
     let t = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -176,7 +299,74 @@ pub async fn start_mosquitto(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    (m, acl)
+}
+
+/// `node`'s report (sequence `seq`, probe address `probe_addr`) as a frame, signed with `key`
+/// if given.
+pub fn report_frame(
+    node: &acoa_shared::model::Node,
+    seq: u64,
+    probe_addr: &str,
+    key: Option<&SigningKey>,
+) -> Vec<u8> {
+    use acoa_shared::wire::{encode, Message};
+    let report = cloud_broker::testkit::report_of(node, seq, probe_addr);
+    encode(&Message::NodeReport(Box::new(report)), key).unwrap()
+}
+
+/// MQTT options for client `id` on 127.0.0.1:`port` with the admin login of the control
+/// plane in `data` (the admin may publish on every topic).
+pub fn admin_options(data: &Path, id: &str, port: u16) -> rumqttc::MqttOptions {
+    let admin = cloud_broker::identity::DataDir::new(data)
+        .credentials()
+        .unwrap()
+        .admin;
+    let mut o = rumqttc::MqttOptions::new(id, "127.0.0.1", port);
+    o.set_credentials(&admin.username, &admin.password);
+    o
+}
+
+/// Whether the broker accepts an MQTT client with the options `o`: a successful CONNACK
+/// within 5 s (a refusal, an error or silence: false).
+pub async fn connects(o: rumqttc::MqttOptions) -> bool {
+    use rumqttc::{ConnectReturnCode, Event, Packet};
+    let (_c, mut el) = rumqttc::AsyncClient::new(o, 10);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match el.poll().await {
+                Ok(Event::Incoming(Packet::ConnAck(a))) => {
+                    return a.code == ConnectReturnCode::Success
+                }
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// Enrolls `name` with the key of the agent whose state directory is `state`
+/// (`edge-agent pubkey`) on the broker at `url`; returns the agent's `[broker]` section.
+pub fn enroll_agent(agent: &Path, state: &Path, data: &Path, name: &str, url: &str) -> String {
+    let pk = acoa_test_support::sh(
+        Command::new(agent)
+            .args(["pubkey", "--state-dir"])
+            .arg(state),
+    );
+    node_add(data, name, pk.trim(), &["--broker-url", url])
+}
+
+/// Starts the agent binary `agent` on `config`, its log in `log`.
+pub fn spawn_agent(agent: &Path, config: &Path, log: &Path) -> Child {
+    Command::new(agent)
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
 }
 
 /// A running control plane whose log goes to a file.
@@ -188,6 +378,19 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
+    /// `apply FILE` and `extra` on this control plane's data, which must succeed (else the
+    /// test fails showing its stderr and the control plane's log); the status it prints.
+    pub async fn apply(&self, file: &Path, extra: &[&str]) -> cloud_broker::status::AppStatus {
+        let out = spawn_apply(&self.data, file, extra).await.unwrap();
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log_text()
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
     pub fn start(data: &Path, port: u16, extra: &[&str]) -> ControlPlane {
         Self::start_logged(data, port, extra, &data.join("cp.log"))
     }
@@ -380,24 +583,10 @@ pub fn control_plane_with_n1_enrolled() -> WithN1 {
 pub async fn start_n1(
     cp: &ControlPlane,
     url: &str,
-    (key, password, control_plane): (SigningKey, String, VerifyingKey),
+    creds: (SigningKey, String, VerifyingKey),
     subscribe_desired: bool,
 ) -> cloud_broker::testkit::SimAgent {
-    use cloud_broker::testkit::{AgentSpec, SimAgent};
-    let cluster = acoa_shared::model::load_cluster(&scenario("cluster.yaml")).unwrap();
-    let mut node = cluster.nodes[0].clone();
-    node.name = "n1".into();
-    let agent = SimAgent::start(AgentSpec {
-        url: url.to_string(),
-        node,
-        password,
-        key,
-        control_plane,
-        probe_addr: "127.0.0.1:1".into(),
-        links: vec![],
-        period: Duration::from_millis(300),
-        subscribe_desired,
-    });
+    let agent = quiet_agent(url, railway_node(0, "n1"), creds, subscribe_desired);
     cp.wait_log_async("node n1 joined", Duration::from_secs(10))
         .await;
     agent
@@ -410,14 +599,10 @@ pub fn spawn_apply(
     extra: &[&str],
 ) -> tokio::task::JoinHandle<std::process::Output> {
     let (d, f) = (data.to_path_buf(), file.to_path_buf());
-    let args: Vec<String> = ["apply", f.to_str().unwrap()]
-        .into_iter()
-        .chain(extra.iter().copied())
-        .map(String::from)
-        .collect();
+    let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
     tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        cli(&d, &args)
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        apply(&d, &f, &extra)
     })
 }
 
