@@ -140,7 +140,9 @@ fn start_broker(
             broker::start_with_tls(opts.listen, logins.clone(), opts.tls.clone())?;
             (vec![embedded_url(opts.listen)], Some(logins))
         }
+        list => (conn::parse_list(&list.join(","))?, None),
     };
+    let url = urls.join(",");
     spawn_inventory_watch(dd.clone(), keys.clone(), logins, ctl_tx.clone());
     // unchanged on a restart: not written again, so a full disk does not stop the start
     if dd.endpoint().as_deref() != Some(url.as_str()) {
@@ -156,9 +158,7 @@ fn embedded_url(listen: SocketAddr) -> String {
     let host = if listen.ip().is_unspecified() {
         "127.0.0.1".to_string()
     } else {
-        list => (conn::parse_list(&list.join(","))?, None),
         listen.ip().to_string()
-    let url = urls.join(",");
     };
     format!("mqtt://{host}:{}", listen.port())
 }
