@@ -30,7 +30,7 @@ use acoa_shared::topics;
 use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message};
 use clap::Parser;
 use cloud_broker::identity::{DataDir, Inventory, NodeEntry};
-use cloud_broker::testkit::report_of;
+use cloud_broker::testkit::{presence_frame, report_of};
 use ed25519_dalek::SigningKey;
 use rand::{Rng, SeedableRng};
 use rumqttc::{AsyncClient, Event as MqttEvent, LastWill, MqttOptions, Packet, QoS};
@@ -477,7 +477,7 @@ async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> 
             o.set_keep_alive(Duration::from_secs(30));
             o.set_last_will(LastWill::new(
                 topics::online(&name),
-                topics::OFFLINE.to_vec(),
+                presence_frame(&name, &key, false),
                 QoS::AtLeastOnce,
                 true,
             ));
@@ -507,6 +507,7 @@ async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> 
             {
                 let c = c.clone();
                 let name = name.clone();
+                let here = presence_frame(&name, &key, true);
                 tokio::spawn(async move {
                     loop {
                         match el.poll().await {
@@ -515,7 +516,7 @@ async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> 
                                     topics::online(&name),
                                     QoS::AtLeastOnce,
                                     true,
-                                    topics::ONLINE.to_vec(),
+                                    here.clone(),
                                 );
                             }
                             Ok(_) => {}

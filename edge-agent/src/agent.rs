@@ -14,6 +14,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::brokers::{Rotation, BACKOFF_MAX};
 use crate::config::{BrokerUrl, Config, RuntimeKind};
+use crate::presence::Presence;
 use crate::prober::{self, ProbeIo, Prober};
 use crate::reconciler::{Action, Event, Level, Reconciler};
 use crate::report::Reporter;
@@ -38,6 +39,8 @@ struct Shared {
     run: u64,
     connected: AtomicBool,
     containers: AtomicU32,
+    /// The signed presence frames of this run's connections.
+    presence: std::sync::Mutex<Presence>,
 }
 
 impl Shared {
@@ -93,12 +96,6 @@ fn mqtt_options(cfg: &Config, broker: &BrokerUrl) -> anyhow::Result<MqttOptions>
     opts.set_max_packet_size(MAX_INCOMING_PACKET, MAX_OUTGOING_PACKET);
     opts.set_request_channel_capacity(REQUEST_QUEUE);
     opts.set_inflight(16);
-    opts.set_last_will(LastWill::new(
-        topics::online(&cfg.node),
-        topics::OFFLINE,
-        QoS::AtLeastOnce,
-        true,
-    ));
     if let (Some(u), Some(p)) = (&cfg.broker.username, &cfg.broker.password) {
         opts.set_credentials(u.clone(), p.clone());
     }
@@ -106,6 +103,16 @@ fn mqtt_options(cfg: &Config, broker: &BrokerUrl) -> anyhow::Result<MqttOptions>
         opts.set_transport(tls_transport(cfg)?);
     }
     Ok(opts)
+}
+
+/// The last will of the agent's next connection: its signed `offline` presence.
+fn will(node: &str, presence: &mut Presence) -> LastWill {
+    LastWill::new(
+        topics::online(node),
+        presence.will_for_next(),
+        QoS::AtLeastOnce,
+        true,
+    )
 }
 
 /// The broker list for a log line: `host:port`, or `host:port (then host:port, ...)`.
@@ -153,7 +160,10 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         .iter()
         .map(|b| mqtt_options(&cfg, b))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let (client, eventloop) = AsyncClient::new(brokers[0].clone(), REQUEST_QUEUE);
+    let mut presence = Presence::new(&cfg.node, key.clone(), run)?;
+    let mut first = brokers[0].clone();
+    first.set_last_will(will(&cfg.node, &mut presence));
+    let (client, eventloop) = AsyncClient::new(first, REQUEST_QUEUE);
     let shared = Arc::new(Shared {
         client,
         key: key.clone(),
@@ -161,6 +171,7 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         run,
         connected: AtomicBool::new(false),
         containers: AtomicU32::new(0),
+        presence: std::sync::Mutex::new(presence),
     });
 
     // The latest desired-state frame: a whole document, so when several arrive while the
@@ -284,9 +295,10 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         _ = shutdown_signal() => {
             info!("shutting down: containers keep running");
             shared.connected.store(false, Ordering::Relaxed);
+            let goodbye = shared.presence.lock().map(|p| p.goodbye()).unwrap_or_default();
             let _ = shared
                 .client
-                .try_publish(topics::online(&cfg.node), QoS::AtLeastOnce, true, topics::OFFLINE);
+                .try_publish(topics::online(&cfg.node), QoS::AtLeastOnce, true, goodbye);
             let _ = shared.client.try_disconnect();
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -337,12 +349,12 @@ async fn mqtt_loop(
                 }
                 failures = 0;
                 let c = &shared.client;
-                let _ = c.try_publish(
-                    topics::online(&cfg.node),
-                    QoS::AtLeastOnce,
-                    true,
-                    topics::ONLINE,
-                );
+                let online = shared
+                    .presence
+                    .lock()
+                    .map(|p| p.online())
+                    .unwrap_or_default();
+                let _ = c.try_publish(topics::online(&cfg.node), QoS::AtLeastOnce, true, online);
                 let _ = c.try_subscribe(desired_topic.clone(), QoS::AtLeastOnce);
                 let _ = c.try_subscribe(topics::PEERS, QoS::AtLeastOnce);
                 shared.connected.store(true, Ordering::Relaxed);
@@ -395,6 +407,11 @@ async fn mqtt_loop(
                     // the same session options, another address: a clean session there, as
                     // after any reconnection
                     eventloop.mqtt_options = brokers[next.broker].clone();
+                }
+                // the next connection's will, signed for it
+                if let Ok(mut p) = shared.presence.lock() {
+                    let w = will(&cfg.node, &mut p);
+                    eventloop.mqtt_options.set_last_will(w);
                 }
                 tokio::time::sleep(next.wait).await;
             }

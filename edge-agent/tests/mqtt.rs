@@ -29,6 +29,14 @@ fn start(tag: &str) -> Option<(Broker, Agent, Watcher)> {
     Some((broker, agent, watcher))
 }
 
+/// The `online` of a signed presence frame (wire v3), `None` if it is not one.
+fn presence(payload: &[u8]) -> Option<bool> {
+    match acoa_shared::wire::decode_unverified(payload).ok()? {
+        acoa_shared::wire::Message::Presence(p) => Some(p.online),
+        _ => None,
+    }
+}
+
 #[test]
 fn last_will_marks_a_dead_agent_offline() {
     let Some((_broker, mut agent, watcher)) = start("will") else {
@@ -36,11 +44,11 @@ fn last_will_marks_a_dead_agent_offline() {
     };
     let online = topics::online(&agent.node);
     wait_until("online marker", WAIT, || {
-        watcher.last(&online).as_deref() == Some(&b"online"[..])
+        watcher.last(&online).and_then(|p| presence(&p)) == Some(true)
     });
     agent.kill(); // no goodbye: the broker publishes the will after the keep-alive
     wait_until("last will offline", WAIT, || {
-        watcher.last(&online).as_deref() == Some(&b"offline"[..])
+        watcher.last(&online).and_then(|p| presence(&p)) == Some(false)
     });
 }
 
@@ -51,12 +59,12 @@ fn sigterm_publishes_offline_and_exits_cleanly() {
     };
     let online = topics::online(&agent.node);
     wait_until("online marker", WAIT, || {
-        watcher.last(&online).as_deref() == Some(&b"online"[..])
+        watcher.last(&online).and_then(|p| presence(&p)) == Some(true)
     });
     let pid = agent.pid().expect("running");
     run(Command::new("kill").args(["-TERM", &pid.to_string()]));
     wait_until("offline marker", Duration::from_secs(10), || {
-        watcher.last(&online).as_deref() == Some(&b"offline"[..])
+        watcher.last(&online).and_then(|p| presence(&p)) == Some(false)
     });
     wait_until("the agent to exit", Duration::from_secs(10), || {
         !agent.is_running()

@@ -113,8 +113,10 @@ fn desired_containers_run_are_removed_and_restarted() {
         "node reports arrive"
     );
     assert_eq!(
-        r.watcher.last(&topics::online(&node)).as_deref(),
-        Some(&b"online"[..])
+        r.watcher
+            .last(&topics::online(&node))
+            .and_then(|p| presence(&p)),
+        Some(true)
     );
 
     // Killed by hand: restarted.
@@ -271,7 +273,7 @@ fn broker_outage_leaves_containers_alone_and_agent_reconnects() {
         r.watcher
             .since(&topics::online(&node), back)
             .last()
-            .is_some_and(|p| p == b"online")
+            .is_some_and(|p| presence(p) == Some(true))
     });
     assert_eq!(ps(&node), before, "containers untouched after reconnecting");
 }
@@ -406,4 +408,12 @@ fn a_burst_of_desired_states_ends_on_the_newest() {
         running_names(&node) == [cname(&node, "app.c20")]
     });
     assert!(!r.agent.logs().contains("dropped a desired-state frame"));
+}
+
+/// The `online` of a signed presence frame (wire v3), `None` if it is not one.
+fn presence(payload: &[u8]) -> Option<bool> {
+    match acoa_shared::wire::decode_unverified(payload).ok()? {
+        acoa_shared::wire::Message::Presence(p) => Some(p.online),
+        _ => None,
+    }
 }
