@@ -2,28 +2,19 @@
 //! state, the measured links, the applications with their placement and status, the live
 //! model and the counters. Built from the engine's state as it is, no decision taken.
 //!
-//! Invariant: a node's state label comes from [`node_state`] only, and [`NODE_STATES`] lists
-//! every label it can give (metrics show each, zero included).
+//! Invariant: a node's state label is [`NodeState::as_str`] of the engine's own judgement, and
+//! [`NODE_STATES`] lists every label (metrics show each, zero included).
 
 use std::sync::Arc;
 
 use acoa_shared::model::{Application, Capacity, Cluster, Usage};
 
-use super::inventory::LiveNode;
-use super::{Engine, Stats};
+use super::{Engine, NodeState, Stats};
 use crate::status::{AppStatus, PlacementRecord};
 
-/// Every state [`node_state`] can give.
-pub const NODE_STATES: &[&str] = &["online", "lost"];
-
-/// The state of a node, as operators see it.
-fn node_state(n: &LiveNode) -> &'static str {
-    if n.online {
-        "online"
-    } else {
-        "lost"
-    }
-}
+/// Every node state (a test holds it to the enum).
+pub const NODE_STATES: [NodeState; 3] =
+    [NodeState::Online, NodeState::Unreachable, NodeState::Lost];
 
 /// One node of the inventory.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +23,7 @@ pub struct NodeView {
     pub datacenter: String,
     pub layer: String,
     pub arch: String,
-    /// One of [`NODE_STATES`].
+    /// [`NodeState::as_str`] of one of [`NODE_STATES`].
     pub state: &'static str,
     pub capacity: Capacity,
     pub usage: Usage,
@@ -91,7 +82,7 @@ impl Engine {
                 datacenter: n.info.datacenter.clone(),
                 layer: n.info.layer.to_string(),
                 arch: n.info.arch.clone(),
-                state: node_state(n),
+                state: n.state.as_str(),
                 capacity: n.info.capacity,
                 usage: n.usage,
                 silent_ms: now.saturating_sub(n.last_seen),
@@ -142,5 +133,21 @@ impl Engine {
         self.apps
             .iter()
             .map(|(n, a)| (n.as_str(), a.rec.placement.as_ref().map(|p| &p.assignment)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_node_state_is_listed() {
+        // a new state fails to compile here until it is listed
+        for s in NODE_STATES {
+            match s {
+                NodeState::Online | NodeState::Unreachable | NodeState::Lost => {}
+            }
+        }
+        assert_eq!(NODE_STATES.len(), 3);
     }
 }

@@ -3,8 +3,8 @@
 //! score, each path against its optimum) are set from the latest fleet document at each scrape.
 //!
 //! Names (every one starts with `acoa_`):
-//! - `acoa_nodes{state}`: nodes by state (every state of `engine::view::NODE_STATES`, zero
-//!   included);
+//! - `acoa_nodes{state}`: nodes by state (online, unreachable, lost: every state of
+//!   `engine::view::NODE_STATES`, zero included);
 //! - `acoa_reports_ingested_total{kind}` (`report`, `links`, `actual`),
 //!   `acoa_reports_dropped_total{reason}` (every reason of [`super::DROP_REASONS`]);
 //! - `acoa_placements_total{reason}` (first placements), `acoa_replacements_total{reason}`
@@ -237,12 +237,12 @@ impl Metrics {
 
     fn set_gauges(&self, doc: Option<&FleetDoc>) {
         self.nodes.clear();
-        for s in NODE_STATES {
+        for s in NODE_STATES.map(|s| s.as_str()) {
             let n = doc.map_or(0, |d| {
                 d.datacenters
                     .iter()
                     .flat_map(|dc| &dc.nodes)
-                    .filter(|n| n.state == *s)
+                    .filter(|n| n.state == s)
                     .count()
             });
             self.nodes

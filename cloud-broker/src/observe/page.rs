@@ -55,10 +55,10 @@ pub fn body(doc: Option<&FleetDoc>) -> String {
     };
     let mut o = String::new();
     summary(&mut o, d);
-    fleet(&mut o, d);
     apps(&mut o, d);
-    links(&mut o, d);
+    fleet(&mut o, d);
     events(&mut o, d);
+    links(&mut o, d);
     o
 }
 
@@ -154,7 +154,7 @@ fn apps(o: &mut String, d: &FleetDoc) {
     o.push_str("</section>");
 }
 
-const COL_W: f64 = 180.0;
+const COL_W: f64 = 230.0;
 const BOX_W: f64 = 130.0;
 const BOX_H: f64 = 26.0;
 const ROW_H: f64 = 44.0;
