@@ -6,14 +6,16 @@
 //! ```
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use hil_tests::agents::AgentOptions;
 use hil_tests::emu::Testbed;
+use hil_tests::forwarder::StatsSnapshot;
 use hil_tests::{fidelity, netns, report};
 
 mod netaware;
@@ -59,26 +61,15 @@ enum Cmd {
         /// The edge-agent binary (agent prober)
         #[arg(long, default_value = "target/release/edge-agent")]
         agent_bin: PathBuf,
-        /// aarch64 build of the agent for the aarch64 nodes, run under qemu-aarch64-static
-        #[arg(long)]
-        agent_bin_aarch64: Option<PathBuf>,
-        /// Run the agents SCHED_FIFO (chrt -f 20), like the emulator
-        #[arg(long)]
-        agent_rt: bool,
-        /// The agents' `[probe] clock`: synchronized (one-way delays) or free (half the RTT)
-        #[arg(long, default_value = "synchronized")]
-        clock: String,
-        /// Namespace prefix
-        #[arg(long, default_value = "hil-")]
-        prefix: String,
+        #[command(flatten)]
+        agents: Agents,
         /// Do not subtract the emulator's calibrated own overhead from the delays
         #[arg(long)]
         no_compensate: bool,
         #[arg(long, default_value = "10.77.0.0/16")]
         subnet: String,
-        /// Report directory (default results/fidelity-<prober>-<UTC time>)
-        #[arg(long)]
-        out: Option<PathBuf>,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// The emulator's precision as the packet rate grows (one-way error of a 10 ms link)
     EmuBench {
@@ -97,13 +88,8 @@ enum Cmd {
     Placement {
         #[arg(long, default_value = "scenarios/railway/cluster.yaml")]
         cluster: PathBuf,
-        /// Application definitions, comma-separated
-        #[arg(
-            long,
-            value_delimiter = ',',
-            default_value = "scenarios/railway/smoke-monitoring.yaml,scenarios/railway/speed-profiling.yaml"
-        )]
-        apps: Vec<PathBuf>,
+        #[command(flatten)]
+        apps: Apps,
         /// Random feasible placements per application
         #[arg(long, default_value_t = 20)]
         random: usize,
@@ -124,28 +110,16 @@ enum Cmd {
         /// The workload program (default: beside this binary)
         #[arg(long)]
         workload_bin: Option<PathBuf>,
-        #[arg(long, default_value = "hil-")]
-        prefix: String,
-        #[arg(long)]
-        out: Option<PathBuf>,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Experiments 3 and 4 with the real control plane, agents and Podman containers: a node
     /// killed, a link degraded, the control plane restarted; time to recover, path latency
     Dynamic {
-        #[arg(long, default_value = "scenarios/railway/cluster.yaml")]
-        cluster: PathBuf,
+        #[command(flatten)]
+        system: System,
         #[arg(long, default_value = "scenarios/railway/smoke-monitoring.yaml")]
         app: PathBuf,
-        #[arg(long, default_value = "target-hil/release/cloud-broker")]
-        cloud_bin: PathBuf,
-        #[arg(long, default_value = "target-hil/release/edge-agent")]
-        agent_bin: PathBuf,
-        #[arg(long)]
-        agent_bin_aarch64: Option<PathBuf>,
-        #[arg(long)]
-        agent_rt: bool,
-        #[arg(long, default_value = "synchronized")]
-        clock: String,
         /// Seconds the agents measure before the application is applied
         #[arg(long, default_value_t = 30)]
         warmup_s: u64,
@@ -158,10 +132,8 @@ enum Cmd {
         /// Seconds a link stays noisy (no re-placement expected)
         #[arg(long, default_value_t = 40)]
         noise_s: u64,
-        #[arg(long, default_value = "hil-")]
-        prefix: String,
-        #[arg(long)]
-        out: Option<PathBuf>,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Paper 003 in the testbed: network-aware placement against the baseline, and the
     /// descheduler (namespaces na-*, 10.78.0.0/16)
@@ -170,24 +142,10 @@ enum Cmd {
     /// agents' measurements, the agents run it as containers; random feasible placements run
     /// the same way, pinned (`requires.node`)
     Live {
-        #[arg(long, default_value = "scenarios/railway/cluster.yaml")]
-        cluster: PathBuf,
-        #[arg(
-            long,
-            value_delimiter = ',',
-            default_value = "scenarios/railway/smoke-monitoring.yaml,scenarios/railway/speed-profiling.yaml"
-        )]
-        apps: Vec<PathBuf>,
-        #[arg(long, default_value = "target-hil/release/cloud-broker")]
-        cloud_bin: PathBuf,
-        #[arg(long, default_value = "target-hil/release/edge-agent")]
-        agent_bin: PathBuf,
-        #[arg(long)]
-        agent_bin_aarch64: Option<PathBuf>,
-        #[arg(long)]
-        agent_rt: bool,
-        #[arg(long, default_value = "synchronized")]
-        clock: String,
+        #[command(flatten)]
+        system: System,
+        #[command(flatten)]
+        apps: Apps,
         /// Probes in the agents' window (success rates from 64 probes: sd ~0.04; from the
         /// agent's default 20: ~0.07, enough to move a reliability-weighted placement by 2 %)
         #[arg(long, default_value_t = 64)]
@@ -211,16 +169,84 @@ enum Cmd {
         rate_hz: f64,
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        #[arg(long, default_value = "hil-")]
-        prefix: String,
-        #[arg(long)]
-        out: Option<PathBuf>,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Deletes the namespaces of a run that was killed
     Down {
         #[arg(long, default_value = "hil-")]
         prefix: String,
     },
+}
+
+/// How the agents of a run are started.
+#[derive(clap::Args)]
+struct Agents {
+    /// aarch64 build of the agent for the aarch64 nodes, run under qemu-aarch64-static
+    #[arg(long)]
+    agent_bin_aarch64: Option<PathBuf>,
+    /// Run the agents SCHED_FIFO (chrt -f 20), like the emulator
+    #[arg(long)]
+    agent_rt: bool,
+    /// The agents' `[probe] clock`: synchronized (one-way delays) or free (half the RTT)
+    #[arg(long, default_value = "synchronized")]
+    clock: String,
+}
+
+impl Agents {
+    /// The agents' options, `bin` on the nodes that are not aarch64.
+    fn options(&self, bin: &Path) -> AgentOptions {
+        let mut o = AgentOptions::new(bin);
+        o.aarch64_bin = self.agent_bin_aarch64.clone();
+        o.realtime = self.agent_rt;
+        o.clock = self.clock.clone();
+        o
+    }
+}
+
+/// The whole system of `dynamic` and `live`: the cluster, the control plane and the agents.
+#[derive(clap::Args)]
+struct System {
+    #[arg(long, default_value = "scenarios/railway/cluster.yaml")]
+    cluster: PathBuf,
+    #[arg(long, default_value = "target-hil/release/cloud-broker")]
+    cloud_bin: PathBuf,
+    #[arg(long, default_value = "target-hil/release/edge-agent")]
+    agent_bin: PathBuf,
+    #[command(flatten)]
+    agents: Agents,
+}
+
+/// The applications placed (`placement`, `live`).
+#[derive(clap::Args)]
+struct Apps {
+    /// Application definitions, comma-separated
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "scenarios/railway/smoke-monitoring.yaml,scenarios/railway/speed-profiling.yaml"
+    )]
+    apps: Vec<PathBuf>,
+}
+
+/// Where a run lives: its namespaces and its report.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Namespace prefix
+    #[arg(long, default_value = "hil-")]
+    prefix: String,
+    /// Report directory (default hil-tests/results/<experiment>-<UTC time>)
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// The report directory: `--out`, else `hil-tests/results/<experiment>-<UTC time>`.
+    fn dir(&self, experiment: &str) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| {
+            PathBuf::from(format!("hil-tests/results/{experiment}-{}", utc_stamp()))
+        })
+    }
 }
 
 fn main() -> Result<()> {
@@ -248,8 +274,7 @@ fn main() -> Result<()> {
             probes,
             seed,
             workload_bin,
-            prefix,
-            out,
+            run,
         } => {
             use rand::SeedableRng;
             let workload_bin = match workload_bin {
@@ -257,12 +282,10 @@ fn main() -> Result<()> {
                 None => std::env::current_exe()?.with_file_name("acoa-workload"),
             };
             let cl = load_cluster(&cluster)?;
-            let apps = load_apps(&apps)?;
+            let apps = load_apps(&apps.apps)?;
             let names: Vec<String> = cl.nodes.iter().map(|n| n.name.clone()).collect();
-            let dir = out.unwrap_or_else(|| {
-                PathBuf::from(format!("hil-tests/results/placement-{}", utc_stamp()))
-            });
-            let (tb, comp) = cluster_testbed(&cl, &prefix)?;
+            let dir = run.dir("placement");
+            let (tb, comp) = cluster_testbed(&cl, &run.prefix)?;
             println!(
                 "hil: testbed up, compensation {:.0} µs; measuring every pair",
                 comp.as_secs_f64() * 1e6
@@ -309,44 +332,28 @@ fn main() -> Result<()> {
             }
             let emu = tb.stats();
             drop(tb);
-            md += &format!(
-                "Emulator: compensation {:.0} µs; {} packets delivered, {} dropped by emulated loss; lateness p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs.\n",
-                comp.as_secs_f64() * 1e6, emu.delivered, emu.dropped, emu.lateness_us.p50, emu.lateness_us.p99, emu.lateness_us.max
-            );
-            std::fs::create_dir_all(&dir)?;
-            std::fs::write(dir.join("report.md"), &md)?;
-            println!("{md}\nhil: report in {}", dir.join("report.md").display());
-            Ok(())
+            md += &format!("{}\n", emulator_note(comp, &emu));
+            println!("{md}");
+            write_report(&dir, &md)
         }
         Cmd::Dynamic {
-            cluster,
+            system,
             app,
-            cloud_bin,
-            agent_bin,
-            agent_bin_aarch64,
-            agent_rt,
-            clock,
             warmup_s,
             settle_s,
             timeout_s,
             noise_s,
-            prefix,
-            out,
+            run,
         } => {
-            let cl = load_cluster(&cluster)?;
+            let cl = load_cluster(&system.cluster)?;
             let application =
                 acoa_shared::model::load_application(&app).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let dir = out.unwrap_or_else(|| {
-                PathBuf::from(format!("hil-tests/results/dynamic-{}", utc_stamp()))
-            });
-            let (tb, _) = cluster_testbed(&cl, &prefix)?;
-            let mut ao = hil_tests::agents::AgentOptions::new(&agent_bin);
-            ao.aarch64_bin = agent_bin_aarch64;
-            ao.realtime = agent_rt;
+            let dir = run.dir("dynamic");
+            let (tb, _) = cluster_testbed(&cl, &run.prefix)?;
+            let mut ao = system.agents.options(&system.agent_bin);
             ao.window = 20;
-            ao.clock = clock;
             let opts = hil_tests::dynamic::DynamicOptions {
-                cloud_bin,
+                cloud_bin: system.cloud_bin,
                 agent: ao,
                 app_file: app.clone(),
                 workdir: dir.join("run"),
@@ -368,13 +375,8 @@ fn main() -> Result<()> {
             Ok(())
         }
         Cmd::Live {
-            cluster,
+            system,
             apps,
-            cloud_bin,
-            agent_bin,
-            agent_bin_aarch64,
-            agent_rt,
-            clock,
             window,
             warmup_s,
             timeout_s,
@@ -383,22 +385,16 @@ fn main() -> Result<()> {
             secs,
             rate_hz,
             seed,
-            prefix,
-            out,
+            run,
         } => {
-            let cl = load_cluster(&cluster)?;
-            let apps = load_apps(&apps)?;
-            let dir = out.unwrap_or_else(|| {
-                PathBuf::from(format!("hil-tests/results/live-{}", utc_stamp()))
-            });
-            let (tb, comp) = cluster_testbed(&cl, &prefix)?;
-            let mut ao = hil_tests::agents::AgentOptions::new(&agent_bin);
-            ao.aarch64_bin = agent_bin_aarch64;
-            ao.realtime = agent_rt;
+            let cl = load_cluster(&system.cluster)?;
+            let apps = load_apps(&apps.apps)?;
+            let dir = run.dir("live");
+            let (tb, comp) = cluster_testbed(&cl, &run.prefix)?;
+            let mut ao = system.agents.options(&system.agent_bin);
             ao.window = window;
-            ao.clock = clock;
             let o = hil_tests::live::LiveOptions {
-                cloud_bin,
+                cloud_bin: system.cloud_bin,
                 agent: ao,
                 workdir: dir.join("run"),
                 warmup: Duration::from_secs(warmup_s),
@@ -414,9 +410,11 @@ fn main() -> Result<()> {
             drop(tb);
             let res = res?;
             let note = format!(
-                "Emulator: compensation {:.0} µs; {} packets delivered, {} dropped by emulated loss; lateness p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs. Load average at the end: {}.\n",
-                comp.as_secs_f64() * 1e6, emu.delivered, emu.dropped, emu.lateness_us.p50, emu.lateness_us.p99, emu.lateness_us.max,
-                std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+                "{} Load average at the end: {}.\n",
+                emulator_note(comp, &emu),
+                std::fs::read_to_string("/proc/loadavg")
+                    .unwrap_or_default()
+                    .trim()
             );
             let md = hil_tests::live::report(&dir, &o, &res, &note)?;
             println!("{md}\nhil: report in {}", dir.join("report.md").display());
@@ -451,12 +449,10 @@ fn main() -> Result<()> {
                 );
             }
             println!("{md}");
-            if let Some(dir) = out {
-                std::fs::create_dir_all(&dir)?;
-                std::fs::write(dir.join("report.md"), &md)?;
-                println!("hil: report in {}", dir.join("report.md").display());
+            match out {
+                Some(dir) => write_report(&dir, &md),
+                None => Ok(()),
             }
-            Ok(())
         }
         Cmd::Fidelity {
             prober,
@@ -466,18 +462,16 @@ fn main() -> Result<()> {
             interval_ms,
             duration_s,
             agent_bin,
-            agent_bin_aarch64,
-            agent_rt,
-            clock,
-            prefix,
+            agents,
             no_compensate,
             subnet,
-            out,
+            run,
         } => {
+            let prefix = &run.prefix;
             if prefix.is_empty() {
                 bail!("--prefix must not be empty (teardown deletes namespaces by prefix)");
             }
-            guard_signals(&prefix, || {})?;
+            guard_signals(prefix, || {})?;
             let cl =
                 acoa_shared::model::load_cluster(&cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
             let names: Vec<String> = if nodes.is_empty() {
@@ -495,17 +489,14 @@ fn main() -> Result<()> {
                         .with_context(|| format!("unknown node {n}"))
                 })
                 .collect::<Result<_>>()?;
-            down(&prefix)?;
-            let dir = out.unwrap_or_else(|| {
-                PathBuf::from(format!(
-                    "hil-tests/results/fidelity-{}-{}",
-                    format!("{prober:?}").to_lowercase(),
-                    utc_stamp()
-                ))
-            });
+            down(prefix)?;
+            let dir = run.dir(&format!(
+                "fidelity-{}",
+                format!("{prober:?}").to_lowercase()
+            ));
             let t0 = Instant::now();
             let tb = Testbed::builder()
-                .prefix(&prefix)
+                .prefix(prefix)
                 .subnet(subnet.parse()?)
                 .host(prober == Prober::Agent)
                 .up_numbered(&numbered, &cl.links)
@@ -542,10 +533,8 @@ fn main() -> Result<()> {
                     (rows, how)
                 }
                 Prober::Agent => {
-                    let mut o = hil_tests::agents::AgentOptions::new(&agent_bin);
-                    o.aarch64_bin = agent_bin_aarch64.clone();
-                    o.realtime = agent_rt;
-                    o.clock = clock.clone();
+                    let o = agents.options(&agent_bin);
+                    let clock = &agents.clock;
                     let rows = hil_tests::agents::fidelity(
                         &tb,
                         &cl,
@@ -557,8 +546,8 @@ fn main() -> Result<()> {
                     let how = format!(
                         "Prober: the edge agents (`{}`{}{}), one per node namespace, `[probe] clock = \"{clock}\"` ({}), reporting link metrics over MQTT (Mosquitto on the testbed's host endpoint); the last metrics of every pair after {duration_s} s. Emulated: `{}` through `linkemu`.",
                         agent_bin.display(),
-                        if agent_rt { ", SCHED_FIFO" } else { "" },
-                        match &agent_bin_aarch64 {
+                        if agents.agent_rt { ", SCHED_FIFO" } else { "" },
+                        match &agents.agent_bin_aarch64 {
                             Some(b) => format!("; the aarch64 nodes run `{}` under qemu-aarch64-static, normal priority", b.display()),
                             None => String::new(),
                         },
@@ -592,6 +581,22 @@ fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The emulator's compensation and counters over a run, one sentence.
+fn emulator_note(comp: Duration, emu: &StatsSnapshot) -> String {
+    format!(
+        "Emulator: compensation {:.0} µs; {} packets delivered, {} dropped by emulated loss; lateness p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs.",
+        comp.as_secs_f64() * 1e6, emu.delivered, emu.dropped, emu.lateness_us.p50, emu.lateness_us.p99, emu.lateness_us.max
+    )
+}
+
+/// Writes `md` to `dir/report.md` and says where.
+fn write_report(dir: &Path, md: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("report.md"), md)?;
+    println!("hil: report in {}", dir.join("report.md").display());
+    Ok(())
 }
 
 fn load_cluster(path: &std::path::Path) -> Result<acoa_shared::model::Cluster> {
