@@ -5,21 +5,16 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::skip;
 use hil_tests::control::{self, ControlServer};
-use hil_tests::emu::{unavailable_reason, Testbed};
+use hil_tests::emu::Testbed;
 use hil_tests::netns;
 use hil_tests::probe::{self, EchoServer, Rtts};
 use hil_tests::LinkSpec;
 
 const PORT: u16 = 9000;
-
-fn skip() -> bool {
-    if let Some(reason) = unavailable_reason() {
-        println!("SKIPPED: {reason}");
-        return true;
-    }
-    false
-}
 
 /// `count` echo probes from `from` to `to`'s echo server.
 fn rtts(tb: &Testbed, from: &str, to: &str, count: usize, interval_ms: u64) -> Rtts {

@@ -5,17 +5,19 @@
 //! node whose links degrade. No control plane or Podman here (the full run, `hil netaware` via
 //! `hil-tests/run-netaware.sh`, goes through them). Needs root and /dev/net/tun.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hil_tests::emu::{unavailable_reason, Testbed};
+use common::skip;
+use hil_tests::emu::Testbed;
 use hil_tests::netaware_exp::{Bench, DynOptions, Launch, Options, Sched, Setup};
 
 #[test]
 fn network_aware_beats_the_baseline_and_the_descheduler_moves() {
-    if let Some(why) = unavailable_reason() {
-        println!("SKIPPED: {why}");
+    if skip() {
         return;
     }
     let setup = Setup::paper(5).unwrap();

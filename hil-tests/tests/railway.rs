@@ -4,35 +4,28 @@
 //! goal (5 % or 0.1 ms), or a success rate by more than 4.5 binomial standard deviations.
 //! Writes the report under target dir's `hil-results/`. Needs root and /dev/net/tun.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hil_tests::emu::{unavailable_reason, Testbed};
+use common::*;
+use hil_tests::emu::Testbed;
 use hil_tests::{fidelity, report};
 
 #[test]
 fn railway_five_nodes_measured_as_emulated() {
-    if let Some(why) = unavailable_reason() {
-        println!("SKIPPED: {why}");
+    if skip() {
         return;
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cl =
-        acoa_shared::model::load_cluster(&root.join("scenarios/railway/cluster.yaml")).unwrap();
+    let cl = railway_cluster();
     let names: Vec<String> = ["n01", "n07", "n12", "n16", "n20"]
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let numbered: Vec<(String, u32)> = names
-        .iter()
-        .map(|n| {
-            let i = cl.nodes.iter().position(|x| &x.name == n).unwrap();
-            (n.clone(), i as u32 + 1)
-        })
-        .collect();
     let tb = Testbed::builder()
         .subnet("10.82.0.0/16".parse().unwrap())
-        .up_numbered(&numbered, &cl.links)
+        .up_numbered(&numbered(&cl, &names), &cl.links)
         .unwrap();
     let comp = tb.calibrate("n01", "n07").unwrap();
     tb.set_compensation(comp);

@@ -4,35 +4,28 @@
 //! be several times faster than the mean of random feasible placements. Needs root and
 //! /dev/net/tun.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hil_tests::emu::{unavailable_reason, Testbed};
+use common::*;
+use hil_tests::emu::Testbed;
 use hil_tests::{fidelity, placement, report};
 use rand::SeedableRng;
 
 #[test]
 fn railway_smoke_monitoring_placed_from_measurements_and_run() {
-    if let Some(why) = unavailable_reason() {
-        println!("SKIPPED: {why}");
+    if skip() {
         return;
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cl =
-        acoa_shared::model::load_cluster(&root.join("scenarios/railway/cluster.yaml")).unwrap();
-    let app =
-        acoa_shared::model::load_application(&root.join("scenarios/railway/smoke-monitoring.yaml"))
-            .unwrap();
+    let cl = railway_cluster();
+    let app = acoa_shared::model::load_application(&railway("smoke-monitoring.yaml")).unwrap();
     let names: Vec<String> = cl.nodes.iter().map(|n| n.name.clone()).collect();
-    let numbered: Vec<(String, u32)> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.clone(), i as u32 + 1))
-        .collect();
     let tb = Testbed::builder()
         .subnet("10.83.0.0/16".parse().unwrap())
         .host(true)
-        .up_numbered(&numbered, &cl.links)
+        .up_numbered(&numbered(&cl, &names), &cl.links)
         .unwrap();
     let comp = tb.calibrate("n01", "n02").unwrap();
     tb.set_compensation(comp);
