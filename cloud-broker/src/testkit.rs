@@ -63,7 +63,8 @@ pub fn samples_of(c: &model::Cluster, from: &str) -> Vec<LinkSample> {
             jitter_ms: l.jitter_ms as f32,
             success: l.success as f32,
             samples: 20,
-            last_answer_ms: 0,
+            // simulated agents do not probe: they are no evidence that a peer answers
+            last_answer_ms: wire::NEVER_ANSWERED,
         })
         .collect()
 }

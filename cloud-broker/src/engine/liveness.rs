@@ -187,7 +187,8 @@ pub fn classify(
         if !ev.heard.contains_key(by) {
             continue;
         }
-        measured = true;
+        // a peer that never had an answer of it cannot tell
+        measured |= s.answered_at.is_some();
         if let Some(t) = s.answered_at {
             if t > since && now.saturating_sub(t) <= w.evidence_ms {
                 reach.push((by.as_str(), t));

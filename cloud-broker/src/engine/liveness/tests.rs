@@ -127,6 +127,10 @@ fn nobody_measuring_it_means_lost_at_once() {
     assert!(v
         .evidence
         .contains("no peer the control plane hears measures it"));
+    // a peer that never had an answer of it cannot tell either
+    let mut ev = ev;
+    saw(&mut ev, "n2", "n1", T, None);
+    assert_eq!(state(&ev, "n1"), Some(NodeState::Lost));
 }
 
 #[test]
