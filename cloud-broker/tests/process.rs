@@ -364,7 +364,7 @@ fn bad_input_gets_its_error_and_the_control_plane_keeps_serving() {
             "node report on node `n1`'s topic dropped: message is not signed",
             "node report for unknown node `ghost`",
             "topic `acoa/v1/nodes/n1/whatever` is not an acoa/v1 topic",
-            "online marker of node `n1` is neither",
+            "online marker of node `n1` is not a signed presence",
             "link metrics on node `n1`'s topic dropped",
         ] {
             cp.wait_log_async(line, Duration::from_secs(5)).await;
