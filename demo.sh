@@ -76,13 +76,10 @@ cleanup() {
   stopped=1
   set +e
   # The control plane first: agents that stop before it would be judged cut off.
-  # The agents first, then at once the control plane: it stops before it would judge the
-  # silent agents (--node-timeout-ms), and no agent sees its broker go.
-  if [ ${#pids[@]} -gt 1 ]; then
-    for p in "${pids[@]:1}"; do kill "$p" 2>/dev/null; done
-    for p in "${pids[@]:1}"; do wait "$p" 2>/dev/null; done
-  fi
-  if [ ${#pids[@]} -gt 0 ]; then kill "${pids[0]}" 2>/dev/null; wait 2>/dev/null; fi
+  # The control plane and the agents in one signal each, the control plane first: it stops
+  # before it hears the agents' last wills, and they stop before they see their broker go.
+  [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
+  wait 2>/dev/null
   if [ $keep -eq 0 ]; then
     # only the demo's applications on the demo's nodes (other agents may share this Podman)
     for n in ${nodes//,/ }; do
