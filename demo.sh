@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     --port) port=$2; shift 2 ;;
     --for) run_for=$2; shift 2 ;;
     --debug) profile=debug; shift ;;
-    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
     *) echo "demo: unknown option $1" >&2; exit 2 ;;
   esac
 done
