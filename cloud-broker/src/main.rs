@@ -168,6 +168,8 @@ struct ServeArgs {
     definition_budget_ms: u64,
     #[command(flatten)]
     observe: cloud_broker::observe::ObserveArgs,
+    #[command(flatten)]
+    store: cloud_broker::store::etcd::StoreArgs,
 }
 
 impl ServeArgs {
@@ -196,6 +198,7 @@ impl ServeArgs {
             worker_window,
             definition_budget_ms,
             observe,
+            store,
         } = self;
         let tls = match (tls_listen, tls_cert, tls_key) {
             (Some(listen), Some(cert), Some(key)) => {
@@ -238,6 +241,7 @@ impl ServeArgs {
             tick_ms,
             definition_budget: std::time::Duration::from_millis(definition_budget_ms),
             observe: observe.options()?,
+            store: store.kind()?,
             workers: (scheduler_workers == SchedulerWorkers::External).then_some(WorkersConfig {
                 timeout_ms: worker_timeout_ms,
                 max_tries: worker_tries.max(1),

@@ -35,7 +35,7 @@ use crate::engine::{Action, Engine, EngineConfig, Event};
 use crate::identity::{DataDir, Login};
 use crate::ingest::Keys;
 use crate::intake::{spawn_inventory_watch, Apps, Telemetry};
-use crate::store::{FileStore, PersistOp, Store};
+use crate::store::{FileStore, PersistOp, Store, StoreKind};
 use crate::workers::{Placer, Workers};
 
 /// Events from applications, placement results, ticks and the inventory, queued.
@@ -66,6 +66,8 @@ pub struct ServeOptions {
     pub definition_budget: Duration,
     /// Metrics and the web view (off by default).
     pub observe: crate::observe::ObserveOptions,
+    /// Where the records are kept.
+    pub store: crate::store::StoreKind,
 }
 
 /// Runs the control plane until a signal, or until a store write fails.
@@ -73,11 +75,25 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let dd = DataDir::new(&opts.data_dir);
     let key = dd.signing_key()?;
     let login = dd.credentials()?.control_plane;
-    let (file_store, removed) = FileStore::open_cleaned(&opts.data_dir)?;
-    if removed > 0 {
-        info!("removed {removed} temporary files an interrupted write left");
-    }
-    let store: Arc<dyn Store> = Arc::new(file_store);
+    let store: Arc<dyn Store> = match &opts.store {
+        StoreKind::File => {
+            let (file_store, removed) = FileStore::open_cleaned(&opts.data_dir)?;
+            if removed > 0 {
+                info!("removed {removed} temporary files an interrupted write left");
+            }
+            Arc::new(file_store)
+        }
+        StoreKind::Etcd(cfg) => {
+            info!(
+                "store: etcd at {} under {}",
+                cfg.endpoints.join(","),
+                cfg.prefix
+            );
+            let etcd = crate::store::etcd::EtcdStore::connect(cfg)?;
+            crate::store::leader::lead(&etcd, cfg.lease_ttl_s).await?;
+            Arc::new(etcd)
+        }
+    };
     let snapshot = store.load()?;
     let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
 

@@ -22,6 +22,9 @@ use serde::{de::DeserializeOwned, Serialize};
 use crate::records::{AppRecord, DesiredDoc, NodeInfo};
 pub use crate::records::{Meta, PersistOp, Snapshot};
 
+pub mod etcd;
+pub mod leader;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{path}: {source}")]
@@ -31,6 +34,20 @@ pub enum StoreError {
     },
     #[error("{path}: record does not parse: {reason}")]
     Corrupt { path: String, reason: String },
+    #[error("etcd: {0}")]
+    Etcd(String),
+    #[error("this replica no longer leads (its term {term} ended): the write was refused")]
+    NotLeader { term: u64 },
+}
+
+/// Which store `serve` keeps its records in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum StoreKind {
+    /// [`FileStore`] in the data directory.
+    #[default]
+    File,
+    /// [`etcd::EtcdStore`].
+    Etcd(etcd::EtcdConfig),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {

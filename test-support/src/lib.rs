@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+pub mod etcd;
+
 /// Where `.ci/setup` starts Podman's REST service.
 pub const PODMAN_SOCKET: &str = "/run/podman/podman.sock";
 

@@ -1,0 +1,245 @@
+//! One suite for both stores: every test function runs against the file store and against a
+//! real etcd (one member on loopback ports, started by the test), through the `Store` trait
+//! and through the real control plane (`serve --store etcd`).
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use acoa_test_support::etcd::EtcdCluster;
+use cloud_broker::records::{ContainerDoc, DesiredDoc, Meta, NodeInfo, PersistOp};
+use cloud_broker::store::etcd::{EtcdConfig, EtcdStore, Fence};
+use cloud_broker::store::{FileStore, Store, StoreError};
+use common::*;
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    File,
+    Etcd,
+}
+
+/// A store of `kind` for one test: its own etcd (killed on drop) or nothing more.
+struct Backend {
+    kind: Kind,
+    etcd: Option<EtcdCluster>,
+    dir: tempfile::TempDir,
+}
+
+impl Backend {
+    fn new(kind: Kind) -> Backend {
+        let dir = tempfile::tempdir().unwrap();
+        let etcd = match kind {
+            Kind::File => None,
+            Kind::Etcd => Some(EtcdCluster::start(1, dir.path())),
+        };
+        Backend { kind, etcd, dir }
+    }
+
+    fn etcd_config(&self) -> EtcdConfig {
+        EtcdConfig::new(&self.etcd.as_ref().unwrap().endpoints()).unwrap()
+    }
+
+    /// The store a control plane with data directory `data` uses.
+    fn open(&self, data: &Path) -> Box<dyn Store> {
+        match self.kind {
+            Kind::File => Box::new(FileStore::open(data).unwrap()),
+            Kind::Etcd => Box::new(EtcdStore::connect(&self.etcd_config()).unwrap()),
+        }
+    }
+
+    /// The `serve` flags of this store.
+    fn serve_args(&self) -> Vec<String> {
+        match self.kind {
+            Kind::File => vec![],
+            Kind::Etcd => vec![
+                "--store".into(),
+                "etcd".into(),
+                "--etcd-endpoints".into(),
+                self.etcd.as_ref().unwrap().endpoints(),
+            ],
+        }
+    }
+}
+
+fn desired(node: &str, generation: u64) -> DesiredDoc {
+    let c: acoa_shared::model::Component = serde_json::from_value(serde_json::json!({
+        "name": "db", "image": "pg:16", "resources": {"cpu_millis": 250, "memory_mb": 64},
+    }))
+    .unwrap();
+    DesiredDoc {
+        node: node.into(),
+        generation,
+        containers: vec![ContainerDoc::new("shop", &c).unwrap()],
+    }
+}
+
+fn node(name: &str) -> NodeInfo {
+    NodeInfo {
+        name: name.into(),
+        datacenter: "dc1".into(),
+        layer: acoa_shared::model::Layer::Edge,
+        arch: "x86_64".into(),
+        hardware: vec!["camera".into()],
+        software: vec![],
+        capacity: Default::default(),
+        probe_addr: "127.0.0.1:1".into(),
+    }
+}
+
+fn records_load_as_the_last_operations_left_them(kind: Kind) {
+    let b = Backend::new(kind);
+    let data = b.dir.path().join("data");
+    let store = b.open(&data);
+    assert_eq!(
+        store.load().unwrap(),
+        Default::default(),
+        "a new store is empty"
+    );
+    let ops = [
+        PersistOp::PutMeta(Meta { peer_generation: 2 }),
+        PersistOp::PutDesired(Box::new(desired("n1", 1))),
+        PersistOp::PutDesired(Box::new(desired("n2", 1))),
+        PersistOp::PutDesired(Box::new(desired("n1", 2))),
+        PersistOp::PutNode(Box::new(node("n1"))),
+        PersistOp::PutMeta(Meta { peer_generation: 3 }),
+    ];
+    for op in &ops {
+        store.apply(op).unwrap();
+    }
+    store.writable().unwrap();
+    drop(store);
+    // a new process reads what the last one wrote
+    let snap = b.open(&data).load().unwrap();
+    assert_eq!(snap.meta.peer_generation, 3);
+    assert_eq!(snap.desired.len(), 2);
+    assert_eq!(snap.desired["n1"], desired("n1", 2));
+    assert_eq!(snap.nodes["n1"], node("n1"));
+    assert!(snap.apps.is_empty());
+    b.open(&data)
+        .apply(&PersistOp::DeleteApp("nothing-here".into()))
+        .unwrap();
+}
+
+#[test]
+fn records_load_as_the_last_operations_left_them_file() {
+    records_load_as_the_last_operations_left_them(Kind::File);
+}
+
+#[test]
+fn records_load_as_the_last_operations_left_them_etcd() {
+    records_load_as_the_last_operations_left_them(Kind::Etcd);
+}
+
+/// The real control plane on `kind`: an application placed on n1, the control plane killed and
+/// started again: the same desired state (generation and containers) is published again from
+/// the store, and the application's status comes back.
+fn placement_kept_across_a_restart(kind: Kind) {
+    let b = Backend::new(kind);
+    let data = b.dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let n1 = enroll(&data, "n1");
+    let args = b.serve_args();
+    let port = free_port();
+    let app = write_pinned(b.dir.path(), "shop", "", "busybox:1", "n1", 2, "");
+    let data2 = data.clone();
+    run(async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut cp = ControlPlane::start(&data2, port, &args);
+        let mut agent = start_n1(&cp, &cp.url, n1.clone(), true).await;
+        let out = spawn_apply(&data2, &app, &["--agents-wait-s", "0"])
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{}", cp.log_text());
+        let first = wait_desired(&mut agent, 2).await;
+        cp.kill();
+        drop(agent);
+
+        let cp = ControlPlane::start(&data2, port, &args);
+        let mut agent = start_n1(&cp, &cp.url, n1, true).await;
+        let again = wait_desired(&mut agent, 2).await;
+        assert_eq!(again, first, "the desired state comes back unchanged");
+        let out = tokio::task::spawn_blocking(move || cli(&data2, &["status", "shop"]));
+        let st: cloud_broker::status::AppStatus =
+            serde_json::from_slice(&out.await.unwrap().stdout).unwrap();
+        assert_eq!(st.state, "placed", "{st:?}");
+    });
+    let on_disk = data.join("store/apps/shop.json").exists();
+    match kind {
+        Kind::File => assert!(on_disk),
+        Kind::Etcd => assert!(!on_disk, "with etcd nothing is kept in the data directory"),
+    }
+    let snap = b.open(&data).load().unwrap();
+    assert!(snap.apps.contains_key("shop"));
+    assert_eq!(snap.desired["n1"].containers.len(), 2);
+}
+
+/// The first desired state for n1 with `k` containers.
+async fn wait_desired(
+    agent: &mut cloud_broker::testkit::SimAgent,
+    k: usize,
+) -> Box<acoa_shared::wire::DesiredState> {
+    loop {
+        let d = tokio::time::timeout(Duration::from_secs(15), agent.desired.recv())
+            .await
+            .expect("a desired state within 15 s")
+            .expect("the agent runs");
+        if d.containers.len() == k {
+            return d;
+        }
+    }
+}
+
+#[test]
+fn placement_kept_across_a_restart_file() {
+    placement_kept_across_a_restart(Kind::File);
+}
+
+#[test]
+fn placement_kept_across_a_restart_etcd() {
+    placement_kept_across_a_restart(Kind::Etcd);
+}
+
+/// Fencing (etcd only: the file store has one writer): once the leadership key is taken by
+/// another replica, a write conditioned on the old one is refused and lands nowhere.
+#[test]
+fn a_write_fenced_on_a_lost_leadership_is_refused_etcd() {
+    let b = Backend::new(Kind::Etcd);
+    let cfg = b.etcd_config();
+    let old = EtcdStore::connect(&cfg).unwrap();
+    let key = format!("{}leader", cfg.prefix);
+    let etcdctl = |args: &[&str]| {
+        acoa_test_support::sh(
+            std::process::Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args(["--endpoints", &b.etcd.as_ref().unwrap().endpoints()])
+                .args(args),
+        )
+    };
+    etcdctl(&["put", &key, "old"]);
+    let rev = |out: String| -> i64 {
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["kvs"][0]["create_revision"].as_i64().unwrap()
+    };
+    let first = rev(etcdctl(&["get", &key, "-w", "json"]));
+    old.set_fence(Some(Fence {
+        key: key.clone(),
+        create_revision: first,
+    }));
+    old.apply(&PersistOp::PutDesired(Box::new(desired("n1", 1))))
+        .unwrap();
+    // the lease ran out and another replica was elected
+    etcdctl(&["del", &key]);
+    etcdctl(&["put", &key, "new"]);
+    assert!(rev(etcdctl(&["get", &key, "-w", "json"])) > first);
+    let e = old
+        .apply(&PersistOp::PutDesired(Box::new(desired("n1", 2))))
+        .unwrap_err();
+    assert!(matches!(e, StoreError::NotLeader { .. }), "{e}");
+    assert!(old.writable().is_err());
+    let snap = EtcdStore::connect(&cfg).unwrap().load().unwrap();
+    assert_eq!(
+        snap.desired["n1"].generation, 1,
+        "the fenced write did not land"
+    );
+}
