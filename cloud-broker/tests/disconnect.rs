@@ -428,3 +428,35 @@ fn the_timer_baseline_takes_a_partition_for_a_crash_after_its_time() {
     assert_eq!(r.e.node_state(v), Some(NodeState::Lost));
     assert_ne!(r.placement()["storage"], victim);
 }
+
+#[test]
+fn on_return_best_keeps_the_copy_of_the_better_score_and_says_both_scores() {
+    let mut r = Railway::new(EngineConfig::default());
+    r.place("{tolerate_s: 5, on_return: best}");
+    let victim = r.placement()["storage"].clone();
+    let v = victim.as_str();
+    r.seconds(16, &[v], |_, _| true);
+    let moved_to = r.placement()["storage"].clone();
+    assert_ne!(moved_to, victim);
+    r.runs_desired(&moved_to);
+    r.second(&[], |_, _| true);
+    let acts = r.runs_desired(v);
+    let line = last_status(&acts)
+        .unwrap()
+        .disconnect
+        .into_iter()
+        .find(|l| l.starts_with("storage:"))
+        .expect("the decision on storage");
+    assert!(line.contains("(on_return: best (original "), "{line}");
+    // one copy stays, on one of the two nodes, and the other's desired state drops it
+    let kept = r.placement()["storage"].clone();
+    assert!(kept == victim || kept == moved_to, "{kept}");
+    let loser = if kept == victim { &moved_to } else { &victim };
+    assert!(!r
+        .e
+        .desired(loser)
+        .unwrap()
+        .containers
+        .iter()
+        .any(|c| c.component.as_str() == "storage"));
+}
