@@ -453,3 +453,73 @@ impl StoreArgs {
         Ok(super::StoreKind::Etcd(cfg))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_checked_and_named_when_wrong() {
+        let c = EtcdConfig::new(" http://10.0.0.1:2379, https://e2:2379 ,").unwrap();
+        assert_eq!(c.endpoints, ["http://10.0.0.1:2379", "https://e2:2379"]);
+        assert_eq!(c.prefix, DEFAULT_PREFIX);
+        for (bad, says) in [
+            ("", "no etcd endpoint"),
+            (" , ", "no etcd endpoint"),
+            ("10.0.0.1:2379", "`10.0.0.1:2379` must start with http://"),
+            ("http://", "must be http(s)://host:port"),
+            ("http://e1:2379/v3", "`http://e1:2379/v3` must be"),
+        ] {
+            let e = EtcdConfig::new(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        assert!(c.clone().with_prefix("/acoa").is_err());
+        assert!(c.clone().with_prefix("").is_err());
+        assert_eq!(c.with_prefix("/prod/acoa/").unwrap().prefix, "/prod/acoa/");
+    }
+
+    fn args(store: StoreFlag, endpoints: Option<&str>) -> StoreArgs {
+        StoreArgs {
+            store,
+            etcd_endpoints: endpoints.map(Into::into),
+            etcd_prefix: DEFAULT_PREFIX.into(),
+            etcd_user: None,
+            etcd_password_file: None,
+            etcd_ca_file: None,
+            etcd_cert_file: None,
+            etcd_key_file: None,
+            etcd_timeout_ms: 2000,
+            lease_ttl_s: DEFAULT_LEASE_TTL_S,
+        }
+    }
+
+    #[test]
+    fn the_store_flags_go_together() {
+        assert_eq!(
+            args(StoreFlag::File, None).kind().unwrap(),
+            super::super::StoreKind::File
+        );
+        let e = args(StoreFlag::Etcd, None).kind().unwrap_err().to_string();
+        assert!(e.contains("--store etcd needs --etcd-endpoints"), "{e}");
+        let e = args(StoreFlag::File, Some("http://e:2379"))
+            .kind()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--etcd-endpoints needs --store etcd"), "{e}");
+        let mut a = args(StoreFlag::Etcd, Some("http://e:2379"));
+        a.lease_ttl_s = 0;
+        assert!(a.kind().unwrap_err().to_string().contains("--lease-ttl-s"));
+        let dir = tempfile::tempdir().unwrap();
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, "s3cret\nignored\n").unwrap();
+        let mut a = args(StoreFlag::Etcd, Some("http://e:2379"));
+        a.etcd_user = Some("acoa".into());
+        a.etcd_password_file = Some(pw);
+        match a.kind().unwrap() {
+            super::super::StoreKind::Etcd(c) => {
+                assert_eq!(c.user, Some(("acoa".into(), "s3cret".into())));
+            }
+            k => panic!("{k:?}"),
+        }
+    }
+}
