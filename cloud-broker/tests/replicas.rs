@@ -185,7 +185,7 @@ fn without_etcd_quorum_nothing_is_decided_and_nothing_lost() {
     etcd.wait_healthy(Duration::from_secs(20));
     let snap = wait_for(
         "the held definition placed",
-        Duration::from_secs(30),
+        Duration::from_secs(45),
         || {
             let s = EtcdStore::connect(&EtcdConfig::new(&endpoints).unwrap())
                 .ok()?
