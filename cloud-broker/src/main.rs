@@ -41,12 +41,6 @@ enum LogFormat {
     Json,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum LivenessFlag {
-    Evidence,
-    Timer,
-}
-
 #[derive(Subcommand)]
 enum Cmd {
     /// Runs the control plane (embedded broker unless --broker-url is given).
@@ -215,6 +209,12 @@ impl ServeArgs {
             Some(list) => cloud_broker::conn::parse_list(list)?,
             None => vec![],
         };
+        let liveness = match liveness {
+            LivenessFlag::Evidence => Liveness::Evidence,
+            LivenessFlag::Timer => Liveness::Timer {
+                lost_after_ms: lost_after_s.saturating_mul(1000),
+            },
+        };
         Ok(ServeOptions {
             tls,
             data_dir,
@@ -223,12 +223,7 @@ impl ServeArgs {
             broker_urls,
             engine: EngineConfig {
                 node_timeout_ms,
-                liveness: match liveness {
-                    LivenessFlag::Evidence => Liveness::Evidence,
-                    LivenessFlag::Timer => Liveness::Timer {
-                        lost_after_ms: lost_after_s.saturating_mul(1000),
-                    },
-                },
+                liveness,
                 evidence_ms: evidence_window_ms,
                 reevaluate_ms,
                 hysteresis,
@@ -249,6 +244,12 @@ impl ServeArgs {
             }),
         })
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LivenessFlag {
+    Evidence,
+    Timer,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
