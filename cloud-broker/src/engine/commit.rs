@@ -426,7 +426,7 @@ impl Engine {
             Some(c) => (c.current, c.best),
             None => (r.current_score.unwrap_or(0.0), best.score),
         };
-        let gain = (best_score - cur) / cur.max(1e-9);
+        let gain = super::links::relative_gain(cur, best_score);
         let sustain = self.cfg.sustain;
         let a = self.apps.get_mut(&app).unwrap();
         if gain > self.cfg.hysteresis {

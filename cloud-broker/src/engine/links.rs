@@ -123,6 +123,20 @@ pub fn favour_current(
     c
 }
 
+/// Score differences below this are rounding, not a better placement.
+pub(super) const SCORE_RESOLUTION: f64 = 1e-6;
+
+/// How much better `best` is than `current`, relative to `current` (0.2 = 20 %). A difference
+/// below [`SCORE_RESOLUTION`] is no gain: when the current placement scores (about) 0, dividing
+/// by it would make a best that also scores about 0 look billions of percent better.
+pub(super) fn relative_gain(current: f64, best: f64) -> f64 {
+    let diff = best - current;
+    if diff <= SCORE_RESOLUTION {
+        return 0.0;
+    }
+    diff / current.max(SCORE_RESOLUTION)
+}
+
 #[cfg(test)]
 mod latency_tests {
     use super::*;
@@ -137,5 +151,16 @@ mod latency_tests {
         // the self link is never above a measured peer link: colocating is never worse,
         // and not made to look better than the probers can tell
         assert_eq!(LOOPBACK_LATENCY_MS, LATENCY_FLOOR_MS);
+    }
+
+    #[test]
+    fn a_gain_needs_a_difference_above_the_score_resolution() {
+        // both about 0 (a placement no node can serve well): no gain, nothing moves
+        assert_eq!(relative_gain(0.0, 4e-7), 0.0);
+        assert_eq!(relative_gain(0.0, 0.0), 0.0);
+        assert_eq!(relative_gain(0.5, 0.4), 0.0);
+        assert!((relative_gain(0.5, 0.6) - 0.2).abs() < 1e-9);
+        // from 0 to a real score: a real gain
+        assert!(relative_gain(0.0, 0.3) > 1.0);
     }
 }
