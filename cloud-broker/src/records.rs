@@ -200,6 +200,23 @@ pub struct Snapshot {
     pub meta: Meta,
 }
 
+impl Snapshot {
+    /// The snapshot of the records a store read, each keyed by its name.
+    pub fn from_records(
+        apps: Vec<AppRecord>,
+        desired: Vec<DesiredDoc>,
+        nodes: Vec<NodeInfo>,
+        meta: Meta,
+    ) -> Snapshot {
+        Snapshot {
+            apps: apps.into_iter().map(|a| (a.name.clone(), a)).collect(),
+            desired: desired.into_iter().map(|d| (d.node.clone(), d)).collect(),
+            nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
+            meta,
+        }
+    }
+}
+
 /// The retained document that deletes application `app` (published on its definition topic,
 /// so that the last retained message there says what should exist, even when the control
 /// plane is not running when it is published).

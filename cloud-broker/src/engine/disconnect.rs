@@ -19,7 +19,7 @@ use tracing::{info, warn};
 
 use super::inventory::LiveNode;
 use super::jobs::Job;
-use super::links::{LinkBounds, LOOPBACK_LATENCY_MS};
+use super::links::LOOPBACK_LATENCY_MS;
 use super::liveness::{self, Liveness, NodeState, Windows};
 use super::{ms, Action, AppState, Engine};
 use crate::sched;
@@ -313,17 +313,7 @@ impl Engine {
             .links
             .sort_by(|x, y| (&x.from, &x.to).cmp(&(&y.from, &y.to)));
         if job.bounds.is_some() {
-            let b: Vec<LinkBounds> = cluster
-                .links
-                .iter()
-                .map(|l| match self.links.get(&(l.from.clone(), l.to.clone())) {
-                    Some(e) if l.from != l.to => {
-                        LinkBounds::measured(e.latency_ms, e.jitter_ms, e.success, e.samples)
-                    }
-                    _ => LinkBounds::exact(l.latency_ms, l.success),
-                })
-                .collect();
-            job.bounds = Some(Arc::new(b));
+            job.bounds = Some(Arc::new(self.bounds_of(&cluster.links)));
         }
         job.cluster = Arc::new(cluster);
         job.application = Arc::new(app);

@@ -309,8 +309,14 @@ impl Engine {
                 return b.clone();
             }
         }
-        let b: Vec<LinkBounds> = cluster
-            .links
+        let b = Arc::new(self.bounds_of(&cluster.links));
+        self.bounds_cache = Some((self.model_version, b.clone()));
+        b
+    }
+
+    /// Confidence bounds of `links`, in their order: measured where a node reported them.
+    pub(super) fn bounds_of(&self, links: &[Link]) -> Vec<LinkBounds> {
+        links
             .iter()
             .map(|l| match self.links.get(&(l.from.clone(), l.to.clone())) {
                 // a node's own loopback carries no network: what its prober loses there is
@@ -320,10 +326,7 @@ impl Engine {
                 }
                 _ => LinkBounds::exact(l.latency_ms, l.success),
             })
-            .collect();
-        let b = Arc::new(b);
-        self.bounds_cache = Some((self.model_version, b.clone()));
-        b
+            .collect()
     }
 
     pub(super) fn peers_now(&self) -> Vec<(String, String)> {

@@ -341,12 +341,7 @@ impl Store for EtcdStore {
             Some(kv) => parse(kv.key(), kv.value())?,
             None => Meta::default(),
         };
-        Ok(Snapshot {
-            apps: apps.into_iter().map(|a| (a.name.clone(), a)).collect(),
-            desired: desired.into_iter().map(|d| (d.node.clone(), d)).collect(),
-            nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
-            meta,
-        })
+        Ok(Snapshot::from_records(apps, desired, nodes, meta))
     }
 
     fn apply(&self, op: &PersistOp) -> Result<(), StoreError> {
