@@ -165,16 +165,24 @@ else
     pass "probe socket has kernel receive timestamps under qemu ($(grep -o 'SO_TIMESTAMP[A-Z]*; SO_TIMESTAMPNS refused' "$work/agent.log" | head -1 || true))"
 fi
 
-online="$(sub -t acoa/v1/nodes/n13/online -C 1 -W 10 2>&1)"
-[ "$online" = online ] && pass "online marker is retained as 'online'" || fail "online marker is retained as 'online'" "$online"
+# the online marker: a signed presence of this connection (wire v3), retained
+presence() {
+    # presence FILE: the retained marker, decoded and verified with the node key (JSON line)
+    sub -t acoa/v1/nodes/n13/online -C 1 -W 10 -N > "$1" 2>/dev/null
+    "$wire" decode --key "$node_pub" "$1" 2>&1 | sed -n 2p
+}
+online="$(presence "$work/online.bin")"
+grep -q '"online":true' <<<"$online" && pass "online marker is retained as a signed presence, online" \
+    || fail "online marker is retained as a signed presence, online" "$online"
 
-# a clean stop (SIGTERM through qemu) leaves 'offline' behind
+# a clean stop (SIGTERM through qemu) leaves a signed 'offline' presence behind
 kill -TERM "$agent_pid" 2>/dev/null
 stopped=0
 for _ in $(seq 1 100); do kill -0 "$agent_pid" 2>/dev/null || { stopped=1; break; }; sleep 0.1; done
 [ "$stopped" = 1 ] && pass "stops on SIGTERM within 10 s" || fail "stops on SIGTERM within 10 s"
-offline="$(sub -t acoa/v1/nodes/n13/online -C 1 -W 10 2>&1)"
-[ "$offline" = offline ] && pass "online marker is 'offline' after the stop" || fail "online marker is 'offline' after the stop" "$offline"
+offline="$(presence "$work/offline.bin")"
+grep -q '"online":false' <<<"$offline" && pass "online marker is a signed presence, offline, after the stop" \
+    || fail "online marker is a signed presence, offline, after the stop" "$offline"
 
 # the same node over mqtts:// with the CA file: the default build's TLS (rustls, ring) on aarch64
 if [ "$tls" = 1 ]; then
