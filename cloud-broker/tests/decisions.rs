@@ -10,7 +10,9 @@ use acoa_shared::wire::{
     self, ActualState, ContainerState, ContainerStatus, LinkMetrics, LinkSample, Message,
     NodeCapacity, NodeLoad, NodeReport,
 };
-use cloud_broker::engine::{run_job, Action, Engine, EngineConfig, Event, Job, Purpose};
+use cloud_broker::engine::{
+    run_job, Action, Engine, EngineConfig, Event, Job, JobOutcome, Purpose,
+};
 use cloud_broker::records::DesiredDoc;
 use cloud_broker::status::AppStatus;
 use cloud_broker::store::{PersistOp, Snapshot};
@@ -717,6 +719,59 @@ fn peer_list_is_signed_debounced_and_follows_membership() {
     };
     assert_eq!(pl2.peers.len(), c.nodes.len() - 1);
     assert!(pl2.generation > pl.generation);
+}
+
+#[test]
+fn a_current_placement_that_cannot_be_scored_moves_nothing() {
+    // Right after a node loss the live model can lack, for a while, what the current placement
+    // needs to be scored (a link, a measurement). That is no evidence that another placement is
+    // better: taken as a score of 0, it moved components round and round.
+    let c = railway();
+    let cfg = EngineConfig {
+        reevaluate_ms: 1000,
+        sustain: 3,
+        node_timeout_ms: 1_000_000,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    placed(&mut sim, &c, "smoke-monitoring");
+    let before = sim
+        .e
+        .placement("smoke-monitoring")
+        .unwrap()
+        .assignment
+        .clone();
+    let elsewhere = c
+        .nodes
+        .iter()
+        .find(|n| n.layer == model::Layer::Cloud && n.name != before["batching"])
+        .unwrap()
+        .name
+        .clone();
+    sim.run_jobs = false;
+    let mut evaluations = 0;
+    for _ in 0..8 {
+        sim.tick(1000);
+        for job in std::mem::take(&mut sim.pending_jobs) {
+            let mut r = run_job(&job);
+            if job.purpose == Purpose::Reevaluate {
+                evaluations += 1;
+                if let JobOutcome::Placed(best) = &mut r.outcome {
+                    best.assignment.insert("batching".into(), elsewhere.clone());
+                    best.score = 1.0;
+                }
+                r.current_score = None;
+                r.compared = None;
+                r.single_moves.clear();
+            }
+            sim.feed(Event::Scheduled(Box::new(r)));
+        }
+    }
+    assert!(evaluations >= 4, "{evaluations} evaluations");
+    assert_eq!(
+        sim.e.placement("smoke-monitoring").unwrap().assignment,
+        before
+    );
 }
 
 #[test]

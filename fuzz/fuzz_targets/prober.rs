@@ -171,9 +171,9 @@ fuzz_target!(|s: Script| {
             }
         }
         assert!(p.peer_count() <= MAX_PEERS);
-        check_metrics(&p, false);
+        check_metrics(&p, false, now);
     }
-    check_metrics(&p, true);
+    check_metrics(&p, true, now);
 });
 
 fn datagram(bytes: &[u8]) {
@@ -189,10 +189,10 @@ fn datagram(bytes: &[u8]) {
     }
 }
 
-fn check_metrics(p: &Prober, round_trip: bool) {
+fn check_metrics(p: &Prober, round_trip: bool, now_ns: u64) {
     let node = wire::name("me").expect("short name");
     let mut seq = 0;
-    for m in p.metrics(&node, &mut seq) {
+    for m in p.metrics(&node, &mut seq, now_ns) {
         assert!(m.links.len() <= MAX_LINKS_PER_MESSAGE);
         for l in &m.links {
             assert!(

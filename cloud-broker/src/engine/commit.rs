@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use acoa_shared::model::{self, Application, Resources};
 use acoa_shared::topics;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{grades, Action, AppState, Compared, Engine, Job, JobOutcome, JobResult, Purpose};
 use crate::records::{AppRecord, PersistOp};
@@ -422,9 +422,19 @@ impl Engine {
             return;
         };
         // on the network seen in the current placement's favour when bounds were given
-        let (cur, best_score) = match r.compared {
-            Some(c) => (c.current, c.best),
-            None => (r.current_score.unwrap_or(0.0), best.score),
+        let (cur, best_score) = match (r.compared, r.current_score) {
+            (Some(c), _) => (c.current, c.best),
+            (None, Some(cur)) => (cur, best.score),
+            (None, None) => {
+                // the current placement does not score on this model (a link or a measurement
+                // it needs is missing for now): that is no evidence that another is better, and
+                // taking it as a score of 0 moved components round and round after a node loss
+                debug!("application {app}: the current placement cannot be scored on the live model; nothing moves");
+                if let Some(a) = self.apps.get_mut(&app) {
+                    a.better_count = 0;
+                }
+                return;
+            }
         };
         let gain = super::links::relative_gain(cur, best_score);
         let sustain = self.cfg.sustain;
