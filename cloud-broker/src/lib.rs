@@ -35,4 +35,5 @@ pub mod serve;
 pub mod status;
 pub mod store;
 pub mod testkit;
+pub mod warm;
 pub mod workers;

@@ -67,6 +67,10 @@ pub struct DesiredDoc {
     pub node: String,
     /// Strictly increasing per node.
     pub generation: u64,
+    /// The term of the leader that decided it (0 on the file store; absent in records
+    /// written before terms).
+    #[serde(default)]
+    pub term: u64,
     /// Sorted by name, at most [`wire::MAX_CONTAINERS`].
     pub containers: Vec<ContainerDoc>,
 }
@@ -163,6 +167,7 @@ impl DesiredDoc {
         let mut d = Box::new(DesiredState {
             node: wire::name(&self.node)?,
             generation: self.generation,
+            term: self.term,
             containers: heapless::Vec::new(),
         });
         for c in &self.containers {
@@ -180,6 +185,7 @@ impl DesiredDoc {
         DesiredDoc {
             node: d.node.to_string(),
             generation: d.generation,
+            term: d.term,
             containers: d.containers.iter().map(ContainerDoc::from_wire).collect(),
         }
     }
@@ -266,6 +272,7 @@ mod tests {
         let doc = DesiredDoc {
             node: "n1".into(),
             generation: 3,
+            term: 7,
             containers: vec![ContainerDoc::new("shop", &component("db", "pg:16")).unwrap()],
         };
         let wire = doc.to_wire().unwrap();
@@ -299,6 +306,7 @@ mod tests {
         let too_many = DesiredDoc {
             node: "n1".into(),
             generation: 1,
+            term: 0,
             containers: vec![
                 ContainerDoc::new("shop", &component("db", "pg:16")).unwrap();
                 wire::MAX_CONTAINERS + 1

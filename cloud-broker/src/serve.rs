@@ -75,13 +75,13 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let dd = DataDir::new(&opts.data_dir);
     let key = dd.signing_key()?;
     let login = dd.credentials()?.control_plane;
-    let store: Arc<dyn Store> = match &opts.store {
+    let (store, etcd): (Arc<dyn Store>, _) = match &opts.store {
         StoreKind::File => {
             let (file_store, removed) = FileStore::open_cleaned(&opts.data_dir)?;
             if removed > 0 {
                 info!("removed {removed} temporary files an interrupted write left");
             }
-            Arc::new(file_store)
+            (Arc::new(file_store), None)
         }
         StoreKind::Etcd(cfg) => {
             info!(
@@ -89,31 +89,64 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                 cfg.endpoints.join(","),
                 cfg.prefix
             );
-            let etcd = crate::store::etcd::EtcdStore::connect(cfg)?;
-            crate::store::leader::lead(&etcd, cfg.lease_ttl_s).await?;
-            Arc::new(etcd)
+            let etcd = Arc::new(crate::store::etcd::EtcdStore::connect(cfg)?);
+            (
+                etcd.clone() as Arc<dyn Store>,
+                Some((etcd, cfg.lease_ttl_s)),
+            )
+        }
+    };
+    // a replica's own client ids: the broker would let two replicas' connections of one id
+    // throw each other out (a deposed leader reconnecting, a standby listening)
+    let client_id = |base: &str| match etcd {
+        None => base.to_string(),
+        Some(_) => format!(
+            "{base}-{}",
+            crate::store::leader::replica_name().replace(':', "-")
+        ),
+    };
+    let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
+    let (ctl_tx, ctl_rx) = mpsc::channel::<Event>(CONTROL_QUEUE);
+    let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(TELEMETRY_QUEUE);
+    // a standby with external brokers listens to the fleet while it waits (hot); with the
+    // embedded broker it starts it only once it leads (cold)
+    let hot = etcd.is_some() && !opts.broker_urls.is_empty();
+    let mut started = None;
+    let listen = |ev_tx: mpsc::Sender<Event>| -> anyhow::Result<_> {
+        let urls = start_broker(&opts, &dd, &keys, &ctl_tx)?;
+        announce(&opts, &urls.join(","), &key.verifying_key());
+        // one set of ingest tasks for every broker: a copy through another broker is dropped
+        // as not fresh by the same watermark
+        let inbox = Telemetry::spawn(keys.clone(), key.verifying_key(), ev_tx, urls.len() > 1);
+        let telemetry = urls
+            .iter()
+            .map(|u| connect_telemetry(u, &client_id("acoa-control-plane"), &login, inbox.clone()))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok((urls, telemetry))
+    };
+    if hot {
+        started = Some(listen(ev_tx.clone())?);
+    }
+    let (term, handover) = match &etcd {
+        None => (0, Vec::new()),
+        Some((etcd, ttl_s)) => {
+            let window = opts.engine.node_timeout_ms;
+            wait_to_lead(etcd, *ttl_s, hot.then_some(&mut ev_rx), window).await?
         }
     };
     let snapshot = store.load()?;
-    let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
-
-    let (ctl_tx, ctl_rx) = mpsc::channel::<Event>(CONTROL_QUEUE);
-    let urls = start_broker(&opts, &dd, &keys, &ctl_tx)?;
-    announce(&opts, &urls.join(","), &key.verifying_key());
-
-    let (ev_tx, ev_rx) = mpsc::channel::<Event>(TELEMETRY_QUEUE);
-    // one set of ingest tasks for every broker: a copy through another broker is dropped as
-    // not fresh by the same watermark
-    let inbox = Telemetry::spawn(keys, key.verifying_key(), ev_tx, urls.len() > 1);
-    let mut telemetry = urls
-        .iter()
-        .map(|u| connect_telemetry(u, &login, inbox.clone()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (urls, mut telemetry) = match started {
+        Some(s) => s,
+        None => listen(ev_tx)?,
+    };
     let placer = placer(opts.workers.as_ref(), &urls[0], &login, &key, &ctl_tx)?;
     let definitions = crate::definitions::spawn_reader(ctl_tx.clone(), opts.definition_budget);
     let mut apps = urls
         .iter()
-        .map(|u| connect_apps(u, &login, key.verifying_key(), definitions.clone()))
+        .map(|u| {
+            let id = client_id("acoa-control-plane-apps");
+            connect_apps(u, &id, &login, key.verifying_key(), definitions.clone())
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     spawn_ticks(opts.tick_ms, ctl_tx.clone());
     brokers::spawn_republish(&mut apps, &urls, ctl_tx.clone());
@@ -132,13 +165,47 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         publisher: Publishers::new(&urls, &apps),
         placer,
     };
-    let engine = Engine::new(opts.engine.clone(), key, snapshot, 0);
+    let engine = Engine::new(opts.engine.clone(), key, snapshot, 0).with_term(term);
     let observer = crate::observe::Observer::start(&opts.observe).await?;
-    run(engine, outbox, observer, ctl_rx, ev_rx).await?;
+    run(engine, handover, outbox, observer, ctl_rx, ev_rx).await?;
     for c in telemetry.iter().chain(&apps) {
         let _ = c.client.disconnect().await;
     }
     Ok(())
+}
+
+/// A replica of an etcd store waits until it leads: a hot standby (`telemetry` given) notes
+/// what it hears of the fleet meanwhile and hands the fresh part (within `window_ms`) to the
+/// engine it starts. Returns the term and that handover.
+async fn wait_to_lead(
+    etcd: &crate::store::etcd::EtcdStore,
+    ttl_s: u64,
+    mut telemetry: Option<&mut mpsc::Receiver<Event>>,
+    window_ms: u64,
+) -> anyhow::Result<(u64, Vec<Event>)> {
+    let lead = crate::store::leader::lead(etcd, ttl_s);
+    tokio::pin!(lead);
+    let mut warm = crate::warm::Warm::new(window_ms);
+    let t0 = Instant::now();
+    let hot = telemetry.is_some();
+    let term = loop {
+        tokio::select! {
+            term = &mut lead => break term?,
+            Some(ev) = async { telemetry.as_mut()?.recv().await }, if hot => {
+                warm.note(t0.elapsed().as_millis() as u64, ev);
+            }
+        }
+    };
+    if !hot {
+        return Ok((term, Vec::new()));
+    }
+    let h = warm.take(t0.elapsed().as_millis() as u64);
+    info!(
+        "taking over warm: the latest reports of {} nodes ({} messages heard as a standby)",
+        h.nodes,
+        h.events.len()
+    );
+    Ok((term, h.events))
 }
 
 /// The brokers the control plane uses: the embedded one, started here with the inventory's
@@ -195,8 +262,13 @@ fn announce(opts: &ServeOptions, url: &str, cp_public: &VerifyingKey) {
 
 /// The node telemetry connection to `url` (heavy): every publication to the ingest task of its
 /// node.
-fn connect_telemetry(url: &str, login: &Login, inbox: Telemetry) -> anyhow::Result<Connection> {
-    let o = conn::mqtt_options(url, "acoa-control-plane", login)?;
+fn connect_telemetry(
+    url: &str,
+    client_id: &str,
+    login: &Login,
+    inbox: Telemetry,
+) -> anyhow::Result<Connection> {
+    let o = conn::mqtt_options(url, client_id, login)?;
     let link = Link {
         filter: acoa_shared::topics::NODES_WILDCARD,
         purpose: None,
@@ -208,11 +280,12 @@ fn connect_telemetry(url: &str, login: &Login, inbox: Telemetry) -> anyhow::Resu
 /// loop), and every publication of ours out.
 fn connect_apps(
     url: &str,
+    client_id: &str,
     login: &Login,
     cp_public: VerifyingKey,
     definitions: mpsc::Sender<(String, Vec<u8>)>,
 ) -> anyhow::Result<Connection> {
-    let o = conn::mqtt_options(url, "acoa-control-plane-apps", login)?;
+    let o = conn::mqtt_options(url, client_id, login)?;
     let link = Link {
         filter: acoa_shared::topics::APPS_WILDCARD,
         purpose: Some("applications"),
@@ -359,9 +432,11 @@ impl Outbox {
     }
 }
 
-/// The engine's loop: control events first, then telemetry, until a signal.
+/// The engine's loop: what a standby heard first (`handover`), then control events before
+/// telemetry, until a signal.
 async fn run(
     mut engine: Engine,
+    handover: Vec<Event>,
     outbox: Outbox,
     mut observer: Option<crate::observe::Observer>,
     mut ctl_rx: mpsc::Receiver<Event>,
@@ -371,6 +446,9 @@ async fn run(
     let now = || t0.elapsed().as_millis() as u64;
     let mut shutdown = Box::pin(shutdown_signal());
     let mut store_retry_at = 0;
+    for ev in handover {
+        let _ = outbox.apply_all(engine.handle(now(), ev)).await;
+    }
     loop {
         let ev = tokio::select! {
             biased;

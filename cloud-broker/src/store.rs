@@ -322,6 +322,7 @@ mod tests {
         let mut old = Box::new(DesiredState {
             node: wire::name("n1").unwrap(),
             generation: 4,
+            term: 0,
             containers: heapless::Vec::new(),
         });
         let mut env = heapless::Vec::new();

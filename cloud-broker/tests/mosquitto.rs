@@ -81,6 +81,7 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
         let fake = DesiredState {
             node: wire::name("n1").unwrap(),
             generation: 999_999,
+            term: 0,
             containers: Default::default(),
         };
         let fake = wire::encode(&Message::DesiredState(Box::new(fake)), Some(&k2)).unwrap();

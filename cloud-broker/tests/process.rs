@@ -249,6 +249,7 @@ fn a_node_cannot_speak_for_another_nor_command_it_on_the_embedded_broker() {
         let mut d = DesiredState {
             node: wire::name("n1").unwrap(),
             generation: 1_000_000,
+            term: 0,
             containers: Default::default(),
         };
         d.generation += 1;

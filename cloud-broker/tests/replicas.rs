@@ -5,59 +5,12 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use acoa_test_support::etcd::EtcdCluster;
 use cloud_broker::store::etcd::{EtcdConfig, EtcdStore};
 use cloud_broker::store::Store;
 use common::*;
-
-/// A replica `name` of the control plane in `data` (log `data/{name}.log`), not waited for.
-fn replica(data: &Path, name: &str, broker: &str, etcd: &str) -> ControlPlane {
-    let log = data.join(format!("{name}.log"));
-    let f = std::fs::File::create(&log).unwrap();
-    let child = Command::new(bin())
-        .arg("--data-dir")
-        .arg(data)
-        .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port())])
-        .args(["--broker-url", broker, "--node-timeout-ms", "2000"])
-        .args(["--store", "etcd", "--etcd-endpoints", etcd])
-        .args(["--lease-ttl-s", "2"])
-        .env("RUST_LOG", "info,rumqttc=warn")
-        .stdout(Stdio::null())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    ControlPlane {
-        child,
-        data: data.to_path_buf(),
-        log,
-        url: broker.to_string(),
-    }
-}
-
-fn signal(cp: &ControlPlane, sig: &str) {
-    let pid = cp.child.id().to_string();
-    assert!(Command::new("kill")
-        .args([sig, &pid])
-        .status()
-        .unwrap()
-        .success());
-}
-
-async fn apply_ok(data: &Path, file: &Path, cp: &ControlPlane) {
-    let out = spawn_apply(data, file, &["--agents-wait-s", "0"])
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        cp.log_text()
-    );
-}
 
 #[test]
 fn a_paused_leader_is_replaced_and_cannot_write_when_it_wakes() {
@@ -74,7 +27,7 @@ fn a_paused_leader_is_replaced_and_cannot_write_when_it_wakes() {
     let first = write_pinned(dir.path(), "first", "", "busybox:1", "n1", 1, "");
     let second = write_pinned(dir.path(), "second", "", "busybox:1", "n1", 1, "");
     let (d, e, root) = (data.clone(), endpoints.clone(), dir.path().to_path_buf());
-    run(async move {
+    let terms = run(async move {
         let port = free_port();
         let (_m, _acl) = start_mosquitto(&mosquitto, &root, &d, port, false).await;
         let broker = format!("mqtt://127.0.0.1:{port}");
@@ -93,6 +46,12 @@ fn a_paused_leader_is_replaced_and_cannot_write_when_it_wakes() {
         signal(&a, "-STOP");
         b.wait_log_async("leading: term", Duration::from_secs(10))
             .await;
+        // a hot standby: it heard n1 while it waited
+        b.wait_log_async(
+            "taking over warm: the latest reports of 1 nodes",
+            Duration::from_secs(5),
+        )
+        .await;
         apply_ok(&d, &second, &b).await;
 
         signal(&a, "-CONT");
@@ -105,7 +64,9 @@ fn a_paused_leader_is_replaced_and_cannot_write_when_it_wakes() {
         }
         assert!(!b.has_log("lost the leadership"), "{}", b.log_text());
         assert_eq!(a.count_log("leading: term"), 1, "{}", a.log_text());
+        (term_of(&a), term_of(&b))
     });
+    assert!(terms.1 > terms.0, "{terms:?}");
     let snap = EtcdStore::connect(&EtcdConfig::new(&endpoints).unwrap())
         .unwrap()
         .load()
@@ -118,6 +79,8 @@ fn a_paused_leader_is_replaced_and_cannot_write_when_it_wakes() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(names, ["first.c0", "second.c0"]);
+    // the desired state carries the new leader's term: agents refuse the old one's
+    assert_eq!(snap.desired["n1"].term, terms.1);
     drop(etcd);
 }
 
@@ -201,4 +164,129 @@ fn without_etcd_quorum_nothing_is_decided_and_nothing_lost() {
     assert_eq!(snap.desired["n1"].containers.len(), 2);
     drop(agent);
     drop(a);
+}
+
+/// Failover time, a benchmark (ignored; `KILLS` kills, 20 by default):
+/// `cargo test -p cloud-broker --test replicas -- --ignored --nocapture failover`.
+/// Two replicas (lease 2 s) on three etcd members and one Mosquitto, n1 reporting. Each round:
+/// kill -9 the leader, publish at once an application pinned to n1, and time until the standby
+/// leads and until the desired state that holds the application reaches a subscriber of n1's
+/// desired topic (the agent's view); the application is deleted and the killed replica comes
+/// back as a standby.
+#[test]
+#[ignore = "a benchmark that prints figures"]
+fn failover_time() {
+    use acoa_shared::{topics, wire};
+    use rumqttc::{AsyncClient, Event as MqttEvent, Packet, QoS};
+    let kills: usize = std::env::var("KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(20);
+    let mosquitto = find_bin("mosquitto").expect("mosquitto");
+    let dir = tempdir_for_mosquitto();
+    let etcd = EtcdCluster::start(3, dir.path());
+    let e = etcd.endpoints();
+    let d = dir.path().join("data");
+    std::fs::create_dir_all(&d).unwrap();
+    let n1 = enroll(&d, "n1");
+    let root = dir.path().to_path_buf();
+    let (leads, places) = run(async move {
+        let port = free_port();
+        let (_m, _acl) = start_mosquitto(&mosquitto, &root, &d, port, false).await;
+        let broker = format!("mqtt://127.0.0.1:{port}");
+        let mut cps = [
+            replica(&d, "r0", &broker, &e),
+            replica(&d, "r1", &broker, &e),
+        ];
+        let mut leader = loop {
+            if let Some(i) = cps.iter().position(|c| c.has_log("leading: term")) {
+                break i;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        cps[leader]
+            .wait_log_async("connected to the broker", Duration::from_secs(20))
+            .await;
+        let _agent = start_n1(&cps[leader], &broker, n1, false).await;
+        // the agent's view: the container names of every desired state for n1
+        let (c, mut el) = AsyncClient::new(admin_options(&d, "bench-watch", port), 100);
+        c.subscribe(topics::desired("n1"), QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
+        tokio::spawn(async move {
+            while let Ok(ev) = el.poll().await {
+                if let MqttEvent::Incoming(Packet::Publish(p)) = ev {
+                    if let Ok(wire::Message::DesiredState(ds)) = wire::decode_unverified(&p.payload)
+                    {
+                        let names = ds.containers.iter().map(|c| c.name.to_string());
+                        let _ = tx.send(names.collect());
+                    }
+                }
+            }
+        });
+        let (mut leads, mut places) = (Vec::new(), Vec::new());
+        for round in 0..kills {
+            let app = format!("k{round}");
+            let text = format!(
+                "application: {app}\ncomponents:\n- {{name: c0, image: busybox:1, requires: {{node: n1}}}}\n"
+            );
+            let other = 1 - leader;
+            cps[other]
+                .wait_log_async("standby:", Duration::from_secs(20))
+                .await;
+            cps[leader].kill();
+            let t0 = std::time::Instant::now();
+            c.publish(topics::app(&app), QoS::AtLeastOnce, true, text)
+                .await
+                .unwrap();
+            let before = cps[other].count_log("leading: term");
+            while cps[other].count_log("leading: term") == before {
+                assert!(t0.elapsed() < Duration::from_secs(30), "no new leader");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            leads.push(t0.elapsed().as_secs_f64());
+            let want = format!("{app}.c0");
+            loop {
+                let names = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+                    .await
+                    .expect("a desired state within 30 s")
+                    .unwrap();
+                if names.contains(&want) {
+                    break;
+                }
+            }
+            places.push(t0.elapsed().as_secs_f64());
+            c.publish(topics::app(&app), QoS::AtLeastOnce, true, Vec::new())
+                .await
+                .unwrap();
+            // the killed replica comes back as a standby
+            cps[leader] = replica(&d, &format!("r{leader}-{round}"), &broker, &e);
+            leader = other;
+        }
+        (leads, places)
+    });
+    let pct = |v: &[f64], p: f64| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        s[((s.len() - 1) as f64 * p).round() as usize]
+    };
+    println!("failover over {kills} kills of the leader (lease 2 s, 2 replicas, 3 etcd members, Mosquitto):");
+    println!("| from the kill until | p50 (s) | p99 (s) | max (s) |");
+    println!("|---|---|---|---|");
+    for (what, v) in [
+        ("the standby leads", &leads),
+        (
+            "an application published meanwhile is in n1's desired state",
+            &places,
+        ),
+    ] {
+        println!(
+            "| {what} | {:.2} | {:.2} | {:.2} |",
+            pct(v, 0.5),
+            pct(v, 0.99),
+            pct(v, 1.0)
+        );
+    }
+    drop(etcd);
 }

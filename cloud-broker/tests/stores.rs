@@ -70,6 +70,7 @@ fn desired(node: &str, generation: u64) -> DesiredDoc {
     DesiredDoc {
         node: node.into(),
         generation,
+        term: 0,
         containers: vec![ContainerDoc::new("shop", &c).unwrap()],
     }
 }

@@ -59,6 +59,7 @@ fn main() -> anyhow::Result<()> {
     let desired = wire::DesiredState {
         node: wire::name("bench")?,
         generation: 1,
+        term: 0,
         containers,
     };
     std::fs::write(

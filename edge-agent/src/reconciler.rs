@@ -330,6 +330,17 @@ impl Reconciler {
             ));
             return;
         }
+        let term = self.desired.as_ref().map_or(0, |d| d.term);
+        if !restored && ds.term < term {
+            out.push(Action::Log(
+                Level::Warn,
+                format!(
+                    "refused desired state generation {} of term {}: the control plane it follows leads in term {term} (orders of a deposed leader)",
+                    ds.generation, ds.term
+                ),
+            ));
+            return;
+        }
         if !restored && ds.generation <= self.generation {
             if ds.generation == self.generation && self.desired.as_ref() == Some(&ds) {
                 // The retained copy, delivered again on reconnect: nothing to do.
@@ -359,9 +370,13 @@ impl Reconciler {
         out.push(Action::Log(
             Level::Info,
             format!(
-                "{} desired state generation {} ({} containers)",
+                "{} desired state generation {}{} ({} containers)",
                 if restored { "restored" } else { "accepted" },
                 ds.generation,
+                match ds.term {
+                    0 => String::new(),
+                    t => format!(" of term {t}"),
+                },
                 ds.containers.len()
             ),
         ));

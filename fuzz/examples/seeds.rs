@@ -180,7 +180,7 @@ fn messages() -> Vec<Message> {
             "probe_addr": "10.0.0.13:7878"}}"#,
         r#"{"LinkMetrics": {"node": "n13", "seq": 4, "run": 1, "links": [
             {"peer": "n14", "latency_ms": 1.25, "jitter_ms": 0.1, "success": 0.99, "samples": 20}]}}"#,
-        r#"{"DesiredState": {"node": "n13", "generation": 5, "containers": [
+        r#"{"DesiredState": {"node": "n13", "generation": 5, "term": 2, "containers": [
             {"name": "smoke.camera", "app": "smoke", "component": "camera",
              "image": "localhost/acoa/camera:1", "cpu_millis": 100, "memory_mb": 64,
              "env": [{"name": "MODE", "value": "fast"}]}]}}"#,

@@ -17,14 +17,16 @@ use crate::model::Layer;
 
 /// The wire version this build speaks. Version 2 added `run` beside `seq` in every message an
 /// agent signs (replay protection: `(run, seq)` strictly increases over a node's whole life).
-/// Version 3 adds the signed [`Presence`] (the agent's `online` marker and its last will, bound
+/// Version 3 added the signed [`Presence`] (the agent's `online` marker and its last will, bound
 /// to one connection) and [`LinkSample::last_answer_ms`] (how long ago the peer last answered).
-pub const VERSION: u16 = 3;
-/// The version before: its presence markers are unsigned text, its link samples do not say when
-/// the peer last answered.
-pub const VERSION_UNSIGNED_PRESENCE: u16 = 2;
-/// The version before: its agent messages carry no `run`, so [`open`] names it.
-pub const VERSION_WITHOUT_RUN: u16 = 1;
+/// Version 4 adds the leader's [`DesiredState::term`] (fencing between control-plane replicas).
+pub const VERSION: u16 = 4;
+/// The versions before, each with what it lacks: [`open`] refuses them by name.
+pub const OLD_VERSIONS: &[(u16, &str)] = &[
+    (1, "the agents' run counter"),
+    (2, "signed presence markers"),
+    (3, "the leader's term in desired states"),
+];
 /// Domain separation for signatures: a signature over ACOA v1 bodies means nothing elsewhere.
 pub const SIGNING_CONTEXT: &[u8] = b"acoa/v1 signed message\0";
 
@@ -50,16 +52,10 @@ pub enum WireError {
     Decode(postcard::Error),
     #[error("unknown message version {0} (this build speaks version {VERSION})")]
     UnknownVersion(u16),
-    #[error(
-        "message of version {VERSION_WITHOUT_RUN}, before the agents' run counter (this build speaks version {VERSION})"
-    )]
-    VersionWithoutRun,
+    #[error("message of version {version}, before {lacks} (this build speaks version {VERSION})")]
+    OldVersion { version: u16, lacks: &'static str },
     #[error("message is not signed")]
     Unsigned,
-    #[error(
-        "message of version {VERSION_UNSIGNED_PRESENCE}, before signed presence markers (this build speaks version {VERSION})"
-    )]
-    VersionUnsignedPresence,
     #[error("signature does not verify")]
     BadSignature,
     #[error("{field} is longer than {max} bytes")]
@@ -197,6 +193,10 @@ pub struct DesiredState {
     pub node: Name,
     /// Strictly increasing; agents refuse a generation not newer than the last applied.
     pub generation: u64,
+    /// The term of the control-plane leader that decided it (0: a single control plane on
+    /// its file store). Agents refuse a term older than the one they last applied, however
+    /// well signed: a deposed leader's orders.
+    pub term: u64,
     pub containers: heapless::Vec<ContainerSpec, MAX_CONTAINERS>,
 }
 
@@ -332,11 +332,8 @@ pub struct Envelope<'a> {
 /// Opens a frame: checks the version and splits body from signature.
 pub fn open(bytes: &[u8]) -> Result<Envelope<'_>, WireError> {
     let (version, _) = postcard::take_from_bytes::<u16>(bytes).map_err(WireError::Decode)?;
-    if version == VERSION_WITHOUT_RUN {
-        return Err(WireError::VersionWithoutRun);
-    }
-    if version == VERSION_UNSIGNED_PRESENCE {
-        return Err(WireError::VersionUnsignedPresence);
+    if let Some(&(version, lacks)) = OLD_VERSIONS.iter().find(|(v, _)| *v == version) {
+        return Err(WireError::OldVersion { version, lacks });
     }
     if version != VERSION {
         return Err(WireError::UnknownVersion(version));
@@ -502,27 +499,24 @@ mod replay_tests {
             decode_verified(&frame, &key.verifying_key()).unwrap(),
             usage
         );
-        // The same frame under the previous version number: named, not misread.
+        // The same frame under an earlier version number: named, not misread.
         let env: Frame<'_> = postcard::from_bytes(&frame).unwrap();
-        let old = postcard::to_allocvec(&Frame {
-            version: VERSION_WITHOUT_RUN,
-            body: env.body,
-            signature: env.signature,
-        })
-        .unwrap();
-        let e = open(&old).unwrap_err();
-        assert_eq!(e, WireError::VersionWithoutRun);
-        assert!(e.to_string().contains("version 1"), "{e}");
+        for &(version, lacks) in OLD_VERSIONS {
+            let old = postcard::to_allocvec(&Frame {
+                version,
+                body: env.body,
+                signature: env.signature,
+            })
+            .unwrap();
+            let e = open(&old).unwrap_err();
+            assert_eq!(e, WireError::OldVersion { version, lacks });
+            assert!(
+                e.to_string()
+                    .contains(&format!("version {version}, before")),
+                "{e}"
+            );
+        }
         assert_eq!(open(&[9, 0]).unwrap_err(), WireError::UnknownVersion(9));
-        let v2 = postcard::to_allocvec(&Frame {
-            version: VERSION_UNSIGNED_PRESENCE,
-            body: env.body,
-            signature: env.signature,
-        })
-        .unwrap();
-        let e = open(&v2).unwrap_err();
-        assert_eq!(e, WireError::VersionUnsignedPresence);
-        assert!(e.to_string().contains("version 2"), "{e}");
     }
 
     #[test]

@@ -73,6 +73,7 @@ fn samples() -> Vec<Message> {
         Message::DesiredState(Box::new(DesiredState {
             node: name("n14").unwrap(),
             generation: 3,
+            term: 0,
             containers: [spec.clone()].into_iter().collect(),
         })),
         Message::ActualState(Box::new(ActualState {

@@ -213,6 +213,8 @@ pub struct Stats {
 pub struct Engine {
     cfg: EngineConfig,
     key: SigningKey,
+    /// The leader's term, carried by every desired state it decides (0: no election).
+    term: u64,
     now: u64,
     nodes: BTreeMap<String, LiveNode>,
     links: HashMap<(String, String), LinkEntry>,
@@ -255,6 +257,13 @@ fn ms(v: u64) -> String {
 }
 
 impl Engine {
+    /// The same engine deciding in leader term `term` (etcd store: the leadership key's
+    /// create revision): agents refuse a desired state of an older term.
+    pub fn with_term(mut self, term: u64) -> Engine {
+        self.term = term;
+        self
+    }
+
     /// An engine restored from `snap` at time `now`. Restored nodes count as alive until they
     /// miss the report timeout.
     pub fn new(cfg: EngineConfig, key: SigningKey, snap: Snapshot, now: u64) -> Engine {
@@ -262,6 +271,7 @@ impl Engine {
         let mut e = Engine {
             cfg,
             key,
+            term: 0,
             now,
             nodes: BTreeMap::new(),
             links: HashMap::new(),
@@ -299,6 +309,7 @@ impl Engine {
                     datacenter: info.datacenter.clone(),
                     last_heard: now,
                     will_at: None,
+                    back: None,
                 },
             );
             e.nodes.insert(

@@ -58,6 +58,7 @@ impl Engine {
         let d = DesiredDoc {
             node: node.into(),
             generation: cur.map(|d| d.generation).unwrap_or(0) + 1,
+            term: self.term,
             containers: specs,
         };
         match d

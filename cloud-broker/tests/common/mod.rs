@@ -20,14 +20,14 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Runs a test body on a multi-thread runtime (two worker threads).
-pub fn run<F: std::future::Future<Output = ()> + Send + 'static>(f: F) {
+/// Runs a test body on a multi-thread runtime (two worker threads); returns what it returns.
+pub fn run<T: Send + 'static, F: std::future::Future<Output = T> + Send + 'static>(f: F) -> T {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async { tokio::spawn(f).await.unwrap() });
+    rt.block_on(async { tokio::spawn(f).await.unwrap() })
 }
 
 pub fn cli(data: &Path, args: &[&str]) -> std::process::Output {
@@ -635,4 +635,60 @@ pub fn tempdir_for_mosquitto() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
+}
+
+/// A replica `name` of the control plane in `data` (log `data/{name}.log`), not waited for.
+pub fn replica(data: &Path, name: &str, broker: &str, etcd: &str) -> ControlPlane {
+    let log = data.join(format!("{name}.log"));
+    let f = std::fs::File::create(&log).unwrap();
+    let child = Command::new(bin())
+        .arg("--data-dir")
+        .arg(data)
+        .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--broker-url", broker, "--node-timeout-ms", "2000"])
+        .args(["--store", "etcd", "--etcd-endpoints", etcd])
+        .args(["--lease-ttl-s", "2"])
+        .env("RUST_LOG", "info,rumqttc=warn")
+        .stdout(Stdio::null())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    ControlPlane {
+        child,
+        data: data.to_path_buf(),
+        log,
+        url: broker.to_string(),
+    }
+}
+
+pub fn signal(cp: &ControlPlane, sig: &str) {
+    let pid = cp.child.id().to_string();
+    assert!(Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .unwrap()
+        .success());
+}
+
+pub async fn apply_ok(data: &Path, file: &Path, cp: &ControlPlane) {
+    let out = spawn_apply(data, file, &["--agents-wait-s", "0"])
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        cp.log_text()
+    );
+}
+
+/// The term a replica's log says it leads in (its last `leading: term N (...)` line).
+pub fn term_of(cp: &ControlPlane) -> u64 {
+    let log = cp.log_text();
+    let at = log.rfind("leading: term ").expect("a leader") + "leading: term ".len();
+    log[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no term in {log}"))
 }

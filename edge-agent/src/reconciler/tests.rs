@@ -26,9 +26,20 @@ fn frame(
     specs: &[ContainerSpec],
     key: Option<&SigningKey>,
 ) -> Vec<u8> {
+    frame_of_term(node, generation, 0, specs, key)
+}
+
+fn frame_of_term(
+    node: &str,
+    generation: u64,
+    term: u64,
+    specs: &[ContainerSpec],
+    key: Option<&SigningKey>,
+) -> Vec<u8> {
     let ds = DesiredState {
         node: name(node).unwrap(),
         generation,
+        term,
         containers: specs.iter().cloned().collect(),
     };
     encode(&Message::DesiredState(Box::new(ds)), key).unwrap()
@@ -346,4 +357,34 @@ mod fuzz {
             prop_assert_eq!(r.generation(), 0);
         }
     }
+}
+
+#[test]
+fn orders_of_an_older_term_are_refused_however_well_signed() {
+    let mut r = rec();
+    let a = app_a();
+    let b = spec("app.b", "localhost/acoa/y:1");
+    let term = |g, t, specs: &[ContainerSpec]| {
+        Event::DesiredFrame(frame_of_term("n1", g, t, specs, Some(&cp())))
+    };
+    assert_eq!(
+        kinds(&r.handle(term(3, 5, std::slice::from_ref(&a)))),
+        ["persist", "observe"]
+    );
+    // a deposed leader (term 4) with a newer generation: refused, said why
+    let out = r.handle(term(10, 4, std::slice::from_ref(&b)));
+    assert!(kinds(&out).is_empty(), "{out:?}");
+    assert!(
+        logs(&out)
+            .iter()
+            .any(|m| m.contains("of term 4") && m.contains("leads in term 5")),
+        "{out:?}"
+    );
+    assert_eq!(r.generation(), 3);
+    // the next leader (term 6) is followed
+    assert_eq!(
+        kinds(&r.handle(term(4, 6, &[a, b]))),
+        ["persist", "observe"]
+    );
+    assert_eq!(r.desired().map(|d| d.term), Some(6));
 }

@@ -505,6 +505,7 @@ pub fn desired(
     let ds = DesiredState {
         node: wire::name(node).unwrap(),
         generation,
+        term: 0,
         containers: specs.iter().cloned().collect(),
     };
     encode(&Message::DesiredState(Box::new(ds)), key).unwrap()
