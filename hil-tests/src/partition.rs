@@ -260,13 +260,19 @@ pub fn node_state_line(line: &str, node: &str) -> Option<NodeState> {
         .filter(|w| !w.is_empty())
         .collect();
     let at = words.iter().position(|w| *w == node)?;
-    // the state word follows the node's name (after an optional "is", "now" or "back")
-    words[at + 1..].iter().take(3).find_map(|w| match *w {
+    // the state word is the one after the node's name, or after an "is" or "now" there
+    // ("node n10: the broker lost its connection" names no state)
+    let mut next = words[at + 1..].iter();
+    let w = match next.next()? {
+        &"is" | &"now" => next.next()?,
+        w => w,
+    };
+    match *w {
         "online" | "joined" | "back" => Some(NodeState::Online),
         "unreachable" => Some(NodeState::Unreachable),
         "lost" => Some(NodeState::Lost),
         _ => None,
-    })
+    }
 }
 
 /// The message of a `tracing` line: what follows the level and the target.
@@ -451,6 +457,9 @@ mod tests {
         assert_eq!(node_state_line(l, "n07"), Some(NodeState::Online));
         let l = "2026-12-01T19:35:58.748578Z  INFO cloud_broker::engine::inventory: node n07 joined: cloud2 cloud x86_64";
         assert_eq!(node_state_line(l, "n07"), Some(NodeState::Online));
+        // a will is no verdict (it was read as "lost" in the tunnel experiment)
+        let l = "2026-12-01T21:14:10.839554Z  INFO cloud_broker::engine::disconnect: node tc-n10: the broker lost its connection (signed last will), last heard 0.7 s ago";
+        assert_eq!(node_state_line(l, "tc-n10"), None);
     }
 
     #[test]

@@ -65,14 +65,14 @@ impl Engine {
                 ms(now.saturating_sub(at))
             );
         }
-        self.evidence.heard.insert(
-            name.clone(),
-            Heard {
-                datacenter: info.datacenter.clone(),
-                last_heard: now,
-                will_at: None,
-            },
+        let windows = self.windows();
+        let heard = Heard::on_message(
+            self.evidence.heard.get(&name),
+            &info.datacenter,
+            now,
+            &windows,
         );
+        self.evidence.heard.insert(name.clone(), heard);
         match self.nodes.get_mut(&name) {
             Some(n) => {
                 if n.info != info {

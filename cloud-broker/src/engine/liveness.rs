@@ -67,6 +67,40 @@ pub struct Heard {
     /// When its connection's signed last will came (the broker lost it), if after the last
     /// message.
     pub will_at: Option<u64>,
+    /// When it was last heard again after a silence, and since when it had been silent.
+    pub back: Option<Back>,
+}
+
+/// A node heard again after a silence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Back {
+    /// When its first message after the silence came.
+    pub at: u64,
+    /// Its last message before the silence.
+    pub silent_since: u64,
+}
+
+impl Heard {
+    /// What the control plane knows of a node after a message of it at `now`, given what it
+    /// knew before (`prev`): a message after a silence (or after its last will) is a return.
+    pub fn on_message(prev: Option<&Heard>, datacenter: &str, now: u64, w: &Windows) -> Heard {
+        let back = match prev {
+            Some(p) if p.will_at.is_some() || now.saturating_sub(p.last_heard) > w.silence_ms => {
+                Some(Back {
+                    at: now,
+                    silent_since: p.last_heard,
+                })
+            }
+            Some(p) => p.back,
+            None => None,
+        };
+        Heard {
+            datacenter: datacenter.to_string(),
+            last_heard: now,
+            will_at: None,
+            back,
+        }
+    }
 }
 
 /// A peer's latest sample about a node, as it reached the control plane.
@@ -217,6 +251,11 @@ pub fn classify(
     if measured && now.saturating_sub(since) <= w.evidence_ms {
         return None;
     }
+    if returning_member(ev, node, since, now, w) {
+        // its group was cut off with it and a member is just back: the member's first samples
+        // say whether it still answers (a train leaving a tunnel, its nodes back one by one)
+        return None;
+    }
     let evidence = if measured {
         format!(
             "{why_silent}; no peer reached it since (evidence window {})",
@@ -228,6 +267,22 @@ pub fn classify(
     Some(Verdict {
         state: NodeState::Lost,
         evidence,
+    })
+}
+
+/// Whether a member of `node`'s datacenter went silent together with it (within the together
+/// window of `since`) and came back within the evidence window: its samples are yet to come.
+fn returning_member(ev: &Evidence, node: &str, since: u64, now: u64, w: &Windows) -> bool {
+    let Some(dc) = ev.heard.get(node).map(|h| &h.datacenter) else {
+        return false;
+    };
+    ev.heard.iter().any(|(m, h)| {
+        m != node
+            && &h.datacenter == dc
+            && h.back.is_some_and(|b| {
+                now.saturating_sub(b.at) <= w.evidence_ms
+                    && b.silent_since.abs_diff(since) <= w.together_ms
+            })
     })
 }
 

@@ -18,6 +18,7 @@ fn heard(nodes: &[(&str, &str, u64)]) -> Evidence {
                 datacenter: dc.to_string(),
                 last_heard: *at,
                 will_at: None,
+                back: None,
             },
         );
     }
@@ -172,6 +173,56 @@ fn a_whole_train_silent_together_is_unreachable_even_if_the_station_cannot_reach
     // Long after: still the group's evidence (nothing newer contradicts it).
     let later = classify(&ev, "n2", T + 60_000, Liveness::Evidence, &w()).unwrap();
     assert_eq!(later.state, NodeState::Unreachable);
+}
+
+#[test]
+fn a_train_leaving_its_tunnel_one_node_at_a_time_is_not_lost_meanwhile() {
+    let mut ev = heard(&[
+        ("n1", "train1", T - 30_000),
+        ("n2", "train1", T - 29_600),
+        ("n3", "train1", T - 29_200),
+        ("s1", "station", T - 100),
+    ]);
+    for (a, b) in [("n1", "n2"), ("n2", "n3"), ("n3", "n1"), ("n2", "n1")] {
+        let at = ev.heard[a].last_heard;
+        saw(&mut ev, a, b, at, Some(700));
+    }
+    for n in ["n1", "n2", "n3"] {
+        saw(&mut ev, "s1", n, T - 100, Some(28_000));
+    }
+    assert_eq!(state(&ev, "n1"), Some(NodeState::Unreachable));
+    // n3 is back first; its samples about n1 and n2 have not come yet
+    let prev = ev.heard.get("n3").cloned();
+    let back = Heard::on_message(prev.as_ref(), "train1", T - 50, &w());
+    assert_eq!(
+        back.back,
+        Some(Back {
+            at: T - 50,
+            silent_since: T - 29_200
+        })
+    );
+    ev.heard.insert("n3".into(), back);
+    for n in ["n1", "n2"] {
+        assert_eq!(
+            state(&ev, n),
+            None,
+            "{n}: the returning member's samples decide"
+        );
+    }
+    // its first sample shows n1 answering: unreachable (still silent to the cloud)
+    saw(&mut ev, "n3", "n1", T, Some(300));
+    assert_eq!(state(&ev, "n1"), Some(NodeState::Unreachable));
+    // n2 crashed in the tunnel: n3 does not reach it, and once the evidence window after
+    // n3's return is over, n2 is lost
+    saw(&mut ev, "n3", "n2", T, Some(29_000));
+    let later = T - 50 + w().evidence_ms + 1;
+    let mut ev2 = ev.clone();
+    ev2.heard.get_mut("n3").unwrap().last_heard = later;
+    let v = classify(&ev2, "n2", later, Liveness::Evidence, &w()).unwrap();
+    assert_eq!(v.state, NodeState::Lost, "{}", v.evidence);
+    // a message without a silence before it is no return
+    let again = Heard::on_message(Some(&ev.heard["s1"]), "station", T + 500, &w());
+    assert_eq!(again.back, None);
 }
 
 #[test]
