@@ -1,7 +1,10 @@
 //! What the control plane says about a pair of nodes nobody measures.
 //!
 //! - Latency: the distance of the two reported coordinates, `|x_a - x_b| + h_a + h_b`
-//!   ([`estimate_latency_ms`]).
+//!   ([`estimate_latency_ms`]), for two nodes of different groups. Inside a group (one
+//!   datacenter, one train) the coordinates do not apply (their heights stand for the access
+//!   link, which such a pair does not cross: `vivaldi`'s documentation): the estimate is the
+//!   median of the group's measured internal links ([`estimate_in_group_ms`]).
 //! - Jitter: the larger of the two endpoints' median jitter over their measured links
 //!   ([`EndpointSummary`]). A link's jitter comes mostly from its two ends' access (a train's
 //!   radio, a loaded uplink); an endpoint's median over its links is its own contribution plus
@@ -91,6 +94,16 @@ pub fn estimate_latency_ms<const D: usize>(a: &Coord<D>, b: &Coord<D>) -> f64 {
     a.distance_ms(b)
 }
 
+/// The estimated latency of an unmeasured pair inside one group: the median of the group's
+/// measured internal latencies (non-finite ones skipped); `None` without any.
+pub fn estimate_in_group_ms(measured_ms: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = measured_ms.into_iter().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    Some(median(&mut v))
+}
+
 /// A pair's latency, jitter and success rate, each marked measured or estimated.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LinkView {
@@ -102,10 +115,13 @@ pub struct LinkView {
 impl LinkView {
     /// The pair's own measurement, when there is one; else the estimate from the endpoints'
     /// coordinates and summaries (see the module's documentation for the rule); `None` when
-    /// neither is known (a new node without coordinate or measured links).
+    /// neither is known (a new node without coordinate or measured links). For two nodes of
+    /// one group, pass the group's [`estimate_in_group_ms`] as `in_group_ms`: it replaces
+    /// the coordinates' latency.
     pub fn of_pair<const D: usize>(
         measured: Option<MeasuredLink>,
         coords: Option<(&Coord<D>, &Coord<D>)>,
+        in_group_ms: Option<f64>,
         ends: Option<(&EndpointSummary, &EndpointSummary)>,
     ) -> Option<LinkView> {
         if let Some(m) = measured {
@@ -115,10 +131,16 @@ impl LinkView {
                 success: Known::Measured(m.success),
             });
         }
-        let (a, b) = coords?;
+        let latency = match in_group_ms {
+            Some(l) => l,
+            None => {
+                let (a, b) = coords?;
+                estimate_latency_ms(a, b)
+            }
+        };
         let (sa, sb) = ends?;
         Some(LinkView {
-            latency_ms: Known::Estimated(estimate_latency_ms(a, b)),
+            latency_ms: Known::Estimated(latency),
             jitter_ms: Known::Estimated(sa.median_jitter_ms.max(sb.median_jitter_ms)),
             success: Known::Estimated((sa.median_success * sb.median_success).clamp(0.0, 1.0)),
         })

@@ -30,12 +30,16 @@ pub mod vivaldi;
 #[cfg(test)]
 mod tests;
 
-pub use estimate::{estimate_latency_ms, EndpointSummary, Known, LinkView, MeasuredLink};
+pub use estimate::{
+    estimate_in_group_ms, estimate_latency_ms, EndpointSummary, Known, LinkView, MeasuredLink,
+};
 pub use filter::{MpFilter, PeerFilters, RelativeFilter};
 pub use neighbours::{select_neighbours, Member, NeighbourMix};
 pub use vivaldi::{Coord, VivaldiConfig, VivaldiNode};
 
-/// Dimensions of the coordinates the agents report (plus the height).
+/// Dimensions of the coordinates the agents report (plus the height). In the simulation
+/// (`coords-sim`, 2,000 nodes, k = 32) 2 dimensions gave a median relative error of 7.3 %, 3
+/// and 4 both 6.9 %: 3 is the smallest of the best.
 pub const DIMS: usize = 3;
 
 /// The agent's coordinate state: [`DIMS`] dimensions, as many filtered peers as the prober

@@ -6,7 +6,7 @@
 //!    random when the group is larger): the links placement uses most, measured directly;
 //! 2. the nearest others by coordinates (predicted latency `|x_i - x_j| + h_j`), which Vivaldi
 //!    needs to place a node precisely among its neighbours;
-//! 3. [`NeighbourMix::random`] others drawn uniformly, which keep the global layout right (with
+//! 3. [`NeighbourMix::random`] others drawn uniformly (half of the slots the group leaves), which keep the global layout right (with
 //!    near neighbours only, regions of the map drift against one another) and let the set
 //!    change as coordinates improve.
 //!
@@ -39,12 +39,16 @@ pub struct NeighbourMix {
 }
 
 impl NeighbourMix {
-    /// The default mix for `k` slots: a quarter for the group, an eighth (at least one) random,
-    /// the rest nearest.
+    /// The default mix for `k` slots: at most a quarter for the group, then half of the rest
+    /// (at least one) random, the other half nearest. Measured (`coords-sim`, 2,000 nodes,
+    /// median relative error): with k = 8, one random slot 11.8 %, three 10.4 %, all six
+    /// 11.8 %; with k = 32, four 6.9 %, twelve 6.3 %. Vivaldi needs both: near peers place a
+    /// node precisely among its neighbours, far ones keep the regions of the map in place.
     pub fn for_k(k: usize) -> Self {
+        let group_max = k / 4;
         NeighbourMix {
-            group_max: k / 4,
-            random: (k / 8).max(1).min(k),
+            group_max,
+            random: ((k - group_max) / 2).max(1).min(k),
         }
     }
 }
