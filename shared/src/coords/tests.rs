@@ -333,3 +333,18 @@ fn a_measured_pair_is_measured_an_unmeasured_one_estimated() {
         r#"{"estimated":8.0}"#
     );
 }
+
+#[test]
+fn the_agents_state_is_fixed_size() {
+    // Nothing in it grows with the fleet: the whole state is inline (heapless tables).
+    let size = std::mem::size_of::<AgentCoords>();
+    assert!(size < 32 * 1024, "{size} bytes");
+    let mut n = AgentCoords::new(VivaldiConfig::default(), 1);
+    let o = Coord::origin(1.0, 1.0);
+    for peer in 0..10_000u32 {
+        n.observe(peer, 5.0, &o).unwrap();
+    }
+    // At most 256 peers kept: the first ones were replaced.
+    assert_eq!(n.filtered_ms(0), None);
+    assert_eq!(n.filtered_ms(9_999), Some(5.0));
+}
