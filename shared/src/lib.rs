@@ -7,6 +7,7 @@
 //! are separate from domain types, versioned, and bounded in size.
 #![forbid(unsafe_code)]
 
+pub mod coords;
 pub mod jobs;
 pub mod model;
 pub mod topics;

@@ -1,0 +1,148 @@
+//! What the control plane says about a pair of nodes nobody measures.
+//!
+//! - Latency: the distance of the two reported coordinates, `|x_a - x_b| + h_a + h_b`
+//!   ([`estimate_latency_ms`]), for two nodes of different groups. Inside a group (one
+//!   datacenter, one train) the coordinates do not apply (their heights stand for the access
+//!   link, which such a pair does not cross: `vivaldi`'s documentation): the estimate is the
+//!   median of the group's measured internal links ([`estimate_in_group_ms`]).
+//! - Jitter: the larger of the two endpoints' median jitter over their measured links
+//!   ([`EndpointSummary`]). A link's jitter comes mostly from its two ends' access (a train's
+//!   radio, a loaded uplink); an endpoint's median over its links is its own contribution plus
+//!   that of a typical far end, so the worse endpoint's median is what a link from it to a
+//!   typical node shows. It is a typical value, not a bound: two bad ends may jitter more.
+//! - Success rate: the product of the two endpoints' median success over their measured links.
+//!   Each median already contains the loss of a typical far end, so the product counts a
+//!   typical node's loss twice: a pessimistic estimate, by choice (reliability planned on an
+//!   unmeasured pair should not be better than what was seen).
+//!
+//! Every value is a [`Known`]: [`Known::Measured`] when the pair's own link was measured (all
+//! three values then are the measurement's), [`Known::Estimated`] otherwise, so that whoever
+//! uses it can tell (and, e.g., not move a component on an estimate alone).
+
+use super::vivaldi::Coord;
+
+/// A value, marked as measured on the link itself or estimated.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Known<T> {
+    Measured(T),
+    Estimated(T),
+}
+
+impl<T: Copy> Known<T> {
+    pub fn value(&self) -> T {
+        match self {
+            Known::Measured(v) | Known::Estimated(v) => *v,
+        }
+    }
+
+    pub fn is_estimated(&self) -> bool {
+        matches!(self, Known::Estimated(_))
+    }
+}
+
+/// A measured link's metrics, as the agents report them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredLink {
+    pub latency_ms: f64,
+    pub jitter_ms: f64,
+    /// In [0, 1].
+    pub success: f64,
+}
+
+/// An endpoint's measured links, summarised: the medians of their jitter and success rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EndpointSummary {
+    /// Links the medians are over.
+    pub links: usize,
+    pub median_jitter_ms: f64,
+    pub median_success: f64,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+impl EndpointSummary {
+    /// From the measured links the node is an end of (either direction; values that are not
+    /// finite are skipped, success is clamped to [0, 1]); `None` without any.
+    pub fn from_links(links: impl IntoIterator<Item = MeasuredLink>) -> Option<Self> {
+        let (mut jitter, mut success): (Vec<f64>, Vec<f64>) = links
+            .into_iter()
+            .filter(|l| l.jitter_ms.is_finite() && l.success.is_finite())
+            .map(|l| (l.jitter_ms.max(0.0), l.success.clamp(0.0, 1.0)))
+            .unzip();
+        if jitter.is_empty() {
+            return None;
+        }
+        Some(EndpointSummary {
+            links: jitter.len(),
+            median_jitter_ms: median(&mut jitter),
+            median_success: median(&mut success),
+        })
+    }
+}
+
+/// The estimated latency of a pair from the two coordinates.
+pub fn estimate_latency_ms<const D: usize>(a: &Coord<D>, b: &Coord<D>) -> f64 {
+    a.distance_ms(b)
+}
+
+/// The estimated latency of an unmeasured pair inside one group: the median of the group's
+/// measured internal latencies (non-finite ones skipped); `None` without any.
+pub fn estimate_in_group_ms(measured_ms: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = measured_ms.into_iter().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    Some(median(&mut v))
+}
+
+/// A pair's latency, jitter and success rate, each marked measured or estimated.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LinkView {
+    pub latency_ms: Known<f64>,
+    pub jitter_ms: Known<f64>,
+    pub success: Known<f64>,
+}
+
+impl LinkView {
+    /// The pair's own measurement, when there is one; else the estimate from the endpoints'
+    /// coordinates and summaries (see the module's documentation for the rule); `None` when
+    /// neither is known (a new node without coordinate or measured links). For two nodes of
+    /// one group, pass the group's [`estimate_in_group_ms`] as `in_group_ms`: it replaces
+    /// the coordinates' latency.
+    pub fn of_pair<const D: usize>(
+        measured: Option<MeasuredLink>,
+        coords: Option<(&Coord<D>, &Coord<D>)>,
+        in_group_ms: Option<f64>,
+        ends: Option<(&EndpointSummary, &EndpointSummary)>,
+    ) -> Option<LinkView> {
+        if let Some(m) = measured {
+            return Some(LinkView {
+                latency_ms: Known::Measured(m.latency_ms),
+                jitter_ms: Known::Measured(m.jitter_ms),
+                success: Known::Measured(m.success),
+            });
+        }
+        let latency = match in_group_ms {
+            Some(l) => l,
+            None => {
+                let (a, b) = coords?;
+                estimate_latency_ms(a, b)
+            }
+        };
+        let (sa, sb) = ends?;
+        Some(LinkView {
+            latency_ms: Known::Estimated(latency),
+            jitter_ms: Known::Estimated(sa.median_jitter_ms.max(sb.median_jitter_ms)),
+            success: Known::Estimated((sa.median_success * sb.median_success).clamp(0.0, 1.0)),
+        })
+    }
+}

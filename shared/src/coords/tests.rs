@@ -1,0 +1,350 @@
+use super::*;
+
+type Node2 = VivaldiNode<2, 32, 8>;
+
+/// A known metric space: a 5 x 5 grid (10 ms spacing) with heights 1..5 ms; the latency of a
+/// pair is the Euclidean distance plus both heights, which Vivaldi with a height can fit
+/// exactly.
+fn grid() -> Vec<([f64; 2], f64)> {
+    (0..25)
+        .map(|i| {
+            let (x, y) = ((i % 5) as f64 * 10.0, (i / 5) as f64 * 10.0);
+            ([x, y], 1.0 + (i % 5) as f64)
+        })
+        .collect()
+}
+
+fn truth(p: &[([f64; 2], f64)], i: usize, j: usize) -> f64 {
+    let (a, b) = (p[i].0, p[j].0);
+    ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2)).sqrt() + p[i].1 + p[j].1
+}
+
+/// Every node samples every other, in a seeded order, `rounds` times.
+fn run_grid(seed: u64, rounds: usize, noise: impl Fn(&mut SplitMix64, f64) -> f64) -> Vec<Node2> {
+    let p = grid();
+    let mut nodes: Vec<Node2> = (0..p.len())
+        .map(|i| VivaldiNode::new(VivaldiConfig::default(), seed + i as u64))
+        .collect();
+    let mut rng = SplitMix64::new(seed);
+    for _ in 0..rounds {
+        for i in 0..p.len() {
+            let j = (i + 1 + rng.below(p.len() - 1)) % p.len();
+            let remote = *nodes[j].system();
+            let sample = noise(&mut rng, truth(&p, i, j));
+            nodes[i].observe(j as u32, sample, &remote).unwrap();
+        }
+    }
+    nodes
+}
+
+fn median_rel_error(nodes: &[Node2]) -> f64 {
+    let p = grid();
+    let mut errs = Vec::new();
+    for i in 0..p.len() {
+        for j in i + 1..p.len() {
+            let est = estimate_latency_ms(nodes[i].coordinate(), nodes[j].coordinate());
+            errs.push((est - truth(&p, i, j)).abs() / truth(&p, i, j));
+        }
+    }
+    errs.sort_by(f64::total_cmp);
+    errs[errs.len() / 2]
+}
+
+#[test]
+fn converges_on_a_known_metric_space() {
+    let nodes = run_grid(7, 2000, |_, l| l);
+    let e = median_rel_error(&nodes);
+    assert!(e < 0.03, "median relative error {e}");
+    // A node's own error estimate has come down from the initial 1.5.
+    assert!(nodes.iter().all(|n| n.system().error() < 0.2));
+}
+
+#[test]
+fn converges_with_jitter_and_outliers() {
+    // 5 % jitter, and one sample in twenty ten times too late: the moving median keeps the
+    // late ones out.
+    let nodes = run_grid(11, 3000, |r, l| {
+        let l = l * (0.95 + 0.1 * r.unit());
+        if r.below(20) == 0 {
+            l * 10.0
+        } else {
+            l
+        }
+    });
+    let e = median_rel_error(&nodes);
+    assert!(e < 0.06, "median relative error {e}");
+}
+
+#[test]
+fn same_seed_same_coordinates_other_seed_other() {
+    let a = run_grid(3, 200, |_, l| l);
+    let b = run_grid(3, 200, |_, l| l);
+    let c = run_grid(4, 200, |_, l| l);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.system(), y.system());
+        assert_eq!(x.coordinate(), y.coordinate());
+    }
+    assert!(a.iter().zip(&c).any(|(x, z)| x.system() != z.system()));
+}
+
+#[test]
+fn median_filter_rejects_outliers_and_follows_a_lasting_change() {
+    let mut f = MpFilter::<8>::default();
+    assert_eq!(f.value(0.5), None);
+    for _ in 0..8 {
+        f.push(10.0);
+    }
+    f.push(500.0);
+    f.push(0.0);
+    assert_eq!(f.value(0.5), Some(10.0));
+    // Three spikes out of eight still do not move the median.
+    f.push(900.0);
+    f.push(900.0);
+    assert_eq!(f.value(0.5), Some(10.0));
+    // A lasting change wins within half a window.
+    for _ in 0..5 {
+        f.push(20.0);
+    }
+    assert_eq!(f.value(0.5), Some(20.0));
+    assert_eq!(f.len(), 8);
+    // Percentiles interpolate between order statistics.
+    let mut g = MpFilter::<4>::default();
+    for v in [4.0, 1.0, 3.0, 2.0] {
+        g.push(v);
+    }
+    assert_eq!(g.value(0.5), Some(2.5));
+    assert_eq!(g.value(0.0), Some(1.0));
+    assert_eq!(g.value(1.0), Some(4.0));
+    assert_eq!(g.value(0.25), Some(1.75));
+}
+
+#[test]
+fn peer_table_is_bounded_and_replaces_the_least_recent() {
+    let mut t = PeerFilters::<u32, 3, 4>::default();
+    for (peer, l) in [(1, 5.0), (2, 6.0), (3, 7.0), (1, 5.0)] {
+        t.push(peer, l, 0.5);
+    }
+    assert_eq!(t.len(), 3);
+    // Peer 2 was sampled least recently: peer 4 takes its place.
+    assert_eq!(t.push(4, 2.0, 0.5), Some(2.0));
+    assert_eq!(t.len(), 3);
+    assert_eq!(t.get(2), None);
+    assert_eq!(t.get(1), Some(5.0));
+    assert_eq!(t.nearest_ms(), Some(2.0));
+    t.forget(4);
+    assert_eq!(t.nearest_ms(), Some(5.0));
+}
+
+#[test]
+fn height_stays_non_negative_and_coordinates_finite() {
+    let mut rng = SplitMix64::new(5);
+    let mut n: VivaldiNode<3, 8, 4> = VivaldiNode::new(VivaldiConfig::default(), 1);
+    for i in 0..20_000u32 {
+        let remote = Coord::new(
+            [
+                rng.unit() * 200.0 - 100.0,
+                rng.unit() * 1e-9,
+                rng.unit() * 50.0,
+            ],
+            if i % 3 == 0 { 0.0 } else { rng.unit() * 80.0 },
+            rng.unit() * 2.0,
+        )
+        .unwrap();
+        // Latencies from 0 to far below what the coordinates predict: forces that pull the
+        // height down hard.
+        let sample = if i % 2 == 0 { 0.0 } else { rng.unit() * 3.0 };
+        n.observe(i % 8, sample, &remote).unwrap();
+        for c in [n.system(), n.coordinate()] {
+            assert!(c.height() >= 0.0, "height {}", c.height());
+            assert!(c.vec().iter().all(|x| x.is_finite()));
+            assert!(c.error() >= 0.0 && c.error() <= 1.5);
+        }
+    }
+}
+
+#[test]
+fn bad_samples_and_coordinates_are_refused() {
+    let mut n: Node2 = VivaldiNode::new(VivaldiConfig::default(), 1);
+    let o = Coord::origin(0.0, 1.0);
+    assert!(matches!(
+        n.observe(1, f64::NAN, &o),
+        Err(CoordError::BadSample(_))
+    ));
+    assert!(n.observe(1, -1.0, &o).is_err());
+    assert!(matches!(
+        n.observe(1, 1e9, &o),
+        Err(CoordError::SampleTooLarge(..))
+    ));
+    assert_eq!(n.samples(), 0);
+    assert_eq!(n.filtered_ms(1), None);
+    assert_eq!(
+        Coord::new([0.0, f64::INFINITY], 1.0, 1.0),
+        Err(CoordError::NotFinite(1))
+    );
+    assert!(Coord::new([0.0, 0.0], -0.1, 1.0).is_err());
+    assert!(Coord::new([0.0, 0.0], 0.0, f64::NAN).is_err());
+    assert_eq!(
+        CoordError::BadHeight(-1.0).to_string(),
+        "height -1 is negative or not finite"
+    );
+}
+
+#[test]
+fn coincident_nodes_are_pushed_apart() {
+    let mut a: Node2 = VivaldiNode::new(VivaldiConfig::default(), 9);
+    let b = Coord::origin(0.01, 1.5);
+    a.update(20.0, &b);
+    assert!(a.system().euclid(&b) > 1.0);
+}
+
+#[test]
+fn the_update_filter_holds_still_coordinates_and_follows_a_move() {
+    let mut f = filter::RelativeFilter::<2>::default();
+    let at = |x: f64| Coord::new([x, 0.0], 1.0, 0.1).unwrap();
+    // The first full window sets the application-level coordinate.
+    let mut changed = 0;
+    for i in 0..filter::UPDATE_WINDOW {
+        changed += usize::from(f.push(&at(10.0 + 0.01 * i as f64), 5.0, 0.3));
+    }
+    assert_eq!(changed, 1);
+    let first = *f.coord().unwrap();
+    // A jiggle far below 30 % of the 5 ms to the nearest neighbour: no change.
+    for i in 0..200 {
+        assert!(!f.push(&at(10.0 + 0.1 * (i % 3) as f64), 5.0, 0.3));
+    }
+    assert_eq!(f.coord(), Some(&first));
+    // A move by 10 ms: the coordinate follows, in at most two steps, to within the
+    // threshold (30 % of 5 ms) of the new place.
+    let mut changes = 0;
+    for _ in 0..4 * filter::UPDATE_WINDOW {
+        changes += usize::from(f.push(&at(20.0), 5.0, 0.3));
+    }
+    assert!((1..=2).contains(&changes), "{changes} changes");
+    assert!((f.coord().unwrap().vec()[0] - 20.0).abs() <= 1.5);
+    assert_eq!(f.updates(), 1 + changes as u64);
+}
+
+fn members(points: &[(u32, f64)]) -> Vec<Member<u32, 1>> {
+    points
+        .iter()
+        .map(|&(g, x)| Member {
+            group: g,
+            coord: Some(Coord::new([x], 0.5, 0.2).unwrap()),
+        })
+        .collect()
+}
+
+#[test]
+fn neighbours_take_the_group_then_the_nearest_then_random() {
+    // Node 0 in group 1 with five group mates; others of group 2 on a line.
+    let mut pts = vec![(1, 0.0); 6];
+    pts.extend((1..=40).map(|i| (2, i as f64)));
+    let m = members(&pts);
+    let mix = NeighbourMix {
+        group_max: 3,
+        random: 2,
+    };
+    let got = select_neighbours(0, &m, 10, mix, 42);
+    assert_eq!(got.len(), 10);
+    assert!(!got.contains(&0));
+    let mut dedup = got.clone();
+    dedup.sort();
+    dedup.dedup();
+    assert_eq!(dedup.len(), 10);
+    // Three of the group (indices 1..=5), first.
+    assert!(got[..3].iter().all(|&j| (1..=5).contains(&j)));
+    assert_eq!(got.iter().filter(|&&j| j <= 5).count(), 3);
+    // Then the five nearest others (x = 1..=5: indices 6..=10), nearest first.
+    assert_eq!(&got[3..8], &[6, 7, 8, 9, 10]);
+    // Then two random others.
+    assert!(got[8..].iter().all(|&j| j > 10));
+    // Deterministic.
+    assert_eq!(select_neighbours(0, &m, 10, mix, 42), got);
+    assert_ne!(select_neighbours(0, &m, 10, mix, 43)[8..], got[8..]);
+}
+
+#[test]
+fn neighbours_without_coordinates_or_with_few_nodes() {
+    let mut m = members(&[(1, 0.0), (2, 1.0), (2, 2.0), (3, 3.0)]);
+    // Everyone but me, whatever k says.
+    let got = select_neighbours(0, &m, 32, NeighbourMix::for_k(32), 1);
+    let mut s = got.clone();
+    s.sort();
+    assert_eq!(s, vec![1, 2, 3]);
+    // No coordinate of my own: random slots only, still k at most.
+    m[0].coord = None;
+    let got = select_neighbours(0, &m, 2, NeighbourMix::for_k(2), 1);
+    assert_eq!(got.len(), 2);
+    assert!(!got.contains(&0));
+    assert!(select_neighbours(9, &m, 2, NeighbourMix::for_k(2), 1).is_empty());
+    assert!(select_neighbours(0, &m, 0, NeighbourMix::for_k(0), 1).is_empty());
+}
+
+#[test]
+fn a_measured_pair_is_measured_an_unmeasured_one_estimated() {
+    let a = Coord::new([0.0, 0.0], 2.0, 0.1).unwrap();
+    let b = Coord::new([3.0, 4.0], 1.0, 0.1).unwrap();
+    assert_eq!(estimate_latency_ms(&a, &b), 8.0);
+    let link = |j, s| MeasuredLink {
+        latency_ms: 1.0,
+        jitter_ms: j,
+        success: s,
+    };
+    let sa =
+        EndpointSummary::from_links([link(1.0, 0.99), link(3.0, 0.9), link(2.0, 1.0)]).unwrap();
+    assert_eq!(sa.median_jitter_ms, 2.0);
+    assert_eq!(sa.median_success, 0.99);
+    let sb = EndpointSummary::from_links([link(0.5, 0.98), link(f64::NAN, 0.1), link(0.7, 0.96)])
+        .unwrap();
+    assert_eq!(sb.links, 2);
+    assert!((sb.median_jitter_ms - 0.6).abs() < 1e-12);
+    assert!(EndpointSummary::from_links([]).is_none());
+
+    let est = LinkView::of_pair(None, Some((&a, &b)), None, Some((&sa, &sb))).unwrap();
+    assert_eq!(est.latency_ms, Known::Estimated(8.0));
+    assert_eq!(est.jitter_ms, Known::Estimated(2.0));
+    assert!(est.success.is_estimated());
+    assert!((est.success.value() - 0.99 * 0.97).abs() < 1e-12);
+
+    let m = link(0.3, 0.5);
+    let meas = LinkView::of_pair(Some(m), Some((&a, &b)), None, Some((&sa, &sb))).unwrap();
+    assert_eq!(meas.latency_ms, Known::Measured(1.0));
+    assert_eq!(meas.success, Known::Measured(0.5));
+    assert!(!meas.jitter_ms.is_estimated());
+
+    assert_eq!(
+        LinkView::of_pair::<2>(None, None, None, Some((&sa, &sb))),
+        None
+    );
+    assert_eq!(
+        LinkView::of_pair::<2>(None, Some((&a, &b)), None, None),
+        None
+    );
+    // Inside a group: the median of the group's measured links, not the coordinates.
+    let g = estimate_in_group_ms([0.2, f64::NAN, 0.1, 0.3]);
+    assert_eq!(g, Some(0.2));
+    assert_eq!(estimate_in_group_ms([]), None);
+    let inside = LinkView::of_pair(None, Some((&a, &b)), g, Some((&sa, &sb))).unwrap();
+    assert_eq!(inside.latency_ms, Known::Estimated(0.2));
+    let no_coords = LinkView::of_pair::<2>(None, None, g, Some((&sa, &sb))).unwrap();
+    assert_eq!(no_coords.latency_ms, Known::Estimated(0.2));
+    assert_eq!(
+        serde_json::to_string(&est.latency_ms).unwrap(),
+        r#"{"estimated":8.0}"#
+    );
+}
+
+#[test]
+fn the_agents_state_is_fixed_size() {
+    // Nothing in it grows with the fleet: the whole state is inline (heapless tables).
+    let size = std::mem::size_of::<AgentCoords>();
+    assert!(size < 32 * 1024, "{size} bytes");
+    let mut n = AgentCoords::new(VivaldiConfig::default(), 1);
+    let o = Coord::origin(1.0, 1.0);
+    for peer in 0..10_000u32 {
+        n.observe(peer, 5.0, &o).unwrap();
+    }
+    // At most 256 peers kept: the first ones were replaced.
+    assert_eq!(n.filtered_ms(0), None);
+    assert_eq!(n.filtered_ms(9_999), Some(5.0));
+}
