@@ -478,15 +478,7 @@ pub fn run(
         .filter(|c| c.kind == acoa_shared::model::CriterionKind::MinE2eResponseTime)
         .filter_map(|c| c.path.as_deref())
         .collect();
-    let ch = app
-        .paths
-        .iter()
-        .filter(|p| timed.contains(&p.name.as_str()))
-        .flat_map(|p| p.channels.iter())
-        .filter_map(|name| app.channels.iter().find(|c| &c.name == name))
-        .find(|c| placement.get(&c.from) != placement.get(&c.to))
-        .cloned();
-    if let Some(ch) = ch {
+    if let Some(ch) = channel_across(app, &timed, &placement) {
         let (a, b) = (placement[&ch.from].clone(), placement[&ch.to].clone());
         let before = placement.clone();
         let (ab, ba) = (tb.link(&a, &b)?, tb.link(&b, &a)?);
@@ -536,15 +528,7 @@ pub fn run(
     }
 
     // experiment 3c: a link of a timed path merely noisy (jitter, same mean): nothing moves
-    if let Some(ch) = app
-        .paths
-        .iter()
-        .filter(|p| timed.contains(&p.name.as_str()))
-        .flat_map(|p| p.channels.iter())
-        .filter_map(|name| app.channels.iter().find(|c| &c.name == name))
-        .find(|c| placement.get(&c.from) != placement.get(&c.to))
-        .cloned()
-    {
+    if let Some(ch) = channel_across(app, &timed, &placement) {
         let (a, b) = (placement[&ch.from].clone(), placement[&ch.to].clone());
         let (ab, ba) = (tb.link(&a, &b)?, tb.link(&b, &a)?);
         let before = placement.clone();
@@ -733,6 +717,22 @@ pub fn latency_recovered_after(
     (0..n)
         .find(|&k| k + hold <= n && ok[k..k + hold].iter().all(|x| *x))
         .map(|k| k as f64 * window_s)
+}
+
+/// The first channel of one of the `paths` of `app` whose two ends `placement` puts on
+/// different nodes.
+fn channel_across(
+    app: &Application,
+    paths: &[&str],
+    placement: &BTreeMap<String, String>,
+) -> Option<acoa_shared::model::Channel> {
+    app.paths
+        .iter()
+        .filter(|p| paths.contains(&p.name.as_str()))
+        .flat_map(|p| p.channels.iter())
+        .filter_map(|name| app.channels.iter().find(|c| &c.name == name))
+        .find(|c| placement.get(&c.from) != placement.get(&c.to))
+        .cloned()
 }
 
 #[cfg(test)]
