@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use acoa_shared::model::{self, Capacity, Cluster, Layer, Link, Node, Usage};
 use acoa_shared::topics;
 use acoa_shared::wire::keys;
+use acoa_test_support::free_port;
 use cloud_broker::identity::DataDir;
 use cloud_broker::status::AppStatus;
 use cloud_broker::testkit::{samples_of, AgentSpec, SimAgent};
@@ -144,14 +145,6 @@ fn sibling(exe: &str) -> PathBuf {
         p.display()
     );
     p
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn count(log: &Path, s: &str) -> usize {

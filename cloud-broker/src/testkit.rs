@@ -16,6 +16,8 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 use rumqttc::{AsyncClient, Event as MqttEvent, LastWill, MqttOptions, Packet, QoS};
 use tokio::sync::mpsc;
 
+pub mod engine;
+
 /// A node report for `n` (a node of a cluster snapshot).
 pub fn report_of(n: &model::Node, seq: u64, probe_addr: &str) -> NodeReport {
     let labels = |v: &[String]| {
@@ -78,6 +80,33 @@ pub fn presence_frame(node: &str, key: &SigningKey, online: bool) -> Vec<u8> {
         online,
     });
     wire::encode(&p, Some(key)).unwrap_or_default()
+}
+
+/// The actual state of `node` for desired generation `generation`: these containers (name,
+/// image) running.
+pub fn running<N: AsRef<str>, I: AsRef<str>>(
+    node: &str,
+    generation: u64,
+    seq: u64,
+    containers: impl IntoIterator<Item = (N, I)>,
+) -> ActualState {
+    let mut a = ActualState {
+        node: wire::name(node).unwrap_or_default(),
+        generation,
+        seq,
+        run: 0,
+        containers: Default::default(),
+    };
+    for (name, image) in containers {
+        let _ = a.containers.push(ContainerStatus {
+            name: wire::name(name.as_ref()).unwrap_or_default(),
+            image: wire::bounded("image", image.as_ref()).unwrap_or_default(),
+            state: ContainerState::Running,
+            restarts: 0,
+            error: Default::default(),
+        });
+    }
+    a
 }
 
 /// What a simulated agent is.
@@ -235,22 +264,8 @@ impl SimAgent {
 
     /// Reports these containers (`{app}.{component}`) running, for desired generation `generation`.
     pub async fn report_running(&self, generation: u64, names: &[String]) {
-        let mut a = ActualState {
-            node: wire::name(&self.name).unwrap_or_default(),
-            generation,
-            seq: self.seq.fetch_add(1, Ordering::SeqCst) + 1,
-            run: 0,
-            containers: Default::default(),
-        };
-        for n in names {
-            let _ = a.containers.push(ContainerStatus {
-                name: wire::name(n).unwrap_or_default(),
-                image: Default::default(),
-                state: ContainerState::Running,
-                restarts: 0,
-                error: Default::default(),
-            });
-        }
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        let a = running(&self.name, generation, seq, names.iter().map(|n| (n, "")));
         if let Ok(b) = wire::encode(&Message::ActualState(Box::new(a)), Some(&self.key)) {
             let _ = self
                 .client

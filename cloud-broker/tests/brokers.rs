@@ -61,18 +61,6 @@ fn spawn_agent(agent: &Path, config: &Path, log: &Path) -> Child {
         .unwrap()
 }
 
-/// Waits until a Mosquitto just started listens on 127.0.0.1:`port` (at most 10 s).
-async fn wait_mosquitto(port: u16) {
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "mosquitto did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The agent process, killed on drop; its containers are removed on drop too.
 struct Agent {
     child: Child,
@@ -182,14 +170,9 @@ async fn retained_generation(port: u16, node: &str, password: &str) -> Option<u6
 
 #[test]
 fn an_agent_moves_to_the_other_broker_keeps_its_containers_and_stays_reachable() {
-    let Some(mosquitto) = find_bin("mosquitto") else {
-        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
+    let Some(mosquitto) = mosquitto() else {
         return;
     };
-    if find_bin("mosquitto_passwd").is_none() {
-        eprintln!("SKIPPED: mosquitto_passwd is not installed");
-        return;
-    }
     let Some(bin) = agent_bin_with_podman() else {
         return;
     };

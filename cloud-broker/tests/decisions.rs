@@ -1,89 +1,18 @@
 //! The control plane's decisions as a pure state machine, driven with plain values: events in,
 //! actions out. Placement jobs are run inline with `run_job` (the real scheduler).
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
 
 use acoa_shared::model::{self, Cluster};
 use acoa_shared::topics;
-use acoa_shared::wire::{
-    self, ActualState, ContainerState, ContainerStatus, LinkMetrics, LinkSample, Message,
-    NodeCapacity, NodeLoad, NodeReport,
+use acoa_shared::wire::{self, Message};
+use cloud_broker::engine::{run_job, Action, EngineConfig, Event, JobOutcome, Purpose};
+use cloud_broker::store::PersistOp;
+use cloud_broker::testkit::engine::{
+    desired_published, first_report as report, links_of, railway, railway_app as app_text,
+    statuses, EngineSim as Sim,
 };
-use cloud_broker::engine::{
-    run_job, Action, Engine, EngineConfig, Event, Job, JobOutcome, Purpose,
-};
-use cloud_broker::records::DesiredDoc;
-use cloud_broker::status::AppStatus;
-use cloud_broker::store::{PersistOp, Snapshot};
-use ed25519_dalek::SigningKey;
-
-fn railway() -> Cluster {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/railway/cluster.yaml");
-    model::load_cluster(&p).unwrap()
-}
-
-fn app_text(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../scenarios/railway/{name}.yaml"));
-    std::fs::read(p).unwrap()
-}
-
-fn report(n: &model::Node) -> NodeReport {
-    let labels = |v: &[String]| {
-        let mut l = wire::Labels::new();
-        for s in v {
-            l.push(wire::name(s).unwrap()).unwrap();
-        }
-        l
-    };
-    NodeReport {
-        node: wire::name(&n.name).unwrap(),
-        seq: 1,
-        run: 0,
-        timestamp_ms: 0,
-        datacenter: wire::name(&n.datacenter).unwrap(),
-        layer: n.layer,
-        arch: wire::name(&n.arch).unwrap(),
-        hardware: labels(&n.hardware),
-        software: labels(&n.software),
-        capacity: NodeCapacity {
-            cpu_millis: n.capacity.cpu_millis,
-            memory_mb: n.capacity.memory_mb,
-            disk_mb: n.capacity.disk_mb,
-            net_mbps: 0,
-        },
-        load: NodeLoad {
-            cpu_millis: n.usage.cpu_millis,
-            memory_used_mb: n.usage.memory_mb,
-            disk_used_mb: n.usage.disk_mb,
-            containers: n.usage.containers,
-            ..Default::default()
-        },
-        probe_addr: wire::bounded("probe", &format!("10.0.0.{}:7878", &n.name[1..])).unwrap(),
-    }
-}
-
-fn links_of(c: &Cluster, from: &str) -> LinkMetrics {
-    let mut l = LinkMetrics {
-        node: wire::name(from).unwrap(),
-        seq: 1,
-        run: 0,
-        links: Default::default(),
-    };
-    for k in c.links.iter().filter(|k| k.from == from) {
-        l.links
-            .push(LinkSample {
-                peer: wire::name(&k.to).unwrap(),
-                latency_ms: k.latency_ms as f32,
-                jitter_ms: k.jitter_ms as f32,
-                success: k.success as f32,
-                samples: 20,
-                last_answer_ms: 0,
-            })
-            .unwrap();
-    }
-    l
-}
+use cloud_broker::testkit::running;
 
 /// An engine that takes a silent node for lost as soon as it is silent (no evidence window for
 /// its peers to report an answer): for the tests of what follows a loss.
@@ -94,133 +23,39 @@ fn lost_when_silent() -> EngineConfig {
     }
 }
 
-/// An engine with a clock; jobs run inline; persisted ops kept in a snapshot, as the store would.
-struct Sim {
-    e: Engine,
-    now: u64,
-    snap: Snapshot,
-    key: SigningKey,
-    log: Vec<Action>,
-    run_jobs: bool,
-    pending_jobs: Vec<Job>,
-}
-
-impl Sim {
-    fn new(cfg: EngineConfig) -> Sim {
-        let key = SigningKey::from_bytes(&[42; 32]);
-        Sim::restore(cfg, key, Snapshot::default())
-    }
-
-    fn restore(cfg: EngineConfig, key: SigningKey, snap: Snapshot) -> Sim {
-        Sim {
-            e: Engine::new(cfg, key.clone(), snap.clone(), 0),
-            now: 0,
-            snap,
-            key,
-            log: vec![],
-            run_jobs: true,
-            pending_jobs: vec![],
-        }
-    }
-
-    fn feed(&mut self, ev: Event) -> Vec<Action> {
-        let mut all = vec![];
-        let mut queue = vec![ev];
-        while let Some(ev) = queue.pop() {
-            for a in self.e.handle(self.now, ev) {
-                match &a {
-                    Action::Persist(op) => apply(&mut self.snap, op),
-                    Action::Schedule(j) if self.run_jobs => {
-                        queue.push(Event::Scheduled(Box::new(run_job(j))))
-                    }
-                    Action::Schedule(j) => self.pending_jobs.push((**j).clone()),
-                    _ => {}
-                }
-                all.push(a);
-            }
-        }
-        self.log.extend(all.clone());
-        all
-    }
-
-    fn join_cluster(&mut self, c: &Cluster) {
-        for n in &c.nodes {
-            self.feed(Event::Report(Box::new(report(n))));
-        }
-        for n in &c.nodes {
-            self.feed(Event::Links(Box::new(links_of(c, &n.name))));
-        }
-    }
-
-    fn tick(&mut self, ms: u64) -> Vec<Action> {
-        self.now += ms;
-        self.feed(Event::Tick)
+/// An engine that evaluates placements again every second and never takes a node for lost on
+/// silence.
+fn reevaluating() -> EngineConfig {
+    EngineConfig {
+        reevaluate_ms: 1000,
+        node_timeout_ms: 1_000_000,
+        ..Default::default()
     }
 }
 
-fn apply(s: &mut Snapshot, op: &PersistOp) {
-    match op {
-        PersistOp::PutApp(a) => {
-            s.apps.insert(a.name.clone(), (**a).clone());
-        }
-        PersistOp::DeleteApp(n) => {
-            s.apps.remove(n);
-        }
-        PersistOp::PutDesired(d) => {
-            s.desired.insert(d.node.to_string(), (**d).clone());
-        }
-        PersistOp::PutNode(n) => {
-            s.nodes.insert(n.name.clone(), (**n).clone());
-        }
-        PersistOp::PutMeta(m) => s.meta = m.clone(),
-    }
-}
-
-/// The desired states published (signed) in `actions`, per node, as the control plane keeps them.
-fn desired_published(actions: &[Action], key: &SigningKey) -> BTreeMap<String, DesiredDoc> {
-    let mut m = BTreeMap::new();
-    for a in actions {
-        if let Action::Publish {
-            topic,
-            payload,
-            retain,
-        } = a
-        {
-            if let Some(topics::Topic::Desired(n)) = topics::parse(topic) {
-                assert!(retain);
-                match wire::decode_verified(payload, &key.verifying_key()).unwrap() {
-                    Message::DesiredState(d) => {
-                        m.insert(n.to_string(), DesiredDoc::from_wire(&d));
-                    }
-                    other => panic!("{other:?}"),
-                }
-            }
-        }
-    }
-    m
-}
-
-fn statuses(actions: &[Action], app: &str) -> Vec<AppStatus> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Publish { topic, payload, .. }
-                if *topic == topics::app_status(app) && !payload.is_empty() =>
-            {
-                Some(serde_json::from_slice(payload).unwrap())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
+/// Every node of `c` joined and `app` published: the actions that follow.
 fn placed(sim: &mut Sim, c: &Cluster, app: &str) -> Vec<Action> {
     sim.join_cluster(c);
     sim.feed(Event::StartupDone);
-    sim.feed(Event::AppPublished {
-        app: app.into(),
-        payload: app_text(app),
-    })
+    sim.publish(app, app_text(app))
+}
+
+/// The signed last will of `node`'s connection: offline.
+fn will_of(node: impl Into<String>) -> Event {
+    Event::Online {
+        node: node.into(),
+        online: false,
+        run: 0,
+        conn: 1,
+    }
+}
+
+/// An engine configured with `cfg`, smoke monitoring placed on `c`, and its placement.
+fn placed_on(c: &Cluster, cfg: EngineConfig) -> (Sim, BTreeMap<String, String>) {
+    let mut sim = Sim::new(cfg);
+    placed(&mut sim, c, "smoke-monitoring");
+    let before = sim.assignment("smoke-monitoring");
+    (sim, before)
 }
 
 #[test]
@@ -241,11 +76,8 @@ fn railway_app_is_placed_as_the_scheduler_says_and_desired_states_follow() {
     assert!((p.score - 0.985122).abs() < 1e-6, "score {}", p.score);
     // One desired state per node used, persisted before it is published, signed.
     let d = desired_published(&acts, &sim.key);
-    let nodes: std::collections::BTreeSet<_> = p.assignment.values().cloned().collect();
-    assert_eq!(
-        d.keys().cloned().collect::<std::collections::BTreeSet<_>>(),
-        nodes
-    );
+    let nodes: BTreeSet<_> = p.assignment.values().cloned().collect();
+    assert_eq!(d.keys().cloned().collect::<BTreeSet<_>>(), nodes);
     for (n, ds) in &d {
         assert_eq!(ds.generation, 1);
         assert_eq!(sim.snap.desired[n], *ds);
@@ -276,10 +108,7 @@ fn railway_app_is_placed_as_the_scheduler_says_and_desired_states_follow() {
     assert_eq!(last.feasible_deployments, Some(4800));
 
     // The same definition again (a retained copy) changes nothing.
-    let again = sim.feed(Event::AppPublished {
-        app: "smoke-monitoring".into(),
-        payload: app_text("smoke-monitoring"),
-    });
+    let again = sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
     assert!(again.is_empty(), "{again:?}");
 }
 
@@ -295,24 +124,10 @@ fn containers_running_make_the_status_running() {
     }
     let mut last = vec![];
     for (n, comps) in &by_node {
-        let mut a = ActualState {
-            node: wire::name(n).unwrap(),
-            generation: 1,
-            seq: 1,
-            run: 0,
-            containers: Default::default(),
-        };
-        for comp in comps {
-            a.containers
-                .push(ContainerStatus {
-                    name: wire::name(&format!("smoke-monitoring.{comp}")).unwrap(),
-                    image: wire::bounded("image", "x").unwrap(),
-                    state: ContainerState::Running,
-                    restarts: 0,
-                    error: Default::default(),
-                })
-                .unwrap();
-        }
+        let containers = comps
+            .iter()
+            .map(|comp| (format!("smoke-monitoring.{comp}"), "x"));
+        let a = running(n, 1, 1, containers);
         last = sim.feed(Event::Actual(Box::new(a)));
     }
     let st = statuses(&last, "smoke-monitoring");
@@ -352,10 +167,7 @@ fn invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed() 
         ),
     ];
     for (app, payload, why) in cases {
-        let acts = sim.feed(Event::AppPublished {
-            app: app.into(),
-            payload,
-        });
+        let acts = sim.publish(app, payload);
         let st = statuses(&acts, app);
         assert_eq!(st.len(), 1, "{app}: {acts:?}");
         assert_eq!(st[0].state, "rejected");
@@ -374,30 +186,13 @@ fn invalid_definitions_are_rejected_with_their_reason_and_nothing_is_deployed() 
 #[test]
 fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out() {
     let c = railway();
-    let mut sim = Sim::new(lost_when_silent());
-    placed(&mut sim, &c, "smoke-monitoring");
-    let before = sim
-        .e
-        .placement("smoke-monitoring")
-        .unwrap()
-        .assignment
-        .clone();
+    let (mut sim, before) = placed_on(&c, lost_when_silent());
     let lost = before["storage"].clone();
     // its connection's signed last will: silent at once
-    sim.feed(Event::Online {
-        node: lost.clone(),
-        online: false,
-        run: 0,
-        conn: 1,
-    });
+    sim.feed(will_of(lost.clone()));
     let acts = sim.tick(1000);
     assert!(!sim.e.is_online(&lost));
-    let after = sim
-        .e
-        .placement("smoke-monitoring")
-        .unwrap()
-        .assignment
-        .clone();
+    let after = sim.assignment("smoke-monitoring");
     for (comp, n) in &before {
         if *n == lost {
             assert_ne!(after[comp], lost, "{comp} must leave the lost node");
@@ -408,34 +203,27 @@ fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out() {
     let d = desired_published(&acts, &sim.key);
     assert_eq!(d[&lost].generation, 2);
     assert!(d[&lost].containers.is_empty());
-    let gained: std::collections::BTreeSet<_> = before
+    let gained: BTreeSet<_> = before
         .iter()
         .filter(|(_, n)| **n == lost)
         .map(|(c, _)| after[c].clone())
         .collect();
     let mut expect = gained.clone();
     expect.insert(lost.clone());
-    assert_eq!(
-        d.keys().cloned().collect::<std::collections::BTreeSet<_>>(),
-        expect
-    );
+    assert_eq!(d.keys().cloned().collect::<BTreeSet<_>>(), expect);
 }
 
 #[test]
 fn a_node_whose_reports_stop_is_lost_after_the_timeout() {
     let c = railway();
-    let mut sim = Sim::new(EngineConfig {
-        node_timeout_ms: 3000,
-        reevaluate_ms: 1_000_000,
-        ..Default::default()
-    });
-    placed(&mut sim, &c, "smoke-monitoring");
-    let before = sim
-        .e
-        .placement("smoke-monitoring")
-        .unwrap()
-        .assignment
-        .clone();
+    let (mut sim, before) = placed_on(
+        &c,
+        EngineConfig {
+            node_timeout_ms: 3000,
+            reevaluate_ms: 1_000_000,
+            ..Default::default()
+        },
+    );
     // everyone but the storage node keeps reporting: lost after the timeout (3 s) and the
     // evidence window (10 s) in which no peer reported an answer of it
     for _ in 0..14 {
@@ -459,42 +247,20 @@ fn a_node_whose_reports_stop_is_lost_after_the_timeout() {
 #[test]
 fn an_update_moves_only_what_changed_and_delete_stops_everything() {
     let c = railway();
-    let mut sim = Sim::new(EngineConfig::default());
-    placed(&mut sim, &c, "smoke-monitoring");
-    let before = sim
-        .e
-        .placement("smoke-monitoring")
-        .unwrap()
-        .assignment
-        .clone();
+    let (mut sim, before) = placed_on(&c, EngineConfig::default());
     let text = String::from_utf8(app_text("smoke-monitoring"))
         .unwrap()
         .replace("smoke-alarm:1", "smoke-alarm:2");
-    let acts = sim.feed(Event::AppPublished {
-        app: "smoke-monitoring".into(),
-        payload: text.into_bytes(),
-    });
-    assert_eq!(
-        sim.e.placement("smoke-monitoring").unwrap().assignment,
-        before
-    );
+    let acts = sim.publish("smoke-monitoring", text.into_bytes());
+    assert_eq!(sim.assignment("smoke-monitoring"), before);
     let d = desired_published(&acts, &sim.key);
     assert_eq!(d.keys().collect::<Vec<_>>(), vec![&before["alarm"]]);
     assert_eq!(d[&before["alarm"]].generation, 2);
 
-    let acts = sim.feed(Event::AppPublished {
-        app: "smoke-monitoring".into(),
-        payload: vec![],
-    });
+    let acts = sim.publish("smoke-monitoring", vec![]);
     let d = desired_published(&acts, &sim.key);
     assert!(d.values().all(|x| x.containers.is_empty()));
-    assert_eq!(
-        d.len(),
-        before
-            .values()
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-    );
+    assert_eq!(d.len(), before.values().collect::<BTreeSet<_>>().len());
     assert!(acts.iter().any(|a| matches!(a, Action::Publish { topic, payload, retain: true } if *topic == topics::app_status("smoke-monitoring") && payload.is_empty())));
     assert!(sim.snap.apps.is_empty());
 }
@@ -504,10 +270,7 @@ fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has() {
     let c = railway();
     let mut sim = Sim::new(EngineConfig::default());
     placed(&mut sim, &c, "smoke-monitoring");
-    sim.feed(Event::AppPublished {
-        app: "speed-profiling".into(),
-        payload: app_text("speed-profiling"),
-    });
+    sim.publish("speed-profiling", app_text("speed-profiling"));
     let snap = sim.snap.clone();
     assert_eq!(snap.apps.len(), 2);
 
@@ -524,10 +287,7 @@ fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has() {
     assert!(!acts.iter().any(|a| matches!(a, Action::Schedule(_))));
     // the same apps re-published (retained) change nothing
     s2.join_cluster(&c);
-    let acts = s2.feed(Event::AppPublished {
-        app: "smoke-monitoring".into(),
-        payload: app_text("smoke-monitoring"),
-    });
+    let acts = s2.publish("smoke-monitoring", app_text("smoke-monitoring"));
     assert!(acts.is_empty());
     assert_eq!(
         s2.e.placement("smoke-monitoring"),
@@ -545,12 +305,7 @@ fn a_restart_loses_nothing_and_republishes_nothing_the_broker_has() {
     // and a later change gets a newer generation than any before
     s3.join_cluster(&c);
     let node = sim.e.placement("smoke-monitoring").unwrap().assignment["storage"].clone();
-    s3.feed(Event::Online {
-        node: node.clone(),
-        online: false,
-        run: 0,
-        conn: 1,
-    });
+    s3.feed(will_of(node.clone()));
     let acts = s3.tick(1000);
     let d = desired_published(&acts, &s3.key);
     assert_eq!(d[&node].generation, snap.desired[&node].generation + 1);
@@ -579,10 +334,7 @@ fn racing_schedulers_cannot_both_win_the_same_capacity() {
     sim.feed(Event::StartupDone);
     sim.run_jobs = false;
     for app in ["a1", "a2"] {
-        sim.feed(Event::AppPublished {
-            app: app.into(),
-            payload: with_requests(b"", app, 800),
-        });
+        sim.publish(app, with_requests(b"", app, 800));
     }
     // both computed against the same ledger version, concurrently
     let jobs = std::mem::take(&mut sim.pending_jobs);
@@ -607,21 +359,11 @@ fn racing_schedulers_cannot_both_win_the_same_capacity() {
 /// evaluations moves a component; nodes are never lost on silence), and its placement.
 fn reevaluated_every_second(c: &Cluster) -> (Sim, BTreeMap<String, String>) {
     let cfg = EngineConfig {
-        reevaluate_ms: 1000,
         hysteresis: 0.05,
         sustain: 3,
-        node_timeout_ms: 1_000_000,
-        ..Default::default()
+        ..reevaluating()
     };
-    let mut sim = Sim::new(cfg);
-    placed(&mut sim, c, "smoke-monitoring");
-    let before = sim
-        .e
-        .placement("smoke-monitoring")
-        .unwrap()
-        .assignment
-        .clone();
-    (sim, before)
+    placed_on(c, cfg)
 }
 
 #[test]
@@ -639,10 +381,7 @@ fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_
     for _ in 0..6 {
         sim.tick(1000);
     }
-    assert_eq!(
-        sim.e.placement("smoke-monitoring").unwrap().assignment,
-        before
-    );
+    assert_eq!(sim.assignment("smoke-monitoring"), before);
 
     // the link level-detection → alarm uses degrades badly: a clearly better placement exists
     let (ld, al) = (before["level-detection"].clone(), before["alarm"].clone());
@@ -659,17 +398,12 @@ fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_
     sim.tick(1000);
     sim.tick(1000);
     assert_eq!(
-        sim.e.placement("smoke-monitoring").unwrap().assignment,
+        sim.assignment("smoke-monitoring"),
         before,
         "not sustained yet"
     );
     let acts = sim.tick(1000);
-    let after = sim
-        .e
-        .placement("smoke-monitoring")
-        .unwrap()
-        .assignment
-        .clone();
+    let after = sim.assignment("smoke-monitoring");
     let moved: Vec<_> = after.iter().filter(|(k, v)| before[*k] != **v).collect();
     assert_eq!(moved.len(), 1, "one component at a time: {moved:?}");
     assert!(!desired_published(&acts, &sim.key).is_empty());
@@ -704,12 +438,7 @@ fn peer_list_is_signed_debounced_and_follows_membership() {
     assert!(!acts
         .iter()
         .any(|a| matches!(a, Action::Publish { topic, .. } if topic == topics::PEERS)));
-    sim.feed(Event::Online {
-        node: "n05".into(),
-        online: false,
-        run: 0,
-        conn: 1,
-    });
+    sim.feed(will_of("n05"));
     let acts = sim.tick(1000);
     let p: Vec<_> = acts
         .iter()
@@ -762,10 +491,7 @@ fn a_current_placement_that_cannot_be_scored_moves_nothing() {
         }
     }
     assert!(evaluations >= 4, "{evaluations} evaluations");
-    assert_eq!(
-        sim.e.placement("smoke-monitoring").unwrap().assignment,
-        before
-    );
+    assert_eq!(sim.assignment("smoke-monitoring"), before);
 }
 
 #[test]
@@ -775,18 +501,12 @@ fn jobs_for_an_outdated_definition_are_discarded() {
     sim.join_cluster(&c);
     sim.feed(Event::StartupDone);
     sim.run_jobs = false;
-    sim.feed(Event::AppPublished {
-        app: "smoke-monitoring".into(),
-        payload: app_text("smoke-monitoring"),
-    });
+    sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
     let old = std::mem::take(&mut sim.pending_jobs);
     let text = String::from_utf8(app_text("smoke-monitoring"))
         .unwrap()
         .replace("smoke-alarm:1", "smoke-alarm:3");
-    sim.feed(Event::AppPublished {
-        app: "smoke-monitoring".into(),
-        payload: text.into_bytes(),
-    });
+    sim.publish("smoke-monitoring", text.into_bytes());
     let newer = std::mem::take(&mut sim.pending_jobs);
     sim.feed(Event::Scheduled(Box::new(run_job(&old[0]))));
     assert!(sim.e.placement("smoke-monitoring").is_none());
@@ -803,22 +523,10 @@ fn jobs_for_an_outdated_definition_are_discarded() {
 #[test]
 fn a_last_will_followed_by_a_signed_report_loses_nothing() {
     let c = railway();
-    let mut sim = Sim::new(EngineConfig::default());
-    placed(&mut sim, &c, "smoke-monitoring");
-    let before = sim
-        .e
-        .placement("smoke-monitoring")
-        .unwrap()
-        .assignment
-        .clone();
+    let (mut sim, before) = placed_on(&c, EngineConfig::default());
     let victim = before["storage"].clone();
     // the will of its connection (the agent reconnects at once): the node keeps reporting
-    sim.feed(Event::Online {
-        node: victim.clone(),
-        online: false,
-        run: 0,
-        conn: 1,
-    });
+    sim.feed(will_of(victim.clone()));
     sim.now += 400;
     let n = c.nodes.iter().find(|n| n.name == victim).unwrap();
     sim.feed(Event::Report(Box::new(report(n))));
@@ -827,10 +535,7 @@ fn a_last_will_followed_by_a_signed_report_loses_nothing() {
         sim.feed(Event::Report(Box::new(report(n))));
     }
     assert!(sim.e.is_online(&victim));
-    assert_eq!(
-        sim.e.placement("smoke-monitoring").unwrap().assignment,
-        before
-    );
+    assert_eq!(sim.assignment("smoke-monitoring"), before);
 }
 
 /// Agents' probers over the true network: per link a sliding window of 20 probes, 5 new
@@ -894,27 +599,16 @@ fn measurement_noise_never_moves_a_placement_with_the_default_hysteresis() {
         l.latency_ms = 0.3;
         l.jitter_ms = 0.2;
     }
-    let cfg = EngineConfig {
-        reevaluate_ms: 1000,
-        node_timeout_ms: 1_000_000,
-        ..Default::default()
-    };
+    let cfg = reevaluating();
     assert_eq!(cfg.hysteresis, 0.05, "the default");
-    let mut sim = Sim::new(cfg);
-    placed(&mut sim, &c, "smoke-monitoring");
-    let before = sim
-        .e
-        .placement("smoke-monitoring")
-        .unwrap()
-        .assignment
-        .clone();
+    let (mut sim, before) = placed_on(&c, cfg);
     let mut probers = Probers::new(&c, 4);
     for round in 0..60 {
         let m = probers.round(&c, Some(0.1..0.7));
         feed_links(&mut sim, &m);
         sim.tick(1000);
         assert_eq!(
-            sim.e.placement("smoke-monitoring").unwrap().assignment,
+            sim.assignment("smoke-monitoring"),
             before,
             "moved by noise in round {round}"
         );
@@ -926,19 +620,7 @@ fn measurement_noise_never_moves_a_placement_with_the_default_hysteresis() {
 fn a_lossy_or_slow_link_still_moves_the_component_that_uses_it() {
     for degradation in ["lossy", "slow"] {
         let c = railway();
-        let cfg = EngineConfig {
-            reevaluate_ms: 1000,
-            node_timeout_ms: 1_000_000,
-            ..Default::default()
-        };
-        let mut sim = Sim::new(cfg);
-        placed(&mut sim, &c, "smoke-monitoring");
-        let before = sim
-            .e
-            .placement("smoke-monitoring")
-            .unwrap()
-            .assignment
-            .clone();
+        let (mut sim, before) = placed_on(&c, reevaluating());
         // a link the alarm path uses (between two nodes) degrades for real
         let (m, ld) = [
             ("measurement", "level-detection"),
@@ -962,17 +644,12 @@ fn a_lossy_or_slow_link_still_moves_the_component_that_uses_it() {
         for round in 0..12 {
             feed_links(&mut sim, &probers.round(&truth, None));
             sim.tick(1000);
-            if sim.e.placement("smoke-monitoring").unwrap().assignment != before {
+            if sim.assignment("smoke-monitoring") != before {
                 moved_in = Some(round);
                 break;
             }
         }
-        let after = sim
-            .e
-            .placement("smoke-monitoring")
-            .unwrap()
-            .assignment
-            .clone();
+        let after = sim.assignment("smoke-monitoring");
         assert!(moved_in.is_some(), "{degradation} link: nothing moved");
         let moved: Vec<_> = after.iter().filter(|(k, v)| before[*k] != **v).collect();
         assert_eq!(
@@ -993,11 +670,7 @@ fn a_lossy_or_slow_link_still_moves_the_component_that_uses_it() {
 #[test]
 fn placed_topsis_and_network_aware_applications_are_not_searched_again() {
     let c = railway();
-    let cfg = EngineConfig {
-        reevaluate_ms: 1000,
-        node_timeout_ms: 1_000_000,
-        ..Default::default()
-    };
+    let cfg = reevaluating();
     let mut sim = Sim::new(cfg);
     sim.join_cluster(&c);
     sim.feed(Event::StartupDone);
@@ -1015,10 +688,7 @@ fn placed_topsis_and_network_aware_applications_are_not_searched_again() {
         ("smoke-monitoring", "topsis"),
         ("speed-profiling", "network-aware"),
     ] {
-        sim.feed(Event::AppPublished {
-            app: app.into(),
-            payload: with(app, algorithm),
-        });
+        sim.publish(app, with(app, algorithm));
         let p = sim.e.placement(app).expect("placed").clone();
         assert_eq!(
             p.assignment.len(),

@@ -4,25 +4,20 @@
 //! placement jobs run inline with the real scheduler.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
-use acoa_shared::model::{self, Cluster};
-use acoa_shared::topics;
-use acoa_shared::wire::{
-    self, ActualState, ContainerState, ContainerStatus, LinkMetrics, LinkSample, Message,
-    NodeCapacity, NodeLoad, NodeReport,
-};
-use cloud_broker::engine::{run_job, Action, Engine, EngineConfig, Event, Liveness, NodeState};
+use acoa_shared::model::Cluster;
+use acoa_shared::wire::{self, LinkSample, NodeLoad};
+use cloud_broker::engine::{Action, EngineConfig, Event, Liveness, NodeState};
 use cloud_broker::status::AppStatus;
-use cloud_broker::store::Snapshot;
+use cloud_broker::testkit::engine::{
+    desired_states, first_report, link_metrics, railway, statuses, EngineSim,
+};
+use cloud_broker::testkit::running;
 use ed25519_dalek::SigningKey;
 
 const APP: &str = "smoke-monitoring";
-
-fn railway() -> Cluster {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/railway/cluster.yaml");
-    model::load_cluster(&p).unwrap()
-}
 
 /// The railway smoke-monitoring application with `policy` as its `disconnect:` value.
 fn app_with(policy: &str) -> Vec<u8> {
@@ -33,93 +28,55 @@ fn app_with(policy: &str) -> Vec<u8> {
     text.into_bytes()
 }
 
-fn report(n: &model::Node) -> NodeReport {
-    let labels = |v: &[String]| {
-        let mut l = wire::Labels::new();
-        for s in v {
-            l.push(wire::name(s).unwrap()).unwrap();
-        }
-        l
-    };
-    NodeReport {
-        node: wire::name(&n.name).unwrap(),
-        seq: 1,
-        run: 0,
-        timestamp_ms: 0,
-        datacenter: wire::name(&n.datacenter).unwrap(),
-        layer: n.layer,
-        arch: wire::name(&n.arch).unwrap(),
-        hardware: labels(&n.hardware),
-        software: labels(&n.software),
-        capacity: NodeCapacity {
-            cpu_millis: n.capacity.cpu_millis,
-            memory_mb: n.capacity.memory_mb,
-            disk_mb: n.capacity.disk_mb,
-            net_mbps: 0,
-        },
-        load: NodeLoad::default(),
-        probe_addr: wire::bounded("probe", &format!("10.0.0.{}:7878", &n.name[1..])).unwrap(),
+/// The railway cluster reporting to an engine every second.
+struct Railway {
+    sim: EngineSim,
+    c: Cluster,
+    /// When each (prober, peer) last had an answer.
+    answered: HashMap<(String, String), u64>,
+}
+
+impl Deref for Railway {
+    type Target = EngineSim;
+    fn deref(&self) -> &EngineSim {
+        &self.sim
     }
 }
 
-/// The railway cluster reporting to an engine every second.
-struct Railway {
-    e: Engine,
-    c: Cluster,
-    now: u64,
-    key: SigningKey,
-    /// When each (prober, peer) last had an answer.
-    answered: HashMap<(String, String), u64>,
-    log: Vec<Action>,
+impl DerefMut for Railway {
+    fn deref_mut(&mut self) -> &mut EngineSim {
+        &mut self.sim
+    }
 }
 
 impl Railway {
     fn new(cfg: EngineConfig) -> Railway {
-        let key = SigningKey::from_bytes(&[42; 32]);
         let mut r = Railway {
-            e: Engine::new(cfg, key.clone(), Snapshot::default(), 0),
+            sim: EngineSim::new(cfg),
             c: railway(),
-            now: 0,
-            key,
             answered: HashMap::new(),
-            log: vec![],
         };
         r.second(&[], |_, _| true);
         r.feed(Event::StartupDone);
         r
     }
 
-    fn feed(&mut self, ev: Event) -> Vec<Action> {
-        let mut all = vec![];
-        let mut queue = vec![ev];
-        while let Some(ev) = queue.pop() {
-            for a in self.e.handle(self.now, ev) {
-                if let Action::Schedule(j) = &a {
-                    queue.push(Event::Scheduled(Box::new(run_job(j))));
-                }
-                all.push(a);
-            }
-        }
-        self.log.extend(all.clone());
-        all
-    }
-
     /// One second: every node but `silent` reports (its link samples: `answers(prober, peer)`
     /// says whether the peer answered this second), then the engine ticks.
     fn second(&mut self, silent: &[&str], answers: impl Fn(&str, &str) -> bool) -> Vec<Action> {
         self.now += 1000;
+        let now = self.now;
         let mut out = vec![];
         let nodes = self.c.nodes.clone();
         for n in nodes.iter().filter(|n| !silent.contains(&n.name.as_str())) {
-            out.extend(self.feed(Event::Report(Box::new(report(n)))));
+            let report = wire::NodeReport {
+                load: NodeLoad::default(),
+                ..first_report(n)
+            };
+            out.extend(self.feed(Event::Report(Box::new(report))));
         }
         for n in nodes.iter().filter(|n| !silent.contains(&n.name.as_str())) {
-            let mut l = LinkMetrics {
-                node: wire::name(&n.name).unwrap(),
-                seq: 1,
-                run: 0,
-                links: Default::default(),
-            };
+            let mut samples = vec![];
             for k in self
                 .c
                 .links
@@ -128,23 +85,22 @@ impl Railway {
             {
                 let pair = (k.from.clone(), k.to.clone());
                 if answers(&k.from, &k.to) {
-                    self.answered.insert(pair.clone(), self.now);
+                    self.answered.insert(pair.clone(), now);
                 }
                 let last_answer_ms = self
                     .answered
                     .get(&pair)
-                    .map_or(wire::NEVER_ANSWERED, |t| (self.now - t) as u32);
-                l.links
-                    .push(LinkSample {
-                        peer: wire::name(&k.to).unwrap(),
-                        latency_ms: k.latency_ms as f32,
-                        jitter_ms: k.jitter_ms as f32,
-                        success: k.success as f32,
-                        samples: 20,
-                        last_answer_ms,
-                    })
-                    .unwrap();
+                    .map_or(wire::NEVER_ANSWERED, |t| (now - t) as u32);
+                samples.push(LinkSample {
+                    peer: wire::name(&k.to).unwrap(),
+                    latency_ms: k.latency_ms as f32,
+                    jitter_ms: k.jitter_ms as f32,
+                    success: k.success as f32,
+                    samples: 20,
+                    last_answer_ms,
+                });
             }
+            let l = link_metrics(&n.name, samples);
             out.extend(self.feed(Event::Links(Box::new(l))));
         }
         out.extend(self.feed(Event::Tick));
@@ -164,38 +120,24 @@ impl Railway {
     }
 
     fn placement(&self) -> BTreeMap<String, String> {
-        self.e.placement(APP).unwrap().assignment.clone()
+        self.assignment(APP)
     }
 
     /// `node` reports that it runs every container of the desired state it was last given.
     fn runs_desired(&mut self, node: &str) -> Vec<Action> {
         let d = self.e.desired(node).cloned();
-        let mut a = ActualState {
-            node: wire::name(node).unwrap(),
-            generation: d.as_ref().map_or(0, |d| d.generation),
-            seq: self.now,
-            run: 0,
-            containers: Default::default(),
-        };
-        for s in d.iter().flat_map(|d| d.containers.iter()) {
-            a.containers
-                .push(ContainerStatus {
-                    name: wire::name(&s.name).unwrap(),
-                    image: wire::bounded("image", &s.image).unwrap(),
-                    state: ContainerState::Running,
-                    restarts: 0,
-                    error: Default::default(),
-                })
-                .unwrap();
-        }
+        let containers = d.iter().flat_map(|d| d.containers.iter());
+        let a = running(
+            node,
+            d.as_ref().map_or(0, |d| d.generation),
+            self.now,
+            containers.map(|s| (s.name.as_str(), s.image.as_str())),
+        );
         self.feed(Event::Actual(Box::new(a)))
     }
 
     fn place(&mut self, policy: &str) {
-        self.feed(Event::AppPublished {
-            app: APP.into(),
-            payload: app_with(policy),
-        });
+        self.publish(APP, app_with(policy));
         let nodes: Vec<String> = self.placement().values().cloned().collect();
         for n in nodes {
             self.runs_desired(&n);
@@ -205,30 +147,28 @@ impl Railway {
 
 /// The nodes given a new desired state in `actions`.
 fn desired_to(actions: &[Action], key: &SigningKey) -> BTreeMap<String, Vec<String>> {
-    let mut m = BTreeMap::new();
-    for a in actions {
-        if let Action::Publish { topic, payload, .. } = a {
-            if let Some(topics::Topic::Desired(n)) = topics::parse(topic) {
-                let Message::DesiredState(d) =
-                    wire::decode_verified(payload, &key.verifying_key()).unwrap()
-                else {
-                    panic!("not a desired state")
-                };
-                let names = d.containers.iter().map(|c| c.name.to_string()).collect();
-                m.insert(n.to_string(), names);
-            }
-        }
-    }
-    m
+    desired_states(actions, key)
+        .into_iter()
+        .map(|(n, d)| (n, d.containers.iter().map(|c| c.name.to_string()).collect()))
+        .collect()
 }
 
 fn last_status(actions: &[Action]) -> Option<AppStatus> {
-    actions.iter().rev().find_map(|a| match a {
-        Action::Publish { topic, payload, .. } if *topic == topics::app_status(APP) => {
-            serde_json::from_slice(payload).ok()
-        }
-        _ => None,
-    })
+    statuses(actions, APP).pop()
+}
+
+/// Smoke monitoring placed with `on_return: {on_return}` and 5 s of tolerance, the node of its
+/// storage cut off from the cloud until storage is placed elsewhere and runs there: the
+/// railway, that node and the one storage moved to.
+fn storage_replaced(on_return: &str) -> (Railway, String, String) {
+    let mut r = Railway::new(EngineConfig::default());
+    r.place(&format!("{{tolerate_s: 5, on_return: {on_return}}}"));
+    let victim = r.placement()["storage"].clone();
+    r.seconds(16, &[&victim], |_, _| true);
+    let moved_to = r.placement()["storage"].clone();
+    assert_ne!(moved_to, victim);
+    r.runs_desired(&moved_to);
+    (r, victim, moved_to)
 }
 
 #[test]
@@ -316,14 +256,8 @@ fn cut_from_the_cloud_only_it_is_unreachable_then_tolerated_then_replaced_and_on
 
 #[test]
 fn on_return_replacement_keeps_the_copy_placed_meanwhile_and_the_original_stops() {
-    let mut r = Railway::new(EngineConfig::default());
-    r.place("{tolerate_s: 5, on_return: replacement}");
-    let victim = r.placement()["storage"].clone();
+    let (mut r, victim, moved_to) = storage_replaced("replacement");
     let v = victim.as_str();
-    r.seconds(16, &[v], |_, _| true);
-    let moved_to = r.placement()["storage"].clone();
-    assert_ne!(moved_to, victim);
-    r.runs_desired(&moved_to);
     let held_gen = r.e.desired(v).unwrap().generation;
     r.second(&[], |_, _| true);
     let acts = r.runs_desired(v);
@@ -431,14 +365,8 @@ fn the_timer_baseline_takes_a_partition_for_a_crash_after_its_time() {
 
 #[test]
 fn on_return_best_keeps_the_copy_of_the_better_score_and_says_both_scores() {
-    let mut r = Railway::new(EngineConfig::default());
-    r.place("{tolerate_s: 5, on_return: best}");
-    let victim = r.placement()["storage"].clone();
+    let (mut r, victim, moved_to) = storage_replaced("best");
     let v = victim.as_str();
-    r.seconds(16, &[v], |_, _| true);
-    let moved_to = r.placement()["storage"].clone();
-    assert_ne!(moved_to, victim);
-    r.runs_desired(&moved_to);
     r.second(&[], |_, _| true);
     let acts = r.runs_desired(v);
     let line = last_status(&acts)

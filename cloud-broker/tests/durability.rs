@@ -111,10 +111,7 @@ fn write_smoke_monitoring_as(file: &Path, app: &str) {
 }
 
 async fn apply(data: &Path, file: &Path) -> std::process::Output {
-    let (d, f) = (data.to_path_buf(), file.to_path_buf());
-    tokio::task::spawn_blocking(move || cli(&d, &["apply", f.to_str().unwrap(), "--wait-s", "5"]))
-        .await
-        .unwrap()
+    cli_async(data, &["apply", file.to_str().unwrap(), "--wait-s", "5"]).await
 }
 
 #[test]
@@ -320,10 +317,7 @@ fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start(
         let (mut cp, _agents) = smoke_monitoring_applied(&t, cp_port, 17700).await;
 
         cp.kill();
-        let d = data.clone();
-        let out = tokio::task::spawn_blocking(move || cli(&d, &["delete", "smoke-monitoring"]))
-            .await
-            .unwrap();
+        let out = cli_async(data, &["delete", "smoke-monitoring"]).await;
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "not confirmed, yet: {err}");
         assert!(err.contains("queued"), "{err}");
@@ -346,14 +340,6 @@ fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start(
         // and a delete while it runs is confirmed
         let out = apply(data, &scenario("speed-profiling.yaml")).await;
         assert!(String::from_utf8_lossy(&out.stdout).contains("speed-profiling"));
-        let d = data.clone();
-        let out = tokio::task::spawn_blocking(move || cli(&d, &["delete", "speed-profiling"]))
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ok(cli_async(data, &["delete", "speed-profiling"]).await);
     });
 }

@@ -7,15 +7,11 @@ use std::collections::BTreeMap;
 
 use acoa_shared::model::{self, Cluster};
 use acoa_shared::topics;
-use acoa_shared::wire::{
-    self, ActualState, ComponentSample, ComponentUsage, ContainerState, ContainerStatus,
-    LinkMetrics, TrafficSample,
-};
-use cloud_broker::engine::{comm_cost, run_job, Action, Engine, EngineConfig, Event};
+use acoa_shared::wire::{self, ComponentSample, ComponentUsage, LinkMetrics, TrafficSample};
+use cloud_broker::engine::{comm_cost, Action, EngineConfig, Event};
 use cloud_broker::status::AppStatus;
-use cloud_broker::store::Snapshot;
-use cloud_broker::testkit::{report_of, samples_of};
-use ed25519_dalek::SigningKey;
+use cloud_broker::testkit::engine::{desired_states, link_metrics, statuses, EngineSim};
+use cloud_broker::testkit::{report_of, running, samples_of};
 
 /// n1 has the sensor, n3 the database, n2 neither; 10 ms between nodes, 0.5 ms loopback.
 fn cluster() -> Cluster {
@@ -54,85 +50,58 @@ channels:
 - {name: relay-to-sink, from: relay, to: sink}
 ";
 
-struct Sim {
-    e: Engine,
-    now: u64,
-    key: SigningKey,
-    log: Vec<Action>,
+/// An engine that evaluates the network-aware descheduler every second (a move needs 3 in a
+/// row above `netaware_threshold`), nothing else.
+fn sim(netaware_threshold: f64) -> EngineSim {
+    EngineSim::new(EngineConfig {
+        netaware_threshold,
+        node_timeout_ms: 1_000_000,
+        reevaluate_ms: 1_000_000,
+        deschedule_ms: 1000,
+        sustain: 3,
+        stats_every_ms: 0,
+        observed_window: 3,
+        ..EngineConfig::default()
+    })
 }
 
-impl Sim {
-    fn new() -> Sim {
-        Sim::with_threshold(EngineConfig::default().netaware_threshold)
-    }
+/// Every node of [`cluster`] joined and `pipeline` ([`APP`]) applied.
+fn with_pipeline() -> EngineSim {
+    let mut s = sim(EngineConfig::default().netaware_threshold);
+    s.join(&cluster());
+    s.publish("pipeline", APP.as_bytes().to_vec());
+    s
+}
 
-    fn with_threshold(netaware_threshold: f64) -> Sim {
-        let key = SigningKey::from_bytes(&[42; 32]);
-        let cfg = EngineConfig {
-            netaware_threshold,
-            node_timeout_ms: 1_000_000,
-            reevaluate_ms: 1_000_000,
-            deschedule_ms: 1000,
-            sustain: 3,
-            stats_every_ms: 0,
-            observed_window: 3,
-            ..EngineConfig::default()
-        };
-        Sim {
-            e: Engine::new(cfg, key.clone(), Snapshot::default(), 0),
-            now: 0,
-            key,
-            log: vec![],
-        }
-    }
+/// The `pipeline` application's nodes as the tests drive them.
+trait Pipeline {
+    fn join(&mut self, c: &Cluster);
+    fn pipeline(&self) -> BTreeMap<String, String>;
+    fn components_on(&self, n: &str) -> Vec<String>;
+    fn all_running(&mut self, seq: u64);
+    fn usage(&mut self, traffic: &[(&str, &str, f32)]);
+    fn last_status(&self) -> AppStatus;
+    fn desired_nodes_of(&self, comp: &str) -> Vec<String>;
+}
 
-    /// Every node of [`cluster`] joined and `pipeline` ([`APP`]) applied.
-    fn with_pipeline() -> Sim {
-        let mut s = Sim::new();
-        s.join(&cluster());
-        s.feed(Event::AppPublished {
-            app: "pipeline".into(),
-            payload: APP.as_bytes().to_vec(),
-        });
-        s
-    }
-
-    fn feed(&mut self, ev: Event) -> Vec<Action> {
-        let mut all = vec![];
-        let mut queue = vec![ev];
-        while let Some(ev) = queue.pop() {
-            for a in self.e.handle(self.now, ev) {
-                if let Action::Schedule(j) = &a {
-                    queue.push(Event::Scheduled(Box::new(run_job(j))));
-                }
-                all.push(a);
-            }
-        }
-        self.log.extend(all.clone());
-        all
-    }
-
+impl Pipeline for EngineSim {
     fn join(&mut self, c: &Cluster) {
         for n in &c.nodes {
             self.feed(Event::Report(Box::new(report_of(n, 1, "10.0.0.1:7878"))));
         }
         for n in &c.nodes {
-            self.feed(Event::Links(Box::new(LinkMetrics {
-                node: wire::name(&n.name).unwrap(),
-                seq: 1,
-                run: 0,
-                links: samples_of(c, &n.name).into_iter().collect(),
-            })));
+            let l = link_metrics(&n.name, samples_of(c, &n.name));
+            self.feed(Event::Links(Box::new(l)));
         }
     }
 
-    fn assignment(&self) -> BTreeMap<String, String> {
-        self.e.placement("pipeline").unwrap().assignment.clone()
+    fn pipeline(&self) -> BTreeMap<String, String> {
+        self.assignment("pipeline")
     }
 
     /// The components placed on node `n`.
     fn components_on(&self, n: &str) -> Vec<String> {
-        let a = self.assignment();
+        let a = self.pipeline();
         a.into_iter()
             .filter(|(_, node)| node == n)
             .map(|(c, _)| c)
@@ -144,22 +113,10 @@ impl Sim {
         for n in ["n1", "n2", "n3"] {
             let containers = self
                 .components_on(n)
-                .iter()
-                .map(|c| ContainerStatus {
-                    name: wire::name(&format!("pipeline.{c}")).unwrap(),
-                    image: wire::bounded("image", "localhost/acoa/x:1").unwrap(),
-                    state: ContainerState::Running,
-                    restarts: 0,
-                    error: Default::default(),
-                })
-                .collect();
-            self.feed(Event::Actual(Box::new(ActualState {
-                node: wire::name(n).unwrap(),
-                generation: 1,
-                seq,
-                run: 0,
-                containers,
-            })));
+                .into_iter()
+                .map(|c| (format!("pipeline.{c}"), "localhost/acoa/x:1"));
+            let a = running(n, 1, seq, containers);
+            self.feed(Event::Actual(Box::new(a)));
         }
     }
 
@@ -196,48 +153,15 @@ impl Sim {
         }
     }
 
-    fn tick(&mut self, ms: u64) -> Vec<Action> {
-        self.now += ms;
-        self.feed(Event::Tick)
-    }
-
     fn last_status(&self) -> AppStatus {
-        self.log
-            .iter()
-            .rev()
-            .find_map(|a| match a {
-                Action::Publish { topic, payload, .. }
-                    if *topic == topics::app_status("pipeline") && !payload.is_empty() =>
-                {
-                    Some(serde_json::from_slice(payload).unwrap())
-                }
-                _ => None,
-            })
-            .unwrap()
+        statuses(&self.log, "pipeline").pop().unwrap()
     }
 
     fn desired_nodes_of(&self, comp: &str) -> Vec<String> {
         // the latest desired state of each node, from the publications
-        let mut last: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for a in &self.log {
-            if let Action::Publish { topic, payload, .. } = a {
-                if let Some(topics::Topic::Desired(n)) = topics::parse(topic) {
-                    if let wire::Message::DesiredState(d) =
-                        wire::decode_verified(payload, &self.key.verifying_key()).unwrap()
-                    {
-                        last.insert(
-                            n.to_string(),
-                            d.containers
-                                .iter()
-                                .map(|c| c.component.to_string())
-                                .collect(),
-                        );
-                    }
-                }
-            }
-        }
-        last.into_iter()
-            .filter(|(_, cs)| cs.iter().any(|c| c == comp))
+        desired_states(&self.log, &self.key)
+            .into_iter()
+            .filter(|(_, d)| d.containers.iter().any(|c| c.component.as_str() == comp))
             .map(|(n, _)| n)
             .collect()
     }
@@ -245,8 +169,8 @@ impl Sim {
 
 #[test]
 fn measured_traffic_moves_one_component_after_sustained_evaluations() {
-    let mut s = Sim::with_pipeline();
-    let first = s.assignment();
+    let mut s = with_pipeline();
+    let first = s.pipeline();
     assert_eq!(first["source"], "n1");
     assert_eq!(first["sink"], "n3");
     // nothing measured yet: equal traffic on both channels, relay next to one of them
@@ -292,7 +216,7 @@ fn measured_traffic_moves_one_component_after_sustained_evaluations() {
     for k in 1..=6 {
         s.usage(&traffic);
         let out = s.tick(1000);
-        let now = s.assignment();
+        let now = s.pipeline();
         if now["relay"] != relay {
             moved_at.get_or_insert(k);
             assert_eq!(now["relay"], target);
@@ -307,28 +231,28 @@ fn measured_traffic_moves_one_component_after_sustained_evaluations() {
     }
     assert_eq!(moved_at, Some(3), "moved after 3 evaluations in a row");
     assert_eq!(s.desired_nodes_of("relay"), vec![target.to_string()]);
-    let after = comm_cost(&s.e.cluster(), "pipeline", &s.assignment(), "relay").unwrap();
+    let after = comm_cost(&s.e.cluster(), "pipeline", &s.pipeline(), "relay").unwrap();
     assert!(after.0 < before.0 / 2.0, "{before:?} -> {after:?}");
     let st = s.last_status();
     assert!(st.observed.is_some(), "the status shows what was measured");
 
     // the move is rolling out (relay not yet running on the target): nothing else moves,
     // and once it runs the placement is stable under the same measurements
-    let placed = s.assignment();
+    let placed = s.pipeline();
     for k in 0..10 {
         if k == 3 {
             s.all_running(2);
         }
         s.usage(&traffic);
         s.tick(1000);
-        assert_eq!(s.assignment(), placed, "no further move (tick {k})");
+        assert_eq!(s.pipeline(), placed, "no further move (tick {k})");
     }
 }
 
 #[test]
 fn usage_of_unplaced_components_and_deleted_apps_is_not_kept() {
-    let mut s = Sim::with_pipeline();
-    let a = s.assignment();
+    let mut s = with_pipeline();
+    let a = s.pipeline();
     // n2 claims to run source (placed on n1): not counted
     let stray = ComponentUsage {
         node: wire::name("n2").unwrap(),
@@ -358,10 +282,7 @@ fn usage_of_unplaced_components_and_deleted_apps_is_not_kept() {
         "channel resolved to its downstream component"
     );
     assert_eq!(a["source"], "n1");
-    s.feed(Event::AppPublished {
-        app: "pipeline".into(),
-        payload: vec![],
-    });
+    s.publish("pipeline", vec![]);
     assert!(s.e.cluster().observed.is_empty(), "deleted with its app");
 }
 
@@ -411,13 +332,10 @@ channels:
 
 #[test]
 fn a_group_move_is_carried_through_one_member_at_a_time_without_flapping() {
-    let mut s = Sim::with_threshold(0.05);
+    let mut s = sim(0.05);
     s.join(&cluster_with_gateway(None));
-    s.feed(Event::AppPublished {
-        app: "pipeline".into(),
-        payload: GROUP_APP.as_bytes().to_vec(),
-    });
-    let first = s.assignment();
+    s.publish("pipeline", GROUP_APP.as_bytes().to_vec());
+    let first = s.pipeline();
     let home = first["front"].clone();
     assert_eq!(first["back"], home, "the pair shares a node: {first:?}");
     assert_ne!(home, "gw", "the gateway hosts nothing");
@@ -435,12 +353,12 @@ fn a_group_move_is_carried_through_one_member_at_a_time_without_flapping() {
         })));
     }
     // the group moves: front first, then back follows once front runs, and nothing returns
-    let mut history = vec![s.assignment()];
+    let mut history = vec![s.pipeline()];
     for k in 0..30u64 {
         s.usage(&traffic);
         s.tick(1000);
         s.all_running(3 + k);
-        let now = s.assignment();
+        let now = s.pipeline();
         if history.last() != Some(&now) {
             history.push(now);
         }

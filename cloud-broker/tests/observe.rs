@@ -223,16 +223,7 @@ fn metrics_count_what_the_control_plane_did() {
             .find(|n| !pinned.contains(n))
             .expect("a node of a free component")
             .clone();
-        let d = data.clone();
-        let v = victim.clone();
-        let out = tokio::task::spawn_blocking(move || cli(&d, &["node", "remove", &v]))
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ok(cli_async(&data, &["node", "remove", &victim]).await);
         agents.remove(&victim).unwrap().kill();
         cp.wait_log_async(
             "application smoke-monitoring re-placed (",

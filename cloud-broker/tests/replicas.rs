@@ -5,28 +5,53 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use acoa_test_support::etcd::EtcdCluster;
 use cloud_broker::store::etcd::{EtcdConfig, EtcdStore};
 use cloud_broker::store::Store;
 use common::*;
+use ed25519_dalek::{SigningKey, VerifyingKey};
 
-#[test]
-fn a_paused_leader_is_replaced_and_cannot_write_when_it_wakes() {
+/// What the tests start from: Mosquitto, an etcd cluster, a data directory (`dir/data`) with
+/// node n1 enrolled, and two applications pinned to n1.
+type Setup = (
+    PathBuf,
+    tempfile::TempDir,
+    EtcdCluster,
+    (SigningKey, String, VerifyingKey),
+    PathBuf,
+    PathBuf,
+);
+
+/// [`Setup`] with an etcd cluster of `members`; `None` (the test is skipped) without Mosquitto.
+fn setup(members: usize) -> Option<Setup> {
     let Some(mosquitto) = find_bin("mosquitto") else {
         eprintln!("SKIPPED: no mosquitto");
-        return;
+        return None;
     };
     let dir = tempdir_for_mosquitto();
-    let etcd = EtcdCluster::start(1, dir.path());
-    let endpoints = etcd.endpoints();
+    let etcd = EtcdCluster::start(members, dir.path());
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     let n1 = enroll(&data, "n1");
     let first = write_pinned(dir.path(), "first", "", "busybox:1", "n1", 1, "");
     let second = write_pinned(dir.path(), "second", "", "busybox:1", "n1", 1, "");
-    let (d, e, root) = (data.clone(), endpoints.clone(), dir.path().to_path_buf());
+    Some((mosquitto, dir, etcd, n1, first, second))
+}
+
+#[test]
+fn a_paused_leader_is_replaced_and_cannot_write_when_it_wakes() {
+    let Some((mosquitto, dir, etcd, n1, first, second)) = setup(1) else {
+        return;
+    };
+    let endpoints = etcd.endpoints();
+    let (d, e, root) = (
+        dir.path().join("data"),
+        endpoints.clone(),
+        dir.path().to_path_buf(),
+    );
     let terms = run(async move {
         let port = free_port();
         let (_m, _acl) = start_mosquitto(&mosquitto, &root, &d, port, false).await;
@@ -89,19 +114,15 @@ fn a_paused_leader_is_replaced_and_cannot_write_when_it_wakes() {
 /// back a leader places the held definition and the first application is still there.
 #[test]
 fn without_etcd_quorum_nothing_is_decided_and_nothing_lost() {
-    let Some(mosquitto) = find_bin("mosquitto") else {
-        eprintln!("SKIPPED: no mosquitto");
+    let Some((mosquitto, dir, mut etcd, n1, first, second)) = setup(3) else {
         return;
     };
-    let dir = tempdir_for_mosquitto();
-    let mut etcd = EtcdCluster::start(3, dir.path());
     let endpoints = etcd.endpoints();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let n1 = enroll(&data, "n1");
-    let first = write_pinned(dir.path(), "first", "", "busybox:1", "n1", 1, "");
-    let second = write_pinned(dir.path(), "second", "", "busybox:1", "n1", 1, "");
-    let (d, e, root) = (data.clone(), endpoints.clone(), dir.path().to_path_buf());
+    let (d, e, root) = (
+        dir.path().join("data"),
+        endpoints.clone(),
+        dir.path().to_path_buf(),
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

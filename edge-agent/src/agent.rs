@@ -214,7 +214,16 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         ACTUAL_PERIOD_MS,
     )
     .with_run(run);
-    let tick = Duration::from_millis(cfg.report_period_ms);
+    let parts = LoopParts {
+        rec: reconciler,
+        cfg: cfg.clone(),
+        desired_rx,
+        session_rx,
+        shared: shared.clone(),
+        restored_tx,
+        tick: Duration::from_millis(cfg.report_period_ms),
+        desired_list_tx,
+    };
     match cfg.runtime {
         RuntimeKind::Podman => {
             let rt = PodmanRuntime::new(&cfg.podman_socket, &cfg.node, cfg.netns.clone())?;
@@ -229,17 +238,7 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
                 );
             }
             let rt = rt.with_stats(advertise);
-            tokio::spawn(reconcile_loop(
-                rt,
-                reconciler,
-                cfg.clone(),
-                desired_rx,
-                session_rx,
-                shared.clone(),
-                restored_tx,
-                tick,
-                desired_list_tx,
-            ));
+            tokio::spawn(reconcile_loop(rt, parts));
         }
         RuntimeKind::K3s => {
             #[cfg(feature = "k3s")]
@@ -250,27 +249,11 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
                     &cfg.node,
                 )
                 .await?;
-                tokio::spawn(reconcile_loop(
-                    rt,
-                    reconciler,
-                    cfg.clone(),
-                    desired_rx,
-                    session_rx,
-                    shared.clone(),
-                    restored_tx,
-                    tick,
-                    desired_list_tx,
-                ));
+                tokio::spawn(reconcile_loop(rt, parts));
             }
             #[cfg(not(feature = "k3s"))]
             {
-                let _ = (
-                    reconciler,
-                    desired_rx,
-                    session_rx,
-                    restored_tx,
-                    desired_list_tx,
-                );
+                let _ = parts;
                 anyhow::bail!("runtime: k3s needs a build with --features k3s");
             }
         }
@@ -466,18 +449,29 @@ async fn stats_advertise(cfg: &Config, port: u16, rt: &PodmanRuntime) -> Option<
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn reconcile_loop<R: Runtime>(
-    rt: R,
-    mut rec: Reconciler,
+/// What the reconcile loop works with, whatever the runtime.
+struct LoopParts {
+    rec: Reconciler,
     cfg: Config,
-    mut desired_rx: watch::Receiver<Option<Vec<u8>>>,
-    mut session_rx: watch::Receiver<u64>,
+    desired_rx: watch::Receiver<Option<Vec<u8>>>,
+    session_rx: watch::Receiver<u64>,
     shared: Arc<Shared>,
     restored_tx: oneshot::Sender<()>,
     tick: Duration,
     desired_list_tx: watch::Sender<DesiredList>,
-) {
+}
+
+async fn reconcile_loop<R: Runtime>(rt: R, parts: LoopParts) {
+    let LoopParts {
+        mut rec,
+        cfg,
+        mut desired_rx,
+        mut session_rx,
+        shared,
+        restored_tx,
+        tick,
+        desired_list_tx,
+    } = parts;
     let publish_list = |rec: &Reconciler| {
         let list = desired_list(rec);
         desired_list_tx.send_if_modified(|v| {

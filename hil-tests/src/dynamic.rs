@@ -6,7 +6,7 @@
 //! Test harness code: errors are `anyhow`.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::agents::{self, AgentOptions, Proc, MQTT_PORT};
 use crate::emu::{Testbed, HOST};
-use crate::workload::{self, Collector, COLLECTOR_PORT};
+use crate::workload::{self, Collector};
 use crate::LinkSpec;
 
 /// The control plane's command line, with its data directory and broker.
@@ -171,6 +171,24 @@ pub struct EventResult {
     pub note: String,
 }
 
+impl EventResult {
+    /// An event the placement got over (or not) by moving from `before` to `after`, no note.
+    fn moved(
+        what: String,
+        recovered_s: Option<f64>,
+        before: BTreeMap<String, String>,
+        after: BTreeMap<String, String>,
+    ) -> EventResult {
+        EventResult {
+            what,
+            recovered_s,
+            before,
+            after,
+            note: String::new(),
+        }
+    }
+}
+
 /// The whole run.
 pub struct DynamicRun {
     pub events: Vec<EventResult>,
@@ -275,15 +293,7 @@ impl System {
                 )?,
             );
         }
-        let collector = Collector::start_from(
-            UdpSocket::bind(SocketAddrV4::new(host, COLLECTOR_PORT))?,
-            Some(
-                tb.nodes()
-                    .iter()
-                    .map(|n| std::net::IpAddr::V4(n.addr))
-                    .collect(),
-            ),
-        )?;
+        let collector = Collector::start_on(tb, host)?;
         Ok(Self {
             cloud,
             cp,
@@ -451,15 +461,9 @@ pub fn run(
         &mut status_log,
     )?;
     let rec = rec.map(|_| te.elapsed().as_secs_f64());
-    events.push(EventResult {
-        what: format!(
-            "node {victim} killed (agent SIGKILL, its containers removed, all its links cut)"
-        ),
-        recovered_s: rec,
-        before,
-        after: after.clone(),
-        note: String::new(),
-    });
+    let what =
+        format!("node {victim} killed (agent SIGKILL, its containers removed, all its links cut)");
+    events.push(EventResult::moved(what, rec, before, after.clone()));
     placement = after;
     std::thread::sleep(o.settle);
 
@@ -474,15 +478,7 @@ pub fn run(
         .filter(|c| c.kind == acoa_shared::model::CriterionKind::MinE2eResponseTime)
         .filter_map(|c| c.path.as_deref())
         .collect();
-    let ch = app
-        .paths
-        .iter()
-        .filter(|p| timed.contains(&p.name.as_str()))
-        .flat_map(|p| p.channels.iter())
-        .filter_map(|name| app.channels.iter().find(|c| &c.name == name))
-        .find(|c| placement.get(&c.from) != placement.get(&c.to))
-        .cloned();
-    if let Some(ch) = ch {
+    if let Some(ch) = channel_across(app, &timed, &placement) {
         let (a, b) = (placement[&ch.from].clone(), placement[&ch.to].clone());
         let before = placement.clone();
         let (ab, ba) = (tb.link(&a, &b)?, tb.link(&b, &a)?);
@@ -522,30 +518,17 @@ pub fn run(
             }
             pending.push((p.name.clone(), since(te), replaced_s, expected));
         }
-        events.push(EventResult {
-            what: format!(
-                "link {a} <-> {b} (channel {}) degraded by +40 ms each way",
-                ch.name
-            ),
-            recovered_s: replaced_s,
-            before,
-            after: after.clone(),
-            note: String::new(),
-        });
+        let what = format!(
+            "link {a} <-> {b} (channel {}) degraded by +40 ms each way",
+            ch.name
+        );
+        events.push(EventResult::moved(what, replaced_s, before, after.clone()));
         placement = after;
         std::thread::sleep(o.settle);
     }
 
     // experiment 3c: a link of a timed path merely noisy (jitter, same mean): nothing moves
-    if let Some(ch) = app
-        .paths
-        .iter()
-        .filter(|p| timed.contains(&p.name.as_str()))
-        .flat_map(|p| p.channels.iter())
-        .filter_map(|name| app.channels.iter().find(|c| &c.name == name))
-        .find(|c| placement.get(&c.from) != placement.get(&c.to))
-        .cloned()
-    {
+    if let Some(ch) = channel_across(app, &timed, &placement) {
         let (a, b) = (placement[&ch.from].clone(), placement[&ch.to].clone());
         let (ab, ba) = (tb.link(&a, &b)?, tb.link(&b, &a)?);
         let before = placement.clone();
@@ -734,6 +717,22 @@ pub fn latency_recovered_after(
     (0..n)
         .find(|&k| k + hold <= n && ok[k..k + hold].iter().all(|x| *x))
         .map(|k| k as f64 * window_s)
+}
+
+/// The first channel of one of the `paths` of `app` whose two ends `placement` puts on
+/// different nodes.
+fn channel_across(
+    app: &Application,
+    paths: &[&str],
+    placement: &BTreeMap<String, String>,
+) -> Option<acoa_shared::model::Channel> {
+    app.paths
+        .iter()
+        .filter(|p| paths.contains(&p.name.as_str()))
+        .flat_map(|p| p.channels.iter())
+        .filter_map(|name| app.channels.iter().find(|c| &c.name == name))
+        .find(|c| placement.get(&c.from) != placement.get(&c.to))
+        .cloned()
 }
 
 #[cfg(test)]

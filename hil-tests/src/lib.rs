@@ -29,6 +29,17 @@ pub mod report;
 pub mod stats;
 pub mod tunnels;
 pub mod workload;
+pub mod workload_ctl;
 
 pub use emu::{unavailable_reason, EmuError, Testbed, TestbedBuilder};
 pub use linktable::LinkSpec;
+
+/// Logs of the testbed's binaries: to standard error, at `RUST_LOG`'s level (else `info`).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -4,7 +4,7 @@
 //! feasible placements (what a scheduler that only filters by constraints would do).
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 
@@ -201,15 +201,7 @@ pub fn run_placements(
     let host = tb
         .addr(HOST)
         .context("the testbed needs its host endpoint")?;
-    let collector = Collector::start_from(
-        UdpSocket::bind(SocketAddrV4::new(host, COLLECTOR_PORT))?,
-        Some(
-            tb.nodes()
-                .iter()
-                .map(|n| std::net::IpAddr::V4(n.addr))
-                .collect(),
-        ),
-    )?;
+    let collector = Collector::start_on(tb, host)?;
     let control = SocketAddr::V4(SocketAddrV4::new(host, COLLECTOR_PORT));
     std::fs::create_dir_all(logdir)?;
     let stride = app.components.len().max(1) as u16;

@@ -195,6 +195,20 @@ impl Collector {
         Self::start_from(sock, None)
     }
 
+    /// The collector of testbed `tb`, on its host endpoint's address `host` ([`COLLECTOR_PORT`]):
+    /// [`Collector::start_from`] the testbed's nodes only.
+    pub fn start_on(tb: &crate::emu::Testbed, host: Ipv4Addr) -> std::io::Result<Self> {
+        Self::start_from(
+            UdpSocket::bind(SocketAddrV4::new(host, COLLECTOR_PORT))?,
+            Some(
+                tb.nodes()
+                    .iter()
+                    .map(|n| std::net::IpAddr::V4(n.addr))
+                    .collect(),
+            ),
+        )
+    }
+
     /// [`Collector::start`] that ignores datagrams from any address but `allowed` (the
     /// testbed's node addresses): containers of other tests that reach the host endpoint must
     /// not be told a configuration nor counted.

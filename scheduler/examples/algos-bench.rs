@@ -10,16 +10,12 @@
 use acoa_scheduler::{place_on, synth, Ledger, Options, Outcome};
 use std::time::{Duration, Instant};
 
+#[path = "common/args.rs"]
+mod args;
+use args::arg;
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let sizes: Vec<usize> = arg("--sizes").map_or(vec![100, 1_000, 5_000], |v| {
-        v.split(',').map(|s| s.parse().expect("--sizes")).collect()
-    });
+    let sizes = args::sizes(&[100, 1_000, 5_000]);
     let algorithms: Vec<String> = arg("--algorithms").map_or_else(
         || {
             acoa_scheduler::algorithms()

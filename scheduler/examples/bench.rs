@@ -18,17 +18,13 @@ use acoa_shared::model::{load_application, load_cluster, Application};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+#[path = "common/args.rs"]
+mod args;
+use args::arg;
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
     let budget_ms: u64 = arg("--budget-ms").map_or(10_000, |v| v.parse().expect("--budget-ms"));
-    let sizes: Vec<usize> = arg("--sizes").map_or(vec![100, 1_000, 10_000], |v| {
-        v.split(',').map(|s| s.parse().expect("--sizes")).collect()
-    });
+    let sizes = args::sizes(&[100, 1_000, 10_000]);
     railway();
     sweep(&sizes, Duration::from_millis(budget_ms));
 }

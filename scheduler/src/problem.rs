@@ -316,19 +316,22 @@ pub struct Space {
     pub tables: Vec<ChanTable>,
 }
 
+/// Per component, whether each of the `n` nodes is among its candidates `cand`.
+fn membership(n: usize, cand: &[Vec<u32>]) -> Vec<Vec<bool>> {
+    cand.iter()
+        .map(|c| {
+            let mut m = vec![false; n];
+            for x in c {
+                m[*x as usize] = true;
+            }
+            m
+        })
+        .collect()
+}
+
 impl Space {
     pub fn build(model: &Model<'_>, cand: Vec<Vec<u32>>) -> Space {
-        let n = model.infra.len();
-        let member: Vec<Vec<bool>> = cand
-            .iter()
-            .map(|c| {
-                let mut m = vec![false; n];
-                for x in c {
-                    m[*x as usize] = true;
-                }
-                m
-            })
-            .collect();
+        let member = membership(model.infra.len(), &cand);
         let tables = model
             .chans
             .iter()
@@ -345,17 +348,7 @@ impl Space {
     /// linked node at each channel's other end, found by an early-exit scan), so the
     /// tables are built once. `Err(c)`: the candidates of component `c` ran out.
     pub fn build_consistent(model: &Model<'_>, mut cand: Vec<Vec<u32>>) -> Result<Space, usize> {
-        let n = model.infra.len();
-        let mut member: Vec<Vec<bool>> = cand
-            .iter()
-            .map(|c| {
-                let mut m = vec![false; n];
-                for x in c {
-                    m[*x as usize] = true;
-                }
-                m
-            })
-            .collect();
+        let mut member = membership(model.infra.len(), &cand);
         let infra = model.infra;
         loop {
             let mut changed = false;

@@ -17,8 +17,29 @@ use crate::{
     enumerate, filter, infeasible, search, CriterionGrade, Infra, Ledger, Options, Outcome, Phases,
     Placement, Report, ScheduleError,
 };
-use acoa_shared::model::{Application, CriterionKind};
+use acoa_shared::model::{self, Application, CriterionKind};
 use std::time::Instant;
+
+/// An application `name` of these parts, placed by the `qos` scheduler (no ingress, the
+/// default disconnect policy).
+pub fn application(
+    name: &str,
+    components: Vec<model::Component>,
+    channels: Vec<model::Channel>,
+    paths: Vec<model::AppPath>,
+    criteria: Vec<model::Criterion>,
+) -> Application {
+    Application {
+        application: name.to_string(),
+        scheduler: "qos".to_string(),
+        components,
+        channels,
+        paths,
+        criteria,
+        ingress: None,
+        disconnect: Default::default(),
+    }
+}
 
 /// The `qos` search of [`place_on`](crate::place_on).
 pub(crate) fn place(

@@ -160,26 +160,25 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
     let home = edge_dc(&mut r);
     let mut components = Vec::new();
     let image = |name: &str| format!("localhost/acoa/{name}:1");
+    // a source or a sink: its device `hardware`, the first in the home datacenter, the others
+    // each in an edge datacenter of its own
+    let device = |r: &mut Rng, name: String, i: usize, hardware: &str, memory_mb: u64| Component {
+        image: image(&name),
+        name,
+        requires: Requirements {
+            hardware: vec![hardware.to_string()],
+            datacenter: Some(if i == 0 { home.clone() } else { edge_dc(r) }),
+            ..Requirements::default()
+        },
+        resources: Some(Resources {
+            cpu_millis: 100,
+            memory_mb,
+            ..Default::default()
+        }),
+    };
     for i in 0..sources {
-        let name = format!("source-{i}");
-        components.push(Component {
-            image: image(&name),
-            name,
-            requires: Requirements {
-                hardware: vec![["gps", "smoke-sensor", "camera"][i % 3].to_string()],
-                datacenter: Some(if i == 0 {
-                    home.clone()
-                } else {
-                    edge_dc(&mut r)
-                }),
-                ..Requirements::default()
-            },
-            resources: Some(Resources {
-                cpu_millis: 100,
-                memory_mb: 64,
-                ..Default::default()
-            }),
-        });
+        let hardware = ["gps", "smoke-sensor", "camera"][i % 3];
+        components.push(device(&mut r, format!("source-{i}"), i, hardware, 64));
     }
     for i in 0..middle {
         let name = format!("stage-{i}");
@@ -202,25 +201,7 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
         });
     }
     for i in 0..sinks {
-        let name = format!("sink-{i}");
-        components.push(Component {
-            image: image(&name),
-            name,
-            requires: Requirements {
-                hardware: vec!["dashboard".to_string()],
-                datacenter: Some(if i == 0 {
-                    home.clone()
-                } else {
-                    edge_dc(&mut r)
-                }),
-                ..Requirements::default()
-            },
-            resources: Some(Resources {
-                cpu_millis: 100,
-                memory_mb: 128,
-                ..Default::default()
-            }),
-        });
+        components.push(device(&mut r, format!("sink-{i}"), i, "dashboard", 128));
     }
     // Layered DAG: each stage reads from a source or an earlier stage; each sink from a
     // stage; extra forward edges make branches.
@@ -335,14 +316,11 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
             weight: 0.25,
         });
     }
-    Application {
-        application: format!("synthetic-{n}"),
-        scheduler: "qos".to_string(),
+    crate::qos::application(
+        &format!("synthetic-{n}"),
         components,
         channels,
         paths,
         criteria,
-        ingress: None,
-        disconnect: Default::default(),
-    }
+    )
 }

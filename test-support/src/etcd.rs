@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::free_port;
+
 /// Where Debian installs etcd.
 pub const ETCD: &str = "/usr/bin/etcd";
 
@@ -24,14 +26,6 @@ struct Member {
 pub struct EtcdCluster {
     dir: PathBuf,
     members: Vec<Member>,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl EtcdCluster {

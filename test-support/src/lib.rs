@@ -10,6 +10,15 @@ use std::time::Duration;
 
 pub mod etcd;
 
+/// A TCP port free on 127.0.0.1 right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Where `.ci/setup` starts Podman's REST service.
 pub const PODMAN_SOCKET: &str = "/run/podman/podman.sock";
 

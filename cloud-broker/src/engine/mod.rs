@@ -198,8 +198,8 @@ impl AppState {
     }
 }
 
-/// Counters for the operator and the benchmark.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Counters for the operator and the benchmark (serialized in the fleet document).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {
     pub reports: u64,
     pub links: u64,

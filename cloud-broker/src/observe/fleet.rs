@@ -124,15 +124,8 @@ pub struct PathDoc {
     pub reliability_optimum: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct CountersDoc {
-    pub reports: u64,
-    pub links: u64,
-    pub actuals: u64,
-    pub collisions: u64,
-    pub desired_published: u64,
-    pub jobs: u64,
-}
+/// The engine's counters, as the fleet document shows them.
+pub type CountersDoc = crate::engine::Stats;
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -229,7 +222,6 @@ pub fn build_with(v: &FleetView, events: Vec<OpEvent>, scored: &mut Scored) -> F
             age_ms: l.age_ms,
         })
         .collect();
-    let s = &v.stats;
     FleetDoc {
         at_unix_ms: unix_ms(),
         model_version: v.model_version,
@@ -247,14 +239,7 @@ pub fn build_with(v: &FleetView, events: Vec<OpEvent>, scored: &mut Scored) -> F
             .iter()
             .map(|a| app_doc(&v.cluster, a, scored))
             .collect(),
-        counters: CountersDoc {
-            reports: s.reports,
-            links: s.links,
-            actuals: s.actuals,
-            collisions: s.collisions,
-            desired_published: s.desired_published,
-            jobs: s.jobs,
-        },
+        counters: v.stats.clone(),
         events,
     }
 }

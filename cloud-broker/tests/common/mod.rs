@@ -12,13 +12,7 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cloud-broker")
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use acoa_test_support::free_port;
 
 /// Runs a test body on a multi-thread runtime (two worker threads); returns what it returns.
 pub fn run<T: Send + 'static, F: std::future::Future<Output = T> + Send + 'static>(f: F) -> T {

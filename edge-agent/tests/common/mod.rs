@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -75,13 +75,7 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     panic!("timed out after {timeout:?} waiting for {what}");
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use acoa_test_support::free_port;
 
 pub fn scratch_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("acoa-agent-test-{tag}-{}", std::process::id()));

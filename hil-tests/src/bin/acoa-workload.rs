@@ -30,6 +30,9 @@ mod stats;
 #[path = "../named_addr.rs"]
 mod named_addr;
 
+#[path = "../workload_ctl.rs"]
+mod workload_ctl;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -52,13 +55,8 @@ fn parse_out(s: &str) -> Result<Vec<(String, SocketAddr)>, String> {
 }
 
 fn parse_config(answer: &str) -> Result<Config, String> {
-    let mut words = answer.split_whitespace();
-    if words.next() != Some("K1") {
-        return Err(format!("unexpected answer {answer:?}"));
-    }
     let mut cfg = Config::default();
-    for w in words {
-        let (k, v) = w.split_once('=').ok_or_else(|| format!("bad field {w}"))?;
+    for (k, v) in workload_ctl::fields(answer)? {
         match k {
             "port" => cfg.port = v.parse().map_err(|_| format!("bad port {v}"))?,
             "rate" => cfg.rate_hz = v.parse().map_err(|_| format!("bad rate {v}"))?,
@@ -69,35 +67,18 @@ fn parse_config(answer: &str) -> Result<Config, String> {
     Ok(cfg)
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
+use workload_ctl::env;
 
 fn log(app: &str, comp: &str, msg: &str) {
-    eprintln!("acoa-workload {app}/{comp}: {msg}");
+    workload_ctl::log("acoa-workload", app, comp, msg);
 }
 
 fn main() {
-    let app = env("ACOA_APP").unwrap_or_else(|| "app".into());
-    let comp = env("ACOA_COMPONENT").unwrap_or_else(|| "component".into());
-    if let Err(e) = run(&app, &comp) {
-        log(&app, &comp, &format!("error: {e}"));
-        std::process::exit(1);
-    }
+    workload_ctl::main_with("acoa-workload", run);
 }
 
 fn ask(ctl: &UdpSocket, control: SocketAddr, app: &str, comp: &str) -> Option<Config> {
-    let _ = ctl.send_to(format!("C1 {app} {comp}").as_bytes(), control);
-    let mut buf = [0u8; 2048];
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(500) {
-        if let Ok((n, from)) = ctl.recv_from(&mut buf) {
-            if from == control {
-                return parse_config(&String::from_utf8_lossy(&buf[..n])).ok();
-            }
-        }
-    }
-    None
+    workload_ctl::ask(ctl, control, app, comp, 2048).and_then(|a| parse_config(&a).ok())
 }
 
 fn run(app: &str, comp: &str) -> Result<(), String> {

@@ -134,12 +134,7 @@ fn pid_alive(pid: u32) -> bool {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    hil_tests::init_logging();
     let cli = Cli::parse();
     let socket = cli
         .socket

@@ -40,6 +40,9 @@ mod stats;
 #[path = "../named_addr.rs"]
 mod named_addr;
 
+#[path = "../workload_ctl.rs"]
+mod workload_ctl;
+
 /// Bytes of a request datagram (padding included).
 const REQUEST_BYTES: usize = 200;
 /// How long a call waits for its answer.
@@ -62,13 +65,8 @@ fn parse_stages(s: &str) -> Result<Vec<Vec<(String, SocketAddr)>>, String> {
 }
 
 fn parse_config(answer: &str) -> Result<Config, String> {
-    let mut words = answer.split_whitespace();
-    if words.next() != Some("K1") {
-        return Err(format!("unexpected answer {answer:?}"));
-    }
     let mut cfg = Config::default();
-    for w in words {
-        let (k, v) = w.split_once('=').ok_or_else(|| format!("bad field {w}"))?;
+    for (k, v) in workload_ctl::fields(answer)? {
         match k {
             "port" => cfg.port = v.parse().map_err(|_| format!("bad port {v}"))?,
             "service_ms" => {
@@ -110,35 +108,21 @@ fn parse_frame(b: &[u8]) -> Option<(&str, u64, &str)> {
     Some((kind, id, word))
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
+use workload_ctl::env;
 
 fn log(app: &str, comp: &str, msg: &str) {
-    eprintln!("na-micro {app}/{comp}: {msg}");
+    workload_ctl::log("na-micro", app, comp, msg);
 }
 
 fn ask(ctl: &UdpSocket, control: SocketAddr, app: &str, comp: &str) -> Result<Config, String> {
-    let _ = ctl.send_to(format!("C1 {app} {comp}").as_bytes(), control);
-    let mut buf = [0u8; 4096];
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(500) {
-        if let Ok((n, from)) = ctl.recv_from(&mut buf) {
-            if from == control {
-                return parse_config(&String::from_utf8_lossy(&buf[..n]));
-            }
-        }
+    match workload_ctl::ask(ctl, control, app, comp, 4096) {
+        Some(answer) => parse_config(&answer),
+        None => Err(format!("no answer from the discovery service at {control}")),
     }
-    Err(format!("no answer from the discovery service at {control}"))
 }
 
 fn main() {
-    let app = env("ACOA_APP").unwrap_or_else(|| "app".into());
-    let comp = env("ACOA_COMPONENT").unwrap_or_else(|| "component".into());
-    if let Err(e) = run(&app, &comp) {
-        log(&app, &comp, &format!("error: {e}"));
-        std::process::exit(1);
-    }
+    workload_ctl::main_with("na-micro", run);
 }
 
 struct Shared {

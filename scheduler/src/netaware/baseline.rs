@@ -60,27 +60,19 @@ pub fn score(s: &Snapshot, assignment: &[Option<usize>], c: usize, n: usize) -> 
 /// Places every component in declaration order on its highest-scoring node.
 pub fn place(s: &Snapshot) -> Result<NetOutcome, NetError> {
     s.validate()?;
-    let mut assignment: Vec<Option<usize>> = vec![None; s.components.len()];
-    for c in 0..s.components.len() {
-        let mut best: Option<(usize, i64)> = None;
-        for n in 0..s.nodes.len() {
-            if let Some(v) = score(s, &assignment, c, n) {
-                if best.is_none_or(|(_, b)| v > b) {
-                    best = Some((n, v));
+    Ok(super::place_in_order(
+        s,
+        0..s.components.len(),
+        |assignment, c| {
+            let mut best: Option<(usize, i64)> = None;
+            for n in 0..s.nodes.len() {
+                if let Some(v) = score(s, assignment, c, n) {
+                    if best.is_none_or(|(_, b)| v > b) {
+                        best = Some((n, v));
+                    }
                 }
             }
-        }
-        match best {
-            Some((n, _)) => assignment[c] = Some(n),
-            None => {
-                return Ok(NetOutcome::Unschedulable {
-                    component: s.components[c].name.clone(),
-                    partial: assignment,
-                });
-            }
-        }
-    }
-    Ok(NetOutcome::Placed(
-        assignment.into_iter().map(|a| a.expect("placed")).collect(),
+            best.map(|(n, _)| n)
+        },
     ))
 }

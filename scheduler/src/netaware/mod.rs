@@ -518,21 +518,31 @@ pub fn placement_order(s: &Snapshot) -> Vec<usize> {
 pub fn place(s: &Snapshot, w: &Weights) -> Result<NetOutcome, NetError> {
     s.validate()?;
     w.validate()?;
+    Ok(place_in_order(s, placement_order(s), |a, c| {
+        best_node(s, w, a, c).map(|(n, _)| n)
+    }))
+}
+
+/// Places the components one at a time in `order`, each on the node `choose(assignment so far,
+/// component)` says; unschedulable at the first it finds none for.
+pub(crate) fn place_in_order(
+    s: &Snapshot,
+    order: impl IntoIterator<Item = usize>,
+    mut choose: impl FnMut(&[Option<usize>], usize) -> Option<usize>,
+) -> NetOutcome {
     let mut assignment: Vec<Option<usize>> = vec![None; s.components.len()];
-    for c in placement_order(s) {
-        match best_node(s, w, &assignment, c) {
-            Some((n, _)) => assignment[c] = Some(n),
+    for c in order {
+        match choose(&assignment, c) {
+            Some(n) => assignment[c] = Some(n),
             None => {
-                return Ok(NetOutcome::Unschedulable {
+                return NetOutcome::Unschedulable {
                     component: s.components[c].name.clone(),
                     partial: assignment,
-                });
+                };
             }
         }
     }
-    Ok(NetOutcome::Placed(
-        assignment.into_iter().map(|a| a.expect("placed")).collect(),
-    ))
+    NetOutcome::Placed(assignment.into_iter().map(|a| a.expect("placed")).collect())
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 #![allow(dead_code)]
 
 use acoa_shared::model::{
-    AppPath, Application, Capacity, Channel, Cluster, Component, Criterion, CriterionKind, Layer,
-    Link, Node, Requirements, Resources, Usage,
+    AppPath, Capacity, Channel, Cluster, Component, Criterion, CriterionKind, Layer, Link, Node,
+    Requirements, Resources, Usage,
 };
 
 pub fn node(name: &str, dc: &str, hardware: &[&str]) -> Node {
@@ -85,21 +85,5 @@ pub fn crit(kind: CriterionKind, target: &str, weight: f64) -> Criterion {
     }
 }
 
-pub fn app(
-    name: &str,
-    components: Vec<Component>,
-    channels: Vec<Channel>,
-    paths: Vec<AppPath>,
-    criteria: Vec<Criterion>,
-) -> Application {
-    Application {
-        application: name.into(),
-        scheduler: "qos".into(),
-        components,
-        channels,
-        paths,
-        criteria,
-        ingress: None,
-        disconnect: Default::default(),
-    }
-}
+/// An application of these parts for the `qos` scheduler.
+pub use acoa_scheduler::qos::application as app;

@@ -1,0 +1,215 @@
+//! The control plane's engine driven with plain values, for the tests of its decisions: a
+//! clock, events in and actions out, placement jobs run inline with the real scheduler (or kept
+//! for the test to run), persisted operations kept in a snapshot as the store would keep them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use acoa_shared::model::{self, Cluster};
+use acoa_shared::topics;
+use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message, NodeReport};
+use ed25519_dalek::SigningKey;
+
+use crate::engine::{run_job, Action, Engine, EngineConfig, Event, Job};
+use crate::records::DesiredDoc;
+use crate::status::AppStatus;
+use crate::store::{PersistOp, Snapshot};
+
+/// The railway scenario's cluster (`scenarios/railway/cluster.yaml`).
+pub fn railway() -> Cluster {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/railway/cluster.yaml");
+    model::load_cluster(&p).unwrap()
+}
+
+/// The text of the railway scenario's application `name` (`scenarios/railway/{name}.yaml`).
+pub fn railway_app(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../scenarios/railway/{name}.yaml"));
+    std::fs::read(p).unwrap()
+}
+
+/// The first report of node `n` as the engine tests give it: no bandwidth, probed at
+/// `10.0.0.{number}:7878`.
+pub fn first_report(n: &model::Node) -> NodeReport {
+    let mut r = super::report_of(n, 1, &format!("10.0.0.{}:7878", &n.name[1..]));
+    r.capacity.net_mbps = 0;
+    r
+}
+
+/// The links of `from` in `c` as a first link report, every peer having just answered.
+pub fn links_of(c: &Cluster, from: &str) -> LinkMetrics {
+    link_metrics(
+        from,
+        super::samples_of(c, from).into_iter().map(|s| LinkSample {
+            last_answer_ms: 0,
+            ..s
+        }),
+    )
+}
+
+/// A first link report (sequence 1, run 0) of node `from`.
+pub fn link_metrics(from: &str, samples: impl IntoIterator<Item = LinkSample>) -> LinkMetrics {
+    let mut l = LinkMetrics {
+        node: wire::name(from).unwrap(),
+        seq: 1,
+        run: 0,
+        links: Default::default(),
+    };
+    for s in samples {
+        l.links.push(s).unwrap();
+    }
+    l
+}
+
+/// An engine with a clock.
+pub struct EngineSim {
+    pub e: Engine,
+    pub now: u64,
+    /// What the engine persisted, applied as the store would.
+    pub snap: Snapshot,
+    pub key: SigningKey,
+    /// Every action so far.
+    pub log: Vec<Action>,
+    /// Run placement jobs inline (else they wait in `pending_jobs`).
+    pub run_jobs: bool,
+    pub pending_jobs: Vec<Job>,
+}
+
+impl EngineSim {
+    pub fn new(cfg: EngineConfig) -> EngineSim {
+        let key = SigningKey::from_bytes(&[42; 32]);
+        EngineSim::restore(cfg, key, Snapshot::default())
+    }
+
+    /// An engine started on a store's snapshot.
+    pub fn restore(cfg: EngineConfig, key: SigningKey, snap: Snapshot) -> EngineSim {
+        EngineSim {
+            e: Engine::new(cfg, key.clone(), snap.clone(), 0),
+            now: 0,
+            snap,
+            key,
+            log: vec![],
+            run_jobs: true,
+            pending_jobs: vec![],
+        }
+    }
+
+    /// Handles `ev` and what follows from it (jobs run inline), at the current time.
+    pub fn feed(&mut self, ev: Event) -> Vec<Action> {
+        let mut all = vec![];
+        let mut queue = vec![ev];
+        while let Some(ev) = queue.pop() {
+            for a in self.e.handle(self.now, ev) {
+                match &a {
+                    Action::Persist(op) => apply(&mut self.snap, op),
+                    Action::Schedule(j) if self.run_jobs => {
+                        queue.push(Event::Scheduled(Box::new(run_job(j))))
+                    }
+                    Action::Schedule(j) => self.pending_jobs.push((**j).clone()),
+                    _ => {}
+                }
+                all.push(a);
+            }
+        }
+        self.log.extend(all.clone());
+        all
+    }
+
+    /// Every node of `c` reports ([`first_report`]), then its links ([`links_of`]).
+    pub fn join_cluster(&mut self, c: &Cluster) {
+        for n in &c.nodes {
+            self.feed(Event::Report(Box::new(first_report(n))));
+        }
+        for n in &c.nodes {
+            self.feed(Event::Links(Box::new(links_of(c, &n.name))));
+        }
+    }
+
+    /// `payload` published (retained) as the definition of application `app`.
+    pub fn publish(&mut self, app: &str, payload: Vec<u8>) -> Vec<Action> {
+        self.feed(Event::AppPublished {
+            app: app.into(),
+            payload,
+        })
+    }
+
+    /// `ms` later, a tick.
+    pub fn tick(&mut self, ms: u64) -> Vec<Action> {
+        self.now += ms;
+        self.feed(Event::Tick)
+    }
+
+    /// The current placement of `app` (component → node).
+    pub fn assignment(&self, app: &str) -> BTreeMap<String, String> {
+        self.e.placement(app).unwrap().assignment.clone()
+    }
+}
+
+fn apply(s: &mut Snapshot, op: &PersistOp) {
+    match op {
+        PersistOp::PutApp(a) => {
+            s.apps.insert(a.name.clone(), (**a).clone());
+        }
+        PersistOp::DeleteApp(n) => {
+            s.apps.remove(n);
+        }
+        PersistOp::PutDesired(d) => {
+            s.desired.insert(d.node.to_string(), (**d).clone());
+        }
+        PersistOp::PutNode(n) => {
+            s.nodes.insert(n.name.clone(), (**n).clone());
+        }
+        PersistOp::PutMeta(m) => s.meta = m.clone(),
+    }
+}
+
+/// The desired states published (signed by `key`) in `actions`, per node, decoded and verified.
+pub fn desired_states(
+    actions: &[Action],
+    key: &SigningKey,
+) -> BTreeMap<String, Box<wire::DesiredState>> {
+    let mut m = BTreeMap::new();
+    for a in actions {
+        if let Action::Publish { topic, payload, .. } = a {
+            if let Some(topics::Topic::Desired(n)) = topics::parse(topic) {
+                match wire::decode_verified(payload, &key.verifying_key()).unwrap() {
+                    Message::DesiredState(d) => {
+                        m.insert(n.to_string(), d);
+                    }
+                    other => panic!("not a desired state: {other:?}"),
+                }
+            }
+        }
+    }
+    m
+}
+
+/// The desired states published (retained, signed) in `actions`, per node, as the control plane
+/// keeps them.
+pub fn desired_published(actions: &[Action], key: &SigningKey) -> BTreeMap<String, DesiredDoc> {
+    for a in actions {
+        if let Action::Publish { topic, retain, .. } = a {
+            if let Some(topics::Topic::Desired(_)) = topics::parse(topic) {
+                assert!(retain);
+            }
+        }
+    }
+    desired_states(actions, key)
+        .into_iter()
+        .map(|(n, d)| (n, DesiredDoc::from_wire(&d)))
+        .collect()
+}
+
+/// The statuses of `app` published in `actions` (not the deletions), in order.
+pub fn statuses(actions: &[Action], app: &str) -> Vec<AppStatus> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Publish { topic, payload, .. }
+                if *topic == topics::app_status(app) && !payload.is_empty() =>
+            {
+                Some(serde_json::from_slice(payload).unwrap())
+            }
+            _ => None,
+        })
+        .collect()
+}
