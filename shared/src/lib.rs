@@ -10,6 +10,7 @@
 pub mod coords;
 pub mod jobs;
 pub mod model;
+pub mod rng;
 pub mod topics;
 pub mod wire;
 
