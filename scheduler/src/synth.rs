@@ -179,6 +179,7 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
                 memory_mb: 64,
                 ..Default::default()
             }),
+            health: None,
         });
     }
     for i in 0..middle {
@@ -199,6 +200,7 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
                 memory_mb: 256 * (1 + r.below(4) as u64),
                 ..Default::default()
             }),
+            health: None,
         });
     }
     for i in 0..sinks {
@@ -220,6 +222,7 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
                 memory_mb: 128,
                 ..Default::default()
             }),
+            health: None,
         });
     }
     // Layered DAG: each stage reads from a source or an earlier stage; each sink from a
