@@ -82,6 +82,9 @@ pub struct ContainerDoc {
     pub cpu_millis: u64,
     pub memory_mb: u64,
     pub env: Vec<EnvDoc>,
+    /// The component's health check (absent in records written before health checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<model::Health>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,6 +112,7 @@ impl ContainerDoc {
                     value: v.into(),
                 })
                 .collect(),
+            health: c.health.clone(),
         };
         doc.to_wire()?;
         Ok(doc)
@@ -134,6 +138,11 @@ impl ContainerDoc {
             cpu_millis: self.cpu_millis,
             memory_mb: self.memory_mb,
             env,
+            health: self
+                .health
+                .as_ref()
+                .map(|h| wire::HealthSpec::from_model(h).map(Box::new))
+                .transpose()?,
         })
     }
 
@@ -153,6 +162,7 @@ impl ContainerDoc {
                     value: e.value.to_string(),
                 })
                 .collect(),
+            health: s.health.as_ref().map(|h| h.to_model()),
         }
     }
 }

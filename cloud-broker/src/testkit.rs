@@ -249,6 +249,7 @@ impl SimAgent {
                 state: ContainerState::Running,
                 restarts: 0,
                 error: Default::default(),
+                health: None,
             });
         }
         if let Ok(b) = wire::encode(&Message::ActualState(Box::new(a)), Some(&self.key)) {

@@ -310,6 +310,7 @@ fn containers_running_make_the_status_running() {
                     state: ContainerState::Running,
                     restarts: 0,
                     error: Default::default(),
+                    health: None,
                 })
                 .unwrap();
         }

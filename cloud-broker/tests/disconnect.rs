@@ -185,6 +185,7 @@ impl Railway {
                     state: ContainerState::Running,
                     restarts: 0,
                     error: Default::default(),
+                    health: None,
                 })
                 .unwrap();
         }

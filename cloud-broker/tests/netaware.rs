@@ -151,6 +151,7 @@ impl Sim {
                     state: ContainerState::Running,
                     restarts: 0,
                     error: Default::default(),
+                    health: None,
                 })
                 .collect();
             self.feed(Event::Actual(Box::new(ActualState {

@@ -2,8 +2,11 @@
 
 use std::collections::HashMap;
 
-use acoa_shared::wire::ContainerSpec;
-use podman_api::models::{LinuxCpu, LinuxMemory, LinuxResources, Namespace};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use acoa_shared::wire::{CheckSpec, ContainerSpec, HealthSpec};
+use podman_api::models::{LinuxCpu, LinuxMemory, LinuxResources, Namespace, Schema2HealthConfig};
 use podman_api::opts::{
     ContainerCreateOpts, ContainerDeleteOpts, ContainerListFilter, ContainerListOpts,
     ContainerStatsOpts, ContainerStopOpts,
@@ -15,6 +18,74 @@ use crate::reconciler::RunState;
 
 /// Seconds a container gets to stop before it is killed.
 const STOP_TIMEOUT_S: usize = 3;
+/// Longer than a check's own timeout the agent waits for Podman's answer to a command check.
+const CHECK_SLACK: Duration = Duration::from_secs(5);
+/// The most of a failed command check's output quoted in its reason, characters.
+const CHECK_OUTPUT_MAX: usize = 80;
+
+/// Podman's health configuration of a command check (`Test: ["CMD", args...]`), so that
+/// `podman ps` and `podman inspect` show its health too; `None` for the checks the agent runs
+/// itself (TCP, HTTP). Podman's own timer needs systemd, so the agent runs each check through
+/// Podman (`/containers/{name}/healthcheck`) on its interval.
+pub fn health_config(h: &HealthSpec) -> Option<Schema2HealthConfig> {
+    let CheckSpec::Cmd(args) = &h.check else {
+        return None;
+    };
+    let ns = |s: u16| i64::from(s) * 1_000_000_000;
+    let mut test = vec!["CMD".to_owned()];
+    test.extend(args.iter().map(|a| a.to_string()));
+    Some(Schema2HealthConfig {
+        test: Some(test),
+        interval: Some(ns(h.interval_s)),
+        timeout: Some(ns(h.timeout_s)),
+        retries: Some(i64::from(h.retries)),
+        start_period: Some(ns(h.start_period_s)),
+    })
+}
+
+/// Where the agent reaches a container's ports: its address on a Podman network, or the
+/// loopback address when it has none (it shares the agent's network namespace).
+fn container_ip(c: &podman_api::models::ContainerInspectResponseLibpod) -> IpAddr {
+    let ns = c.network_settings.as_ref();
+    let on_bridge = ns
+        .and_then(|n| n.ip_address.clone())
+        .into_iter()
+        .chain(
+            ns.and_then(|n| n.networks.as_ref())
+                .into_iter()
+                .flat_map(|m| m.values().filter_map(|v| v.ip_address.clone())),
+        )
+        .find_map(|ip| ip.parse().ok());
+    on_bridge.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+/// Why a command check failed, from the last entry of the container's health log.
+fn failed_run(c: &podman_api::models::ContainerInspectResponseLibpod) -> Option<String> {
+    let last = c
+        .state
+        .as_ref()?
+        .health
+        .as_ref()?
+        .log
+        .as_ref()?
+        .last()?
+        .clone();
+    let mut why = format!("exited with {}", last.exit_code?);
+    let out = last.output.unwrap_or_default();
+    let out = out.trim();
+    if !out.is_empty() {
+        let mut shown: String = out
+            .chars()
+            .take(CHECK_OUTPUT_MAX)
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        if out.chars().nth(CHECK_OUTPUT_MAX).is_some() {
+            shown.push_str("...");
+        }
+        why = format!("{why}: {shown}");
+    }
+    Some(why)
+}
 
 pub struct PodmanRuntime {
     podman: Podman,
@@ -200,6 +271,9 @@ impl Runtime for PodmanRuntime {
                 unified: None,
             });
         }
+        if let Some(hc) = spec.health.as_deref().and_then(health_config) {
+            b = b.health_config(hc);
+        }
         if let Some(ns) = &self.netns {
             b = b.net_namespace(Namespace {
                 nsmode: Some("path".into()),
@@ -255,6 +329,58 @@ impl Runtime for PodmanRuntime {
                 },
                 e,
             )),
+        }
+    }
+
+    async fn restart(&self, name: &str) -> Result<(), RuntimeError> {
+        self.podman
+            .containers()
+            .get(self.full_name(name))
+            .restart_with_timeout(STOP_TIMEOUT_S)
+            .await
+            .map_err(|e| {
+                classify(
+                    Op::Restart {
+                        container: name.to_owned(),
+                    },
+                    e,
+                )
+            })
+    }
+
+    async fn check(&self, name: &str, check: &HealthSpec) -> Result<(), String> {
+        let c = self.podman.containers().get(self.full_name(name));
+        let timeout = Duration::from_secs(u64::from(check.timeout_s.max(1)));
+        let port = match &check.check {
+            CheckSpec::Cmd(_) => {
+                // Podman runs it in the container with the timeout it was created with
+                let res = tokio::time::timeout(timeout + CHECK_SLACK, c.healthcheck()).await;
+                return match res {
+                    Ok(Ok(r)) if r.status.as_deref() == Some("healthy") => Ok(()),
+                    Ok(Ok(r)) => {
+                        let why = c.inspect().await.ok().and_then(|i| failed_run(&i));
+                        Err(why.unwrap_or_else(|| {
+                            format!("podman says {}", r.status.as_deref().unwrap_or("nothing"))
+                        }))
+                    }
+                    Ok(Err(e)) => Err(format!("podman: {e}")),
+                    Err(_) => Err(format!(
+                        "podman did not answer within {} s",
+                        (timeout + CHECK_SLACK).as_secs()
+                    )),
+                };
+            }
+            CheckSpec::Tcp(p) => *p,
+            CheckSpec::Http { port, .. } => *port,
+        };
+        let ip = match c.inspect().await {
+            Ok(i) => container_ip(&i),
+            Err(e) => return Err(format!("podman: {e}")),
+        };
+        let addr = SocketAddr::new(ip, port);
+        match &check.check {
+            CheckSpec::Http { path, .. } => super::check::http(addr, path, timeout).await,
+            _ => super::check::tcp(addr, timeout).await,
         }
     }
 
@@ -368,6 +494,33 @@ mod tests {
         // What the actual state reports for it (unchanged format).
         assert!(e.reason().starts_with("podman answered 404: "), "{e}");
         assert_eq!(e.op().verb(), "start");
+    }
+
+    #[test]
+    fn a_command_check_is_podmans_health_config_and_the_others_are_not() {
+        let mut h = HealthSpec {
+            check: CheckSpec::Cmd(
+                ["sh", "-c", "test -f /ok"]
+                    .iter()
+                    .map(|a| acoa_shared::wire::bounded("a", a).unwrap())
+                    .collect(),
+            ),
+            interval_s: 5,
+            timeout_s: 2,
+            retries: 3,
+            start_period_s: 10,
+        };
+        let c = health_config(&h).unwrap();
+        assert_eq!(
+            c.test.unwrap(),
+            ["CMD", "sh", "-c", "test -f /ok"].map(String::from)
+        );
+        assert_eq!(c.interval, Some(5_000_000_000));
+        assert_eq!(c.timeout, Some(2_000_000_000));
+        assert_eq!(c.retries, Some(3));
+        assert_eq!(c.start_period, Some(10_000_000_000));
+        h.check = CheckSpec::Tcp(80);
+        assert!(health_config(&h).is_none());
     }
 
     #[test]
