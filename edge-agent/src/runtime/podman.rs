@@ -43,36 +43,31 @@ pub fn health_config(h: &HealthSpec) -> Option<Schema2HealthConfig> {
     })
 }
 
-/// Where the agent reaches a container's ports: its address on a Podman network, or the
-/// loopback address when it has none (it shares the agent's network namespace).
-fn container_ip(c: &podman_api::models::ContainerInspectResponseLibpod) -> IpAddr {
-    let ns = c.network_settings.as_ref();
-    let on_bridge = ns
-        .and_then(|n| n.ip_address.clone())
-        .into_iter()
+/// The most of an inspect answer read, bytes (one container's is about 10 KB).
+const INSPECT_MAX: u64 = 1 << 20;
+
+/// Where the agent reaches a container's ports (from its inspect document): its address on a
+/// Podman network, or the loopback address when it has none (it shares the agent's network
+/// namespace).
+pub fn container_ip(inspect: &serde_json::Value) -> IpAddr {
+    let ns = &inspect["NetworkSettings"];
+    let nets = ns["Networks"].as_object();
+    std::iter::once(&ns["IPAddress"])
         .chain(
-            ns.and_then(|n| n.networks.as_ref())
-                .into_iter()
-                .flat_map(|m| m.values().filter_map(|v| v.ip_address.clone())),
+            nets.into_iter()
+                .flat_map(|m| m.values().map(|n| &n["IPAddress"])),
         )
-        .find_map(|ip| ip.parse().ok());
-    on_bridge.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        .filter_map(|ip| ip.as_str()?.parse().ok())
+        .next()
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
 }
 
-/// Why a command check failed, from the last entry of the container's health log.
-fn failed_run(c: &podman_api::models::ContainerInspectResponseLibpod) -> Option<String> {
-    let last = c
-        .state
-        .as_ref()?
-        .health
-        .as_ref()?
-        .log
-        .as_ref()?
-        .last()?
-        .clone();
-    let mut why = format!("exited with {}", last.exit_code?);
-    let out = last.output.unwrap_or_default();
-    let out = out.trim();
+/// Why a command check failed, from the last entry of the container's health log (in its
+/// inspect document).
+pub fn failed_run(inspect: &serde_json::Value) -> Option<String> {
+    let last = inspect["State"]["Health"]["Log"].as_array()?.last()?;
+    let mut why = format!("exited with {}", last["ExitCode"].as_i64()?);
+    let out = last["Output"].as_str().unwrap_or_default().trim();
     if !out.is_empty() {
         let mut shown: String = out
             .chars()
@@ -93,6 +88,8 @@ pub struct PodmanRuntime {
     netns: Option<String>,
     /// `ACOA_AGENT_STATS` for the containers created.
     stats: Option<String>,
+    /// The socket's path, for the raw inspect of health checks.
+    socket_path: Option<std::path::PathBuf>,
 }
 
 /// `op` failed with Podman's error `e`: an answer with an error status is
@@ -159,6 +156,7 @@ impl PodmanRuntime {
             node: node.to_owned(),
             netns,
             stats: None,
+            socket_path: socket.strip_prefix("unix://").map(Into::into),
         })
     }
 
@@ -179,6 +177,42 @@ impl PodmanRuntime {
 
     fn full_name(&self, name: &str) -> String {
         container_name(&self.node, name)
+    }
+
+    /// The inspect document of container `name`, as JSON. Read with a plain HTTP/1.0 request on
+    /// the socket: podman-api's typed inspect model would add about 300 KB of code to the agent
+    /// for the two fields health checks read.
+    async fn inspect_json(&self, name: &str) -> Result<serde_json::Value, String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let path = self
+            .socket_path
+            .as_ref()
+            .ok_or("podman is not on a unix socket")?;
+        let mut s = tokio::net::UnixStream::connect(path)
+            .await
+            .map_err(|e| format!("podman: {e}"))?;
+        let req = format!(
+            "GET /v4.0.0/libpod/containers/{}/json HTTP/1.0\r\nHost: podman\r\n\r\n",
+            self.full_name(name)
+        );
+        s.write_all(req.as_bytes())
+            .await
+            .map_err(|e| format!("podman: {e}"))?;
+        let mut buf = Vec::new();
+        s.take(INSPECT_MAX)
+            .read_to_end(&mut buf)
+            .await
+            .map_err(|e| format!("podman: {e}"))?;
+        if !buf.starts_with(b"HTTP/1.0 200") && !buf.starts_with(b"HTTP/1.1 200") {
+            let line = buf.split(|b| *b == b'\r').next().unwrap_or_default();
+            return Err(format!("podman: {}", String::from_utf8_lossy(line)));
+        }
+        let body = buf
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|i| &buf[i + 4..])
+            .ok_or("podman: the answer has no body")?;
+        serde_json::from_slice(body).map_err(|e| format!("podman: {e}"))
     }
 }
 
@@ -358,7 +392,8 @@ impl Runtime for PodmanRuntime {
                 return match res {
                     Ok(Ok(r)) if r.status.as_deref() == Some("healthy") => Ok(()),
                     Ok(Ok(r)) => {
-                        let why = c.inspect().await.ok().and_then(|i| failed_run(&i));
+                        let why = self.inspect_json(name).await.ok();
+                        let why = why.as_ref().and_then(failed_run);
                         Err(why.unwrap_or_else(|| {
                             format!("podman says {}", r.status.as_deref().unwrap_or("nothing"))
                         }))
@@ -373,9 +408,11 @@ impl Runtime for PodmanRuntime {
             CheckSpec::Tcp(p) => *p,
             CheckSpec::Http { port, .. } => *port,
         };
-        let ip = match c.inspect().await {
-            Ok(i) => container_ip(&i),
-            Err(e) => return Err(format!("podman: {e}")),
+        let inspect = tokio::time::timeout(timeout + CHECK_SLACK, self.inspect_json(name));
+        let ip = match inspect.await {
+            Ok(Ok(i)) => container_ip(&i),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err("podman did not answer".into()),
         };
         let addr = SocketAddr::new(ip, port);
         match &check.check {
@@ -521,6 +558,25 @@ mod tests {
         assert_eq!(c.start_period, Some(10_000_000_000));
         h.check = CheckSpec::Tcp(80);
         assert!(health_config(&h).is_none());
+    }
+
+    #[test]
+    fn the_address_and_the_failure_come_from_the_inspect_document() {
+        let v: serde_json::Value = serde_json::from_str(
+            r#"{"NetworkSettings":{"IPAddress":"","Networks":{"podman":{"IPAddress":"10.88.0.7"}}},
+                "State":{"Health":{"Status":"unhealthy","Log":[{"ExitCode":0,"Output":""},
+                {"ExitCode":1,"Output":"no such file\n"}]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(container_ip(&v).to_string(), "10.88.0.7");
+        assert_eq!(
+            failed_run(&v).as_deref(),
+            Some("exited with 1: no such file")
+        );
+        // in the node's namespace (no network of its own): loopback
+        let v = serde_json::json!({"NetworkSettings": {"IPAddress": ""}});
+        assert_eq!(container_ip(&v).to_string(), "127.0.0.1");
+        assert_eq!(failed_run(&v), None);
     }
 
     #[test]
