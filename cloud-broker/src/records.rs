@@ -82,8 +82,9 @@ pub struct ContainerDoc {
     pub cpu_millis: u64,
     pub memory_mb: u64,
     pub env: Vec<EnvDoc>,
-    /// The component's health check (absent in records written before health checks).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The component's health check, in the model's form (`null` when it has none, as the wire
+    /// type writes it; absent in records written before health checks).
+    #[serde(default)]
     pub health: Option<model::Health>,
 }
 
