@@ -86,6 +86,10 @@ pub struct ContainerDoc {
     pub cpu_millis: u64,
     pub memory_mb: u64,
     pub env: Vec<EnvDoc>,
+    /// The component's health check, in the model's form (`null` when it has none, as the wire
+    /// type writes it; absent in records written before health checks).
+    #[serde(default)]
+    pub health: Option<model::Health>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +117,7 @@ impl ContainerDoc {
                     value: v.into(),
                 })
                 .collect(),
+            health: c.health.clone(),
         };
         doc.to_wire()?;
         Ok(doc)
@@ -138,6 +143,11 @@ impl ContainerDoc {
             cpu_millis: self.cpu_millis,
             memory_mb: self.memory_mb,
             env,
+            health: self
+                .health
+                .as_ref()
+                .map(|h| wire::HealthSpec::from_model(h).map(Box::new))
+                .transpose()?,
         })
     }
 
@@ -157,6 +167,7 @@ impl ContainerDoc {
                     value: e.value.to_string(),
                 })
                 .collect(),
+            health: s.health.as_ref().map(|h| h.to_model()),
         }
     }
 }

@@ -70,6 +70,10 @@ pub struct AppStatus {
     /// stayed when a node returned, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disconnect: Vec<String>,
+    /// The health its agent reports of each running component that has a health check
+    /// (`starting`, `healthy`, `unhealthy`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub health: BTreeMap<String, String>,
 }
 
 impl AppStatus {
@@ -87,6 +91,7 @@ impl AppStatus {
             not_running: vec![],
             observed: None,
             disconnect: vec![],
+            health: BTreeMap::new(),
         }
     }
 }

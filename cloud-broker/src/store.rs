@@ -340,6 +340,7 @@ mod tests {
                 cpu_millis: 250,
                 memory_mb: 64,
                 env,
+                health: None,
             })
             .unwrap();
         // as the control plane wrote desired states before they had a type of their own

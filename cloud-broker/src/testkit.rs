@@ -104,6 +104,7 @@ pub fn running<N: AsRef<str>, I: AsRef<str>>(
             state: ContainerState::Running,
             restarts: 0,
             error: Default::default(),
+            health: None,
         });
     }
     a

@@ -322,6 +322,7 @@ fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image() {
                         } else {
                             Default::default()
                         },
+                        health: None,
                     })
                     .unwrap();
             }

@@ -53,6 +53,7 @@ fn main() -> anyhow::Result<()> {
                 cpu_millis: 100,
                 memory_mb: 32,
                 env: heapless::Vec::new(),
+                health: None,
             })
         })
         .collect::<anyhow::Result<heapless::Vec<_, { wire::MAX_CONTAINERS }>>>()?;

@@ -249,6 +249,9 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
                     &cfg.node,
                 )
                 .await?;
+                let mut parts = parts;
+                // the kubelet checks health (livenessProbe) and restarts
+                parts.rec = parts.rec.with_runtime_health_checks(true);
                 tokio::spawn(reconcile_loop(rt, parts));
             }
             #[cfg(not(feature = "k3s"))]
@@ -563,6 +566,25 @@ async fn execute<R: Runtime>(
             } => Some(rt.create(spec, *generation, spec_hash).await),
             Action::Start { name } => Some(rt.start(name).await),
             Action::Remove { name } => Some(rt.remove(name).await),
+            Action::Restart { name } => Some(rt.restart(name).await),
+            Action::Check { name, check } => {
+                // every check due in this pass runs at once: the pass waits for the slowest
+                // (each bounded by its timeout), not for their sum
+                let mut due = vec![(name.clone(), check.clone())];
+                queue.retain(|a| match a {
+                    Action::Check { name, check } if !failed.contains(name) => {
+                        due.push((name.clone(), check.clone()));
+                        false
+                    }
+                    _ => true,
+                });
+                let results =
+                    futures_util::future::join_all(due.iter().map(|(n, c)| rt.check(n, c))).await;
+                for ((name, _), result) in due.into_iter().zip(results) {
+                    queue.extend(rec.handle(Event::Checked { name, result }));
+                }
+                None
+            }
             Action::PersistDesired(bytes) => {
                 if let Err(e) = store::write_atomic(&cfg.state_dir, store::DESIRED, bytes) {
                     error!("cannot persist the desired state: {e}");

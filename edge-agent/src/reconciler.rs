@@ -12,10 +12,13 @@
 use std::collections::BTreeMap;
 
 use acoa_shared::wire::{
-    self, ActualState, ContainerSpec, ContainerState, ContainerStatus, DesiredState, Message,
-    MAX_CONTAINERS,
+    self, ActualState, ContainerSpec, ContainerState, ContainerStatus, DesiredState, HealthSpec,
+    Message, MAX_CONTAINERS,
 };
 use ed25519_dalek::VerifyingKey;
+
+mod health;
+pub use health::{restart_backoff_ms, FORGIVE_AFTER_MS};
 
 /// What the runtime says about one managed container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +55,11 @@ pub enum Event {
     RuntimeUnavailable(String),
     /// An action on container `name` failed.
     ActionFailed { name: String, error: String },
+    /// A health check of container `name` ended: `Ok` passed, `Err` failed with the reason.
+    Checked {
+        name: String,
+        result: Result<(), String>,
+    },
     /// Time passes; `now_ms` is a monotonic clock.
     Tick { now_ms: u64 },
     /// The broker session (re)started: publish the actual state again.
@@ -80,6 +88,16 @@ pub enum Action {
     Remove {
         name: String,
     },
+    /// Stop (briefly) and start again: it runs but is unhealthy.
+    Restart {
+        name: String,
+    },
+    /// Run the health check of a running container once, within its timeout, and feed back
+    /// `Checked`.
+    Check {
+        name: String,
+        check: Box<HealthSpec>,
+    },
     /// Write the accepted frame to disk (atomically).
     PersistDesired(Vec<u8>),
     PublishActual(Box<ActualState>),
@@ -92,7 +110,10 @@ impl Action {
     pub fn container(&self) -> Option<&str> {
         match self {
             Action::Create { spec, .. } => Some(spec.name.as_str()),
-            Action::Start { name } | Action::Remove { name } => Some(name),
+            Action::Start { name }
+            | Action::Remove { name }
+            | Action::Restart { name }
+            | Action::Check { name, .. } => Some(name),
             _ => None,
         }
     }
@@ -105,6 +126,7 @@ struct Track {
     attempts: u32,
     next_attempt_ms: u64,
     error: Option<String>,
+    health: health::HealthTrack,
 }
 
 /// Creates the container of `spec` (desired at `generation`, its spec hash `spec_hash`) and
@@ -131,8 +153,12 @@ pub struct Reconciler {
     allowlist: Vec<String>,
     netns: Option<String>,
     actual_period_ms: u64,
+    /// The runtime checks health itself (k3s: the kubelet's probes): the agent runs no checks
+    /// and reports no health.
+    runtime_checks_health: bool,
 
-    desired: Option<DesiredState>,
+    /// Boxed: a desired state is about 80 KB, and the reconciler is moved by value.
+    desired: Option<Box<DesiredState>>,
     generation: u64,
     observed: Option<Vec<Observed>>,
     runtime_error: Option<String>,
@@ -158,9 +184,23 @@ fn fnv1a(chunks: &[&[u8]]) -> u64 {
     h
 }
 
-/// The hash that decides whether a running container still matches its spec.
+/// The hash that decides whether a running container still matches its spec. A spec without a
+/// health check hashes as before wire v4 (its fields in order, without the empty `health`), so
+/// an agent that upgrades does not recreate its containers.
 pub fn spec_hash(spec: &ContainerSpec, netns: Option<&str>) -> String {
-    let body = postcard::to_allocvec(spec).unwrap_or_default();
+    let body = match &spec.health {
+        Some(_) => postcard::to_allocvec(spec),
+        None => postcard::to_allocvec(&(
+            &spec.name,
+            &spec.app,
+            &spec.component,
+            &spec.image,
+            spec.cpu_millis,
+            spec.memory_mb,
+            &spec.env,
+        )),
+    }
+    .unwrap_or_default();
     format!(
         "{:016x}",
         fnv1a(&[&body, b"\0", netns.unwrap_or("").as_bytes()])
@@ -198,6 +238,7 @@ impl Reconciler {
             allowlist,
             netns,
             actual_period_ms,
+            runtime_checks_health: false,
             desired: None,
             generation: 0,
             observed: None,
@@ -218,13 +259,20 @@ impl Reconciler {
         self
     }
 
+    /// The same reconciler for a runtime that checks health itself (k3s): no `Check` or
+    /// `Restart` actions, no health reported.
+    pub fn with_runtime_health_checks(mut self, yes: bool) -> Self {
+        self.runtime_checks_health = yes;
+        self
+    }
+
     /// The generation last applied (0 for none).
     pub fn generation(&self) -> u64 {
         self.generation
     }
 
     pub fn desired(&self) -> Option<&DesiredState> {
-        self.desired.as_ref()
+        self.desired.as_deref()
     }
 
     /// Managed containers seen at the last observation.
@@ -271,6 +319,20 @@ impl Reconciler {
                 t.error = Some(error);
                 self.maybe_publish(&mut out);
             }
+            Event::Checked { name, result } => {
+                let spec = self
+                    .desired
+                    .as_ref()
+                    .and_then(|d| d.containers.iter().find(|c| c.name.as_str() == name))
+                    .and_then(|c| c.health.as_deref());
+                if let (Some(spec), Some(t)) = (spec, self.tracks.get_mut(&name)) {
+                    if t.health.checked(&name, spec, self.now_ms, result, &mut out) {
+                        // restart it now (or say when), not at the next tick
+                        out.push(Action::Observe);
+                    }
+                }
+                self.maybe_publish(&mut out);
+            }
             Event::Tick { now_ms } => {
                 self.now_ms = now_ms;
                 out.push(Action::Observe);
@@ -307,7 +369,7 @@ impl Reconciler {
             return;
         }
         let ds = match env.message() {
-            Ok(Message::DesiredState(ds)) => *ds,
+            Ok(Message::DesiredState(ds)) => ds,
             Ok(other) => {
                 out.push(Action::Log(
                     Level::Warn,
@@ -439,6 +501,15 @@ impl Reconciler {
                 track.next_attempt_ms = now + backoff_ms(track.attempts);
                 track.attempts += 1;
             };
+            let checked = spec
+                .health
+                .as_deref()
+                .filter(|_| !self.runtime_checks_health);
+            let running_as_specified =
+                seen.is_some_and(|o| o.spec_hash == hash && o.state == RunState::Running);
+            if !running_as_specified {
+                track.health.stopped();
+            }
             match seen {
                 None => {
                     if now >= track.next_attempt_ms {
@@ -465,6 +536,9 @@ impl Reconciler {
                     RunState::Running => {
                         track.attempts = 0;
                         track.error = None;
+                        if let Some(h) = checked {
+                            track.health.running(name, h, now, &mut track.restarts, out);
+                        }
                     }
                     RunState::Paused => {}
                     RunState::Created => {
@@ -524,6 +598,7 @@ impl Reconciler {
             .map(|spec| {
                 let track = self.tracks.get(spec.name.as_str());
                 let restarts = track.map_or(0, |t| t.restarts);
+                let mut health = None;
                 let (state, error) = if let Some(r) = self.refusal(spec) {
                     (ContainerState::Refused, r)
                 } else {
@@ -532,6 +607,9 @@ impl Reconciler {
                         seen.is_some_and(|o| o.spec_hash == spec_hash(spec, self.netns.as_deref()));
                     match (seen.map(|o| &o.state), track.and_then(|t| t.error.clone())) {
                         (Some(RunState::Running), _) if hash_ok => {
+                            if spec.health.is_some() && !self.runtime_checks_health {
+                                health = track.and_then(|t| t.health.reported());
+                            }
                             (ContainerState::Running, String::new())
                         }
                         (_, Some(e)) => (ContainerState::Failed, e),
@@ -551,6 +629,7 @@ impl Reconciler {
                     state,
                     restarts,
                     error: truncate(&error),
+                    health,
                 }
             })
             .collect()

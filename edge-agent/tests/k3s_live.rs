@@ -38,6 +38,7 @@ fn live(kubeconfig: &str) {
         cpu_millis: 50,
         memory_mb: 16,
         env: heapless::Vec::new(),
+        health: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -175,6 +175,7 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
             memory_mb,
             ..Default::default()
         }),
+        health: None,
     };
     for i in 0..sources {
         let hardware = ["gps", "smoke-sensor", "camera"][i % 3];
@@ -198,6 +199,7 @@ pub fn application(n: usize, dcs: usize, seed: u64) -> Application {
                 memory_mb: 256 * (1 + r.below(4) as u64),
                 ..Default::default()
             }),
+            health: None,
         });
     }
     for i in 0..sinks {

@@ -19,13 +19,15 @@ use crate::model::Layer;
 /// agent signs (replay protection: `(run, seq)` strictly increases over a node's whole life).
 /// Version 3 added the signed [`Presence`] (the agent's `online` marker and its last will, bound
 /// to one connection) and [`LinkSample::last_answer_ms`] (how long ago the peer last answered).
-/// Version 4 adds the leader's [`DesiredState::term`] (fencing between control-plane replicas).
+/// Version 4 adds the leader's [`DesiredState::term`] (fencing between control-plane replicas)
+/// and health checks: [`ContainerSpec::health`] (what the agent checks) and
+/// [`ContainerStatus::health`] (what it found).
 pub const VERSION: u16 = 4;
 /// The versions before, each with what it lacks: [`open`] refuses them by name.
 pub const OLD_VERSIONS: &[(u16, &str)] = &[
     (1, "the agents' run counter"),
     (2, "signed presence markers"),
-    (3, "the leader's term in desired states"),
+    (3, "the leader's term in desired states and health checks"),
 ];
 /// Domain separation for signatures: a signature over ACOA v1 bodies means nothing elsewhere.
 pub const SIGNING_CONTEXT: &[u8] = b"acoa/v1 signed message\0";
@@ -40,6 +42,10 @@ pub type Labels = heapless::Vec<Name, 16>;
 pub const MAX_CONTAINERS: usize = 32;
 pub const MAX_LINKS_PER_MESSAGE: usize = 64;
 pub const MAX_ENV: usize = 8;
+/// Most arguments of a health check command (the model's `MAX_HEALTH_ARGS`).
+pub const MAX_HEALTH_ARGS: usize = crate::model::limits::MAX_HEALTH_ARGS;
+/// One argument of a health check command, or an HTTP check's path.
+pub type HealthArg = heapless::String<128>;
 /// The workload stats datagram's version and limits (a file of its own: the workloads'
 /// reporter includes it by path).
 pub mod stats_datagram;
@@ -60,6 +66,8 @@ pub enum WireError {
     BadSignature,
     #[error("{field} is longer than {max} bytes")]
     TooLong { field: &'static str, max: usize },
+    #[error("{field} is more than {max}")]
+    TooLarge { field: &'static str, max: u64 },
     #[error("{field} holds more than {max} entries")]
     TooMany { field: &'static str, max: usize },
     #[error("message could not be encoded: {0}")]
@@ -210,6 +218,114 @@ pub struct ContainerSpec {
     pub cpu_millis: u64,
     pub memory_mb: u64,
     pub env: heapless::Vec<EnvVar, MAX_ENV>,
+    /// The component's health check, if it has one (wire v4; boxed: a command check is over
+    /// 1 KB, and most containers have none).
+    pub health: Option<Box<HealthSpec>>,
+}
+
+/// A health check and its timing (the model's `health`, checked there: `docs/model.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthSpec {
+    pub check: CheckSpec,
+    pub interval_s: u16,
+    pub timeout_s: u16,
+    pub retries: u8,
+    pub start_period_s: u16,
+}
+
+/// What a health check does.
+// the whole `HealthSpec` is boxed in a `ContainerSpec`: no need to box the command again
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CheckSpec {
+    /// A command run in the container; it passes when it exits with 0.
+    Cmd(heapless::Vec<HealthArg, MAX_HEALTH_ARGS>),
+    /// A TCP connection to this port of the container.
+    Tcp(u16),
+    /// `GET path` to this port of the container; it passes on a 2xx or 3xx status.
+    Http { port: u16, path: HealthArg },
+}
+
+impl std::fmt::Display for CheckSpec {
+    /// `cmd sh -c test -f /tmp/ok`, `tcp 8080`, `http 8080/healthz`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckSpec::Cmd(args) => {
+                f.write_str("cmd")?;
+                for a in args {
+                    write!(f, " {a}")?;
+                }
+                Ok(())
+            }
+            CheckSpec::Tcp(port) => write!(f, "tcp {port}"),
+            CheckSpec::Http { port, path } => write!(f, "http {port}{path}"),
+        }
+    }
+}
+
+impl HealthSpec {
+    /// The wire form of a component's validated `health` block; an error when it does not fit
+    /// (a model that passed `validate()` always fits).
+    pub fn from_model(h: &crate::model::Health) -> Result<HealthSpec, WireError> {
+        use crate::model::HealthCheck;
+        let u16_of = |field: &'static str, v: u32| {
+            u16::try_from(v).map_err(|_| WireError::TooLarge {
+                field,
+                max: u64::from(u16::MAX),
+            })
+        };
+        let port = |p: u32| u16_of("health port", p);
+        let secs = u16_of;
+        let check = match &h.check {
+            HealthCheck::Cmd(args) => {
+                let mut v = heapless::Vec::new();
+                for a in args {
+                    v.push(bounded("health command argument", a)?)
+                        .map_err(|_| WireError::TooMany {
+                            field: "health command",
+                            max: MAX_HEALTH_ARGS,
+                        })?;
+                }
+                CheckSpec::Cmd(v)
+            }
+            HealthCheck::Tcp(p) => CheckSpec::Tcp(port(*p)?),
+            HealthCheck::Http(http) => CheckSpec::Http {
+                port: port(http.port)?,
+                path: bounded("health http path", &http.path)?,
+            },
+        };
+        Ok(HealthSpec {
+            check,
+            interval_s: secs("health interval_s", h.interval_s)?,
+            timeout_s: secs("health timeout_s", h.timeout_s)?,
+            retries: u8::try_from(h.retries).map_err(|_| WireError::TooLarge {
+                field: "health retries",
+                max: u64::from(u8::MAX),
+            })?,
+            start_period_s: secs("health start_period_s", h.start_period_s)?,
+        })
+    }
+
+    /// The model's form of this check.
+    pub fn to_model(&self) -> crate::model::Health {
+        use crate::model::{HealthCheck, HttpCheck};
+        crate::model::Health {
+            check: match &self.check {
+                CheckSpec::Cmd(args) => {
+                    HealthCheck::Cmd(args.iter().map(|a| a.to_string()).collect())
+                }
+                CheckSpec::Tcp(p) => HealthCheck::Tcp(u32::from(*p)),
+                CheckSpec::Http { port, path } => HealthCheck::Http(HttpCheck {
+                    port: u32::from(*port),
+                    path: path.to_string(),
+                }),
+            },
+            interval_s: u32::from(self.interval_s),
+            timeout_s: u32::from(self.timeout_s),
+            retries: u32::from(self.retries),
+            start_period_s: u32::from(self.start_period_s),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,6 +354,30 @@ pub struct ContainerStatus {
     pub restarts: u32,
     /// Why it is not running, when it is not.
     pub error: heapless::String<128>,
+    /// What its health check found while it runs; `None` when it has no check, does not run,
+    /// or its runtime checks it itself (k3s) (wire v4).
+    pub health: Option<Health>,
+}
+
+/// A running container's health, by its check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Health {
+    /// No check passed yet, and not enough failed to call it unhealthy.
+    Starting,
+    /// The last check passed.
+    Healthy,
+    /// `retries` checks in a row failed past the start period.
+    Unhealthy,
+}
+
+impl Health {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Starting => "starting",
+            Health::Healthy => "healthy",
+            Health::Unhealthy => "unhealthy",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -29,7 +29,34 @@ fn samples() -> Vec<Message> {
         }]
         .into_iter()
         .collect(),
+        health: None,
     };
+    let mut checked = spec.clone();
+    checked.name = name("smoke.level").unwrap();
+    checked.health = Some(Box::new(HealthSpec {
+        check: CheckSpec::Http {
+            port: 8080,
+            path: bounded("path", "/healthz").unwrap(),
+        },
+        interval_s: 5,
+        timeout_s: 2,
+        retries: 3,
+        start_period_s: 10,
+    }));
+    let mut by_cmd = spec.clone();
+    by_cmd.name = name("smoke.storage").unwrap();
+    by_cmd.health = Some(Box::new(HealthSpec {
+        check: CheckSpec::Cmd(
+            ["sh", "-c", "test -f /tmp/ok"]
+                .iter()
+                .map(|a| bounded("arg", a).unwrap())
+                .collect(),
+        ),
+        interval_s: 1,
+        timeout_s: 1,
+        retries: 1,
+        start_period_s: 0,
+    }));
     vec![
         Message::NodeReport(Box::new(NodeReport {
             node: name("n13").unwrap(),
@@ -74,20 +101,31 @@ fn samples() -> Vec<Message> {
             node: name("n14").unwrap(),
             generation: 3,
             term: 0,
-            containers: [spec.clone()].into_iter().collect(),
+            containers: [spec.clone(), checked, by_cmd].into_iter().collect(),
         })),
         Message::ActualState(Box::new(ActualState {
             node: name("n14").unwrap(),
             generation: 3,
             seq: 9,
             run: 0,
-            containers: [ContainerStatus {
-                name: spec.name.clone(),
-                image: spec.image.clone(),
-                state: ContainerState::Refused,
-                restarts: 0,
-                error: bounded("error", "image outside the allowlist").unwrap(),
-            }]
+            containers: [
+                ContainerStatus {
+                    name: spec.name.clone(),
+                    image: spec.image.clone(),
+                    state: ContainerState::Refused,
+                    restarts: 0,
+                    error: bounded("error", "image outside the allowlist").unwrap(),
+                    health: None,
+                },
+                ContainerStatus {
+                    name: name("smoke.level").unwrap(),
+                    image: spec.image.clone(),
+                    state: ContainerState::Running,
+                    restarts: 2,
+                    error: heapless::String::new(),
+                    health: Some(Health::Unhealthy),
+                },
+            ]
             .into_iter()
             .collect(),
         })),
@@ -171,11 +209,11 @@ fn a_signature_binds_the_key_and_the_body() {
 fn an_unknown_version_is_named() {
     let mut frame = encode(&samples()[0], None).unwrap();
     assert_eq!(frame[0], VERSION as u8);
-    frame[0] = 4;
-    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(4));
+    frame[0] = 5;
+    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(5));
     assert_eq!(
-        WireError::UnknownVersion(4).to_string(),
-        "unknown message version 4 (this build speaks version 3)"
+        WireError::UnknownVersion(5).to_string(),
+        "unknown message version 5 (this build speaks version 4)"
     );
 }
 
@@ -248,4 +286,38 @@ fn a_key_is_hex_digits_only() {
     use acoa_shared::wire::keys::{from_hex, KeyError};
     assert_eq!(from_hex(&"+a".repeat(32)), Err(KeyError::NotHex));
     assert_eq!(from_hex(&"ab".repeat(32)), Ok([0xab; 32]));
+}
+
+#[test]
+fn a_health_block_converts_to_the_wire_and_back() {
+    use acoa_shared::model::{parse_application, HealthCheck};
+    let app = parse_application(
+        "application: a\ncomponents:\n- name: web\n  image: localhost/acoa/w:1\n  health:\n    check: {http: {port: 8080, path: /healthz}}\n    interval_s: 5\n    start_period_s: 10\n- name: db\n  image: localhost/acoa/d:1\n  health: {check: {cmd: [sh, -c, 'test -f /tmp/ok']}}\n- name: q\n  image: localhost/acoa/q:1\n  health: {check: {tcp: 5672}}\n",
+    )
+    .unwrap();
+    for c in &app.components {
+        let h = c.health.as_ref().unwrap();
+        let w = HealthSpec::from_model(h).unwrap();
+        assert_eq!(&w.to_model(), h, "{}", c.name);
+    }
+    let web = HealthSpec::from_model(app.components[0].health.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        (
+            web.interval_s,
+            web.timeout_s,
+            web.retries,
+            web.start_period_s
+        ),
+        (5, 2, 3, 10)
+    );
+    assert_eq!(web.check.to_string(), "http 8080/healthz");
+    let db = HealthSpec::from_model(app.components[1].health.as_ref().unwrap()).unwrap();
+    assert_eq!(db.check.to_string(), "cmd sh -c test -f /tmp/ok");
+    // a model built as a value and never validated is refused with the field, not cut
+    let mut h = app.components[2].health.clone().unwrap();
+    h.check = HealthCheck::Tcp(70_000);
+    assert_eq!(
+        HealthSpec::from_model(&h).unwrap_err().to_string(),
+        "health port is more than 65535"
+    );
 }

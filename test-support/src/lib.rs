@@ -167,6 +167,43 @@ pub fn busybox_images(images: &[&str]) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Makes sure `image` exists: busybox-static's `httpd` serving `/www` on port 8080 (its
+/// foreground command), with `/www/healthz` (`ok`); built like [`busybox_images`]. For health
+/// check tests: a TCP check on 8080 and an HTTP check of `/healthz` pass, of any other path fail
+/// (404).
+pub fn busybox_httpd_image(image: &str) {
+    if image_exists(image) {
+        return;
+    }
+    let busybox = Path::new("/bin/busybox");
+    assert!(
+        busybox.is_file(),
+        "the test image needs /bin/busybox: apt-get install -y busybox-static"
+    );
+    let dir = scratch("httpd");
+    std::fs::create_dir_all(dir.join("root/bin")).unwrap();
+    std::fs::create_dir_all(dir.join("root/www")).unwrap();
+    std::fs::write(dir.join("root/www/healthz"), "ok\n").unwrap();
+    std::fs::copy(busybox, dir.join("root/bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", dir.join("root/bin/sh")).unwrap();
+    let tar = dir.join("root.tar");
+    sh(Command::new("tar")
+        .arg("-C")
+        .arg(dir.join("root"))
+        .arg("-cf")
+        .arg(&tar)
+        .arg("."));
+    sh(Command::new("podman")
+        .args([
+            "import",
+            "--change",
+            r#"CMD ["/bin/busybox","httpd","-f","-p","8080","-h","/www"]"#,
+        ])
+        .arg(&tar)
+        .arg(image));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Builds `image` from the current source of `hil-tests/src/bin/acoa-workload.rs` (static, with
 /// plain `rustc`, as `hil-tests/images.sh` does; about a second) with `/acoa-workload` as its
 /// entry point and `env` (`NAME=value`) baked in. Always rebuilt, so that a test never runs an

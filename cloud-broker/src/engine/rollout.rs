@@ -6,6 +6,8 @@
 //! grows by one, and it is persisted before it is published (signed, retained); a status
 //! document is published only when its text changes.
 
+use std::collections::BTreeMap;
+
 use acoa_shared::topics;
 use acoa_shared::wire::{self, ActualState, ContainerState, Message, MAX_CONTAINERS};
 use tracing::{error, info};
@@ -144,14 +146,17 @@ impl Engine {
         };
         let mut running = vec![];
         let mut not_running = vec![];
+        let mut health = BTreeMap::new();
         for (c, n) in &p.assignment {
             let cname = format!("{app}.{c}");
-            let st = self.actual.get(n).and_then(|s| {
-                s.containers
-                    .iter()
-                    .find(|x| x.name.as_str() == cname)
-                    .map(|x| (x.state, x.error.to_string()))
-            });
+            let seen = self
+                .actual
+                .get(n)
+                .and_then(|s| s.containers.iter().find(|x| x.name.as_str() == cname));
+            if let Some(h) = seen.and_then(|x| x.health) {
+                health.insert(c.clone(), h.as_str().to_owned());
+            }
+            let st = seen.map(|x| (x.state, x.error.to_string()));
             match st {
                 Some((ContainerState::Running, _)) if self.is_online(n) => running.push(c.clone()),
                 Some((s, e)) => not_running.push(NotRunning {
@@ -188,6 +193,7 @@ impl Engine {
         st.not_running = not_running;
         st.observed = self.measured.for_status.get(app).cloned();
         st.disconnect = self.disconnect_notes(app);
+        st.health = health;
         Some(st)
     }
 

@@ -5,8 +5,13 @@
 //! The client that sends them (kube crate) is behind the cargo feature `k3s`, which
 //! the default edge binary leaves out to stay small. Restarting dead containers is
 //! the kubelet's job there (`restartPolicy: Always`), so `start` does nothing.
+//!
+//! Health checks are the kubelet's too: a component's check becomes the container's
+//! `livenessProbe` (`exec`, `tcpSocket` or `httpGet`; `periodSeconds`, `timeoutSeconds`,
+//! `failureThreshold`, and the start period as `initialDelaySeconds`), so the kubelet restarts
+//! it, with its own backoff. The agent runs no checks on k3s and reports no health.
 
-use acoa_shared::wire::ContainerSpec;
+use acoa_shared::wire::{CheckSpec, ContainerSpec, HealthSpec};
 use serde_json::{json, Value};
 
 use super::*;
@@ -59,6 +64,15 @@ pub fn pod_document(
     if spec.memory_mb > 0 {
         limits.insert("memory".into(), json!(format!("{}Mi", spec.memory_mb)));
     }
+    let mut container = json!({
+        "name": dns_name(&spec.component, false, 63),
+        "image": spec.image.as_str(),
+        "env": env,
+        "resources": { "limits": limits, "requests": limits },
+    });
+    if let Some(h) = &spec.health {
+        container["livenessProbe"] = liveness_probe(h);
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -79,14 +93,30 @@ pub fn pod_document(
             "nodeName": node,
             "restartPolicy": "Always",
             "terminationGracePeriodSeconds": 3,
-            "containers": [{
-                "name": dns_name(&spec.component, false, 63),
-                "image": spec.image.as_str(),
-                "env": env,
-                "resources": { "limits": limits, "requests": limits },
-            }]
+            "containers": [container]
         }
     })
+}
+
+/// A health check as the kubelet's `livenessProbe`.
+pub fn liveness_probe(h: &HealthSpec) -> Value {
+    let mut probe = json!({
+        "periodSeconds": h.interval_s,
+        "timeoutSeconds": h.timeout_s,
+        "failureThreshold": h.retries,
+        "initialDelaySeconds": h.start_period_s,
+    });
+    match &h.check {
+        CheckSpec::Cmd(args) => {
+            let command: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
+            probe["exec"] = json!({ "command": command });
+        }
+        CheckSpec::Tcp(port) => probe["tcpSocket"] = json!({ "port": port }),
+        CheckSpec::Http { port, path } => {
+            probe["httpGet"] = json!({ "port": port, "path": path.as_str() })
+        }
+    }
+    probe
 }
 
 /// The label selector of this node's managed pods.
@@ -274,6 +304,15 @@ mod live {
                 )),
             }
         }
+
+        /// Not asked for (the reconciler leaves health to the kubelet here): replaces the pod.
+        async fn restart(&self, name: &str) -> Result<(), RuntimeError> {
+            self.remove(name).await
+        }
+
+        async fn check(&self, _name: &str, _check: &HealthSpec) -> Result<(), String> {
+            Err("on k3s the kubelet checks health (the pod's livenessProbe)".into())
+        }
     }
 }
 
@@ -297,6 +336,7 @@ mod tests {
             cpu_millis: 250,
             memory_mb: 64,
             env,
+            health: None,
         }
     }
 
@@ -322,6 +362,46 @@ mod tests {
         assert_eq!(c["env"][0]["name"], "MODE");
         assert_eq!(c["resources"]["limits"]["cpu"], "250m");
         assert_eq!(c["resources"]["limits"]["memory"], "64Mi");
+    }
+
+    #[test]
+    fn a_health_check_becomes_the_kubelets_liveness_probe() {
+        assert!(
+            pod_document("n1", "acoa", &spec(), 1, "0")["spec"]["containers"][0]
+                .get("livenessProbe")
+                .is_none()
+        );
+        let mut s = spec();
+        s.health = Some(Box::new(HealthSpec {
+            check: CheckSpec::Http {
+                port: 8080,
+                path: bounded("p", "/healthz").unwrap(),
+            },
+            interval_s: 5,
+            timeout_s: 2,
+            retries: 3,
+            start_period_s: 10,
+        }));
+        let d = pod_document("n1", "acoa", &s, 1, "0");
+        let p = &d["spec"]["containers"][0]["livenessProbe"];
+        assert_eq!(
+            *p,
+            json!({"httpGet": {"port": 8080, "path": "/healthz"}, "periodSeconds": 5,
+                "timeoutSeconds": 2, "failureThreshold": 3, "initialDelaySeconds": 10})
+        );
+        let h = s.health.as_mut().unwrap();
+        h.check = CheckSpec::Tcp(5672);
+        assert_eq!(liveness_probe(h)["tcpSocket"], json!({"port": 5672}));
+        h.check = CheckSpec::Cmd(
+            ["sh", "-c", "test -f /ok"]
+                .iter()
+                .map(|a| bounded("a", a).unwrap())
+                .collect(),
+        );
+        assert_eq!(
+            liveness_probe(h)["exec"],
+            json!({"command": ["sh", "-c", "test -f /ok"]})
+        );
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Container runtimes: what the reconciler's actions are carried out with.
 
-use acoa_shared::wire::ContainerSpec;
+use acoa_shared::wire::{ContainerSpec, HealthSpec};
 
 use crate::reconciler::Observed;
 
+pub mod check;
 pub mod k3s;
 pub mod podman;
 
@@ -36,6 +37,9 @@ pub enum Op {
     Remove {
         container: String,
     },
+    Restart {
+        container: String,
+    },
     Usage,
 }
 
@@ -43,9 +47,10 @@ impl Op {
     /// The container the request was about.
     pub fn container(&self) -> Option<&str> {
         match self {
-            Op::Create { container } | Op::Start { container } | Op::Remove { container } => {
-                Some(container)
-            }
+            Op::Create { container }
+            | Op::Start { container }
+            | Op::Remove { container }
+            | Op::Restart { container } => Some(container),
             Op::Connect { .. } | Op::List | Op::Usage => None,
         }
     }
@@ -58,6 +63,7 @@ impl Op {
             Op::Create { .. } => "create",
             Op::Start { .. } => "start",
             Op::Remove { .. } => "remove",
+            Op::Restart { .. } => "restart",
             Op::Usage => "usage",
         }
     }
@@ -71,6 +77,7 @@ impl std::fmt::Display for Op {
             Op::Create { container } => write!(f, "create container {container}"),
             Op::Start { container } => write!(f, "start container {container}"),
             Op::Remove { container } => write!(f, "remove container {container}"),
+            Op::Restart { container } => write!(f, "restart container {container}"),
             Op::Usage => f.write_str("read the containers' usage"),
         }
     }
@@ -155,6 +162,11 @@ pub trait Runtime {
     async fn start(&self, name: &str) -> Result<(), RuntimeError>;
     /// Stops (briefly) and removes; a container already gone is not an error.
     async fn remove(&self, name: &str) -> Result<(), RuntimeError>;
+    /// Stops (briefly) and starts a running container again.
+    async fn restart(&self, name: &str) -> Result<(), RuntimeError>;
+    /// Runs the health check of the running container `name` once, within its timeout: `Ok`
+    /// when it passed, why not otherwise.
+    async fn check(&self, name: &str, check: &HealthSpec) -> Result<(), String>;
     /// CPU time and memory of the running managed containers of this node (empty where the
     /// runtime does not tell).
     async fn usage(&self) -> Result<Vec<crate::stats::ContainerUsage>, RuntimeError> {

@@ -2,8 +2,11 @@
 
 use std::collections::HashMap;
 
-use acoa_shared::wire::ContainerSpec;
-use podman_api::models::{LinuxCpu, LinuxMemory, LinuxResources, Namespace};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use acoa_shared::wire::{CheckSpec, ContainerSpec, HealthSpec};
+use podman_api::models::{LinuxCpu, LinuxMemory, LinuxResources, Namespace, Schema2HealthConfig};
 use podman_api::opts::{
     ContainerCreateOpts, ContainerDeleteOpts, ContainerListFilter, ContainerListOpts,
     ContainerStatsOpts, ContainerStopOpts,
@@ -15,6 +18,69 @@ use crate::reconciler::RunState;
 
 /// Seconds a container gets to stop before it is killed.
 const STOP_TIMEOUT_S: usize = 3;
+/// Longer than a check's own timeout the agent waits for Podman's answer to a command check.
+const CHECK_SLACK: Duration = Duration::from_secs(5);
+/// The most of a failed command check's output quoted in its reason, characters.
+const CHECK_OUTPUT_MAX: usize = 80;
+
+/// Podman's health configuration of a command check (`Test: ["CMD", args...]`), so that
+/// `podman ps` and `podman inspect` show its health too; `None` for the checks the agent runs
+/// itself (TCP, HTTP). Podman's own timer needs systemd, so the agent runs each check through
+/// Podman (`/containers/{name}/healthcheck`) on its interval.
+pub fn health_config(h: &HealthSpec) -> Option<Schema2HealthConfig> {
+    let CheckSpec::Cmd(args) = &h.check else {
+        return None;
+    };
+    let ns = |s: u16| i64::from(s) * 1_000_000_000;
+    let mut test = vec!["CMD".to_owned()];
+    test.extend(args.iter().map(|a| a.to_string()));
+    Some(Schema2HealthConfig {
+        test: Some(test),
+        interval: Some(ns(h.interval_s)),
+        timeout: Some(ns(h.timeout_s)),
+        retries: Some(i64::from(h.retries)),
+        start_period: Some(ns(h.start_period_s)),
+    })
+}
+
+/// The most of an inspect answer read, bytes (one container's is about 10 KB).
+const INSPECT_MAX: u64 = 1 << 20;
+
+/// Where the agent reaches a container's ports (from its inspect document): its address on a
+/// Podman network, or the loopback address when it has none (it shares the agent's network
+/// namespace).
+pub fn container_ip(inspect: &serde_json::Value) -> IpAddr {
+    let ns = &inspect["NetworkSettings"];
+    let nets = ns["Networks"].as_object();
+    std::iter::once(&ns["IPAddress"])
+        .chain(
+            nets.into_iter()
+                .flat_map(|m| m.values().map(|n| &n["IPAddress"])),
+        )
+        .filter_map(|ip| ip.as_str()?.parse().ok())
+        .next()
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+/// Why a command check failed, from the last entry of the container's health log (in its
+/// inspect document).
+pub fn failed_run(inspect: &serde_json::Value) -> Option<String> {
+    let last = inspect["State"]["Health"]["Log"].as_array()?.last()?;
+    let mut why = format!("exited with {}", last["ExitCode"].as_i64()?);
+    let out = last["Output"].as_str().unwrap_or_default().trim();
+    if !out.is_empty() {
+        let mut shown: String = out
+            .chars()
+            .take(CHECK_OUTPUT_MAX)
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        if out.chars().nth(CHECK_OUTPUT_MAX).is_some() {
+            shown.push_str("...");
+        }
+        why = format!("{why}: {shown}");
+    }
+    Some(why)
+}
 
 pub struct PodmanRuntime {
     podman: Podman,
@@ -22,6 +88,8 @@ pub struct PodmanRuntime {
     netns: Option<String>,
     /// `ACOA_AGENT_STATS` for the containers created.
     stats: Option<String>,
+    /// The socket's path, for the raw inspect of health checks.
+    socket_path: Option<std::path::PathBuf>,
 }
 
 /// `op` failed with Podman's error `e`: an answer with an error status is
@@ -88,6 +156,7 @@ impl PodmanRuntime {
             node: node.to_owned(),
             netns,
             stats: None,
+            socket_path: socket.strip_prefix("unix://").map(Into::into),
         })
     }
 
@@ -108,6 +177,42 @@ impl PodmanRuntime {
 
     fn full_name(&self, name: &str) -> String {
         container_name(&self.node, name)
+    }
+
+    /// The inspect document of container `name`, as JSON. Read with a plain HTTP/1.0 request on
+    /// the socket: podman-api's typed inspect model would add about 300 KB of code to the agent
+    /// for the two fields health checks read.
+    async fn inspect_json(&self, name: &str) -> Result<serde_json::Value, String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let path = self
+            .socket_path
+            .as_ref()
+            .ok_or("podman is not on a unix socket")?;
+        let mut s = tokio::net::UnixStream::connect(path)
+            .await
+            .map_err(|e| format!("podman: {e}"))?;
+        let req = format!(
+            "GET /v4.0.0/libpod/containers/{}/json HTTP/1.0\r\nHost: podman\r\n\r\n",
+            self.full_name(name)
+        );
+        s.write_all(req.as_bytes())
+            .await
+            .map_err(|e| format!("podman: {e}"))?;
+        let mut buf = Vec::new();
+        s.take(INSPECT_MAX)
+            .read_to_end(&mut buf)
+            .await
+            .map_err(|e| format!("podman: {e}"))?;
+        if !buf.starts_with(b"HTTP/1.0 200") && !buf.starts_with(b"HTTP/1.1 200") {
+            let line = buf.split(|b| *b == b'\r').next().unwrap_or_default();
+            return Err(format!("podman: {}", String::from_utf8_lossy(line)));
+        }
+        let body = buf
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|i| &buf[i + 4..])
+            .ok_or("podman: the answer has no body")?;
+        serde_json::from_slice(body).map_err(|e| format!("podman: {e}"))
     }
 }
 
@@ -200,6 +305,9 @@ impl Runtime for PodmanRuntime {
                 unified: None,
             });
         }
+        if let Some(hc) = spec.health.as_deref().and_then(health_config) {
+            b = b.health_config(hc);
+        }
         if let Some(ns) = &self.netns {
             b = b.net_namespace(Namespace {
                 nsmode: Some("path".into()),
@@ -255,6 +363,61 @@ impl Runtime for PodmanRuntime {
                 },
                 e,
             )),
+        }
+    }
+
+    async fn restart(&self, name: &str) -> Result<(), RuntimeError> {
+        self.podman
+            .containers()
+            .get(self.full_name(name))
+            .restart_with_timeout(STOP_TIMEOUT_S)
+            .await
+            .map_err(|e| {
+                classify(
+                    Op::Restart {
+                        container: name.to_owned(),
+                    },
+                    e,
+                )
+            })
+    }
+
+    async fn check(&self, name: &str, check: &HealthSpec) -> Result<(), String> {
+        let c = self.podman.containers().get(self.full_name(name));
+        let timeout = Duration::from_secs(u64::from(check.timeout_s.max(1)));
+        let port = match &check.check {
+            CheckSpec::Cmd(_) => {
+                // Podman runs it in the container with the timeout it was created with
+                let res = tokio::time::timeout(timeout + CHECK_SLACK, c.healthcheck()).await;
+                return match res {
+                    Ok(Ok(r)) if r.status.as_deref() == Some("healthy") => Ok(()),
+                    Ok(Ok(r)) => {
+                        let why = self.inspect_json(name).await.ok();
+                        let why = why.as_ref().and_then(failed_run);
+                        Err(why.unwrap_or_else(|| {
+                            format!("podman says {}", r.status.as_deref().unwrap_or("nothing"))
+                        }))
+                    }
+                    Ok(Err(e)) => Err(format!("podman: {e}")),
+                    Err(_) => Err(format!(
+                        "podman did not answer within {} s",
+                        (timeout + CHECK_SLACK).as_secs()
+                    )),
+                };
+            }
+            CheckSpec::Tcp(p) => *p,
+            CheckSpec::Http { port, .. } => *port,
+        };
+        let inspect = tokio::time::timeout(timeout + CHECK_SLACK, self.inspect_json(name));
+        let ip = match inspect.await {
+            Ok(Ok(i)) => container_ip(&i),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err("podman did not answer".into()),
+        };
+        let addr = SocketAddr::new(ip, port);
+        match &check.check {
+            CheckSpec::Http { path, .. } => super::check::http(addr, path, timeout).await,
+            _ => super::check::tcp(addr, timeout).await,
         }
     }
 
@@ -368,6 +531,52 @@ mod tests {
         // What the actual state reports for it (unchanged format).
         assert!(e.reason().starts_with("podman answered 404: "), "{e}");
         assert_eq!(e.op().verb(), "start");
+    }
+
+    #[test]
+    fn a_command_check_is_podmans_health_config_and_the_others_are_not() {
+        let mut h = HealthSpec {
+            check: CheckSpec::Cmd(
+                ["sh", "-c", "test -f /ok"]
+                    .iter()
+                    .map(|a| acoa_shared::wire::bounded("a", a).unwrap())
+                    .collect(),
+            ),
+            interval_s: 5,
+            timeout_s: 2,
+            retries: 3,
+            start_period_s: 10,
+        };
+        let c = health_config(&h).unwrap();
+        assert_eq!(
+            c.test.unwrap(),
+            ["CMD", "sh", "-c", "test -f /ok"].map(String::from)
+        );
+        assert_eq!(c.interval, Some(5_000_000_000));
+        assert_eq!(c.timeout, Some(2_000_000_000));
+        assert_eq!(c.retries, Some(3));
+        assert_eq!(c.start_period, Some(10_000_000_000));
+        h.check = CheckSpec::Tcp(80);
+        assert!(health_config(&h).is_none());
+    }
+
+    #[test]
+    fn the_address_and_the_failure_come_from_the_inspect_document() {
+        let v: serde_json::Value = serde_json::from_str(
+            r#"{"NetworkSettings":{"IPAddress":"","Networks":{"podman":{"IPAddress":"10.88.0.7"}}},
+                "State":{"Health":{"Status":"unhealthy","Log":[{"ExitCode":0,"Output":""},
+                {"ExitCode":1,"Output":"no such file\n"}]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(container_ip(&v).to_string(), "10.88.0.7");
+        assert_eq!(
+            failed_run(&v).as_deref(),
+            Some("exited with 1: no such file")
+        );
+        // in the node's namespace (no network of its own): loopback
+        let v = serde_json::json!({"NetworkSettings": {"IPAddress": ""}});
+        assert_eq!(container_ip(&v).to_string(), "127.0.0.1");
+        assert_eq!(failed_run(&v), None);
     }
 
     #[test]

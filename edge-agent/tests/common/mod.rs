@@ -487,6 +487,7 @@ pub fn spec(name: &str, image: &str) -> ContainerSpec {
         cpu_millis: 100,
         memory_mb: 32,
         env: heapless::Vec::new(),
+        health: None,
     }
 }
 

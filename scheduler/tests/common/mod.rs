@@ -57,6 +57,7 @@ pub fn comp(name: &str, hardware: &[&str], resources: Option<(u64, u64)>) -> Com
             memory_mb,
             ..Default::default()
         }),
+        health: None,
     }
 }
 

@@ -6,7 +6,7 @@ use super::limits::{
     DEFAULT_TOLERATE_S, MAX_CHANNELS, MAX_COMPONENTS, MAX_CRITERIA, MAX_IMAGE_LEN, MAX_LABELS,
     MAX_PATHS, MAX_TOLERATE_S,
 };
-use super::{Layer, ModelError};
+use super::{Health, Layer, ModelError};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -116,6 +116,9 @@ pub struct Component {
     /// Reserved on the chosen node when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
+    /// Checked by the agent of the node it runs on, which restarts it when it is unhealthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<Health>,
 }
 
 /// Constraints: every one must hold on the node.
@@ -285,6 +288,9 @@ impl Application {
             if let Some(r) = &c.resources {
                 check_opt_rate(&format!("components[{i}].resources.net_mbps"), r.net_mbps)?;
                 check_opt_rate(&format!("components[{i}].resources.io_mbps"), r.io_mbps)?;
+            }
+            if let Some(h) = &c.health {
+                h.validate(&format!("components[{i}].health"))?;
             }
         }
         if self.disconnect.tolerate_s > MAX_TOLERATE_S {

@@ -93,3 +93,18 @@ pub const CLUSTER: DocumentLimits = DocumentLimits {
     max_alias_nodes: 1 << 22,
     max_alias_bytes: 64 * 1024 * 1024,
 };
+
+/// Most arguments of a health check command (`health.check.cmd`).
+pub const MAX_HEALTH_ARGS: usize = 8;
+
+/// Longest argument of a health check command, and longest `health.check.http.path`, bytes.
+pub const MAX_HEALTH_ARG_LEN: usize = 127;
+
+/// Longest `health.interval_s` and `health.start_period_s`, seconds (one hour).
+pub const MAX_HEALTH_PERIOD_S: u32 = 3600;
+
+/// Longest `health.timeout_s`, seconds.
+pub const MAX_HEALTH_TIMEOUT_S: u32 = 60;
+
+/// Most `health.retries`.
+pub const MAX_HEALTH_RETRIES: u32 = 10;

@@ -93,6 +93,7 @@ impl fmt::Display for Layer {
 mod application;
 mod checks;
 mod cluster;
+mod health;
 pub mod limits;
 mod read;
 mod scan;
@@ -100,4 +101,5 @@ mod scan;
 pub use application::*;
 pub use checks::check_name;
 pub use cluster::*;
+pub use health::*;
 pub use read::*;
