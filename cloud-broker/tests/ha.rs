@@ -124,6 +124,21 @@ fn lead_counts(cps: &[ControlPlane; 2]) -> [usize; 2] {
     ]
 }
 
+/// Smoke monitoring keeps `placement` and its containers (the same ids and start times as in
+/// `before`).
+fn assert_smoke_unmoved(
+    data: &Path,
+    prefix: &str,
+    placement: &BTreeMap<String, String>,
+    before: &Running,
+) {
+    let st = status(data, "smoke-monitoring").expect("a status");
+    assert_eq!(st.placement.as_ref(), Some(placement));
+    let mut now = running(prefix);
+    now.retain(|(_, app, _), _| app == "smoke-monitoring");
+    assert_eq!(&now, before, "smoke monitoring moved or restarted");
+}
+
 /// The terms of the desired states an agent log accepted, after its first `skip` lines.
 fn accepted_terms(log: &str, skip: usize) -> Vec<u64> {
     log.lines()
@@ -273,16 +288,7 @@ fn the_control_plane_survives_its_leader_a_broker_and_the_etcd_quorum() {
     eprintln!("ha-new running {:?} after the kill", t.elapsed());
     cps[leader] = replica(&data, &format!("r{leader}-back"), &both, &endpoints);
     leader = next;
-    let mut now = running(&prefix);
-    now.retain(|(_, app, _), _| app == "smoke-monitoring");
-    assert_eq!(now, before, "smoke monitoring moved or restarted");
-    assert_eq!(
-        status(&data, "smoke-monitoring")
-            .unwrap()
-            .placement
-            .unwrap(),
-        placement
-    );
+    assert_smoke_unmoved(&data, &prefix, &placement, &before);
 
     // 2. broker A killed: the agents move to B, stay online, keep their containers
     let lines = cps[leader].log_text().lines().count();
@@ -375,16 +381,7 @@ fn the_control_plane_survives_its_leader_a_broker_and_the_etcd_quorum() {
     etcd.restart(2);
     etcd.wait_healthy(Duration::from_secs(20));
     wait_running(&data, "ha-held", Duration::from_secs(60));
-    assert_eq!(
-        status(&data, "smoke-monitoring")
-            .unwrap()
-            .placement
-            .unwrap(),
-        placement
-    );
-    let mut after = running(&prefix);
-    after.retain(|(_, app, _), _| app == "smoke-monitoring");
-    assert_eq!(after, before, "smoke monitoring moved or restarted");
+    assert_smoke_unmoved(&data, &prefix, &placement, &before);
     for a in &agents {
         assert!(!a.log_text().contains("panicked"), "{}", a.log_text());
     }
