@@ -139,32 +139,16 @@ pub fn busybox_images(images: &[&str]) {
     let Some(first) = missing.first() else {
         return;
     };
-    let busybox = Path::new("/bin/busybox");
-    assert!(
-        busybox.is_file(),
-        "the test image needs /bin/busybox: apt-get install -y busybox-static"
+    import_busybox_root(
+        "busybox",
+        &["sh", "sleep"],
+        |_| {},
+        r#"CMD ["/bin/sleep","1000000"]"#,
+        first,
     );
-    let dir = scratch("busybox");
-    std::fs::create_dir_all(dir.join("root/bin")).unwrap();
-    std::fs::copy(busybox, dir.join("root/bin/busybox")).unwrap();
-    for l in ["sh", "sleep"] {
-        std::os::unix::fs::symlink("busybox", dir.join("root/bin").join(l)).unwrap();
-    }
-    let tar = dir.join("root.tar");
-    sh(Command::new("tar")
-        .arg("-C")
-        .arg(dir.join("root"))
-        .arg("-cf")
-        .arg(&tar)
-        .arg("."));
-    sh(Command::new("podman")
-        .args(["import", "--change", r#"CMD ["/bin/sleep","1000000"]"#])
-        .arg(&tar)
-        .arg(first));
     for i in &missing[1..] {
         sh(Command::new("podman").args(["tag", first, i]));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Makes sure `image` exists: busybox-static's `httpd` serving `/www` on port 8080 (its
@@ -175,30 +159,50 @@ pub fn busybox_httpd_image(image: &str) {
     if image_exists(image) {
         return;
     }
+    import_busybox_root(
+        "httpd",
+        &["sh"],
+        |root| {
+            std::fs::create_dir_all(root.join("www")).unwrap();
+            std::fs::write(root.join("www/healthz"), "ok\n").unwrap();
+        },
+        r#"CMD ["/bin/busybox","httpd","-f","-p","8080","-h","/www"]"#,
+        image,
+    );
+}
+
+/// Imports `image` from a root of busybox-static's binary with `links` to it in `/bin`, what
+/// `extra` adds to the root, and the image change `cmd` (no registry here: `podman import` of
+/// a tarball made in the scratch directory `scratch_name`).
+fn import_busybox_root(
+    scratch_name: &str,
+    links: &[&str],
+    extra: impl FnOnce(&Path),
+    cmd: &str,
+    image: &str,
+) {
     let busybox = Path::new("/bin/busybox");
     assert!(
         busybox.is_file(),
         "the test image needs /bin/busybox: apt-get install -y busybox-static"
     );
-    let dir = scratch("httpd");
-    std::fs::create_dir_all(dir.join("root/bin")).unwrap();
-    std::fs::create_dir_all(dir.join("root/www")).unwrap();
-    std::fs::write(dir.join("root/www/healthz"), "ok\n").unwrap();
-    std::fs::copy(busybox, dir.join("root/bin/busybox")).unwrap();
-    std::os::unix::fs::symlink("busybox", dir.join("root/bin/sh")).unwrap();
+    let dir = scratch(scratch_name);
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::copy(busybox, root.join("bin/busybox")).unwrap();
+    for l in links {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(l)).unwrap();
+    }
+    extra(&root);
     let tar = dir.join("root.tar");
     sh(Command::new("tar")
         .arg("-C")
-        .arg(dir.join("root"))
+        .arg(&root)
         .arg("-cf")
         .arg(&tar)
         .arg("."));
     sh(Command::new("podman")
-        .args([
-            "import",
-            "--change",
-            r#"CMD ["/bin/busybox","httpd","-f","-p","8080","-h","/www"]"#,
-        ])
+        .args(["import", "--change", cmd])
         .arg(&tar)
         .arg(image));
     let _ = std::fs::remove_dir_all(&dir);
