@@ -81,16 +81,19 @@ pub struct Back {
 }
 
 impl Heard {
+    /// Silent at `now`: its connection's last will came, or nothing for the silence window.
+    pub fn is_silent(&self, now: u64, w: &Windows) -> bool {
+        self.will_at.is_some() || now.saturating_sub(self.last_heard) > w.silence_ms
+    }
+
     /// What the control plane knows of a node after a message of it at `now`, given what it
     /// knew before (`prev`): a message after a silence (or after its last will) is a return.
     pub fn on_message(prev: Option<&Heard>, datacenter: &str, now: u64, w: &Windows) -> Heard {
         let back = match prev {
-            Some(p) if p.will_at.is_some() || now.saturating_sub(p.last_heard) > w.silence_ms => {
-                Some(Back {
-                    at: now,
-                    silent_since: p.last_heard,
-                })
-            }
+            Some(p) if p.is_silent(now, w) => Some(Back {
+                at: now,
+                silent_since: p.last_heard,
+            }),
             Some(p) => p.back,
             None => None,
         };
@@ -160,8 +163,7 @@ impl Evidence {
     /// Whether `node` is silent at `now`, and since when (its last message).
     pub fn silent_since(&self, node: &str, now: u64, w: &Windows) -> Option<u64> {
         let h = self.heard.get(node)?;
-        let silent = h.will_at.is_some() || now.saturating_sub(h.last_heard) > w.silence_ms;
-        silent.then_some(h.last_heard)
+        h.is_silent(now, w).then_some(h.last_heard)
     }
 
     /// Forgets a node and every sample by or about it.
