@@ -58,6 +58,7 @@ impl Engine {
                     digest: d.clone(),
                     application,
                     placement: None,
+                    names: BTreeMap::new(),
                 };
                 let reason = match self.apps.get_mut(&app) {
                     Some(a) => {

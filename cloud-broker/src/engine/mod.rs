@@ -38,6 +38,7 @@ mod links;
 pub mod liveness;
 mod measured;
 mod rollout;
+pub mod update;
 pub mod view;
 
 use commit::reservations_of;
