@@ -355,6 +355,33 @@ pub fn is_deletion(app: &str, payload: &[u8]) -> bool {
         .is_some_and(|rest| rest.trim() == app)
 }
 
+/// A request to go back to an earlier revision of application `app`, published (not retained)
+/// on its definition topic by `cloud-broker rollback`: `rollback: {app}` (to the last good
+/// revision before the one that runs, or, during a rollout, to the one it started from) or
+/// `rollback: {app} to {revision}`.
+pub fn rollback_request(app: &str, to: Option<u64>) -> Vec<u8> {
+    match to {
+        Some(n) => format!("rollback: {app} to {n}\n").into_bytes(),
+        None => format!("rollback: {app}\n").into_bytes(),
+    }
+}
+
+/// What `payload`, published on `app`'s definition topic, asks when it is a
+/// [`rollback_request`]: `Some(None)` the last good revision, `Some(Some(n))` revision `n`.
+pub fn is_rollback(app: &str, payload: &[u8]) -> Option<Option<u64>> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let rest = text.trim().strip_prefix("rollback:")?.trim();
+    let mut words = rest.split_whitespace();
+    if words.next()? != app {
+        return None;
+    }
+    match (words.next(), words.next(), words.next()) {
+        (None, _, _) => Some(None),
+        (Some("to"), Some(n), None) => n.parse().ok().map(Some),
+        _ => None,
+    }
+}
+
 /// What the engine asks to be made durable, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PersistOp {
@@ -396,6 +423,22 @@ mod tests {
         assert_eq!(DesiredDoc::from_wire(&wire), doc);
         assert_eq!(doc.containers[0].name, "shop.db");
         assert_eq!(doc.containers[0].env[1].value, "db");
+    }
+
+    #[test]
+    fn a_rollback_request_reads_back_for_its_own_application_only() {
+        assert_eq!(
+            is_rollback("shop", &rollback_request("shop", None)),
+            Some(None)
+        );
+        assert_eq!(
+            is_rollback("shop", &rollback_request("shop", Some(3))),
+            Some(Some(3))
+        );
+        assert_eq!(is_rollback("shop2", &rollback_request("shop", None)), None);
+        assert_eq!(is_rollback("shop", b"rollback: shop to x"), None);
+        assert_eq!(is_rollback("shop", b"rollback: shop to 3 4"), None);
+        assert_eq!(is_rollback("shop", b"application: shop\n"), None);
     }
 
     #[test]
