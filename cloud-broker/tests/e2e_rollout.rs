@@ -1,0 +1,260 @@
+//! Rollouts end to end with real processes: the control plane (embedded broker), two real edge
+//! agents and real Podman. An application of two components (one per node) with an `update`
+//! block: a good revision goes batch by batch with a running copy of every component at every
+//! moment (Podman is asked all along); a bad image (exits at once) and a failing health check
+//! each roll back by themselves, and the log and `history` say why; a control plane killed
+//! mid-rollout finishes it after its restart.
+//!
+//! Needs what tests/e2e_agents.rs needs (the edge-agent binary, Podman's REST socket,
+//! busybox-static). ACOA_SKIP_PODMAN=1 skips it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use acoa_test_support::{busybox_images, remove_containers_labelled, sh, PODMAN_SOCKET};
+use common::*;
+
+const GOOD: [&str; 3] = [
+    "localhost/acoa/rollout-test:1",
+    "localhost/acoa/rollout-test:2",
+    "localhost/acoa/rollout-test:5",
+];
+const BAD: &str = "localhost/acoa/rollout-test-exits:3";
+
+/// The images: sleepers under three tags, and one whose command exits at once.
+fn images() {
+    busybox_images(&GOOD);
+    if !acoa_test_support::image_exists(BAD) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Containerfile"),
+            format!("FROM {}\nCMD [\"/bin/busybox\", \"false\"]\n", GOOD[0]),
+        )
+        .unwrap();
+        sh(Command::new("podman")
+            .args(["build", "-t", BAD, "-f"])
+            .arg(dir.path().join("Containerfile"))
+            .arg(dir.path()));
+    }
+}
+
+/// The definition: components a (on node n1) and b (on n2) with `image`s, `extra` after a's
+/// fields.
+fn definition(dir: &Path, prefix: &str, images: [&str; 2], a_extra: &str) -> std::path::PathBuf {
+    let text = format!(
+        "application: roll\ncomponents:\n- {{name: a, image: '{}', requires: {{node: {prefix}n1}}{a_extra}}}\n- {{name: b, image: '{}', requires: {{node: {prefix}n2}}}}\nupdate: {{batch_size: 1, healthy_s: 3, deadline_s: 30}}\n",
+        images[0], images[1]
+    );
+    let p = dir.join("roll.yaml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Per component, the images of its running containers (Podman).
+fn running() -> BTreeMap<String, Vec<String>> {
+    let out = sh(Command::new("podman").args([
+        "ps",
+        "--filter",
+        "label=acoa.app=roll",
+        "--format",
+        "json",
+    ]));
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or(serde_json::Value::Array(vec![]));
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for c in v.as_array().cloned().unwrap_or_default() {
+        if c["State"].as_str() != Some("running") {
+            continue;
+        }
+        let comp = c["Labels"]["acoa.component"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        m.entry(comp)
+            .or_default()
+            .push(c["Image"].as_str().unwrap_or("").to_string());
+    }
+    m
+}
+
+/// Waits for the log line `line`, asking Podman all along that both components have a
+/// running container; returns the most copies of one component seen at once.
+fn watch_until(cp: &ControlPlane, line: &str, timeout: Duration) -> usize {
+    let t = Instant::now();
+    let mut most = 0;
+    loop {
+        let r = running();
+        for c in ["a", "b"] {
+            let n = r.get(c).map(Vec::len).unwrap_or(0);
+            assert!(
+                n >= 1,
+                "component {c} has no running container: {r:?}\n{}",
+                cp.log_text()
+            );
+            most = most.max(n);
+        }
+        if cp.has_log(line) {
+            return most;
+        }
+        assert!(
+            t.elapsed() < timeout,
+            "`{line}` did not come within {timeout:?}:\n{}",
+            cp.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+struct Agents(Vec<Child>);
+impl Drop for Agents {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        remove_containers_labelled("acoa.app", "roll");
+    }
+}
+
+fn start_agent(bin: &Path, dir: &Path, data: &Path, url: &str, name: &str) -> Child {
+    let state = dir.join(format!("{name}-state"));
+    let broker = enroll_agent(bin, &state, data, name, url);
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "node = \"{name}\"\ndatacenter = \"cloud1\"\nlayer = \"cloud\"\narch = \"x86_64\"\nstate_dir = \"{}\"\nreport_period_ms = 500\nruntime = \"podman\"\nimage_allowlist = [\"localhost/acoa/\"]\n[capacity]\ncpu_millis = 4000\nmemory_mb = 4096\ndisk_mb = 10000\n{broker}\n[probe]\nlisten = \"127.0.0.1:{}\"\nperiod_ms = 300\n[podman]\nsocket = \"unix://{PODMAN_SOCKET}\"\n",
+            state.display(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    spawn_agent(bin, &config, &dir.join(format!("{name}.log")))
+}
+
+fn history(data: &Path) -> String {
+    ok(cli(data, &["history", "roll"]))
+}
+
+#[test]
+fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_restart() {
+    let Some(bin) = agent_bin_with_podman() else {
+        return;
+    };
+    images();
+    remove_containers_labelled("acoa.app", "roll");
+    let prefix = format!("ro{}-", std::process::id() % 100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("cp");
+    let port = free_port();
+    let mut cp = ControlPlane::start(&data, port, &[]);
+    let url = cp.url.clone();
+    let mut agents = Agents(vec![]);
+    for n in ["n1", "n2"] {
+        let name = format!("{prefix}{n}");
+        agents
+            .0
+            .push(start_agent(&bin, dir.path(), &data, &url, &name));
+        cp.wait_log(&format!("node {name} joined"), Duration::from_secs(20));
+    }
+    let apply_ok = |file: &Path| {
+        let out = apply(&data, file, &["--wait-s", "10", "--agents-wait-s", "0"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    apply_ok(&definition(dir.path(), &prefix, [GOOD[0], GOOD[0]], ""));
+    wait_for("revision 1 running", Duration::from_secs(60), || {
+        let r = running();
+        (r.contains_key("a") && r.contains_key("b")).then_some(())
+    });
+
+    // a good revision: batch by batch, the new copy beside the old one
+    apply_ok(&definition(dir.path(), &prefix, [GOOD[1], GOOD[1]], ""));
+    let t = Instant::now();
+    let most = watch_until(&cp, "rollout of roll r1→r2: done", Duration::from_secs(90));
+    eprintln!(
+        "good rollout (2 batches, healthy 3 s each): {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(most, 2, "a new copy ran beside the old one");
+    assert!(cp.has_log("rollout of roll r1→r2: batch 1/2 started: a"));
+    assert!(cp.has_log("rollout of roll r1→r2: batch 2/2 started: b"));
+    let r = wait_for("old copies gone", Duration::from_secs(20), || {
+        let r = running();
+        r.values().all(|v| v.len() == 1).then_some(r)
+    });
+    assert_eq!(r["a"], [GOOD[1]]);
+    assert_eq!(r["b"], [GOOD[1]]);
+
+    // a bad image: its container exits at once; back to revision 2 by itself
+    // (apply may say the new copy failed: it did)
+    apply(
+        &data,
+        &definition(dir.path(), &prefix, [BAD, GOOD[1]], ""),
+        &["--wait-s", "10", "--agents-wait-s", "0"],
+    );
+    let t = Instant::now();
+    watch_until(&cp, "rolled back, revision 2 runs", Duration::from_secs(90));
+    eprintln!(
+        "bad image detected and undone: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let h = history(&data);
+    assert!(h.contains("3\t") && h.contains("rolled back: a on"), "{h}");
+    assert!(
+        h.contains("the new copy exited")
+            || h.contains("the new copy restarted")
+            || h.contains("the new copy failed"),
+        "{h}"
+    );
+
+    // a failing health check: back to revision 2 by itself
+    let failing = ", health: {check: {cmd: [/bin/busybox, 'false']}, interval_s: 1, timeout_s: 1, retries: 1}";
+    apply(
+        &data,
+        &definition(dir.path(), &prefix, [GOOD[1], GOOD[1]], failing),
+        &["--wait-s", "10", "--agents-wait-s", "0"],
+    );
+    watch_until(&cp, "r2→r4 failed", Duration::from_secs(90));
+    watch_until(
+        &cp,
+        "r2→r4: rolled back, revision 2 runs",
+        Duration::from_secs(60),
+    );
+    let h = history(&data);
+    // the agent restarts an unhealthy container: the control plane may see the stop (exited)
+    // before the health it reports; either fails the new copy
+    let r4 = h.lines().find(|l| l.starts_with("4\t")).unwrap_or_default();
+    assert!(r4.contains("rolled back: a on"), "{h}");
+    eprintln!("failing health check: {r4}");
+
+    // a control plane killed mid-rollout finishes it after its restart
+    apply_ok(&definition(dir.path(), &prefix, [GOOD[2], GOOD[2]], ""));
+    watch_until(&cp, "r2→r5: batch 1/2 started", Duration::from_secs(60));
+    // within the batch's healthy time (3 s), its start persisted
+    std::thread::sleep(Duration::from_secs(1));
+    cp.kill();
+    let cp2 = ControlPlane::start_logged(&data, port, &[], &data.join("cp2.log"));
+    watch_until(
+        &cp2,
+        "r2→r5: batch 1/2 resumed after a restart",
+        Duration::from_secs(30),
+    );
+    watch_until(&cp2, "rollout of roll r2→r5: done", Duration::from_secs(60));
+    let r = wait_for("revision 5 everywhere", Duration::from_secs(20), || {
+        let r = running();
+        r.values().all(|v| v.len() == 1).then_some(r)
+    });
+    assert_eq!(r["a"], [GOOD[2]]);
+    assert_eq!(r["b"], [GOOD[2]]);
+    let h = history(&data);
+    assert!(h.contains("5\t") && h.contains("runs"), "{h}");
+    drop(agents);
+}
