@@ -103,12 +103,19 @@ fn copies(sim: &Sim) -> BTreeMap<String, Vec<String>> {
     m
 }
 
-fn placed(sim: &mut Sim, agents: &mut Agents) {
+/// The railway cluster with revision 1 placed and running.
+fn placed() -> (Sim, Agents) {
+    let mut sim = Sim::new(config());
+    let mut agents = Agents {
+        seq: 0,
+        bad: BTreeSet::new(),
+    };
     sim.join_cluster(&railway());
     sim.publish(APP, definition(1));
-    agents.report(sim, &nodes());
+    agents.report(&mut sim, &nodes());
     sim.tick(1000);
-    agents.report(sim, &nodes());
+    agents.report(&mut sim, &nodes());
+    (sim, agents)
 }
 
 fn last_status(actions: &[Action]) -> Option<AppStatus> {
@@ -158,12 +165,7 @@ fn phase(st: &AppStatus) -> &str {
 
 #[test]
 fn a_good_revision_goes_batch_by_batch_and_no_component_is_ever_without_a_running_copy() {
-    let mut sim = Sim::new(config());
-    let mut agents = Agents {
-        seq: 0,
-        bad: BTreeSet::new(),
-    };
-    placed(&mut sim, &mut agents);
+    let (mut sim, mut agents) = placed();
     let before = sim.assignment(APP);
     let acts = sim.publish(APP, definition(2));
     let st = last_status(&acts).unwrap();
@@ -203,12 +205,7 @@ fn a_good_revision_goes_batch_by_batch_and_no_component_is_ever_without_a_runnin
 
 #[test]
 fn a_bad_image_rolls_back_by_itself_and_says_why() {
-    let mut sim = Sim::new(config());
-    let mut agents = Agents {
-        seq: 0,
-        bad: BTreeSet::new(),
-    };
-    placed(&mut sim, &mut agents);
+    let (mut sim, mut agents) = placed();
     agents.bad = ["localhost/acoa/smoke-measurement:3".to_string()].into();
     sim.publish(APP, definition(3));
     let (_, seen) = run_until(&mut sim, &mut agents, 30, |s| phase(s) == "rolled-back");
@@ -246,12 +243,7 @@ fn a_bad_image_rolls_back_by_itself_and_says_why() {
 
 #[test]
 fn a_control_plane_restarted_mid_rollout_finishes_it() {
-    let mut sim = Sim::new(config());
-    let mut agents = Agents {
-        seq: 0,
-        bad: BTreeSet::new(),
-    };
-    placed(&mut sim, &mut agents);
+    let (mut sim, mut agents) = placed();
     sim.publish(APP, definition(2));
     run_until(&mut sim, &mut agents, 30, |s| {
         s.rollout.as_ref().is_some_and(|r| r.batch == "2/3")
@@ -270,12 +262,7 @@ fn a_control_plane_restarted_mid_rollout_finishes_it() {
 
 #[test]
 fn the_operator_rolls_back_during_a_rollout_and_to_an_older_revision_after() {
-    let mut sim = Sim::new(config());
-    let mut agents = Agents {
-        seq: 0,
-        bad: BTreeSet::new(),
-    };
-    placed(&mut sim, &mut agents);
+    let (mut sim, mut agents) = placed();
     sim.publish(APP, definition(2));
     sim.tick(1000);
     let acts = sim.publish(APP, rollback_request(APP, None));

@@ -32,12 +32,17 @@ impl Engine {
         })
     }
 
-    /// Whether `app` has a rollout that still changes something.
-    pub(super) fn rolling(&self, app: &str) -> bool {
+    /// The rollout of `app` that still changes something.
+    fn active_rollout(&self, app: &str) -> Option<&Rollout> {
         self.apps
             .get(app)
             .and_then(|a| a.history.rollout.as_ref())
-            .is_some_and(Rollout::is_active)
+            .filter(|r| r.is_active())
+    }
+
+    /// Whether `app` has a rollout that still changes something.
+    pub(super) fn rolling(&self, app: &str) -> bool {
+        self.active_rollout(app).is_some()
     }
 
     pub(super) fn put_history(&self, app: &str, out: &mut Vec<Action>) {
@@ -243,12 +248,7 @@ impl Engine {
     }
 
     pub(super) fn drive_rollout(&mut self, app: &str, out: &mut Vec<Action>) {
-        let Some(r) = self
-            .apps
-            .get(app)
-            .and_then(|a| a.history.rollout.as_ref())
-            .filter(|r| r.is_active())
-        else {
+        let Some(r) = self.active_rollout(app) else {
             return;
         };
         let world = self.world_for(app, r);
@@ -261,12 +261,7 @@ impl Engine {
 
     /// Goes back to the revision the rollout of `app` started from, for `reason`.
     pub(super) fn roll_back(&mut self, app: &str, reason: String, out: &mut Vec<Action>) {
-        let Some(r) = self
-            .apps
-            .get(app)
-            .and_then(|a| a.history.rollout.as_ref())
-            .filter(|r| r.is_active())
-        else {
+        let Some(r) = self.active_rollout(app) else {
             return;
         };
         if matches!(r.phase, Phase::RollingBack { .. }) {
@@ -313,18 +308,7 @@ impl Engine {
             persist = true;
             match &r.phase {
                 Phase::Done => {
-                    for s in &r.steps {
-                        match &s.new {
-                            Some(n) if n.container.name != format!("{app}.{}", s.component) => {
-                                a.rec
-                                    .names
-                                    .insert(s.component.clone(), n.container.name.clone());
-                            }
-                            _ => {
-                                a.rec.names.remove(&s.component);
-                            }
-                        }
-                    }
+                    keep_new_names(&mut a.rec, &r);
                     a.history.current = r.to;
                 }
                 Phase::RolledBack { reason } => {
@@ -446,13 +430,7 @@ impl Engine {
         let Some(a) = self.apps.get(app) else {
             return (node.into(), format!("{app}.{c}"));
         };
-        if let Some(copy) = a
-            .history
-            .rollout
-            .as_ref()
-            .filter(|r| r.is_active())
-            .and_then(|r| r.serving(c))
-        {
+        if let Some(copy) = self.active_rollout(app).and_then(|r| r.serving(c)) {
             return (copy.node.clone(), copy.container.name.clone());
         }
         (node.into(), a.rec.container_name(c))
@@ -471,21 +449,26 @@ impl Engine {
             "rollout of {app} r{}→r{} cut short: the application is placed again; revision {} goes everywhere at once",
             r.from, r.to, r.to
         );
-        for s in &r.steps {
-            let started = s.state != StepState::Waiting;
-            match &s.new {
-                Some(n) if started && n.container.name != format!("{app}.{}", s.component) => {
-                    a.rec
-                        .names
-                        .insert(s.component.clone(), n.container.name.clone());
-                }
-                _ => {
-                    a.rec.names.remove(&s.component);
-                }
-            }
-        }
+        keep_new_names(&mut a.rec, &r);
         a.history.current = r.to;
         a.finished = Some(r.status());
         self.put_history(app, out);
+    }
+}
+
+/// The container names of `r`'s new copies that started stay the components' names in `rec`
+/// (the others, and removed components, go back to `{app}.{component}`).
+fn keep_new_names(rec: &mut AppRecord, r: &Rollout) {
+    for s in &r.steps {
+        let started = s.state != StepState::Waiting;
+        match &s.new {
+            Some(n) if started && n.container.name != format!("{}.{}", rec.name, s.component) => {
+                rec.names
+                    .insert(s.component.clone(), n.container.name.clone());
+            }
+            _ => {
+                rec.names.remove(&s.component);
+            }
+        }
     }
 }
