@@ -290,3 +290,48 @@ fn the_operator_rolls_back_during_a_rollout_and_to_an_older_revision_after() {
         assert!(imgs[0].ends_with(":1"), "{imgs:?}");
     }
 }
+
+#[test]
+fn a_revision_that_breaks_the_gate_on_the_alarm_path_rolls_back() {
+    let (mut sim, mut agents) = placed();
+    // revision 2: the same with a gate on the alarm path (images unchanged: nothing rolls out)
+    let gated = |text: Vec<u8>| {
+        String::from_utf8(text)
+            .unwrap()
+            .replace(
+                UPDATE,
+                "update: {healthy_s: 3, deadline_s: 20, gate: {path: alarm, max_latency_ms: 10}}\n",
+            )
+            .into_bytes()
+    };
+    sim.publish(APP, gated(definition(1)));
+    let before = sim.assignment(APP);
+    assert_eq!(
+        before["level-detection"], "n13",
+        "beside the sensor: the alarm path is about 1 ms"
+    );
+    // revision 3 pins level-detection to a cloud node: placed again, and its alarm path then
+    // crosses two WAN links (17 + 23 ms)
+    let pinned = String::from_utf8(gated(definition(1)))
+        .unwrap()
+        .replace(
+            "- {name: level-detection, image: 'localhost/acoa/smoke-level:1'}",
+            "- {name: level-detection, image: 'localhost/acoa/smoke-level:1', requires: {node: n10}}",
+        )
+        .into_bytes();
+    sim.publish(APP, pinned);
+    let (_, seen) = run_until(&mut sim, &mut agents, 30, |s| phase(s) == "rolled-back");
+    let st = seen.last().unwrap();
+    let reason = st.rollout.as_ref().unwrap().reason.clone().unwrap();
+    assert!(
+        reason.starts_with("gate broken: path alarm measures")
+            && reason.ends_with("above its bound of 10 ms"),
+        "{reason}"
+    );
+    assert_eq!(st.revision, Some(2));
+    assert_eq!(
+        sim.assignment(APP),
+        before,
+        "the placement of revision 2 is back"
+    );
+}
