@@ -136,6 +136,31 @@ fn start_agent(bin: &Path, dir: &Path, data: &Path, url: &str, name: &str) -> Ch
     spawn_agent(bin, &config, &dir.join(format!("{name}.log")))
 }
 
+/// `apply FILE` on a thread of its own (Podman is watched meanwhile); its success is not
+/// asked (a revision whose new copy fails makes `apply` fail, as it should).
+fn apply_in_background(data: &Path, file: std::path::PathBuf) -> std::thread::JoinHandle<()> {
+    let data = data.to_path_buf();
+    std::thread::spawn(move || {
+        apply(&data, &file, &["--wait-s", "10", "--agents-wait-s", "0"]);
+    })
+}
+
+/// Seconds between the first log line that contains `from` and the first after it that
+/// contains `to` (the control plane's own timestamps).
+fn log_span(cp: &ControlPlane, from: &str, to: &str) -> f64 {
+    let log = cp.log_text();
+    let at = |l: &str| -> f64 {
+        // 2026-12-02T01:06:17.884532Z: seconds of the day
+        let t = &l[11..l.find('Z').unwrap()];
+        let mut p = t.split(':').map(|x| x.parse::<f64>().unwrap());
+        p.next().unwrap() * 3600.0 + p.next().unwrap() * 60.0 + p.next().unwrap()
+    };
+    let mut lines = log.lines();
+    let a = lines.by_ref().find(|l| l.contains(from)).expect(from);
+    let b = lines.find(|l| l.contains(to)).expect(to);
+    at(b) - at(a)
+}
+
 fn history(data: &Path) -> String {
     ok(cli(data, &["history", "roll"]))
 }
@@ -176,12 +201,15 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
     });
 
     // a good revision: batch by batch, the new copy beside the old one
-    apply_ok(&definition(dir.path(), &prefix, [GOOD[1], GOOD[1]], ""));
-    let t = Instant::now();
+    let applied = apply_in_background(
+        &data,
+        definition(dir.path(), &prefix, [GOOD[1], GOOD[1]], ""),
+    );
     let most = watch_until(&cp, "rollout of roll r1→r2: done", Duration::from_secs(90));
+    applied.join().unwrap();
     eprintln!(
-        "good rollout (2 batches, healthy 3 s each): {:.1} s",
-        t.elapsed().as_secs_f64()
+        "figure: good rollout (2 batches, healthy_s 3): {:.2} s from the revision's acceptance to done",
+        log_span(&cp, "accepted (definition updated) as revision 2", "r1→r2: done")
     );
     assert_eq!(most, 2, "a new copy ran beside the old one");
     assert!(cp.has_log("rollout of roll r1→r2: batch 1/2 started: a"));
@@ -195,16 +223,13 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
 
     // a bad image: its container exits at once; back to revision 2 by itself
     // (apply may say the new copy failed: it did)
-    apply(
-        &data,
-        &definition(dir.path(), &prefix, [BAD, GOOD[1]], ""),
-        &["--wait-s", "10", "--agents-wait-s", "0"],
-    );
-    let t = Instant::now();
+    let applied = apply_in_background(&data, definition(dir.path(), &prefix, [BAD, GOOD[1]], ""));
     watch_until(&cp, "rolled back, revision 2 runs", Duration::from_secs(90));
+    applied.join().unwrap();
     eprintln!(
-        "bad image detected and undone: {:.1} s",
-        t.elapsed().as_secs_f64()
+        "figure: bad image: {:.2} s from acceptance to the failure, {:.2} s from the failure to revision 2 alone again",
+        log_span(&cp, "as revision 3", "r2→r3 failed"),
+        log_span(&cp, "r2→r3 failed", "r2→r3: rolled back")
     );
     let h = history(&data);
     assert!(h.contains("3\t") && h.contains("rolled back: a on"), "{h}");
@@ -217,10 +242,9 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
 
     // a failing health check: back to revision 2 by itself
     let failing = ", health: {check: {cmd: [/bin/busybox, 'false']}, interval_s: 1, timeout_s: 1, retries: 1}";
-    apply(
+    let applied = apply_in_background(
         &data,
-        &definition(dir.path(), &prefix, [GOOD[1], GOOD[1]], failing),
-        &["--wait-s", "10", "--agents-wait-s", "0"],
+        definition(dir.path(), &prefix, [GOOD[1], GOOD[1]], failing),
     );
     watch_until(&cp, "r2→r4 failed", Duration::from_secs(90));
     watch_until(
@@ -233,10 +257,18 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
     // before the health it reports; either fails the new copy
     let r4 = h.lines().find(|l| l.starts_with("4\t")).unwrap_or_default();
     assert!(r4.contains("rolled back: a on"), "{h}");
-    eprintln!("failing health check: {r4}");
+    applied.join().unwrap();
+    eprintln!(
+        "figure: failing health check: {:.2} s from acceptance to the failure, {:.2} s to revision 2 alone again ({r4})",
+        log_span(&cp, "as revision 4", "r2→r4 failed"),
+        log_span(&cp, "r2→r4 failed", "r2→r4: rolled back")
+    );
 
     // a control plane killed mid-rollout finishes it after its restart
-    apply_ok(&definition(dir.path(), &prefix, [GOOD[2], GOOD[2]], ""));
+    let applied = apply_in_background(
+        &data,
+        definition(dir.path(), &prefix, [GOOD[2], GOOD[2]], ""),
+    );
     watch_until(&cp, "r2→r5: batch 1/2 started", Duration::from_secs(60));
     // within the batch's healthy time (3 s), its start persisted
     std::thread::sleep(Duration::from_secs(1));
@@ -256,5 +288,6 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
     assert_eq!(r["b"], [GOOD[2]]);
     let h = history(&data);
     assert!(h.contains("5\t") && h.contains("runs"), "{h}");
+    applied.join().unwrap();
     drop(agents);
 }
