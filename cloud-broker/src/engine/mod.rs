@@ -485,7 +485,9 @@ impl Engine {
                 })
                 .collect();
             for (app, placed, broken) in apps {
-                if broken {
+                if broken && self.rolling_back(&app) {
+                    // placed again once its old revision is back (within the deadline)
+                } else if broken {
                     self.request(
                         &app,
                         Purpose::Place("a node it uses is not available".into()),

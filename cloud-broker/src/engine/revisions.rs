@@ -40,6 +40,12 @@ impl Engine {
             .filter(|r| r.is_active())
     }
 
+    /// Whether `app` goes back to its old revision now.
+    pub(super) fn rolling_back(&self, app: &str) -> bool {
+        self.active_rollout(app)
+            .is_some_and(|r| matches!(r.phase, Phase::RollingBack { .. }))
+    }
+
     /// Whether `app` has a rollout that still changes something.
     pub(super) fn rolling(&self, app: &str) -> bool {
         self.active_rollout(app).is_some()
@@ -315,6 +321,8 @@ impl Engine {
                     a.history.fail(r.to, &format!("rolled back: {reason}"));
                     a.history.current = r.from;
                     a.rec = *r.previous.clone();
+                    // a placement computed meanwhile was for the other revision: discarded
+                    a.revision += 1;
                     republish = Some(a.rec.definition.clone().into_bytes());
                     let res = match &a.rec.placement {
                         Some(pl) => reservations_of(&a.rec.application, &pl.assignment),
