@@ -3,7 +3,7 @@
 //! block: a good revision goes batch by batch with a running copy of every component at every
 //! moment (Podman is asked all along); a bad image (exits at once) and a failing health check
 //! each roll back by themselves, and the log and `history` say why; a control plane killed
-//! mid-rollout finishes it after its restart.
+//! mid-rollout finishes it after its restart; `rollback` brings an earlier revision back.
 //!
 //! Needs what tests/e2e_agents.rs needs (the edge-agent binary, Podman's REST socket,
 //! busybox-static). ACOA_SKIP_PODMAN=1 skips it.
@@ -289,5 +289,16 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
     let h = history(&data);
     assert!(h.contains("5\t") && h.contains("runs"), "{h}");
     applied.join().unwrap();
+
+    // `rollback`: the newest good revision before 5 is 2, applied again as revision 6
+    let out = ok(cli(&data, &["rollback", "roll"]));
+    assert!(out.contains("6\t"), "{out}");
+    watch_until(&cp2, "rollout of roll r5→r6: done", Duration::from_secs(60));
+    let r = wait_for("revision 2's images again", Duration::from_secs(20), || {
+        let r = running();
+        r.values().all(|v| v.len() == 1).then_some(r)
+    });
+    assert_eq!(r["a"], [GOOD[1]]);
+    assert_eq!(r["b"], [GOOD[1]]);
     drop(agents);
 }
