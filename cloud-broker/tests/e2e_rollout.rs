@@ -270,15 +270,22 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
         definition(dir.path(), &prefix, [GOOD[2], GOOD[2]], ""),
     );
     watch_until(&cp, "r2→r5: batch 1/2 started", Duration::from_secs(60));
-    // within the batch's healthy time (3 s), its start persisted
-    std::thread::sleep(Duration::from_secs(1));
+    // killed once the batch's start is durable (the log line comes before the store's write)
+    let history_file = data.join("store/history/roll.json");
+    wait_for(
+        "the batch's start persisted",
+        Duration::from_secs(20),
+        || {
+            let h: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&history_file).ok()?).ok()?;
+            let steps = h["rollout"]["steps"].as_array()?.clone();
+            steps.iter().any(|s| s["state"] != "waiting").then_some(())
+        },
+    );
     cp.kill();
     let cp2 = ControlPlane::start_logged(&data, port, &[], &data.join("cp2.log"));
-    watch_until(
-        &cp2,
-        "r2→r5: batch 1/2 resumed after a restart",
-        Duration::from_secs(30),
-    );
+    // batch 1/2, or 2/2 when the first was done before the kill
+    watch_until(&cp2, "resumed after a restart", Duration::from_secs(30));
     watch_until(&cp2, "rollout of roll r2→r5: done", Duration::from_secs(60));
     let r = wait_for("revision 5 everywhere", Duration::from_secs(20), || {
         let r = running();
