@@ -1,4 +1,5 @@
-//! `cloud-broker apply | delete | status`: the user's side, over MQTT with the admin login.
+//! `cloud-broker apply | delete | status | history | rollback`: the user's side, over MQTT with
+//! the admin login.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -273,6 +274,106 @@ pub async fn status(
     }
     let _ = c.disconnect().await;
     Ok(out)
+}
+
+/// `history APP`: one line per kept revision, from the application's status: its number,
+/// digest, whether it runs, why it failed; then the rollout under way or the last one.
+pub fn history_lines(st: &AppStatus) -> Vec<String> {
+    let mut v: Vec<String> = st
+        .revisions
+        .iter()
+        .map(|r| {
+            let mark = if st.revision == Some(r.number) {
+                "runs"
+            } else if let Some(f) = &r.failed {
+                f.as_str()
+            } else {
+                ""
+            };
+            format!("{}\t{}\t{mark}", r.number, r.digest)
+        })
+        .collect();
+    if let Some(r) = &st.rollout {
+        let mut l = format!(
+            "rollout r{}→r{}: {}, batch {}",
+            r.from, r.to, r.phase, r.batch
+        );
+        if let Some(why) = &r.reason {
+            l.push_str(&format!(" ({why})"));
+        }
+        for w in &r.waiting {
+            l.push_str(&format!("; waits: {w}"));
+        }
+        v.push(l);
+    }
+    v
+}
+
+/// Asks the control plane to go back (`rollback APP [--to N]`, a request published on the
+/// application's definition topic, not retained: the definition stays) and waits (within
+/// `wait`) for the status that shows it: a rollout rolling back or rolled back, or a new
+/// revision.
+pub async fn rollback(
+    dd: &DataDir,
+    broker_url: Option<&str>,
+    app: &str,
+    to: Option<u64>,
+    wait: Duration,
+) -> anyhow::Result<AppStatus> {
+    acoa_shared::model::check_name("application", app)?;
+    let (c, mut el) = connect(dd, broker_url).await?;
+    let status = topics::app_status(app);
+    c.subscribe(&status, QoS::AtLeastOnce).await?;
+    // the retained status first: what runs before the request
+    let mut before: Option<AppStatus> = None;
+    let mut deadline = Instant::now() + Duration::from_secs(5);
+    let mut published = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, el.poll()).await {
+            Ok(Ok(MqttEvent::Incoming(Packet::SubAck(_)))) if !published => {
+                deadline = Instant::now() + Duration::from_millis(500);
+            }
+            Ok(Ok(MqttEvent::Incoming(Packet::Publish(p)))) => {
+                let Ok(st) = serde_json::from_slice::<AppStatus>(&p.payload) else {
+                    continue;
+                };
+                if !published {
+                    before = Some(st);
+                    continue;
+                }
+                let b = before.as_ref();
+                let phase = st.rollout.as_ref().map(|r| r.phase.as_str());
+                let went_back = matches!(phase, Some("rolling-back" | "rolled-back"))
+                    && b.and_then(|b| b.rollout.as_ref()) != st.rollout.as_ref();
+                let new_revision = b.is_some_and(|b| b.revisions.last() != st.revisions.last());
+                if went_back || new_revision {
+                    let _ = c.disconnect().await;
+                    return Ok(st);
+                }
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => bail!("broker connection lost: {e}"),
+            Err(_) if !published => {
+                if before.is_none() {
+                    bail!("no status for application {app}: is it deployed?");
+                }
+                c.publish(
+                    topics::app(app),
+                    QoS::AtLeastOnce,
+                    false,
+                    crate::records::rollback_request(app, to),
+                )
+                .await?;
+                published = true;
+                deadline = Instant::now() + wait;
+            }
+            Err(_) => bail!(
+                "the control plane did not act on the rollback of {app} within {} s (its log says why: a revision not kept, or already running)",
+                wait.as_secs()
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

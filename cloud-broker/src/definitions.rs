@@ -94,7 +94,10 @@ pub fn spawn_reader(
         let mut memo = RejectedMemo::new(REJECTED_MEMO);
         let overrun = Arc::new(Semaphore::new(MAX_OVERRUN));
         while let Some((app, payload)) = rx.recv().await {
-            let ev = if crate::records::is_deletion(&app, &payload) {
+            // a deletion or a rollback request is no definition to read
+            let ev = if crate::records::is_deletion(&app, &payload)
+                || crate::records::is_rollback(&app, &payload).is_some()
+            {
                 Event::AppPublished { app, payload }
             } else {
                 read(&mut memo, &overrun, budget, app, payload).await

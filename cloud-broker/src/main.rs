@@ -79,6 +79,25 @@ enum Cmd {
         #[arg(long)]
         broker_url: Option<String>,
     },
+    /// Prints an application's revisions (the last 10), which one runs, why others failed,
+    /// and its rollout.
+    History {
+        app: String,
+        #[arg(long)]
+        broker_url: Option<String>,
+    },
+    /// Goes back: during a rollout to the revision it started from, else to the last good
+    /// revision before the one that runs (or to --to), applied again as a new revision.
+    Rollback {
+        app: String,
+        #[arg(long)]
+        to: Option<u64>,
+        #[arg(long)]
+        broker_url: Option<String>,
+        /// How long to wait for the control plane to act on it.
+        #[arg(long, default_value_t = 10)]
+        wait_s: u64,
+    },
     /// Writes Mosquitto's password file, ACL and configuration from the inventory.
     MosquittoConfig {
         #[arg(long)]
@@ -442,6 +461,36 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             }
             for st in all.values() {
                 println!("{}", serde_json::to_string(st)?);
+            }
+        }
+        Cmd::History { app, broker_url } => {
+            let all = runtime()?.block_on(cloud_broker::cli::status(
+                &dd,
+                broker_url.as_deref(),
+                Some(&app),
+            ))?;
+            let Some(st) = all.get(&app) else {
+                anyhow::bail!("no status for application {app}");
+            };
+            for line in cloud_broker::cli::history_lines(st) {
+                println!("{line}");
+            }
+        }
+        Cmd::Rollback {
+            app,
+            to,
+            broker_url,
+            wait_s,
+        } => {
+            let st = runtime()?.block_on(cloud_broker::cli::rollback(
+                &dd,
+                broker_url.as_deref(),
+                &app,
+                to,
+                Duration::from_secs(wait_s),
+            ))?;
+            for line in cloud_broker::cli::history_lines(&st) {
+                println!("{line}");
             }
         }
         Cmd::MosquittoConfig { out, listen } => {

@@ -59,6 +59,92 @@ pub struct AppRecord {
     pub application: Application,
     #[serde(default)]
     pub placement: Option<PlacementRecord>,
+    /// The container name of a component whose name is not `{app}.{component}` (a copy
+    /// started next to the old one by a rollout keeps its name, see
+    /// [`crate::engine::update`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub names: BTreeMap<String, String>,
+}
+
+impl AppRecord {
+    /// The container name of component `c`.
+    pub fn container_name(&self, c: &str) -> String {
+        self.names
+            .get(c)
+            .cloned()
+            .unwrap_or_else(|| format!("{}.{c}", self.name))
+    }
+}
+
+/// How many revisions of an application are kept.
+pub const REVISIONS_KEPT: usize = 10;
+
+/// One accepted definition of an application.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revision {
+    /// 1 for the first accepted definition, then one more for each.
+    pub number: u64,
+    pub digest: String,
+    /// The definition's text as published.
+    pub definition: String,
+    /// Why it does not run: rolled back (and why), or replaced during its rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+/// An application's revisions (the last [`REVISIONS_KEPT`], oldest first), which of them runs,
+/// and the rollout under way, as persisted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    pub app: String,
+    pub revisions: Vec<Revision>,
+    /// The revision that runs (the last good one while a rollout is under way).
+    pub current: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::engine::update::Rollout>,
+}
+
+impl History {
+    pub fn new(app: &str) -> History {
+        History {
+            app: app.into(),
+            revisions: vec![],
+            current: 0,
+            rollout: None,
+        }
+    }
+
+    /// The newest revision's number (0: none yet).
+    pub fn last(&self) -> u64 {
+        self.revisions.last().map(|r| r.number).unwrap_or(0)
+    }
+
+    pub fn get(&self, number: u64) -> Option<&Revision> {
+        self.revisions.iter().find(|r| r.number == number)
+    }
+
+    /// Adds the next revision (the oldest beyond [`REVISIONS_KEPT`] is forgotten); its number.
+    pub fn push(&mut self, digest: &str, definition: &str) -> u64 {
+        let number = self.last() + 1;
+        self.revisions.push(Revision {
+            number,
+            digest: digest.into(),
+            definition: definition.into(),
+            failed: None,
+        });
+        if self.revisions.len() > REVISIONS_KEPT {
+            let extra = self.revisions.len() - REVISIONS_KEPT;
+            self.revisions.drain(..extra);
+        }
+        number
+    }
+
+    /// Notes why revision `number` does not run.
+    pub fn fail(&mut self, number: u64, why: &str) {
+        if let Some(r) = self.revisions.iter_mut().find(|r| r.number == number) {
+            r.failed = Some(why.into());
+        }
+    }
 }
 
 /// What a node is told to run, as the control plane keeps it.
@@ -102,9 +188,14 @@ impl ContainerDoc {
     /// The container of component `c` of application `app`; an error when a name, the image
     /// or an environment value does not fit the wire.
     pub fn new(app: &str, c: &model::Component) -> Result<ContainerDoc, WireError> {
+        ContainerDoc::named(app, c, &format!("{app}.{}", c.name))
+    }
+
+    /// [`ContainerDoc::new`] with the container name `name` (a rollout's second copy).
+    pub fn named(app: &str, c: &model::Component, name: &str) -> Result<ContainerDoc, WireError> {
         let r = c.resources.unwrap_or_default();
         let doc = ContainerDoc {
-            name: format!("{app}.{}", c.name),
+            name: name.into(),
             app: app.into(),
             component: c.name.clone(),
             image: c.image.clone(),
@@ -215,6 +306,8 @@ pub struct Snapshot {
     pub desired: BTreeMap<String, DesiredDoc>,
     pub nodes: BTreeMap<String, NodeInfo>,
     pub meta: Meta,
+    /// Per application, its revisions and rollout (absent in stores written before them).
+    pub history: BTreeMap<String, History>,
 }
 
 impl Snapshot {
@@ -230,7 +323,14 @@ impl Snapshot {
             desired: desired.into_iter().map(|d| (d.node.clone(), d)).collect(),
             nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
             meta,
+            history: BTreeMap::new(),
         }
+    }
+
+    /// The same snapshot with these histories.
+    pub fn with_history(mut self, history: Vec<History>) -> Snapshot {
+        self.history = history.into_iter().map(|h| (h.app.clone(), h)).collect();
+        self
     }
 }
 
@@ -255,6 +355,33 @@ pub fn is_deletion(app: &str, payload: &[u8]) -> bool {
         .is_some_and(|rest| rest.trim() == app)
 }
 
+/// A request to go back to an earlier revision of application `app`, published (not retained)
+/// on its definition topic by `cloud-broker rollback`: `rollback: {app}` (to the last good
+/// revision before the one that runs, or, during a rollout, to the one it started from) or
+/// `rollback: {app} to {revision}`.
+pub fn rollback_request(app: &str, to: Option<u64>) -> Vec<u8> {
+    match to {
+        Some(n) => format!("rollback: {app} to {n}\n").into_bytes(),
+        None => format!("rollback: {app}\n").into_bytes(),
+    }
+}
+
+/// What `payload`, published on `app`'s definition topic, asks when it is a
+/// [`rollback_request`]: `Some(None)` the last good revision, `Some(Some(n))` revision `n`.
+pub fn is_rollback(app: &str, payload: &[u8]) -> Option<Option<u64>> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let rest = text.trim().strip_prefix("rollback:")?.trim();
+    let mut words = rest.split_whitespace();
+    if words.next()? != app {
+        return None;
+    }
+    match (words.next(), words.next(), words.next()) {
+        (None, _, _) => Some(None),
+        (Some("to"), Some(n), None) => n.parse().ok().map(Some),
+        _ => None,
+    }
+}
+
 /// What the engine asks to be made durable, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PersistOp {
@@ -263,6 +390,8 @@ pub enum PersistOp {
     PutDesired(Box<DesiredDoc>),
     PutNode(Box<NodeInfo>),
     PutMeta(Meta),
+    /// An application's revisions and rollout ([`PersistOp::DeleteApp`] deletes them too).
+    PutHistory(Box<History>),
 }
 
 #[cfg(test)]
@@ -294,6 +423,22 @@ mod tests {
         assert_eq!(DesiredDoc::from_wire(&wire), doc);
         assert_eq!(doc.containers[0].name, "shop.db");
         assert_eq!(doc.containers[0].env[1].value, "db");
+    }
+
+    #[test]
+    fn a_rollback_request_reads_back_for_its_own_application_only() {
+        assert_eq!(
+            is_rollback("shop", &rollback_request("shop", None)),
+            Some(None)
+        );
+        assert_eq!(
+            is_rollback("shop", &rollback_request("shop", Some(3))),
+            Some(Some(3))
+        );
+        assert_eq!(is_rollback("shop2", &rollback_request("shop", None)), None);
+        assert_eq!(is_rollback("shop", b"rollback: shop to x"), None);
+        assert_eq!(is_rollback("shop", b"rollback: shop to 3 4"), None);
+        assert_eq!(is_rollback("shop", b"application: shop\n"), None);
     }
 
     #[test]

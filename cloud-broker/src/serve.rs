@@ -397,6 +397,7 @@ impl Outbox {
                         let app = match &op {
                             PersistOp::PutApp(a) => Some(a.name.clone()),
                             PersistOp::DeleteApp(a) => Some(a.clone()),
+                            PersistOp::PutHistory(h) => Some(h.app.clone()),
                             _ => None,
                         };
                         failed = Some((app, e.to_string()));

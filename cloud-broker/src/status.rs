@@ -74,6 +74,25 @@ pub struct AppStatus {
     /// (`starting`, `healthy`, `unhealthy`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub health: BTreeMap<String, String>,
+    /// The revision that runs (the last good one while a rollout is under way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+    /// The revisions kept, oldest first (`cloud-broker history`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<RevisionLine>,
+    /// The rollout under way, or the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::engine::update::RolloutStatus>,
+}
+
+/// One kept revision in a status document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevisionLine {
+    pub number: u64,
+    pub digest: String,
+    /// Why it does not run (rolled back), when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 impl AppStatus {
@@ -92,6 +111,9 @@ impl AppStatus {
             observed: None,
             disconnect: vec![],
             health: BTreeMap::new(),
+            revision: None,
+            revisions: vec![],
+            rollout: None,
         }
     }
 }

@@ -11,7 +11,8 @@
 //! leaves either the old record or the new one, never a torn one. Layout under the data
 //! directory: `store/apps/{app}.json` (definition, placement), `store/desired/{node}.json`
 //! (desired state with its generation), `store/nodes/{node}.json` (the last static properties a
-//! node reported), `store/meta.json` (counters).
+//! node reported), `store/history/{app}.json` (revisions and the rollout under way),
+//! `store/meta.json` (counters).
 
 use std::fs;
 use std::io::Write;
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::records::{AppRecord, DesiredDoc, NodeInfo};
+use crate::records::{AppRecord, DesiredDoc, History, NodeInfo};
 pub use crate::records::{Meta, PersistOp, Snapshot};
 
 pub mod etcd;
@@ -196,7 +197,7 @@ impl FileStore {
     pub fn open_cleaned(data_dir: &Path) -> Result<(FileStore, usize), StoreError> {
         let root = data_dir.join("store");
         let mut removed = remove_temporaries(data_dir)? + remove_temporaries(&root)?;
-        for sub in ["apps", "desired", "nodes"] {
+        for sub in ["apps", "desired", "nodes", "history"] {
             let d = root.join(sub);
             fs::create_dir_all(&d).map_err(io_err(&d))?;
             removed += remove_temporaries(&d)?;
@@ -226,7 +227,8 @@ impl Store for FileStore {
         } else {
             Meta::default()
         };
-        Ok(Snapshot::from_records(apps, desired, nodes, meta))
+        let history: Vec<History> = read_dir_json(&self.root.join("history"))?;
+        Ok(Snapshot::from_records(apps, desired, nodes, meta).with_history(history))
     }
 
     fn apply(&self, op: &PersistOp) -> Result<(), StoreError> {
@@ -234,7 +236,13 @@ impl Store for FileStore {
             PersistOp::PutApp(a) => {
                 write_atomic(&self.file("apps", &a.name), &json(a.as_ref()), 0o600)
             }
-            PersistOp::DeleteApp(name) => remove_durable(&self.file("apps", name)),
+            PersistOp::DeleteApp(name) => {
+                remove_durable(&self.file("apps", name))?;
+                remove_durable(&self.file("history", name))
+            }
+            PersistOp::PutHistory(h) => {
+                write_atomic(&self.file("history", &h.app), &json(h.as_ref()), 0o600)
+            }
             PersistOp::PutDesired(d) => {
                 write_atomic(&self.file("desired", &d.node), &json(d.as_ref()), 0o600)
             }

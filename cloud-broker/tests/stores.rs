@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use acoa_test_support::etcd::EtcdCluster;
-use cloud_broker::records::{ContainerDoc, DesiredDoc, Meta, NodeInfo, PersistOp};
+use cloud_broker::records::{ContainerDoc, DesiredDoc, History, Meta, NodeInfo, PersistOp};
 use cloud_broker::store::etcd::{EtcdConfig, EtcdStore, Fence};
 use cloud_broker::store::{FileStore, Store, StoreError};
 use common::*;
@@ -130,6 +130,51 @@ fn records_load_as_the_last_operations_left_them_file() {
 #[test]
 fn records_load_as_the_last_operations_left_them_etcd() {
     records_load_as_the_last_operations_left_them(Kind::Etcd);
+}
+
+/// An application's revisions and its rollout are kept (the last ones written), and go with
+/// the application when it is deleted.
+fn revisions_load_as_written_and_go_with_their_application(kind: Kind) {
+    let b = Backend::new(kind);
+    let data = b.dir.path().join("data");
+    let store = b.open(&data);
+    let mut h = History::new("shop");
+    for i in 0..12 {
+        h.push(&format!("d{i}"), &format!("application: shop # {i}\n"));
+    }
+    h.current = 11;
+    h.fail(12, "rolled back: b on n2: the new copy is unhealthy");
+    assert_eq!(h.revisions.len(), cloud_broker::records::REVISIONS_KEPT);
+    store
+        .apply(&PersistOp::PutHistory(Box::new(h.clone())))
+        .unwrap();
+    let mut other = History::new("depot");
+    other.push("e1", "application: depot\n");
+    store
+        .apply(&PersistOp::PutHistory(Box::new(other.clone())))
+        .unwrap();
+    drop(store);
+    let snap = b.open(&data).load().unwrap();
+    assert_eq!(snap.history.len(), 2);
+    assert_eq!(snap.history["shop"], h);
+    assert_eq!(
+        snap.history["shop"].revisions[0].number, 3,
+        "the oldest two are forgotten"
+    );
+    let store = b.open(&data);
+    store.apply(&PersistOp::DeleteApp("shop".into())).unwrap();
+    let snap = store.load().unwrap();
+    assert_eq!(snap.history.keys().collect::<Vec<_>>(), ["depot"]);
+}
+
+#[test]
+fn revisions_load_as_written_and_go_with_their_application_file() {
+    revisions_load_as_written_and_go_with_their_application(Kind::File);
+}
+
+#[test]
+fn revisions_load_as_written_and_go_with_their_application_etcd() {
+    revisions_load_as_written_and_go_with_their_application(Kind::Etcd);
 }
 
 /// The real control plane on `kind`: an application placed on n1, the control plane killed and

@@ -38,6 +38,7 @@ pub fn application(
         criteria,
         ingress: None,
         disconnect: Default::default(),
+        update: None,
     }
 }
 

@@ -26,11 +26,18 @@ impl Engine {
             self.delete_app(&app, out);
             return;
         }
+        if let Some(to) = crate::records::is_rollback(&app, &payload) {
+            self.on_rollback(&app, to, out);
+            return;
+        }
         let d = digest(&payload);
         if let Some(a) = self.apps.get(&app) {
             if a.rec.digest == d {
                 return; // the same definition again (a retained copy): nothing changes
             }
+        }
+        if self.held_by_rollout(&app, &d, &payload, out) {
+            return;
         }
         if self.store_full.is_some() {
             self.hold(app, payload, out);
@@ -58,11 +65,17 @@ impl Engine {
                     digest: d.clone(),
                     application,
                     placement: None,
+                    names: BTreeMap::new(),
                 };
                 let reason = match self.apps.get_mut(&app) {
                     Some(a) => {
                         let old = std::mem::replace(&mut a.rec, rec);
-                        a.rec.placement = old.placement;
+                        a.rec.placement = old.placement.clone();
+                        a.rec.names = old.names.clone();
+                        // a rollout starts from what runs, not from a revision never placed
+                        if a.prior.is_none() && old.placement.is_some() {
+                            a.prior = Some(Box::new(old));
+                        }
                         a.revision += 1;
                         a.rejected = None;
                         a.unplaced = None;
@@ -70,17 +83,22 @@ impl Engine {
                         "definition updated"
                     }
                     None => {
-                        self.apps.insert(app.clone(), AppState::new(rec));
+                        let h = crate::records::History::new(&app);
+                        self.apps.insert(app.clone(), AppState::new(rec, h));
                         "new application"
                     }
                 };
+                let a = self.apps.get_mut(&app).expect("inserted above");
+                let number = a.history.push(&d, &a.rec.definition);
+                a.fresh = true;
                 let a = &self.apps[&app];
                 info!(
-                    "application {app} accepted ({reason}): {} components, scheduler {}",
+                    "application {app} accepted ({reason}) as revision {number}: {} components, scheduler {}",
                     a.rec.application.components.len(),
                     a.rec.application.scheduler
                 );
                 out.push(Action::Persist(PersistOp::PutApp(Box::new(a.rec.clone()))));
+                self.put_history(&app, out);
                 if a.rec.placement.is_none() {
                     let st = AppStatus::new(&app, "accepted", &d);
                     self.send_status(&app, &st, out);
@@ -395,6 +413,7 @@ impl Engine {
         old: &BTreeMap<String, String>,
         out: &mut Vec<Action>,
     ) {
+        self.cut_rollout(app, out);
         let a = self.apps.get_mut(app).unwrap();
         a.unplaced = None;
         let res = reservations_of(&a.rec.application, &p.assignment);
@@ -402,6 +421,8 @@ impl Engine {
         a.rec.placement = Some(p);
         out.push(Action::Persist(PersistOp::PutApp(Box::new(a.rec.clone()))));
         self.set_reservations(app, res);
+        // a new revision rolls out (persisted first), or is current at once
+        self.begin_rollout(app, out);
         for n in &nodes {
             self.update_desired(n, out);
         }

@@ -195,7 +195,11 @@ impl Engine {
 
     fn deschedule_app(&mut self, app: &str, cluster: &Cluster, out: &mut Vec<Action>) {
         let Some(a) = self.apps.get(app) else { return };
-        if a.rec.application.scheduler != NETWORK_AWARE || a.job.is_some() || a.unplaced.is_some() {
+        if a.rec.application.scheduler != NETWORK_AWARE
+            || a.job.is_some()
+            || a.unplaced.is_some()
+            || self.rolling(app)
+        {
             return;
         }
         let Some(current) = a.rec.placement.as_ref().map(|p| p.assignment.clone()) else {

@@ -25,7 +25,7 @@ use acoa_shared::wire::{self, ActualState, ComponentUsage, LinkMetrics, Message,
 use ed25519_dalek::SigningKey;
 use tracing::info;
 
-use crate::records::{AppRecord, DesiredDoc, Meta, PersistOp, Snapshot};
+use crate::records::{AppRecord, DesiredDoc, History, Meta, PersistOp, Snapshot};
 use crate::status::PlacementRecord;
 
 mod admit;
@@ -37,7 +37,9 @@ mod jobs;
 mod links;
 pub mod liveness;
 mod measured;
+mod revisions;
 mod rollout;
+pub mod update;
 pub mod view;
 
 use commit::reservations_of;
@@ -180,12 +182,28 @@ struct AppState {
     rejected: Option<(String, String)>,
     /// The disconnect policy's last decision when a node returned.
     returned: Option<String>,
+    /// Its revisions and the rollout under way (`revisions`, `update`).
+    history: History,
+    /// A newer revision was accepted and its placement is not applied yet.
+    fresh: bool,
+    /// The record that ran when it was accepted (placed, with an `update` block: rolled out
+    /// from).
+    prior: Option<Box<AppRecord>>,
+    /// A definition that arrived during a rollout, applied when it ends.
+    queued: Option<Vec<u8>>,
+    /// The last rollout, once ended (for the status).
+    finished: Option<update::RolloutStatus>,
 }
 
 impl AppState {
     /// A newly accepted (or restored) application: revision 1, nothing running for it.
-    fn new(rec: AppRecord) -> AppState {
+    fn new(rec: AppRecord, history: History) -> AppState {
         AppState {
+            history,
+            fresh: false,
+            prior: None,
+            queued: None,
+            finished: None,
             rec,
             revision: 1,
             job: None,
@@ -329,7 +347,8 @@ impl Engine {
                 let res = reservations_of(&rec.application, &p.assignment);
                 e.reservations.insert(name.clone(), res);
             }
-            e.apps.insert(name, AppState::new(rec));
+            let h = Engine::restored_history(&rec, snap.history.get(&name).cloned());
+            e.apps.insert(name, AppState::new(rec, h));
         }
         e
     }
@@ -466,7 +485,9 @@ impl Engine {
                 })
                 .collect();
             for (app, placed, broken) in apps {
-                if broken {
+                if broken && self.rolling_back(&app) {
+                    // placed again once its old revision is back (within the deadline)
+                } else if broken {
                     self.request(
                         &app,
                         Purpose::Place("a node it uses is not available".into()),
@@ -483,7 +504,12 @@ impl Engine {
                         .get(&app)
                         .is_some_and(|a| a.rec.application.scheduler == "topsis");
                     // nothing moves while a component waits on an unreachable node
-                    if !self.is_network_aware(&app) && !topsis && !self.touches_unreachable(&app) {
+                    // nor while it rolls out a revision
+                    if !self.is_network_aware(&app)
+                        && !topsis
+                        && !self.touches_unreachable(&app)
+                        && !self.rolling(&app)
+                    {
                         self.request(&app, Purpose::Reevaluate, out);
                     }
                 } else {
@@ -492,6 +518,7 @@ impl Engine {
             }
         }
         self.measured_tick(out);
+        self.drive_rollouts(out);
         if self.cfg.stats_every_ms > 0
             && now.saturating_sub(self.last_stats) >= self.cfg.stats_every_ms
         {

@@ -21,17 +21,22 @@ impl Engine {
         let mut v = Vec::new();
         for (name, a) in &self.apps {
             let Some(p) = &a.rec.placement else { continue };
+            // a rollout decides where the components it changes run
+            let r = a.history.rollout.as_ref().filter(|r| r.is_active());
             for (c, n) in &p.assignment {
-                if n != node {
+                if n != node || r.is_some_and(|r| r.step(c).is_some()) {
                     continue;
                 }
                 let Some(comp) = a.rec.application.component(c) else {
                     continue;
                 };
-                match ContainerDoc::new(name, comp) {
+                match ContainerDoc::named(name, comp, &a.rec.container_name(c)) {
                     Ok(s) => v.push(s),
                     Err(e) => error!("container {name}.{c} cannot be described: {e}"),
                 }
+            }
+            if let Some(r) = r {
+                v.extend(r.containers_on(node));
             }
         }
         v.sort_by(|a, b| a.name.cmp(&b.name));
@@ -107,6 +112,7 @@ impl Engine {
         if self.returning.contains_key(&node) {
             self.settle_return(&node, out);
         }
+        self.drive_rollouts_on(&node, out);
         let apps: Vec<String> = self
             .apps
             .iter()
@@ -124,6 +130,13 @@ impl Engine {
     }
 
     pub(super) fn status_of(&self, app: &str) -> Option<AppStatus> {
+        let mut st = self.placement_status(app)?;
+        self.add_revisions(app, &mut st);
+        Some(st)
+    }
+
+    /// The status without its revisions.
+    fn placement_status(&self, app: &str) -> Option<AppStatus> {
         let a = self.apps.get(app)?;
         if let Some((d, reason)) = &a.rejected {
             let mut st = AppStatus::new(app, "rejected", d);
@@ -148,7 +161,7 @@ impl Engine {
         let mut not_running = vec![];
         let mut health = BTreeMap::new();
         for (c, n) in &p.assignment {
-            let cname = format!("{app}.{c}");
+            let (n, cname) = &self.serving_copy(app, c, n);
             let seen = self
                 .actual
                 .get(n)

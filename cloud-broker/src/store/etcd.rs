@@ -2,7 +2,8 @@
 //! distributed engine instead of one disk.
 //!
 //! Layout under the prefix (`/acoa/` by default), the same JSON records as the file store:
-//! `{prefix}apps/{app}`, `{prefix}desired/{node}`, `{prefix}nodes/{node}`, `{prefix}meta`, and
+//! `{prefix}apps/{app}`, `{prefix}desired/{node}`, `{prefix}nodes/{node}`, `{prefix}history/{app}`,
+//! `{prefix}meta`, and
 //! `{prefix}leader` (the leadership key, see [`crate::store::leader`]).
 //!
 //! Invariants:
@@ -28,7 +29,7 @@ use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, T
 use serde::de::DeserializeOwned;
 
 use super::{Meta, PersistOp, Snapshot, Store, StoreError};
-use crate::records::{AppRecord, DesiredDoc, NodeInfo};
+use crate::records::{AppRecord, DesiredDoc, History, NodeInfo};
 
 /// The default prefix of every key.
 pub const DEFAULT_PREFIX: &str = "/acoa/";
@@ -341,13 +342,20 @@ impl Store for EtcdStore {
             Some(kv) => parse(kv.key(), kv.value())?,
             None => Meta::default(),
         };
-        Ok(Snapshot::from_records(apps, desired, nodes, meta))
+        let history: Vec<History> = self.load_kind("history")?;
+        Ok(Snapshot::from_records(apps, desired, nodes, meta).with_history(history))
     }
 
     fn apply(&self, op: &PersistOp) -> Result<(), StoreError> {
         let op = match op {
             PersistOp::PutApp(a) => TxnOp::put(self.key("apps", &a.name), json(a.as_ref()), None),
-            PersistOp::DeleteApp(name) => TxnOp::delete(self.key("apps", name), None),
+            PersistOp::DeleteApp(name) => {
+                let history = TxnOp::delete(self.key("history", name), None);
+                return self.commit(vec![TxnOp::delete(self.key("apps", name), None), history]);
+            }
+            PersistOp::PutHistory(h) => {
+                TxnOp::put(self.key("history", &h.app), json(h.as_ref()), None)
+            }
             PersistOp::PutDesired(d) => {
                 TxnOp::put(self.key("desired", &d.node), json(d.as_ref()), None)
             }

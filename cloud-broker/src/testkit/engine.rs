@@ -151,6 +151,10 @@ fn apply(s: &mut Snapshot, op: &PersistOp) {
         }
         PersistOp::DeleteApp(n) => {
             s.apps.remove(n);
+            s.history.remove(n);
+        }
+        PersistOp::PutHistory(h) => {
+            s.history.insert(h.app.clone(), (**h).clone());
         }
         PersistOp::PutDesired(d) => {
             s.desired.insert(d.node.to_string(), (**d).clone());

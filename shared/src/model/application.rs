@@ -6,7 +6,7 @@ use super::limits::{
     DEFAULT_TOLERATE_S, MAX_CHANNELS, MAX_COMPONENTS, MAX_CRITERIA, MAX_IMAGE_LEN, MAX_LABELS,
     MAX_PATHS, MAX_TOLERATE_S,
 };
-use super::{Health, Layer, ModelError};
+use super::{Health, Layer, ModelError, Update};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -35,6 +35,10 @@ pub struct Application {
     /// still reach it (unreachable), and when it comes back.
     #[serde(default, skip_serializing_if = "Disconnect::is_default")]
     pub disconnect: Disconnect,
+    /// How a new revision replaces the running one (`docs/model.md`, "update"); without it,
+    /// everything changes at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<Update>,
 }
 
 /// The disconnect policy (`docs/model.md`, "disconnect"). Components on an unreachable node
@@ -378,6 +382,9 @@ impl Application {
                     ));
                 }
             }
+        }
+        if let Some(u) = &self.update {
+            u.validate(|p| paths.contains_key(p))?;
         }
         for (i, cr) in self.criteria.iter().enumerate() {
             if !(cr.weight.is_finite() && cr.weight > 0.0) {

@@ -108,3 +108,10 @@ pub const MAX_HEALTH_TIMEOUT_S: u32 = 60;
 
 /// Most `health.retries`.
 pub const MAX_HEALTH_RETRIES: u32 = 10;
+
+/// Most components in one batch of a rollout, and most canaries (`update.batch_size`,
+/// `update.canaries`).
+pub const MAX_UPDATE_BATCH: u32 = MAX_COMPONENTS as u32;
+
+/// Longest `update.healthy_s` and `update.deadline_s`, seconds (one day).
+pub const MAX_UPDATE_S: u32 = 24 * 3600;

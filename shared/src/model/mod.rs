@@ -97,9 +97,11 @@ mod health;
 pub mod limits;
 mod read;
 mod scan;
+mod update;
 
 pub use application::*;
 pub use checks::check_name;
 pub use cluster::*;
 pub use health::*;
 pub use read::*;
+pub use update::{Gate, Update, DEFAULT_BATCH_SIZE, DEFAULT_DEADLINE_S, DEFAULT_HEALTHY_S};

@@ -1,0 +1,337 @@
+//! Revisions and rollouts through the engine, with plain values: the railway cluster, the
+//! smoke-monitoring application with an `update` block, simulated agents that run at once
+//! what their desired state says (a bad image's containers exit), time in milliseconds.
+//! The end-to-end runs with real agents and Podman are not here (see the report of this
+//! branch).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use acoa_shared::topics;
+use acoa_shared::wire::{self, ActualState, ContainerState, ContainerStatus};
+use cloud_broker::engine::{Action, EngineConfig, Event};
+use cloud_broker::records::rollback_request;
+use cloud_broker::status::AppStatus;
+use cloud_broker::testkit::engine::{railway, railway_app, statuses, EngineSim as Sim};
+
+const APP: &str = "smoke-monitoring";
+const UPDATE: &str = "update: {batch_size: 2, canaries: 1, healthy_s: 2, deadline_s: 20}\n";
+
+/// The definition with every image at `version` (and the update block).
+fn definition(version: u32) -> Vec<u8> {
+    let text = String::from_utf8(railway_app(APP)).unwrap();
+    format!(
+        "{}{UPDATE}",
+        text.replace(":1'", &format!(":{version}'"))
+            .replace(":1\n", &format!(":{version}\n"))
+    )
+    .into_bytes()
+}
+
+/// The agents: each node runs what its desired state says; containers whose image is in
+/// `bad` exit at once.
+struct Agents {
+    seq: u64,
+    bad: BTreeSet<String>,
+}
+
+impl Agents {
+    fn report(&mut self, sim: &mut Sim, nodes: &[String]) -> Vec<Action> {
+        let mut out = vec![];
+        for n in nodes {
+            let Some(d) = sim.e.desired(n).cloned() else {
+                continue;
+            };
+            self.seq += 1;
+            let mut a = ActualState {
+                node: wire::name(n).unwrap(),
+                generation: d.generation,
+                seq: self.seq,
+                run: 0,
+                containers: Default::default(),
+            };
+            for c in &d.containers {
+                let bad = self.bad.contains(&c.image);
+                a.containers
+                    .push(ContainerStatus {
+                        name: wire::name(&c.name).unwrap(),
+                        image: wire::bounded("image", &c.image).unwrap(),
+                        state: if bad {
+                            ContainerState::Exited
+                        } else {
+                            ContainerState::Running
+                        },
+                        restarts: 0,
+                        error: Default::default(),
+                        health: None,
+                    })
+                    .unwrap();
+            }
+            out.extend(sim.feed(Event::Actual(Box::new(a))));
+        }
+        out
+    }
+}
+
+/// The nodes report nothing but their actual states here: they are not judged on silence.
+fn config() -> EngineConfig {
+    EngineConfig {
+        node_timeout_ms: 3_600_000,
+        ..EngineConfig::default()
+    }
+}
+
+fn nodes() -> Vec<String> {
+    railway().nodes.iter().map(|n| n.name.clone()).collect()
+}
+
+/// Per component, the images of its running copies, from the desired states (the agents run
+/// them at once).
+fn copies(sim: &Sim) -> BTreeMap<String, Vec<String>> {
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for n in nodes() {
+        for c in sim
+            .e
+            .desired(&n)
+            .map(|d| d.containers.clone())
+            .unwrap_or_default()
+        {
+            m.entry(c.component.clone())
+                .or_default()
+                .push(c.image.clone());
+        }
+    }
+    m
+}
+
+/// The railway cluster with revision 1 placed and running.
+fn placed() -> (Sim, Agents) {
+    let mut sim = Sim::new(config());
+    let mut agents = Agents {
+        seq: 0,
+        bad: BTreeSet::new(),
+    };
+    sim.join_cluster(&railway());
+    sim.publish(APP, definition(1));
+    agents.report(&mut sim, &nodes());
+    sim.tick(1000);
+    agents.report(&mut sim, &nodes());
+    (sim, agents)
+}
+
+fn last_status(actions: &[Action]) -> Option<AppStatus> {
+    statuses(actions, APP).pop()
+}
+
+/// Ticks of one second with the agents following, until `done` says so (at most `max_s`);
+/// checks at every step that every component has a running copy. Returns the seconds taken
+/// and every status published.
+fn run_until(
+    sim: &mut Sim,
+    agents: &mut Agents,
+    max_s: u64,
+    done: impl Fn(&AppStatus) -> bool,
+) -> (u64, Vec<AppStatus>) {
+    let mut seen = vec![];
+    for s in 1..=max_s {
+        let mut acts = sim.tick(1000);
+        acts.extend(agents.report(sim, &nodes()));
+        let c = copies(sim);
+        for comp in [
+            "measurement",
+            "batching",
+            "level-detection",
+            "storage",
+            "alarm",
+        ] {
+            let running = c
+                .get(comp)
+                .into_iter()
+                .flatten()
+                .filter(|i| !agents.bad.contains(*i))
+                .count();
+            assert!(running >= 1, "{comp} has no running copy at {s} s: {c:?}");
+        }
+        seen.extend(statuses(&acts, APP));
+        if seen.last().is_some_and(&done) {
+            return (s, seen);
+        }
+    }
+    panic!("not done within {max_s} s: {:?}", seen.last());
+}
+
+fn phase(st: &AppStatus) -> &str {
+    st.rollout.as_ref().map(|r| r.phase.as_str()).unwrap_or("")
+}
+
+#[test]
+fn a_good_revision_goes_batch_by_batch_and_no_component_is_ever_without_a_running_copy() {
+    let (mut sim, mut agents) = placed();
+    let before = sim.assignment(APP);
+    let acts = sim.publish(APP, definition(2));
+    let st = last_status(&acts).unwrap();
+    assert_eq!(st.revision, Some(1));
+    assert_eq!(st.revisions.len(), 2);
+    let r = st.rollout.as_ref().unwrap();
+    assert_eq!((r.from, r.to, r.batch.as_str()), (1, 2, "1/3"));
+    // the canary's new copy runs beside the old one
+    let c = copies(&sim);
+    assert_eq!(c.values().filter(|v| v.len() == 2).count(), 1, "{c:?}");
+    let (secs, seen) = run_until(&mut sim, &mut agents, 30, |s| phase(s) == "done");
+    let batches: BTreeSet<String> = seen
+        .iter()
+        .filter_map(|s| s.rollout.as_ref().map(|r| r.batch.clone()))
+        .collect();
+    assert_eq!(batches, ["1/3", "2/3", "3/3"].map(String::from).into());
+    assert!(
+        (6..=12).contains(&secs),
+        "3 batches of 2 s healthy: {secs} s"
+    );
+    let st = seen.last().unwrap();
+    assert_eq!(st.revision, Some(2));
+    assert_eq!(st.state, "running", "{st:?}");
+    assert_eq!(
+        sim.assignment(APP),
+        before,
+        "an image-only revision keeps the placement"
+    );
+    for imgs in copies(&sim).values() {
+        assert_eq!(imgs.len(), 1);
+        assert!(imgs[0].ends_with(":2"), "{imgs:?}");
+    }
+    // the persisted history says so
+    assert_eq!(sim.snap.history[APP].current, 2);
+    assert!(sim.snap.history[APP].rollout.is_none());
+}
+
+#[test]
+fn a_bad_image_rolls_back_by_itself_and_says_why() {
+    let (mut sim, mut agents) = placed();
+    agents.bad = ["localhost/acoa/smoke-measurement:3".to_string()].into();
+    sim.publish(APP, definition(3));
+    let (_, seen) = run_until(&mut sim, &mut agents, 30, |s| phase(s) == "rolled-back");
+    let st = seen.last().unwrap();
+    let reason = st.rollout.as_ref().unwrap().reason.clone().unwrap();
+    assert!(
+        reason.contains("measurement on") && reason.contains("the new copy exited"),
+        "{reason}"
+    );
+    assert_eq!(st.revision, Some(1));
+    assert!(st.revisions[1]
+        .failed
+        .as_ref()
+        .unwrap()
+        .starts_with("rolled back: "));
+    for imgs in copies(&sim).values() {
+        assert_eq!(imgs.len(), 1);
+        assert!(imgs[0].ends_with(":1"), "{imgs:?}");
+    }
+    // the good definition is the broker's retained one again, and its echo changes nothing
+    let republished = sim.log.iter().rev().find_map(|a| match a {
+        Action::Publish {
+            topic,
+            payload,
+            retain: true,
+        } if *topic == topics::app(APP) => Some(payload.clone()),
+        _ => None,
+    });
+    assert_eq!(republished.unwrap(), definition(1));
+    assert!(sim.publish(APP, definition(1)).is_empty());
+    // the bad definition replayed (a restart reads the broker's retained messages) is not
+    // rolled out again
+    assert!(sim.publish(APP, definition(3)).is_empty());
+}
+
+#[test]
+fn a_control_plane_restarted_mid_rollout_finishes_it() {
+    let (mut sim, mut agents) = placed();
+    sim.publish(APP, definition(2));
+    run_until(&mut sim, &mut agents, 30, |s| {
+        s.rollout.as_ref().is_some_and(|r| r.batch == "2/3")
+    });
+    // a new process on the store's records
+    let mut sim2 = Sim::restore(config(), sim.key.clone(), sim.snap.clone());
+    sim2.join_cluster(&railway());
+    sim2.feed(Event::StartupDone);
+    let (_, seen) = run_until(&mut sim2, &mut agents, 30, |s| phase(s) == "done");
+    assert_eq!(seen.last().unwrap().revision, Some(2));
+    for imgs in copies(&sim2).values() {
+        assert_eq!(imgs.len(), 1);
+        assert!(imgs[0].ends_with(":2"), "{imgs:?}");
+    }
+}
+
+#[test]
+fn the_operator_rolls_back_during_a_rollout_and_to_an_older_revision_after() {
+    let (mut sim, mut agents) = placed();
+    sim.publish(APP, definition(2));
+    sim.tick(1000);
+    let acts = sim.publish(APP, rollback_request(APP, None));
+    let st = last_status(&acts).unwrap();
+    assert_eq!(
+        st.rollout.as_ref().unwrap().reason.as_deref(),
+        Some("rolled back by the operator")
+    );
+    // the canary's old copy never stopped: back at once
+    assert_eq!(phase(&st), "rolled-back");
+    assert_eq!(st.revision, Some(1));
+    // revisions 1 (runs) and 2 (rolled back); a good revision 3, then back to 1 by number
+    sim.publish(APP, definition(4));
+    run_until(&mut sim, &mut agents, 30, |s| phase(s) == "done");
+    sim.publish(APP, rollback_request(APP, Some(1)));
+    let (_, seen) = run_until(&mut sim, &mut agents, 30, |s| phase(s) == "done");
+    let st = seen.last().unwrap();
+    assert_eq!(
+        st.revision,
+        Some(4),
+        "revision 1 applied again as revision 4"
+    );
+    assert_eq!(st.revisions.len(), 4);
+    for imgs in copies(&sim).values() {
+        assert!(imgs[0].ends_with(":1"), "{imgs:?}");
+    }
+}
+
+#[test]
+fn a_revision_that_breaks_the_gate_on_the_alarm_path_rolls_back() {
+    let (mut sim, mut agents) = placed();
+    // revision 2: the same with a gate on the alarm path (images unchanged: nothing rolls out)
+    let gated = |text: Vec<u8>| {
+        String::from_utf8(text)
+            .unwrap()
+            .replace(
+                UPDATE,
+                "update: {healthy_s: 3, deadline_s: 20, gate: {path: alarm, max_latency_ms: 10}}\n",
+            )
+            .into_bytes()
+    };
+    sim.publish(APP, gated(definition(1)));
+    let before = sim.assignment(APP);
+    assert_eq!(
+        before["level-detection"], "n13",
+        "beside the sensor: the alarm path is about 1 ms"
+    );
+    // revision 3 pins level-detection to a cloud node: placed again, and its alarm path then
+    // crosses two WAN links (17 + 23 ms)
+    let pinned = String::from_utf8(gated(definition(1)))
+        .unwrap()
+        .replace(
+            "- {name: level-detection, image: 'localhost/acoa/smoke-level:1'}",
+            "- {name: level-detection, image: 'localhost/acoa/smoke-level:1', requires: {node: n10}}",
+        )
+        .into_bytes();
+    sim.publish(APP, pinned);
+    let (_, seen) = run_until(&mut sim, &mut agents, 30, |s| phase(s) == "rolled-back");
+    let st = seen.last().unwrap();
+    let reason = st.rollout.as_ref().unwrap().reason.clone().unwrap();
+    assert!(
+        reason.starts_with("gate broken: path alarm measures")
+            && reason.ends_with("above its bound of 10 ms"),
+        "{reason}"
+    );
+    assert_eq!(st.revision, Some(2));
+    assert_eq!(
+        sim.assignment(APP),
+        before,
+        "the placement of revision 2 is back"
+    );
+}
