@@ -37,6 +37,14 @@ check() {
     local out
     if out="$("$@" 2>&1)"; then pass "$name"; else fail "$name"; echo "$out" | sed 's/^/        /' | tail -20; fi
 }
+# pass "$1" when the agent's log "$2" does not say that the container runtime was unavailable
+reaches_runtime() {
+    if grep -q 'container runtime unavailable' "$2"; then
+        fail "$1" "$(grep 'runtime unavailable' "$2" | tail -1)"
+    else
+        pass "$1"
+    fi
+}
 summary() {
     # summary PREFIX: prints the closing line and returns non-zero on any failure
     echo "$1: $PASSED passed, $FAILED failed${FAILED_NAMES[*]:+ (${FAILED_NAMES[*]})}"

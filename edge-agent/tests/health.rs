@@ -19,7 +19,6 @@ use acoa_shared::wire::{
 use common::*;
 
 const WAIT: Duration = Duration::from_secs(90);
-const PROBE: &str = "listen = \"127.0.0.1:0\"\nperiod_ms = 500";
 const HTTPD: &str = "localhost/acoa/test-httpd:1";
 
 /// A check every second, each given a second. The passing ones get 10 retries: a command
@@ -64,24 +63,17 @@ fn podman_health(container: &str) -> String {
 
 #[test]
 fn passing_checks_are_healthy_and_failing_ones_are_restarted() {
-    let tag = "health";
-    if skip_or_require(tag, true) {
+    let Some(Rig {
+        broker,
+        mut agent,
+        watcher,
+        _cleanup,
+    }) = rig("health", WAIT)
+    else {
         return;
-    }
+    };
+    let node = agent.node.clone();
     acoa_test_support::busybox_httpd_image(HTTPD);
-    let node = node_name(tag);
-    remove_all(&node);
-    let _cleanup = Cleanup(node.clone());
-    let dir = scratch_dir(tag);
-    let broker = Broker::start(&dir);
-    let watcher = Watcher::new(
-        &broker.host,
-        broker.port,
-        &format!("acoa/v1/nodes/{node}/+"),
-    );
-    let mut agent = Agent::new(&node, &dir, &broker.url(), "", PROBE);
-    agent.start();
-    agent.wait_log("connected to broker", WAIT);
     let key = agent.public_key();
 
     let specs = [

@@ -129,7 +129,7 @@ fn main() {
     w.put(
         "agent_config",
         "full.toml",
-        FULL_CONFIG.replace("KEY", &key).as_bytes(),
+        FULL_CONFIG.replace("CONTROL-PLANE-KEY", &key).as_bytes(),
     );
     w.put("agent_config", "key", key.as_bytes());
     w.put("agent_config", "url", b"mqtts://[fe80::1]:8883/");
@@ -179,7 +179,7 @@ fn messages() -> Vec<Message> {
                      "net_tx_bps": 0, "disk_read_bps": 0, "disk_write_bps": 0, "containers": 2},
             "probe_addr": "10.0.0.13:7878"}}"#,
         r#"{"LinkMetrics": {"node": "n13", "seq": 4, "run": 1, "links": [
-            {"peer": "n14", "latency_ms": 1.25, "jitter_ms": 0.1, "success": 0.99, "samples": 20}]}}"#,
+            {"peer": "n14", "latency_ms": 1.25, "jitter_ms": 0.1, "success": 0.99, "samples": 20, "last_answer_ms": 300}]}}"#,
         r#"{"DesiredState": {"node": "n13", "generation": 5, "term": 2, "containers": [
             {"name": "smoke.camera", "app": "smoke", "component": "camera",
              "image": "localhost/acoa/camera:1", "cpu_millis": 100, "memory_mb": 64,
@@ -278,43 +278,5 @@ observed:
       - {from: a, to: b, bytes_per_s: 1000}
 ";
 
-const FULL_CONFIG: &str = r#"
-node = "n13"
-datacenter = "train1"
-layer = "edge"
-arch = "aarch64"
-hardware = ["smoke-sensor"]
-software = []
-state_dir = "/var/lib/acoa-agent"
-report_period_ms = 1000
-runtime = "k3s"
-image_allowlist = ["localhost/acoa/"]
-[capacity]
-cpu_millis = 2000
-memory_mb = 2048
-disk_mb = 16000
-net_mbps = 100
-[broker]
-url = "mqtts://[::1]:8883"
-username = "n13"
-password = "secret"
-ca_file = "/etc/acoa/ca.pem"
-control_plane_key = "KEY"
-[probe]
-listen = "0.0.0.0:7878"
-advertise = "10.0.0.13:7878"
-peers_per_period = 4
-period_ms = 1000
-window = 20
-timeout_ms = 800
-clock = "synchronized"
-[podman]
-socket = "unix:///run/podman/podman.sock"
-netns = "/run/netns/n13"
-[k3s]
-kubeconfig = "/etc/rancher/k3s/k3s.yaml"
-namespace = "acoa"
-[stats]
-listen = "0.0.0.0:7879"
-advertise = "10.88.0.1:7879"
-"#;
+/// Every key of the agent's configuration (the agent's config tests parse the same file).
+const FULL_CONFIG: &str = include_str!("../../edge-agent/config-full.toml");

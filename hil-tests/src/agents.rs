@@ -405,3 +405,25 @@ fn collect(
     }
     Ok(rows)
 }
+
+/// On SIGINT/SIGTERM: kill the processes the run started ([`kill_all`]), run `cleanup`, delete
+/// the run's namespaces (names starting with `prefix`) and exit with 130 (the TUN devices go
+/// with the process).
+pub fn guard_signals(prefix: &str, cleanup: impl Fn() + Send + 'static) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let term = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, term.clone())?;
+    let prefix = prefix.to_string();
+    std::thread::spawn(move || loop {
+        if term.load(Ordering::Relaxed) {
+            eprintln!("hil: interrupted, tearing down");
+            kill_all();
+            cleanup();
+            let _ = crate::netns::del_prefixed(&prefix);
+            std::process::exit(130);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    });
+    Ok(())
+}

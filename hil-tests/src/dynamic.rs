@@ -264,35 +264,17 @@ impl System {
         agent: &AgentOptions,
         workdir: &Path,
     ) -> Result<Self> {
-        let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
-        let host = tb
-            .addr(HOST)
-            .context("the testbed needs its host endpoint")?;
-        std::fs::create_dir_all(workdir)?;
-        let cloud = Cloud {
-            bin: cloud_bin.to_path_buf(),
-            data_dir: workdir.join("cloud"),
-            addr: host,
-        };
-        // enroll every agent's key, write its configuration
-        let mut cfgs = BTreeMap::new();
-        for n in &names {
-            let path = cloud.enroll_agent(tb, cluster, n, agent, &workdir.join(n))?;
-            cfgs.insert(n.clone(), path);
-        }
-        let cp = Some(cloud.serve(&workdir.join("cloud.log"), SERVE_ARGS)?);
-        let mut agent_procs: BTreeMap<String, Proc> = BTreeMap::new();
-        for n in &names {
-            let cmd = agents::agent_command(tb, cluster, n, agent, &cfgs[n]);
-            agent_procs.insert(
-                n.clone(),
-                Proc::spawn(
-                    &format!("agent {n}"),
-                    cmd,
-                    &workdir.join(n).join("agent.log"),
-                )?,
-            );
-        }
+        let serve_args: Vec<String> = SERVE_ARGS.iter().map(|a| a.to_string()).collect();
+        let mut plane =
+            crate::partition::Plane::up(tb, cluster, cloud_bin, agent, workdir, &serve_args)?;
+        let host = plane.cloud.addr;
+        let (cp, agent_procs, names) = (
+            plane.cp.take(),
+            std::mem::take(&mut plane.agents),
+            std::mem::take(&mut plane.names),
+        );
+        let cloud = plane.cloud.clone();
+        drop(plane);
         let collector = Collector::start_on(tb, host)?;
         Ok(Self {
             cloud,

@@ -70,6 +70,18 @@ pub fn list_netns() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Deletes every namespace whose name starts with `prefix` (a run's leftovers); returns how many.
+pub fn del_prefixed(prefix: &str) -> Result<usize, IpError> {
+    let mut n = 0;
+    for ns in list_netns() {
+        if ns.starts_with(prefix) {
+            del_netns(&ns)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// Moves the device `dev` (in the root namespace) into namespace `ns`, names it `ifname`, gives
 /// it `addr/prefix_len` and brings it up: the whole subnet is then routed through it.
 pub fn move_and_configure(

@@ -223,24 +223,9 @@ pub fn remove_app_containers(app: &str) {
 }
 
 fn acoa_remove(filters: &[String]) {
-    let mut c = Command::new("podman");
-    c.args(["ps", "-aq", "--filter", "label=acoa.managed=true"]);
-    for f in filters {
-        c.arg("--filter").arg(f);
-    }
-    let Ok(out) = c.output() else {
-        return;
-    };
-    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    if !ids.is_empty() {
-        let _ = Command::new("podman")
-            .args(["rm", "-f", "-t", "0"])
-            .args(&ids)
-            .output();
-    }
+    let mut all = vec!["label=acoa.managed=true".to_string()];
+    all.extend_from_slice(filters);
+    acoa_test_support::remove_containers_where(&all);
 }
 
 /// A node's state as the control plane's log names it.

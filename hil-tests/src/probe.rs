@@ -85,6 +85,15 @@ impl Rtts {
         quantile(&self.rtts_ms, q)
     }
 
+    /// The mean of the round trips between the `trim` and `1 - trim` quantiles: a bias of the
+    /// emulator still moves it, a few round trips that a stalled vCPU delayed by milliseconds do not.
+    pub fn trimmed_mean(&self, trim: f64) -> f64 {
+        let mut s = self.rtts_ms.clone();
+        s.sort_by(|a, b| a.total_cmp(b));
+        let cut = (s.len() as f64 * trim).floor() as usize;
+        mean(&s[cut..s.len() - cut])
+    }
+
     /// RFC 3550 style: the mean absolute difference of consecutive round-trip times.
     pub fn jitter(&self) -> f64 {
         if self.rtts_ms.len() < 2 {
@@ -95,6 +104,21 @@ impl Rtts {
             .map(|w| (w[1] - w[0]).abs())
             .sum::<f64>()
             / (self.rtts_ms.len() - 1) as f64
+    }
+
+    /// [`Rtts::jitter`] estimated from the median absolute difference of consecutive round trips
+    /// instead of their mean, for normally distributed delays: the difference of two draws of
+    /// sigma s is normal with sigma s*sqrt(2), its absolute value has mean s*2/sqrt(pi) (the
+    /// jitter) and median s*sqrt(2)*0.6745, so jitter = median * (2/sqrt(pi)) / (sqrt(2)*0.6745).
+    /// A few round trips delayed by a stalled CPU move the mean, hardly the median.
+    pub fn robust_jitter(&self) -> f64 {
+        let d: Vec<f64> = self
+            .rtts_ms
+            .windows(2)
+            .map(|w| (w[1] - w[0]).abs())
+            .collect();
+        let to_mean = (2.0 / std::f64::consts::PI.sqrt()) / (std::f64::consts::SQRT_2 * 0.674_49);
+        quantile(&d, 0.5) * to_mean
     }
 }
 
@@ -285,4 +309,46 @@ pub fn one_way_kernel(
         .zip(&arrived)
         .filter_map(|(s, a)| Some(a.as_ref()?.saturating_sub(*s.as_ref()?) as f64 / 1e6))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acoa_shared::rng::SplitMix64;
+
+    /// `n` round trips of 10 ms plus a normal draw of sigma `s` (Box-Muller).
+    fn normal_rtts(n: usize, s: f64) -> Rtts {
+        let mut rng = SplitMix64::new(7);
+        let rtts_ms = (0..n)
+            .map(|_| {
+                let (u, v) = (rng.unit().max(1e-12), rng.unit());
+                10.0 + s * (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+            })
+            .collect();
+        Rtts { rtts_ms, sent: n }
+    }
+
+    #[test]
+    fn robust_estimates_agree_with_the_plain_ones_and_ignore_stalls() {
+        let mut r = normal_rtts(20_000, 0.886);
+        assert!((r.jitter() - 1.0).abs() < 0.03, "jitter {}", r.jitter());
+        assert!(
+            (r.robust_jitter() - 1.0).abs() < 0.03,
+            "robust {}",
+            r.robust_jitter()
+        );
+        assert!((r.trimmed_mean(0.05) - 10.0).abs() < 0.02);
+        // one round trip in fifty delayed by 5 ms, as a stalled vCPU does
+        for x in r.rtts_ms.iter_mut().step_by(50) {
+            *x += 5.0;
+        }
+        assert!(r.jitter() > 1.1, "the plain jitter moves: {}", r.jitter());
+        assert!(
+            (r.robust_jitter() - 1.0).abs() < 0.06,
+            "robust {}",
+            r.robust_jitter()
+        );
+        assert!(r.mean() - 10.0 > 0.09, "the plain mean moves: {}", r.mean());
+        assert!((r.trimmed_mean(0.05) - 10.0).abs() < 0.05);
+    }
 }

@@ -15,6 +15,32 @@ const FONTS: &[&str] = &[
     "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
 ];
 
+/// `YYYYmmddTHHMMSSZ` of now: how result folders are named.
+pub fn utc_stamp_now() -> String {
+    utc_stamp(crate::partition::unix_now() as i64)
+}
+
+/// `YYYYmmddTHHMMSSZ` of Unix time `s`.
+pub fn utc_stamp(s: i64) -> String {
+    let (days, rem) = (s.div_euclid(86_400), s.rem_euclid(86_400));
+    // civil from days (H. Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
 /// Registers a system font for plot text once; `Err` says why plots cannot have text.
 fn font() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
@@ -526,4 +552,13 @@ pub fn dynamic_report(
         .collect();
     std::fs::write(dir.join("status.log"), log)?;
     Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stamps_are_utc_civil_time() {
+        assert_eq!(super::utc_stamp(0), "19700101T000000Z");
+        assert_eq!(super::utc_stamp(1_709_211_909), "20240229T130509Z");
+    }
 }

@@ -16,6 +16,13 @@ use hil_tests::LinkSpec;
 
 const PORT: u16 = 9000;
 
+/// The tests that measure timing take turns: on a 2-core machine two emulators and their probes
+/// at once measure each other's CPU use as much as the emulated links.
+fn measuring_alone() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `count` echo probes from `from` to `to`'s echo server.
 fn rtts(tb: &Testbed, from: &str, to: &str, count: usize, interval_ms: u64) -> Rtts {
     let sock = tb.udp_socket(from, 0).unwrap();
@@ -70,6 +77,7 @@ fn udp_round_trip_matches_configured_latency() {
     if skip() {
         return;
     }
+    let _turn = measuring_alone();
     let tb = Testbed::up(&["a", "b"], &[]).unwrap();
     let _e = echo(&tb, "b");
     // what the kernel and this measurement add, with ideal links
@@ -97,9 +105,13 @@ fn udp_round_trip_matches_configured_latency() {
                 (r.median() - expected).abs() < 0.2,
                 format!("median rtt {:.3} ms, expected {expected:.3} ms", r.median()),
             )?;
+            // trimmed: a bias of the emulator moves it, a stalled vCPU's few late rounds do not
             check(
-                (r.mean() - expected).abs() < 0.2,
-                format!("mean rtt {:.3} ms, expected {expected:.3} ms", r.mean()),
+                (r.trimmed_mean(0.05) - expected).abs() < 0.2,
+                format!(
+                    "trimmed mean rtt {:.3} ms, expected {expected:.3} ms",
+                    r.trimmed_mean(0.05)
+                ),
             )
         });
     }
@@ -116,6 +128,7 @@ fn loss_matches_configured_rate() {
     if skip() {
         return;
     }
+    let _turn = measuring_alone();
     let tb = Testbed::up(&["a", "b"], &[]).unwrap();
     let _e = echo(&tb, "b");
     set_both(
@@ -147,6 +160,7 @@ fn jitter_matches_configured() {
     if skip() {
         return;
     }
+    let _turn = measuring_alone();
     let tb = Testbed::up(&["a", "b"], &[]).unwrap();
     let _e = echo(&tb, "b");
     let base = rtts(&tb, "a", "b", 100, 5);
@@ -160,20 +174,23 @@ fn jitter_matches_configured() {
     within_attempts(|| {
         let r = rtts(&tb, "a", "b", 600, 10);
         println!(
-            "rtt mean {:.3} ms (expected 15 + {:.3}), jitter {:.3} ms (expected 1.0)",
+            "rtt mean {:.3} trimmed {:.3} ms (expected 15 + {:.3}), jitter {:.3} robust {:.3} ms (expected 1.0)",
             r.mean(),
+            r.trimmed_mean(0.05),
             base.median(),
-            r.jitter()
+            r.jitter(),
+            r.robust_jitter()
         );
+        // from the median of the differences: a few rounds a stalled vCPU delayed do not move it
         check(
-            (r.jitter() - 1.0).abs() < 0.15,
-            format!("jitter {}", r.jitter()),
+            (r.robust_jitter() - 1.0).abs() < 0.15,
+            format!("jitter {} (robust estimate)", r.robust_jitter()),
         )?;
         // the mean of 600 draws with sigma 0.89 ms is within 0.11 ms (3 sigma) of 15 ms
         let expected = 15.0 + base.median();
         check(
-            (r.mean() - expected).abs() < 0.2 + 0.11,
-            format!("mean {} expected {expected}", r.mean()),
+            (r.trimmed_mean(0.05) - expected).abs() < 0.2 + 0.11,
+            format!("trimmed mean {} expected {expected}", r.trimmed_mean(0.05)),
         )
     });
 }
@@ -183,6 +200,7 @@ fn live_latency_change_through_the_control_socket() {
     if skip() {
         return;
     }
+    let _turn = measuring_alone();
     let tb = Testbed::up(&["a", "b", "c"], &[]).unwrap();
     let sock = std::env::temp_dir().join(format!("linkemu-test-{}.sock", std::process::id()));
     let _srv = ControlServer::start(&sock, tb.shared().clone(), tb.nodes().to_vec(), None).unwrap();

@@ -253,10 +253,18 @@ pub fn workload_image(image: &str, env: &[&str]) {
 /// Removes (forcibly) every container that carries the label `key=value`; errors are ignored
 /// (for drop guards: cleanup must not panic while a test is already failing).
 pub fn remove_containers_labelled(key: &str, value: &str) {
-    let Ok(out) = Command::new("podman")
-        .args(["ps", "-aq", "--filter", &format!("label={key}={value}")])
-        .output()
-    else {
+    remove_containers_where(&[format!("label={key}={value}")]);
+}
+
+/// Removes (forcibly) every container that `podman ps` lists with all of `filters` (each as
+/// `--filter` takes it: `label=k=v`, `name=…`); errors are ignored, as above.
+pub fn remove_containers_where(filters: &[String]) {
+    let mut ps = Command::new("podman");
+    ps.arg("ps").arg("-aq");
+    for f in filters {
+        ps.arg("--filter").arg(f);
+    }
+    let Ok(out) = ps.output() else {
         return;
     };
     let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)

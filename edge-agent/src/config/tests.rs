@@ -1,5 +1,8 @@
 use super::*;
 
+/// The file with every key (the fuzz corpus seeds from it too).
+const FULL: &str = include_str!("../../config-full.toml");
+
 const KEY: &str = "3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29";
 
 fn load_str(toml_text: &str, o: Overrides) -> Result<Config, ConfigError> {
@@ -15,45 +18,7 @@ fn load_str(toml_text: &str, o: Overrides) -> Result<Config, ConfigError> {
 
 #[test]
 fn the_documented_example_parses_and_flags_override() {
-    let text = format!(
-        r#"
-node = "n13"
-datacenter = "train1"
-layer = "edge"
-arch = "aarch64"
-hardware = ["smoke-sensor"]
-software = []
-state_dir = "/var/lib/acoa-agent"
-report_period_ms = 1000
-runtime = "podman"
-image_allowlist = ["localhost/acoa/"]
-[capacity]
-cpu_millis = 2000
-memory_mb = 2048
-disk_mb = 16000
-[broker]
-url = "mqtt://127.0.0.1:1883"
-username = "n13"
-password = "secret"
-ca_file = "/etc/acoa/ca.pem"
-control_plane_key = "{KEY}"
-[probe]
-listen = "0.0.0.0:7878"
-advertise = "10.0.0.13:7878"
-peers_per_period = 4
-period_ms = 1000
-window = 20
-clock = "synchronized"
-[podman]
-socket = "unix:///run/podman/podman.sock"
-netns = "/run/netns/n13"
-[k3s]
-kubeconfig = "/etc/rancher/k3s/k3s.yaml"
-[stats]
-listen = "0.0.0.0:7879"
-advertise = "10.88.0.1:7879"
-"#
-    );
+    let text = FULL.replace("CONTROL-PLANE-KEY", KEY);
     let c = load_str(&text, Overrides::default()).unwrap();
     assert_eq!(c.stats.listen.to_string(), "0.0.0.0:7879");
     assert_eq!(c.stats.advertise.as_deref(), Some("10.88.0.1:7879"));

@@ -229,16 +229,7 @@ mod live {
                     .and_then(|s| s.containers.first())
                     .and_then(|c| c.image.clone())
                     .unwrap_or_default();
-                out.push(Observed {
-                    name,
-                    image,
-                    spec_hash: labels.get(LABEL_SPEC).cloned().unwrap_or_default(),
-                    generation: labels
-                        .get(LABEL_GENERATION)
-                        .and_then(|g| g.parse().ok())
-                        .unwrap_or(0),
-                    state,
-                });
+                out.push(observed(name, image, state, |k| labels.get(k)));
             }
             Ok(out)
         }

@@ -2,7 +2,7 @@
 
 use acoa_shared::wire::{ContainerSpec, HealthSpec};
 
-use crate::reconciler::Observed;
+use crate::reconciler::{Observed, RunState};
 
 pub mod check;
 pub mod k3s;
@@ -194,4 +194,23 @@ pub fn injected_env(spec: &ContainerSpec, stats: Option<&str>) -> Vec<(String, S
         env.push(("ACOA_AGENT_STATS".into(), a.to_string()));
     }
     env
+}
+
+/// A container as a runtime lists it: its labels give the spec hash and the generation it was
+/// created with (a missing label: an empty hash, generation 0, so that it is replaced).
+pub(crate) fn observed<'a>(
+    name: String,
+    image: String,
+    state: RunState,
+    label: impl Fn(&str) -> Option<&'a String>,
+) -> Observed {
+    Observed {
+        name,
+        image,
+        spec_hash: label(LABEL_SPEC).cloned().unwrap_or_default(),
+        generation: label(LABEL_GENERATION)
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0),
+        state,
+    }
 }

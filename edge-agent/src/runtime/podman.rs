@@ -249,16 +249,12 @@ impl Runtime for PodmanRuntime {
             else {
                 continue;
             };
-            out.push(Observed {
-                name: name.to_owned(),
-                image: c.image.unwrap_or_default(),
-                spec_hash: labels.get(LABEL_SPEC).cloned().unwrap_or_default(),
-                generation: labels
-                    .get(LABEL_GENERATION)
-                    .and_then(|g| g.parse().ok())
-                    .unwrap_or(0),
-                state: run_state(c.state.as_deref().unwrap_or(""), c.exit_code),
-            });
+            out.push(observed(
+                name.to_owned(),
+                c.image.unwrap_or_default(),
+                run_state(c.state.as_deref().unwrap_or(""), c.exit_code),
+                |k| labels.get(k),
+            ));
         }
         Ok(out)
     }

@@ -517,3 +517,41 @@ pub fn actual(bytes: &[u8], node_key: &VerifyingKey) -> ActualState {
 pub fn node_name(tag: &str) -> String {
     format!("t{}-{tag}", std::process::id() % 100_000)
 }
+
+/// The agent's probe section in these tests: any free port, a period of 500 ms.
+pub const PROBE: &str = "listen = \"127.0.0.1:0\"\nperiod_ms = 500";
+
+/// One node's test rig: a Mosquitto of its own, the agent connected to it, a watcher of the
+/// node's topics; the node's containers are removed before and after.
+pub struct Rig {
+    pub broker: Broker,
+    pub agent: Agent,
+    pub watcher: Watcher,
+    pub _cleanup: Cleanup,
+}
+
+/// The rig for test `tag` (`None`: the test skips, see [`skip_or_require`]); waits at most
+/// `wait` for the agent's first connection.
+pub fn rig(tag: &str, wait: Duration) -> Option<Rig> {
+    if skip_or_require(tag, true) {
+        return None;
+    }
+    let node = node_name(tag);
+    remove_all(&node);
+    let dir = scratch_dir(tag);
+    let broker = Broker::start(&dir);
+    let watcher = Watcher::new(
+        &broker.host,
+        broker.port,
+        &format!("acoa/v1/nodes/{node}/+"),
+    );
+    let mut agent = Agent::new(&node, &dir, &broker.url(), "", PROBE);
+    agent.start();
+    agent.wait_log("connected to broker", wait);
+    Some(Rig {
+        broker,
+        agent,
+        watcher,
+        _cleanup: Cleanup(node),
+    })
+}

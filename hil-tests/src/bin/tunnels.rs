@@ -10,8 +10,6 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -99,29 +97,8 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let a = <Args as clap::Parser>::parse();
-    let stamp = utc_stamp(partition::unix_now() as i64);
+    let stamp = hil_tests::report::utc_stamp_now();
     run(a, stamp)
-}
-
-/// `YYYYmmddTHHMMSSZ` of Unix time `s`.
-fn utc_stamp(s: i64) -> String {
-    let (days, rem) = (s.div_euclid(86_400), s.rem_euclid(86_400));
-    // civil from days (H. Hinnant)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
 }
 
 fn run(a: Args, stamp: String) -> Result<()> {
@@ -147,11 +124,7 @@ fn run(a: Args, stamp: String) -> Result<()> {
             .map(|x| tunnels::arm_app(&app, x, &a.image_prefix).application)
             .collect(),
     )?;
-    for ns in hil_tests::netns::list_netns() {
-        if ns.starts_with(&a.prefix) {
-            hil_tests::netns::del_netns(&ns)?;
-        }
-    }
+    hil_tests::netns::del_prefixed(&a.prefix)?;
     let mut numbered: Vec<(String, u32)> = cl
         .nodes
         .iter()
@@ -241,27 +214,11 @@ fn images(app: &acoa_shared::model::Application, prefix: &str, control: &str) ->
 
 /// On SIGINT/SIGTERM: kill what the run started, remove its containers and namespaces, exit.
 fn guard(prefix: &str, apps: Vec<String>) -> Result<()> {
-    let term = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, term.clone())?;
-    let prefix = prefix.to_string();
-    std::thread::spawn(move || loop {
-        if term.load(Ordering::Relaxed) {
-            eprintln!("hil: interrupted, tearing down");
-            hil_tests::agents::kill_all();
-            for a in &apps {
-                hil_tests::partition::remove_app_containers(a);
-            }
-            for ns in hil_tests::netns::list_netns() {
-                if ns.starts_with(&prefix) {
-                    let _ = hil_tests::netns::del_netns(&ns);
-                }
-            }
-            std::process::exit(130);
+    Ok(hil_tests::agents::guard_signals(prefix, move || {
+        for a in &apps {
+            hil_tests::partition::remove_app_containers(a);
         }
-        std::thread::sleep(Duration::from_millis(100));
-    });
-    Ok(())
+    })?)
 }
 
 fn pct(x: (usize, usize)) -> String {

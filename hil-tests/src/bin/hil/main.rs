@@ -7,8 +7,6 @@
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -244,7 +242,10 @@ impl RunArgs {
     /// The report directory: `--out`, else `hil-tests/results/<experiment>-<UTC time>`.
     fn dir(&self, experiment: &str) -> PathBuf {
         self.out.clone().unwrap_or_else(|| {
-            PathBuf::from(format!("hil-tests/results/{experiment}-{}", utc_stamp()))
+            PathBuf::from(format!(
+                "hil-tests/results/{experiment}-{}",
+                hil_tests::report::utc_stamp_now()
+            ))
         })
     }
 }
@@ -626,57 +627,9 @@ fn cluster_testbed(cl: &acoa_shared::model::Cluster, prefix: &str) -> Result<(Te
 
 /// Deletes every namespace whose name starts with `prefix`; returns how many.
 fn down(prefix: &str) -> Result<usize> {
-    let mut n = 0;
-    for ns in netns::list_netns() {
-        if ns.starts_with(prefix) {
-            netns::del_netns(&ns)?;
-            n += 1;
-        }
-    }
-    Ok(n)
+    Ok(netns::del_prefixed(prefix)?)
 }
 
-/// On SIGINT/SIGTERM: kill the processes the run started, run `cleanup`, delete the run's
-/// namespaces and exit (the TUN devices go with the process).
 fn guard_signals(prefix: &str, cleanup: impl Fn() + Send + 'static) -> Result<()> {
-    let term = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, term.clone())?;
-    let prefix = prefix.to_string();
-    std::thread::spawn(move || loop {
-        if term.load(Ordering::Relaxed) {
-            eprintln!("hil: interrupted, tearing down");
-            hil_tests::agents::kill_all();
-            cleanup();
-            let _ = down(&prefix);
-            std::process::exit(130);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    });
-    Ok(())
-}
-
-/// `YYYYmmddTHHMMSSZ` of now.
-fn utc_stamp() -> String {
-    let s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0) as i64;
-    let (days, rem) = (s.div_euclid(86_400), s.rem_euclid(86_400));
-    // civil from days (H. Hinnant)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    Ok(hil_tests::agents::guard_signals(prefix, cleanup)?)
 }

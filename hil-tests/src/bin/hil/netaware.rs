@@ -144,7 +144,10 @@ pub fn run(a: Args) -> Result<()> {
         .collect::<Result<_>>()?;
     let plan = plan(&a, scheds)?;
     let dir = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from(format!("hil-tests/results/netaware-{}", crate::utc_stamp()))
+        PathBuf::from(format!(
+            "hil-tests/results/netaware-{}",
+            hil_tests::report::utc_stamp_now()
+        ))
     });
     std::fs::create_dir_all(&dir)?;
     let _ = crate::down(&a.prefix);
