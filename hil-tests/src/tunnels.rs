@@ -16,14 +16,14 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use acoa_shared::model::{Application, Cluster};
+use acoa_shared::model::{AppPath, Application, Cluster};
 use anyhow::{bail, Context, Result};
 
 use crate::agents::AgentOptions;
 use crate::dynamic::{all_running, placement_of};
 use crate::emu::{Testbed, HOST};
 use crate::partition::{self, LogTail, NodeState, Plane};
-use crate::workload::{self, Collector, COLLECTOR_PORT};
+use crate::workload::{self, Collector, Records, COLLECTOR_PORT};
 
 /// The testbed endpoint of the workload's collector (never cut).
 pub const OBS: &str = "obs";
@@ -411,31 +411,10 @@ fn run_plane(rig: &Rig, arm: &Arm, mut plane: Plane, workdir: &Path) -> Result<A
     std::thread::sleep(Duration::from_secs(2));
     let rec = rig.collector.records();
     for p in &app.paths {
-        let trail = p.channels.join("/");
-        let last = app
-            .channels
-            .iter()
-            .find(|c| Some(&c.name) == p.channels.last())
-            .map(|c| c.to.clone())
-            .unwrap_or_default();
-        let mut origins = Vec::new();
-        let mut seqs = BTreeSet::new();
-        for x in &rec.received {
-            if x.app == app.application
-                && x.component == last
-                && (x.trail == trail || x.trail.ends_with(&format!("/{trail}")))
-                && x.origin_ns >= start_ns
-                && seqs.insert(x.seq)
-            {
-                let t = (x.origin_ns - start_ns) as f64 / 1e9;
-                origins.push(t);
-                r.samples.push((
-                    t,
-                    p.name.clone(),
-                    (x.recv_ns.saturating_sub(x.origin_ns)) as f64 / 1e6,
-                ));
-            }
-        }
+        let samples = path_samples(&rec, app, p, start_ns);
+        let origins: Vec<f64> = samples.iter().map(|s| s.0).collect();
+        r.samples
+            .extend(samples.iter().map(|(t, ms)| (*t, p.name.clone(), *ms)));
         let all = served_fraction(&origins, 0.0, sch.end, 1.0);
         let mut inside = (0, 0);
         for (a, b) in &sch.tunnels {
@@ -446,6 +425,43 @@ fn run_plane(rig: &Rig, arm: &Arm, mut plane: Plane, workdir: &Path) -> Result<A
     }
     drop(plane);
     Ok(r)
+}
+
+/// The messages that completed `path` of `app` having left the source at or after `start_ns`:
+/// (origin time in seconds after `start_ns`, latency in ms), each message once, in the order
+/// they arrived.
+pub fn path_samples(
+    rec: &Records,
+    app: &Application,
+    path: &AppPath,
+    start_ns: u128,
+) -> Vec<(f64, f64)> {
+    let trail = path.channels.join("/");
+    let last = app
+        .channels
+        .iter()
+        .find(|c| Some(&c.name) == path.channels.last())
+        .map(|c| c.to.clone())
+        .unwrap_or_default();
+    let mut seqs = BTreeSet::new();
+    rec.received
+        .iter()
+        .filter(|x| {
+            x.app == app.application
+                && x.component == last
+                && (x.trail == trail || x.trail.ends_with(&format!("/{trail}")))
+                && x.origin_ns >= start_ns
+                // two copies of the source (a rollout, a partition's replacement) count from 0
+                // each: a message is its sequence number and its origin time
+                && seqs.insert((x.seq, x.origin_ns))
+        })
+        .map(|x| {
+            (
+                (x.origin_ns - start_ns) as f64 / 1e9,
+                (x.recv_ns.saturating_sub(x.origin_ns)) as f64 / 1e6,
+            )
+        })
+        .collect()
 }
 
 /// The node of the first component (in the application's order) placed on a cloud node.

@@ -20,7 +20,13 @@
 //! Datagrams (text): data `D1 seq origin_ns trail`; report `R1 app component seq origin_ns
 //! recv_ns trail`; sent `S1 app component seq origin_ns`; config request `C1 app component`,
 //! answer `K1 port=P rate=HZ out=chan@ip:port,...`.
-#![forbid(unsafe_code)]
+//!
+//! Two copies of a component may run side by side on one node during a rollout (the new one
+//! started before the old one stops), in the node's one network namespace: the listening
+//! socket is bound with SO_REUSEPORT so that both can hold the component's port, and the
+//! traffic moves to the new copy without a gap when the old one stops.
+// One exception, [`bind_reuseport`]: std has no SO_REUSEPORT and this program is std only.
+#![deny(unsafe_code)]
 
 // std only (built with plain rustc by images.sh): the stats reporter is included by path.
 #[allow(dead_code)]
@@ -126,7 +132,7 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
             }
         }
     };
-    let sock = UdpSocket::bind(("0.0.0.0", cfg.port)).map_err(io)?;
+    let sock = bind_reuseport(cfg.port).map_err(io)?;
     log(
         app,
         comp,
@@ -221,6 +227,54 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
     }
 }
 
+/// A UDP socket on 0.0.0.0:`port` with SO_REUSEPORT set before the bind (see the module
+/// documentation). Linux only; the constants are the same on x86_64 and aarch64.
+#[allow(unsafe_code)]
+fn bind_reuseport(port: u16) -> std::io::Result<UdpSocket> {
+    use std::os::fd::FromRawFd;
+    #[repr(C)]
+    struct SockaddrIn {
+        family: u16,
+        port: u16,
+        addr: u32,
+        zero: [u8; 8],
+    }
+    extern "C" {
+        fn socket(domain: i32, kind: i32, protocol: i32) -> i32;
+        fn setsockopt(fd: i32, level: i32, name: i32, value: *const i32, len: u32) -> i32;
+        fn bind(fd: i32, addr: *const SockaddrIn, len: u32) -> i32;
+        fn close(fd: i32) -> i32;
+    }
+    const AF_INET: i32 = 2;
+    const SOCK_DGRAM: i32 = 2;
+    const SOCK_CLOEXEC: i32 = 0o2000000;
+    const SOL_SOCKET: i32 = 1;
+    const SO_REUSEPORT: i32 = 15;
+    let one: i32 = 1;
+    let sa = SockaddrIn {
+        family: AF_INET as u16,
+        port: port.to_be(),
+        addr: 0,
+        zero: [0; 8],
+    };
+    // SAFETY: plain system calls on a descriptor this function owns; the pointers are to live
+    // locals of the sizes given; on success the descriptor is handed to UdpSocket, which owns it.
+    unsafe {
+        let fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, 4) != 0
+            || bind(fd, &sa, std::mem::size_of::<SockaddrIn>() as u32) != 0
+        {
+            let e = std::io::Error::last_os_error();
+            close(fd);
+            return Err(e);
+        }
+        Ok(UdpSocket::from_raw_fd(fd))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +290,34 @@ mod tests {
         assert!(c.out.is_empty());
         assert!(parse_config("X").is_err());
         assert!(parse_out("a@nope").unwrap_err().contains("bad address"));
+    }
+
+    #[test]
+    fn two_copies_share_the_port_and_the_traffic_moves_when_one_stops() {
+        let a = bind_reuseport(0).unwrap();
+        let port = a.local_addr().unwrap().port();
+        let b = bind_reuseport(port).expect("a second copy binds the same port");
+        for s in [&a, &b] {
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+        }
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = ("127.0.0.1", port);
+        tx.send_to(b"one", to).unwrap();
+        let mut buf = [0u8; 8];
+        // the kernel picks one socket for this sender: the other gets nothing
+        let (got, other) = match a.recv(&mut buf) {
+            Ok(_) => (a, b),
+            Err(_) => {
+                b.recv(&mut buf).expect("one of the two copies receives");
+                (b, a)
+            }
+        };
+        drop(got);
+        tx.send_to(b"two", to).unwrap();
+        let n = other.recv(&mut buf).expect("the remaining copy receives");
+        assert_eq!(&buf[..n], b"two");
+        // without SO_REUSEPORT the port is taken
+        assert!(UdpSocket::bind(("0.0.0.0", port)).is_err());
     }
 }

@@ -9,15 +9,12 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use hil_tests::agents::AgentOptions;
-use hil_tests::emu::Testbed;
-use hil_tests::partition;
+use anyhow::{Context, Result};
+use hil_tests::railbed::{Bed, BedArgs, Names};
 use hil_tests::report::{bars_png, scatter_png};
-use hil_tests::tunnels::{self, Arm, ArmResult, Rig, Schedule, OBS};
+use hil_tests::tunnels::{self, Arm, ArmResult, Rig, Schedule};
 
 /// The command line.
 #[derive(clap::Parser, Debug, Clone)]
@@ -26,17 +23,8 @@ use hil_tests::tunnels::{self, Arm, ArmResult, Rig, Schedule, OBS};
     about = "ACOA testbed: train 1 in tunnels and a cloud node crashed, liveness policies compared"
 )]
 pub struct Args {
-    #[arg(long, default_value = "scenarios/railway/cluster.yaml")]
-    pub cluster: PathBuf,
-    #[arg(long, default_value = "scenarios/railway/smoke-monitoring.yaml")]
-    pub app: PathBuf,
-    #[arg(long, default_value = "target/debug/cloud-broker")]
-    pub cloud_bin: PathBuf,
-    #[arg(long, default_value = "target/debug/edge-agent")]
-    pub agent_bin: PathBuf,
-    /// aarch64 build of the agent for the aarch64 nodes, run under qemu-aarch64-static
-    #[arg(long)]
-    pub agent_bin_aarch64: Option<PathBuf>,
+    #[command(flatten)]
+    pub bed: BedArgs,
     /// Policies compared, one after the other on the same schedule: `evidence`, `timer`
     /// (lost after 40 s, as Kubernetes) or `timer:SECONDS`
     #[arg(long, value_delimiter = ',', default_value = "evidence,timer")]
@@ -60,30 +48,9 @@ pub struct Args {
     /// Seconds the agents measure before the application is applied
     #[arg(long, default_value_t = 30)]
     pub warmup_s: u64,
-    /// The agents' probe period, ms
-    #[arg(long, default_value_t = 1000)]
-    pub probe_period_ms: u64,
     /// Messages per second of the source (measurement)
     #[arg(long, default_value_t = 10.0)]
     pub rate_hz: f64,
-    /// Skip building the workload images (`hil-tests/images.sh` with the obs endpoint as the
-    /// collector)
-    #[arg(long)]
-    pub no_images: bool,
-    /// Namespace prefix (runs at the same time need their own, and their own --subnet and
-    /// --image-prefix)
-    #[arg(long, default_value = "tun-")]
-    pub prefix: String,
-    /// Prefix of the node names (agents own the containers labelled with their node's name:
-    /// a run must not share node names with another system on this Podman)
-    #[arg(long, default_value = "tu-")]
-    pub node_prefix: String,
-    /// The workload images are `localhost/acoa/<this><image name>` (their collector address is
-    /// baked in)
-    #[arg(long, default_value = "tunnels-")]
-    pub image_prefix: String,
-    #[arg(long, default_value = "10.86.0.0/16")]
-    pub subnet: String,
     /// Report directory (default hil-tests/results/tunnels-<UTC time>)
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -102,9 +69,14 @@ fn main() -> Result<()> {
 }
 
 fn run(a: Args, stamp: String) -> Result<()> {
-    let cl = acoa_shared::model::load_cluster(&a.cluster).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let cl = partition::prefixed(&cl, &a.node_prefix);
-    let app = acoa_shared::model::load_application(&a.app).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let names = a.bed.names(Names {
+        prefix: "tun-".into(),
+        node_prefix: "tu-".into(),
+        image_prefix: "tunnels-".into(),
+        subnet: "10.86.0.0/16".into(),
+    });
+    let app =
+        acoa_shared::model::load_application(&a.bed.app).map_err(|e| anyhow::anyhow!("{e}"))?;
     let schedule = Schedule::new(a.cycles, a.period_s, a.cut_s, a.first_s)?;
     let arms: Vec<Arm> = a
         .arms
@@ -115,57 +87,29 @@ fn run(a: Args, stamp: String) -> Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("hil-tests/results/tunnels-{stamp}")));
-    if a.prefix.is_empty() {
-        bail!("--prefix must not be empty");
-    }
     guard(
-        &a.prefix,
+        &names.prefix,
         arms.iter()
-            .map(|x| tunnels::arm_app(&app, x, &a.image_prefix).application)
+            .map(|x| tunnels::arm_app(&app, x, &names.image_prefix).application)
             .collect(),
     )?;
-    hil_tests::netns::del_prefixed(&a.prefix)?;
-    let mut numbered: Vec<(String, u32)> = cl
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.clone(), i as u32 + 1))
-        .collect();
-    numbered.push((OBS.into(), 250));
-    let tb = Testbed::builder()
-        .prefix(&a.prefix)
-        .subnet(
-            a.subnet
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--subnet: {e}"))?,
-        )
-        .host(true)
-        .up_numbered(&numbered, &cl.links)?;
-    tunnels::check_testbed(&tb)?;
-    let comp = tb.calibrate(&cl.nodes[0].name, &cl.nodes[1].name)?;
-    tb.set_compensation(comp);
-    if !a.no_images {
-        images(
-            &app,
-            &a.image_prefix,
-            &format!("{}:{}", tb.addr(OBS)?, hil_tests::workload::COLLECTOR_PORT),
-        )?;
-    }
-    let collector = tunnels::collector(&tb)?;
-    let mut agent = AgentOptions::new(&a.agent_bin);
-    agent.aarch64_bin = a.agent_bin_aarch64.clone();
-    agent.period_ms = a.probe_period_ms;
-    agent.window = 20;
+    let Bed {
+        tb,
+        cluster: cl,
+        collector,
+        agent,
+        ..
+    } = Bed::up(&a.bed, names.clone())?;
     std::fs::create_dir_all(&out)?;
     let mut results = Vec::new();
     for arm in &arms {
-        let arm_app = tunnels::arm_app(&app, arm, &a.image_prefix);
+        let arm_app = tunnels::arm_app(&app, arm, &names.image_prefix);
         collector.clear();
         let rig = Rig {
             tb: &tb,
             cluster: &cl,
             app: &arm_app,
-            cloud_bin: &a.cloud_bin,
+            cloud_bin: &a.bed.cloud_bin,
             agent: &agent,
             collector: &collector,
             schedule: &schedule,
@@ -185,30 +129,6 @@ fn run(a: Args, stamp: String) -> Result<()> {
     drop(tb);
     let md = write_report(&out, &a, &schedule, &results)?;
     println!("{md}\nhil: report in {}", out.join("report.md").display());
-    Ok(())
-}
-
-/// The workload images under their own names, with the obs endpoint as their collector.
-fn images(app: &acoa_shared::model::Application, prefix: &str, control: &str) -> Result<()> {
-    let names: Vec<String> = app
-        .components
-        .iter()
-        .map(|c| tunnels::retag(&c.image, prefix))
-        .collect();
-    let st = Command::new("bash")
-        .arg("hil-tests/images.sh")
-        .args(&names)
-        .env("ACOA_CONTROL", control)
-        // runs at the same time build in their own directories
-        .env(
-            "OUT",
-            std::env::temp_dir().join(format!("acoa-{prefix}workload")),
-        )
-        .status()
-        .context("hil-tests/images.sh")?;
-    if !st.success() {
-        bail!("hil-tests/images.sh failed");
-    }
     Ok(())
 }
 
@@ -257,8 +177,8 @@ Each policy (an arm) runs on the same testbed one after the other, with its own 
 - needless container starts: containers (Podman id and start time, polled every second) that were not running when the schedule began, except the first container of each component the crash moved, on its new node.\n\
 - crash: seconds from the crash until the control plane's log calls the node lost (the evidence), and until the status shows every component running with none on the crashed node.\n\
 - served: the fraction of 1 s windows (by the messages' origin time) in which at least one message completed the path, measured inside the containers; over the whole schedule and inside the tunnels only.\n\n",
-        nodes = if a.agent_bin_aarch64.is_some() { "20 nodes, the aarch64 ones' agents under qemu" } else { "20 nodes, every agent the x86_64 build" },
-        pp = a.probe_period_ms,
+        nodes = if a.bed.agent_bin_aarch64.is_some() { "20 nodes, the aarch64 ones' agents under qemu" } else { "20 nodes, every agent the x86_64 build" },
+        pp = a.bed.probe_period_ms,
         rate = a.rate_hz,
         cut = a.cut_s,
         period = a.period_s,
