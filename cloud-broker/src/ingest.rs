@@ -237,7 +237,7 @@ pub fn classify(
                 _ => Ok(None),
             }
         }
-        Topic::Peers | Topic::AppStatus(_) => Ok(None),
+        Topic::Peers(_) | Topic::AppStatus(_) => Ok(None),
         Topic::App(a) => Ok(Some(Event::AppPublished {
             app: a.into(),
             payload: payload.to_vec(),
@@ -302,6 +302,7 @@ mod tests {
                 seq: 1,
                 run: 0,
                 links: Default::default(),
+                coord: None,
             };
             for (peer, latency_ms, success) in samples {
                 l.links
@@ -413,6 +414,7 @@ mod tests {
             seq,
             run,
             links: Default::default(),
+            coord: None,
         }))
     }
 

@@ -125,7 +125,7 @@ mod tests {
              topic write acoa/v1/nodes/n1/actual\n\
              topic write acoa/v1/nodes/n1/usage\n\
              topic read acoa/v1/nodes/n1/desired\n\
-             topic read acoa/v1/peers\n"
+             topic read acoa/v1/nodes/n1/peers\n"
         ));
         assert!(text.contains(
             "user w1\ntopic read acoa/v1/sched/jobs\ntopic write acoa/v1/sched/results/w1\n"

@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
             Topic::Desired(n) => topics::desired(n),
             Topic::Actual(n) => topics::actual(n),
             Topic::Usage(n) => topics::usage(n),
-            Topic::Peers => topics::PEERS.to_string(),
+            Topic::Peers(n) => topics::peers(n),
             Topic::App(a) => topics::app(a),
             Topic::AppStatus(a) => topics::app_status(a),
         };
@@ -34,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
         | Topic::Desired(n)
         | Topic::Actual(n)
         | Topic::Usage(n)
+        | Topic::Peers(n)
         | Topic::App(n)
         | Topic::AppStatus(n) = t
         {

@@ -37,6 +37,7 @@ mod jobs;
 mod links;
 pub mod liveness;
 mod measured;
+pub mod probes;
 mod rollout;
 pub mod view;
 
@@ -71,6 +72,10 @@ pub struct EngineConfig {
     pub sustain: u32,
     /// Peer-list changes are gathered for this long before one publication.
     pub peers_debounce_ms: u64,
+    /// Peers in each node's neighbour set (`probes`; at most `wire::MAX_PEERS_PER_NODE`).
+    pub peers_k: usize,
+    /// Moved coordinates change the neighbour sets at most this often.
+    pub peers_refresh_ms: u64,
     /// Link samples older than this are forgotten.
     pub link_max_age_ms: u64,
     /// How often the ingest statistics line is logged (0: never).
@@ -97,6 +102,8 @@ impl Default for EngineConfig {
             hysteresis: 0.05,
             sustain: 3,
             peers_debounce_ms: 500,
+            peers_k: 32,
+            peers_refresh_ms: 30_000,
             link_max_age_ms: 60_000,
             stats_every_ms: 10_000,
             deschedule_ms: 10_000,
@@ -235,7 +242,8 @@ pub struct Engine {
     next_job: u64,
     meta: Meta,
     peers_dirty: bool,
-    peers_sent: Option<Vec<(String, String)>>,
+    /// Coordinates, peer lists sent, targeted probes (`probes`).
+    probes: probes::Probes,
     last_peers_pub: u64,
     last_reeval: u64,
     last_stats: u64,
@@ -290,7 +298,7 @@ impl Engine {
             next_job: 1,
             meta: snap.meta,
             peers_dirty: false,
-            peers_sent: None,
+            probes: probes::Probes::default(),
             last_peers_pub: 0,
             last_reeval: now,
             last_stats: now,
@@ -446,7 +454,11 @@ impl Engine {
         if self.links.len() != before {
             self.model_version += 1;
         }
-        if self.peers_dirty && now.saturating_sub(self.last_peers_pub) >= self.cfg.peers_debounce_ms
+        let refresh = self.probes.moved
+            && now.saturating_sub(self.probes.last_refresh) >= self.cfg.peers_refresh_ms;
+        if refresh
+            || (self.peers_dirty
+                && now.saturating_sub(self.last_peers_pub) >= self.cfg.peers_debounce_ms)
         {
             self.publish_peers(out);
         }
