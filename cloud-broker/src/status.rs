@@ -74,6 +74,10 @@ pub struct AppStatus {
     /// (`starting`, `healthy`, `unhealthy`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub health: BTreeMap<String, String>,
+    /// Each channel of the placement: `measured` (its nodes' link is probed), `estimated` (from
+    /// network coordinates, being probed now: targeted probes) or `local` (one node).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub links: BTreeMap<String, String>,
 }
 
 impl AppStatus {
@@ -92,6 +96,7 @@ impl AppStatus {
             observed: None,
             disconnect: vec![],
             health: BTreeMap::new(),
+            links: BTreeMap::new(),
         }
     }
 }

@@ -858,3 +858,104 @@ fn placed_topsis_and_network_aware_applications_are_not_searched_again() {
     let acts = sim.tick(1000);
     assert_eq!(jobs(&acts), ["qos-copy"]);
 }
+
+#[test]
+fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_measured() {
+    let c = railway();
+    let mut sim = Sim::new(lost_when_silent());
+    let dc = |n: &str| {
+        c.nodes
+            .iter()
+            .find(|x| x.name == n)
+            .unwrap()
+            .datacenter
+            .clone()
+    };
+    // every node measures its own group only (a small k), and reports a coordinate: its
+    // datacenter's place on a line (cloud far, stations and trains near one another)
+    let groups: Vec<String> = c
+        .nodes
+        .iter()
+        .map(|n| n.datacenter.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for n in &c.nodes {
+        sim.feed(Event::Report(Box::new(report(n))));
+    }
+    for n in &c.nodes {
+        let mut l = links_of(&c, &n.name);
+        l.links.retain(|s| dc(s.peer.as_str()) == n.datacenter);
+        let g = groups.iter().position(|g| *g == n.datacenter).unwrap();
+        l.coord = Some(wire::WireCoord {
+            vec: [10.0 * g as f32, 0.0, 0.0],
+            height: 1.0,
+            error: 0.2,
+        });
+        sim.feed(Event::Links(Box::new(l)));
+    }
+    sim.feed(Event::StartupDone);
+    let acts = sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
+    let st = statuses(&acts, "smoke-monitoring").pop().expect("a status");
+    let p = st
+        .placement
+        .clone()
+        .expect("placed on measured and estimated links");
+    let estimated: Vec<&String> = st
+        .links
+        .iter()
+        .filter(|(_, s)| *s == "estimated")
+        .map(|(c, _)| c)
+        .collect();
+    assert!(!estimated.is_empty(), "{:?}", st.links);
+    assert!(st
+        .links
+        .values()
+        .all(|s| ["measured", "estimated", "local"].contains(&s.as_str())));
+    // the nodes of the estimated links are asked to probe them: their lists name the far end
+    let lists = peer_lists_published(&sim.tick(1000), &sim.key);
+    let app = model::parse_application(&String::from_utf8(app_text("smoke-monitoring")).unwrap())
+        .unwrap();
+    for ch in app
+        .channels
+        .iter()
+        .filter(|ch| estimated.contains(&&ch.name))
+    {
+        let (x, y) = (&p[&ch.from], &p[&ch.to]);
+        let list = lists
+            .get(x)
+            .map(|l| {
+                l.peers
+                    .iter()
+                    .map(|p| p.node.to_string())
+                    .collect::<Vec<_>>()
+            })
+            .or_else(|| sim.e.peer_list(x))
+            .unwrap();
+        assert!(list.contains(y), "{x} is to probe {y}: {list:?}");
+    }
+    // the links are measured: the application is evaluated again, on the next tick
+    for n in &c.nodes {
+        let mut l = links_of(&c, &n.name);
+        l.seq = 2;
+        sim.feed(Event::Links(Box::new(l)));
+    }
+    sim.run_jobs = false;
+    sim.tick(1000);
+    assert!(
+        sim.pending_jobs
+            .iter()
+            .any(|j| j.app == "smoke-monitoring" && j.purpose == Purpose::Reevaluate),
+        "{:?}",
+        sim.pending_jobs
+            .iter()
+            .map(|j| (&j.app, &j.purpose))
+            .collect::<Vec<_>>()
+    );
+    let st = sim.e.status_now("smoke-monitoring").unwrap();
+    assert!(
+        st.links.values().all(|s| s != "estimated"),
+        "{:?}",
+        st.links
+    );
+}

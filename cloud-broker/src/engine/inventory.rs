@@ -182,6 +182,7 @@ impl Engine {
                 samples: s.samples,
                 at: self.now,
             };
+            self.on_measured(&from, &to);
             let k = (from.clone(), to);
             match self.links.get(&k) {
                 Some(old)
@@ -273,6 +274,12 @@ impl Engine {
                 success: e.success,
             })
             .collect();
+        let estimated = self.estimated_links(&nodes);
+        self.probes.estimated = estimated
+            .iter()
+            .map(|l| (l.from.clone(), l.to.clone()))
+            .collect();
+        links.extend(estimated);
         for n in &nodes {
             if !self.links.contains_key(&(n.name.clone(), n.name.clone())) {
                 links.push(Link {
@@ -325,6 +332,13 @@ impl Engine {
                 // the host's scheduling, not a link's quality
                 Some(e) if l.from != l.to => {
                     LinkBounds::measured(e.latency_ms, e.jitter_ms, e.success, e.samples)
+                }
+                None if self
+                    .probes
+                    .estimated
+                    .contains(&(l.from.clone(), l.to.clone())) =>
+                {
+                    self.estimate_bounds(l)
                 }
                 _ => LinkBounds::exact(l.latency_ms, l.success),
             })

@@ -462,6 +462,7 @@ impl Engine {
         {
             self.publish_peers(out);
         }
+        self.reevaluate_measured(out);
         if now.saturating_sub(self.last_reeval) >= self.cfg.reevaluate_ms {
             self.last_reeval = now;
             let apps: Vec<(String, bool, bool)> = self

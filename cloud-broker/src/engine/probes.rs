@@ -14,23 +14,39 @@
 //!   group; jitter the worse endpoint's median over its measured links, success the product of
 //!   the endpoints' medians).
 //!
+//! - The live model the placements read ([`Engine::cluster`]) holds the measured links and, for
+//!   every other ordered pair of online nodes, the estimate (in fleets of at most
+//!   [`MAX_ESTIMATED_NODES`] online nodes; above, measured links only: see "Not done" in
+//!   ARCHITECTURE.md); the estimated pairs are remembered, their confidence bounds are wide
+//!   (the coordinates' error) so that the descheduler does not move on an estimate alone.
+//! - Targeted probes ([`Engine::target_placement`]): after a placement is applied, the pairs its
+//!   channels use that are only estimated are added to the first node's list (probing the
+//!   second); when the last of them is measured the application is evaluated again
+//!   (`Purpose::Reevaluate`, on the next tick). They stay in the lists while the placement does.
+//!
 //! Invariant: a node's list never names the node itself, holds at most
 //! [`wire::MAX_PEERS_PER_NODE`] peers and each peer once; the same members, coordinates,
 //! targets and seed give the same lists.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use acoa_shared::coords::{
     estimate_in_group_ms, select_neighbours, Coord, EndpointSummary, LinkView, MeasuredLink,
     Member, NeighbourMix, DIMS,
 };
+use acoa_shared::model::{self, Link};
 use acoa_shared::topics;
 use acoa_shared::wire::{self, Message, Peer, PeerList, WireCoord, MAX_PEERS_PER_NODE};
 use tracing::{error, info};
 
+use super::links::LinkBounds;
 use super::liveness::NodeState;
-use super::{Action, Engine};
+use super::{Action, Engine, Purpose};
 use crate::records::PersistOp;
+
+/// The most online nodes whose unmeasured pairs the live model fills with estimates (n^2 links:
+/// 250,000 at this bound).
+pub const MAX_ESTIMATED_NODES: usize = 500;
 
 /// The seed of the neighbour sets' random slots (fixed: a list changes only when its members
 /// or their coordinates do).
@@ -117,6 +133,13 @@ pub(super) struct Probes {
     /// Per application, the directed pairs its placement uses that were only estimated when
     /// it was placed: their first node is asked to probe the second.
     pub(super) targeted: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// Per application, the targeted pairs not measured yet: when none is left, the
+    /// application is evaluated again.
+    pub(super) awaiting: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// Applications whose targeted pairs were all measured, to evaluate again.
+    pub(super) measured_apps: BTreeSet<String>,
+    /// The ordered pairs the live model holds as estimates.
+    pub(super) estimated: HashSet<(String, String)>,
     /// A coordinate moved since the lists were computed.
     pub(super) moved: bool,
     pub(super) last_refresh: u64,
@@ -256,9 +279,206 @@ impl Engine {
             .map(|(_, l)| l.iter().map(|e| e.peer.clone()).collect())
     }
 
+    /// The status `app` would have published now (its links measured or estimated as of now).
+    pub fn status_now(&self, app: &str) -> Option<crate::status::AppStatus> {
+        self.status_of(app)
+    }
+
     /// `node`'s coordinate as last reported.
     pub fn coordinate(&self, node: &str) -> Option<Coord<DIMS>> {
         self.probes.coords.get(node).copied()
+    }
+
+    /// Estimated links for every ordered pair of `nodes` without a measurement (none above
+    /// [`MAX_ESTIMATED_NODES`]): the summaries and group medians computed once.
+    pub(super) fn estimated_links(&self, nodes: &[model::Node]) -> Vec<Link> {
+        if nodes.len() > MAX_ESTIMATED_NODES {
+            return Vec::new();
+        }
+        let mut ends: HashMap<&str, Vec<MeasuredLink>> = HashMap::new();
+        let mut groups: HashMap<&str, Vec<f64>> = HashMap::new();
+        let dc = |n: &str| self.nodes.get(n).map(|x| x.info.datacenter.as_str());
+        for ((a, b), e) in &self.links {
+            if a == b {
+                continue;
+            }
+            let m = MeasuredLink {
+                latency_ms: e.latency_ms,
+                jitter_ms: e.jitter_ms,
+                success: e.success,
+            };
+            ends.entry(a.as_str()).or_default().push(m);
+            ends.entry(b.as_str()).or_default().push(m);
+            if let (Some(ga), Some(gb)) = (dc(a), dc(b)) {
+                if ga == gb {
+                    groups.entry(ga).or_default().push(e.latency_ms);
+                }
+            }
+        }
+        let summaries: HashMap<&str, EndpointSummary> = ends
+            .into_iter()
+            .filter_map(|(n, l)| Some((n, EndpointSummary::from_links(l)?)))
+            .collect();
+        let group_ms: HashMap<&str, f64> = groups
+            .into_iter()
+            .filter_map(|(g, l)| Some((g, estimate_in_group_ms(l)?)))
+            .collect();
+        let mut out = Vec::new();
+        for a in nodes {
+            for b in nodes {
+                if a.name == b.name || self.links.contains_key(&(a.name.clone(), b.name.clone())) {
+                    continue;
+                }
+                let coords = match (
+                    self.probes.coords.get(&a.name),
+                    self.probes.coords.get(&b.name),
+                ) {
+                    (Some(x), Some(y)) => Some((x, y)),
+                    _ => None,
+                };
+                let in_group = (a.datacenter == b.datacenter)
+                    .then(|| group_ms.get(a.datacenter.as_str()).copied())
+                    .flatten();
+                let ends = match (
+                    summaries.get(a.name.as_str()),
+                    summaries.get(b.name.as_str()),
+                ) {
+                    (Some(x), Some(y)) => Some((x, y)),
+                    _ => None,
+                };
+                if let Some(v) = LinkView::of_pair(None, coords, in_group, ends) {
+                    out.push(Link {
+                        from: a.name.clone(),
+                        to: b.name.clone(),
+                        latency_ms: v.latency_ms.value(),
+                        jitter_ms: v.jitter_ms.value(),
+                        success: v.success.value(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Confidence bounds of an estimated link: its latency give or take the larger of the two
+    /// coordinates' own error estimates (at least 10 %, at most 100 %).
+    pub(super) fn estimate_bounds(&self, l: &Link) -> LinkBounds {
+        let err = |n: &str| self.probes.coords.get(n).map_or(1.0, |c| c.error());
+        let r = err(&l.from).max(err(&l.to)).clamp(0.1, 1.0);
+        LinkBounds {
+            latency_ms: (l.latency_ms * (1.0 - r), l.latency_ms * (1.0 + r)),
+            success: (l.success, l.success),
+        }
+    }
+
+    /// The node pairs the channels of `app` use under `assignment` (other than a node's own).
+    fn channel_pairs(
+        &self,
+        app: &str,
+        assignment: &BTreeMap<String, String>,
+    ) -> Vec<(String, String, String)> {
+        let Some(a) = self.apps.get(app) else {
+            return Vec::new();
+        };
+        a.rec
+            .application
+            .channels
+            .iter()
+            .filter_map(|c| {
+                let (x, y) = (assignment.get(&c.from)?, assignment.get(&c.to)?);
+                Some((c.name.clone(), x.clone(), y.clone()))
+            })
+            .collect()
+    }
+
+    /// After a placement of `app` was applied: its channels' pairs that are only estimated
+    /// are probed by their first node from now on (targeted probes).
+    pub(super) fn target_placement(&mut self, app: &str, assignment: &BTreeMap<String, String>) {
+        let pairs: BTreeSet<(String, String)> = self
+            .channel_pairs(app, assignment)
+            .into_iter()
+            .filter(|(_, x, y)| x != y && !self.links.contains_key(&(x.clone(), y.clone())))
+            .map(|(_, x, y)| (x, y))
+            .collect();
+        if self.probes.targeted.get(app) == Some(&pairs) {
+            return;
+        }
+        if !pairs.is_empty() {
+            info!(
+                "application {app}: {} links of its placement are estimated, asking their nodes to probe them: {}",
+                pairs.len(),
+                pairs
+                    .iter()
+                    .map(|(x, y)| format!("{x} -> {y}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            self.probes.awaiting.insert(app.to_string(), pairs.clone());
+            self.probes.targeted.insert(app.to_string(), pairs);
+        } else {
+            self.probes.awaiting.remove(app);
+            self.probes.targeted.remove(app);
+        }
+        self.peers_dirty = true;
+    }
+
+    /// `app` is gone: its targeted probes go too.
+    pub(super) fn untarget(&mut self, app: &str) {
+        if self.probes.targeted.remove(app).is_some() {
+            self.peers_dirty = true;
+        }
+        self.probes.awaiting.remove(app);
+        self.probes.measured_apps.remove(app);
+    }
+
+    /// `from` measured its link to `to`: an application waiting for it may be evaluated again.
+    pub(super) fn on_measured(&mut self, from: &str, to: &str) {
+        if self.probes.awaiting.is_empty() {
+            return;
+        }
+        let key = (from.to_string(), to.to_string());
+        let mut done = Vec::new();
+        for (app, left) in self.probes.awaiting.iter_mut() {
+            if left.remove(&key) && left.is_empty() {
+                done.push(app.clone());
+            }
+        }
+        for app in done {
+            self.probes.awaiting.remove(&app);
+            self.probes.measured_apps.insert(app);
+        }
+    }
+
+    /// The applications whose targeted links were all measured are evaluated again.
+    pub(super) fn reevaluate_measured(&mut self, out: &mut Vec<Action>) {
+        for app in std::mem::take(&mut self.probes.measured_apps) {
+            if self.apps.contains_key(&app) {
+                info!("application {app}: the links of its placement are measured now: evaluating it again");
+                self.request(&app, Purpose::Reevaluate, out);
+            }
+        }
+    }
+
+    /// For `status`: each channel of `app`'s placement, `measured`, `estimated` or `local`
+    /// (both ends on one node).
+    pub(super) fn placement_links(
+        &self,
+        app: &str,
+        assignment: &BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
+        self.channel_pairs(app, assignment)
+            .into_iter()
+            .map(|(c, x, y)| {
+                let state = if x == y {
+                    "local"
+                } else if self.links.contains_key(&(x, y)) {
+                    "measured"
+                } else {
+                    "estimated"
+                };
+                (c, state.to_string())
+            })
+            .collect()
     }
 
     /// The measured links `node` is an end of, summarised (either direction).
