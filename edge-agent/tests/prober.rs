@@ -254,8 +254,12 @@ impl Drop for Net {
     }
 }
 
-/// The coordinate `me` last reported with its link metrics.
-fn coordinate(watcher: &Watcher, me: &str, key: &ed25519_dalek::VerifyingKey) -> wire::WireCoord {
+/// The last link metrics `me` published, checked against its key.
+fn last_metrics(
+    watcher: &Watcher,
+    me: &str,
+    key: &ed25519_dalek::VerifyingKey,
+) -> wire::LinkMetrics {
     let payload = watcher
         .last(&topics::links(me))
         .unwrap_or_else(|| panic!("no link metrics from {me}"));
@@ -263,7 +267,13 @@ fn coordinate(watcher: &Watcher, me: &str, key: &ed25519_dalek::VerifyingKey) ->
     else {
         panic!("not link metrics")
     };
-    m.coord
+    *m
+}
+
+/// The coordinate `me` last reported with its link metrics.
+fn coordinate(watcher: &Watcher, me: &str, key: &ed25519_dalek::VerifyingKey) -> wire::WireCoord {
+    last_metrics(watcher, me, key)
+        .coord
         .unwrap_or_else(|| panic!("{me} reports no coordinate"))
 }
 
@@ -274,14 +284,8 @@ fn sample(
     other: &str,
     key: &ed25519_dalek::VerifyingKey,
 ) -> wire::LinkSample {
-    let payload = watcher
-        .last(&topics::links(me))
-        .unwrap_or_else(|| panic!("no link metrics from {me}"));
-    let Message::LinkMetrics(m) = decode_verified(&payload, key).expect("signed by the node")
-    else {
-        panic!("not link metrics")
-    };
-    m.links
+    last_metrics(watcher, me, key)
+        .links
         .iter()
         .find(|l| l.peer.as_str() == other)
         .expect("a sample of the peer")
