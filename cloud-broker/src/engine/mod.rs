@@ -10,7 +10,8 @@
 //! [`Action::Publish`] that depends on it. The parts:
 //! - `links`: link statistics and the confidence-aware comparison (pure functions);
 //! - `jobs`: placement computations (pure functions of a [`Job`]);
-//! - `inventory`: the nodes, their links, the live model and the peer list;
+//! - `inventory`: the nodes, their links and the live model; `probes`: the coordinates, the
+//!   per-node peer lists, the estimates of unmeasured links and the targeted probes;
 //! - `commit`: the applications' lifecycle, the resource ledger and placement commits;
 //! - `rollout`: desired states, actual states and the application status documents;
 //! - `measured`: run-time measurements and the network-aware descheduler;
