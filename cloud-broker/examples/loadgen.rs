@@ -496,6 +496,7 @@ async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> 
                     seq,
                     run: 0,
                     links: Default::default(),
+                    coord: None,
                 };
                 for s in samples.iter().take(wire::MAX_LINKS_PER_MESSAGE) {
                     let _ = l.links.push(s.clone());

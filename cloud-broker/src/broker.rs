@@ -293,11 +293,13 @@ mod tests {
             assert!(check("sim-n1", "n1", sub(&topics::desired("n1"))));
             assert!(!check("sim-n1", "n1", sub("#")));
             assert!(!check("sim-n1", "n1", sub(&topics::desired("n2"))));
+            assert!(check("sim-n1", "n1", sub(&topics::peers("n1"))));
+            assert!(!check("sim-n1", "n1", sub(&topics::peers("n2"))));
             assert!(check("w", "w1", sub("$share/g/acoa/v1/sched/jobs")));
             assert!(check("cp", "cp", publish(&topics::desired("n2"), 1000)));
             assert!(!check("cp", "cp", publish(&topics::desired("n2"), 600_000)));
             // not a login (any more): nothing
-            assert!(!check("x", "nobody", sub(topics::PEERS)));
+            assert!(!check("x", "nobody", sub(&topics::peers("n1"))));
         }
         l.write().unwrap().remove("n1");
         let check = v4["1"].connections.authorize.clone().unwrap();

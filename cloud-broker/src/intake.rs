@@ -45,7 +45,8 @@ fn node_of(topic: &str) -> &str {
         | Some(topics::Topic::Online(n))
         | Some(topics::Topic::Actual(n))
         | Some(topics::Topic::Usage(n))
-        | Some(topics::Topic::Desired(n)) => n,
+        | Some(topics::Topic::Desired(n))
+        | Some(topics::Topic::Peers(n)) => n,
         _ => topic,
     }
 }
@@ -234,10 +235,10 @@ mod tests {
             topics::online("n7"),
             topics::actual("n7"),
             topics::desired("n7"),
+            topics::peers("n7"),
         ] {
             assert_eq!(node_of(&t), "n7", "{t}");
         }
-        assert_eq!(node_of(topics::PEERS), topics::PEERS);
         assert_eq!(node_of("elsewhere/x"), "elsewhere/x");
     }
 }

@@ -161,6 +161,10 @@ struct ServeArgs {
     /// (sustained over `--sustain` evaluations).
     #[arg(long, default_value_t = 0.2)]
     deschedule_threshold: f64,
+    /// Peers in each node's neighbour set: its own datacenter or train, the nearest by network
+    /// coordinates, a few random (1 to 64; placements may add the links they use on top).
+    #[arg(long, default_value_t = 32)]
+    peers_k: usize,
     #[arg(long, default_value_t = 200)]
     tick_ms: u64,
     /// Where placement jobs are computed: in this process, or by `scheduler worker`
@@ -204,6 +208,7 @@ impl ServeArgs {
             stats_every_ms,
             deschedule_ms,
             deschedule_threshold,
+            peers_k,
             tick_ms,
             scheduler_workers,
             worker_timeout_ms,
@@ -223,6 +228,11 @@ impl ServeArgs {
         anyhow::ensure!(
             deschedule_threshold.is_finite() && deschedule_threshold >= 0.0,
             "--deschedule-threshold must be a finite number >= 0, not {deschedule_threshold}"
+        );
+        anyhow::ensure!(
+            (1..=acoa_shared::wire::MAX_PEERS_PER_NODE).contains(&peers_k),
+            "--peers-k must be 1 to {}, not {peers_k}",
+            acoa_shared::wire::MAX_PEERS_PER_NODE
         );
         let broker_urls = match &broker_url {
             Some(list) => cloud_broker::conn::parse_list(list)?,
@@ -250,6 +260,7 @@ impl ServeArgs {
                 stats_every_ms,
                 deschedule_ms,
                 netaware_threshold: deschedule_threshold,
+                peers_k,
                 ..EngineConfig::default()
             },
             tick_ms,

@@ -1,11 +1,12 @@
 //! `cloud-broker mosquitto-config`: Mosquitto's password file, ACL and configuration from the
 //! inventory. The ACL is `topics::acl`'s table, the one the embedded broker applies, so the two
 //! cannot drift: agents publish only under their own node's topics and read only their own
-//! desired state and the peer list; workers read jobs and write their results; the control plane
-//! and the admin publish definitions, statuses, desired states and peers. Mosquitto's ACL has no
-//! size per topic: its packet limit is the embedded broker's, and since only the control plane
-//! may publish on what agents read, no login can put an oversized message there. Retained
-//! messages (definitions, statuses, desired states) persist across a restart of Mosquitto.
+//! desired state and its own peer list; workers read jobs and write their results; the control
+//! plane and the admin publish definitions, statuses, desired states and peer lists. Mosquitto's
+//! ACL has no size per topic: its packet limit is the embedded broker's, and since only the
+//! control plane may publish on what agents read, no login can put an oversized message there.
+//! Retained messages (definitions, statuses, desired states) persist across a restart of
+//! Mosquitto.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -125,7 +126,7 @@ mod tests {
              topic write acoa/v1/nodes/n1/actual\n\
              topic write acoa/v1/nodes/n1/usage\n\
              topic read acoa/v1/nodes/n1/desired\n\
-             topic read acoa/v1/peers\n"
+             topic read acoa/v1/nodes/n1/peers\n"
         ));
         assert!(text.contains(
             "user w1\ntopic read acoa/v1/sched/jobs\ntopic write acoa/v1/sched/results/w1\n"

@@ -74,6 +74,10 @@ pub struct AppStatus {
     /// (`starting`, `healthy`, `unhealthy`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub health: BTreeMap<String, String>,
+    /// Each channel of the placement: `measured` (its nodes' link is probed), `estimated` (from
+    /// network coordinates, being probed now: targeted probes) or `local` (one node).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub links: BTreeMap<String, String>,
     /// The revision that runs (the last good one while a rollout is under way).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<u64>,
@@ -111,6 +115,7 @@ impl AppStatus {
             observed: None,
             disconnect: vec![],
             health: BTreeMap::new(),
+            links: BTreeMap::new(),
             revision: None,
             revisions: vec![],
             rollout: None,

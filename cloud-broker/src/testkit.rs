@@ -237,6 +237,7 @@ impl SimAgent {
                             seq: s,
                             run: 0,
                             links: Default::default(),
+                            coord: None,
                         };
                         for x in chunk {
                             let _ = l.links.push(x.clone());

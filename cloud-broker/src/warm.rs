@@ -136,6 +136,7 @@ mod tests {
             seq,
             run: 1,
             links: heapless::Vec::new(),
+            coord: None,
         }))
     }
 

@@ -209,7 +209,7 @@ async fn attack(dir: &Path, data: &Path, url: &str, cp: &ControlPlane, embedded:
     );
     victim.connected().await;
     assert!(victim.subscribe(&topics::desired("n1")).await.is_some());
-    assert!(victim.subscribe(topics::PEERS).await.is_some());
+    assert!(victim.subscribe(&topics::peers("n1")).await.is_some());
 
     let n2 = Probe::start(url, "n2-attacker", "n2", &enrolled["n2"].password, 4 << 20);
     n2.connected().await;
@@ -220,6 +220,7 @@ async fn attack(dir: &Path, data: &Path, url: &str, cp: &ControlPlane, embedded:
         "#",
         "acoa/#",
         &topics::desired("n1"),
+        &topics::peers("n1"),
         "acoa/v1/apps/+",
         topics::NODES_WILDCARD,
     ] {
@@ -260,7 +261,8 @@ async fn attack(dir: &Path, data: &Path, url: &str, cp: &ControlPlane, embedded:
     // 600 KB retained on n1's desired state: more than an agent accepts
     n2.publish(&topics::desired("n1"), true, vec![7u8; 600_000])
         .await;
-    n2.publish(topics::PEERS, true, vec![7u8; 600_000]).await;
+    n2.publish(&topics::peers("n1"), true, vec![7u8; 600_000])
+        .await;
 
     // wildcards in a published topic, even with the control plane's own login (rumqttc does not
     // send such a topic: the packet is written by hand)
@@ -286,7 +288,7 @@ async fn attack(dir: &Path, data: &Path, url: &str, cp: &ControlPlane, embedded:
         big.connected().await;
         big.publish(&topics::desired("n1"), true, vec![7u8; 600_000])
             .await;
-        big.publish(topics::PEERS, true, vec![7u8; AGENT_MAX_PACKET])
+        big.publish(&topics::peers("n1"), true, vec![7u8; AGENT_MAX_PACKET])
             .await;
         // what the control plane alone reads may be larger
         big.publish(&topics::report("n3"), false, vec![0u8; 600_000])
@@ -294,7 +296,7 @@ async fn attack(dir: &Path, data: &Path, url: &str, cp: &ControlPlane, embedded:
     }
     tokio::time::sleep(Duration::from_millis(2000)).await;
 
-    // Mosquitto may grant `#` and filter each message: only what n2 may read (the peer list)
+    // Mosquitto may grant `#` and filter each message: only what n2 may read (its own peer list)
     let leaked: Vec<_> = n2.seen.lock().unwrap().publishes.clone();
     let leaked: Vec<_> = leaked
         .into_iter()

@@ -350,6 +350,7 @@ fn a_group_move_is_carried_through_one_member_at_a_time_without_flapping() {
             seq: 2,
             run: 0,
             links: samples_of(&slow, n).into_iter().collect(),
+            coord: None,
         })));
     }
     // the group moves: front first, then back follows once front runs, and nothing returns

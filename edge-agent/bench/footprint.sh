@@ -62,7 +62,7 @@ socket = "$SOCKET"
 CONF
 "$BIN" --config "$WORK/agent.toml" 2>"$WORK/agent.log" & AGENT=$!; PIDS+=($AGENT)
 sleep 2
-mosquitto_pub -p "$MQTT_PORT" -q 1 -r -t acoa/v1/peers -f "$WORK/peers.bin"
+mosquitto_pub -p "$MQTT_PORT" -q 1 -r -t acoa/v1/nodes/bench/peers -f "$WORK/peers.bin"
 sleep 3
 grep -q "peers to probe" "$WORK/agent.log" || { echo "the agent did not take the peer list:"; cat "$WORK/agent.log"; exit 1; }
 if [ "$CONTAINERS" -gt 0 ]; then

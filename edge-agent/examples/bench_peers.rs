@@ -9,7 +9,7 @@
 use std::net::UdpSocket;
 
 use acoa_shared::wire::{self, encode, keys, Message, Peer, PeerList};
-use edge_agent::prober::{decode_probe, PROBE_LEN};
+use edge_agent::prober::{decode_probe, PROBE_LEN, PROBE_LEN_COORD};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -21,21 +21,27 @@ fn main() -> anyhow::Result<()> {
     let base: u16 = args[2].parse()?;
     let out = std::path::Path::new(&args[3]);
     let cp = ed25519_dalek::SigningKey::from_bytes(&[77; 32]);
-    let mut peers = Vec::new();
+    let mut peers: heapless::Vec<Peer, { wire::MAX_PEERS_PER_NODE }> = heapless::Vec::new();
     let mut socks = Vec::new();
     for i in 0..n {
         let addr = format!("127.0.0.1:{}", base + i);
         socks.push(UdpSocket::bind(&addr)?);
-        peers.push(Peer {
-            node: wire::name(&format!("peer{i:02}"))?,
-            addr: wire::bounded("addr", &addr)?,
-        });
+        peers
+            .push(Peer {
+                node: wire::name(&format!("peer{i:02}"))?,
+                addr: wire::bounded("addr", &addr)?,
+                group: false,
+            })
+            .map_err(|_| {
+                anyhow::anyhow!("a peer list holds at most {}", wire::MAX_PEERS_PER_NODE)
+            })?;
     }
     let frame = encode(
-        &Message::PeerList(PeerList {
+        &Message::PeerList(Box::new(PeerList {
+            node: wire::name("bench")?,
             generation: 1,
             peers,
-        }),
+        })),
         Some(&cp),
     )?;
     std::fs::write(out.join("peers.bin"), frame)?;
@@ -74,8 +80,12 @@ fn main() -> anyhow::Result<()> {
             std::thread::spawn(move || {
                 let mut buf = [0u8; 64];
                 while let Ok((len, from)) = s.recv_from(&mut buf) {
-                    if len == PROBE_LEN && decode_probe(&buf[..len]).is_some_and(|p| p.0 == 1) {
+                    // a long ping's pong is as long, without a coordinate (its flag cleared)
+                    if (len == PROBE_LEN || len == PROBE_LEN_COORD)
+                        && decode_probe(&buf[..len]).is_some_and(|p| p.0 == 1)
+                    {
                         buf[4] = 2; // pong
+                        buf[5] = 0;
                         let _ = s.send_to(&buf[..len], from);
                     }
                 }

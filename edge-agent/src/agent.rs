@@ -317,6 +317,7 @@ async fn mqtt_loop(
     session_tx: watch::Sender<u64>,
 ) {
     let desired_topic = topics::desired(&cfg.node);
+    let peers_topic = topics::peers(&cfg.node);
     let urls = &cfg.broker.urls;
     let mut rotation = Rotation::new(brokers.len());
     let mut down_since: Option<Instant> = None;
@@ -342,7 +343,7 @@ async fn mqtt_loop(
                     .unwrap_or_default();
                 let _ = c.try_publish(topics::online(&cfg.node), QoS::AtLeastOnce, true, online);
                 let _ = c.try_subscribe(desired_topic.clone(), QoS::AtLeastOnce);
-                let _ = c.try_subscribe(topics::PEERS, QoS::AtLeastOnce);
+                let _ = c.try_subscribe(peers_topic.clone(), QoS::AtLeastOnce);
                 shared.connected.store(true, Ordering::Relaxed);
                 session_tx.send_modify(|n| *n += 1);
             }
@@ -350,7 +351,7 @@ async fn mqtt_loop(
                 if p.topic == desired_topic {
                     // a newer frame replaces one the reconciler has not read yet
                     desired_tx.send_replace(Some(p.payload.to_vec()));
-                } else if p.topic == topics::PEERS {
+                } else if p.topic == peers_topic {
                     if peers_tx.try_send(p.payload.to_vec()).is_err() {
                         warn!("dropped a peer-list frame: the prober is busy with 4 already");
                     }

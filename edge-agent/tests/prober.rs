@@ -12,6 +12,10 @@
 //! of the forward direction (the responder counts the pings it gets): about 0.8 for
 //! A -> B and about 1 for B -> A, although both see 0.8 of their round trips.
 //!
+//! Each agent reads its own peer list (wire v5), and their pongs carry each other's network
+//! coordinate: both report one with their link metrics, and the two settle the half round trip
+//! apart (within 15 %).
+//!
 //! Needs root (ip netns), iproute2 and mosquitto; fails clearly when they are missing
 //! unless ACOA_SKIP_PODMAN=1 (the switch of the tests that need system services).
 
@@ -250,13 +254,12 @@ impl Drop for Net {
     }
 }
 
-/// One sample read from the broker: what `me` reports about `other`.
-fn sample(
+/// The last link metrics `me` published, checked against its key.
+fn last_metrics(
     watcher: &Watcher,
     me: &str,
-    other: &str,
     key: &ed25519_dalek::VerifyingKey,
-) -> wire::LinkSample {
+) -> wire::LinkMetrics {
     let payload = watcher
         .last(&topics::links(me))
         .unwrap_or_else(|| panic!("no link metrics from {me}"));
@@ -264,7 +267,25 @@ fn sample(
     else {
         panic!("not link metrics")
     };
-    m.links
+    *m
+}
+
+/// The coordinate `me` last reported with its link metrics.
+fn coordinate(watcher: &Watcher, me: &str, key: &ed25519_dalek::VerifyingKey) -> wire::WireCoord {
+    last_metrics(watcher, me, key)
+        .coord
+        .unwrap_or_else(|| panic!("{me} reports no coordinate"))
+}
+
+/// One sample read from the broker: what `me` reports about `other`.
+fn sample(
+    watcher: &Watcher,
+    me: &str,
+    other: &str,
+    key: &ed25519_dalek::VerifyingKey,
+) -> wire::LinkSample {
+    last_metrics(watcher, me, key)
+        .links
         .iter()
         .find(|l| l.peer.as_str() == other)
         .expect("a sample of the peer")
@@ -311,25 +332,28 @@ fn prober_measures_injected_delay_and_loss_per_direction() {
     for (generation, clock) in [(1u64, "synchronized"), (2, "free")] {
         let node_a = node_name(&format!("pa{generation}"));
         let node_b = node_name(&format!("pb{generation}"));
-        // The retained peer list names this phase's nodes before they start.
-        let peers = PeerList {
-            generation,
-            peers: vec![
-                Peer {
-                    node: wire::name(&node_a).unwrap(),
-                    addr: wire::bounded("addr", &via_a.to_string()).unwrap(),
-                },
-                Peer {
-                    node: wire::name(&node_b).unwrap(),
-                    addr: wire::bounded("addr", &via_b.to_string()).unwrap(),
-                },
-            ],
-        };
-        broker.publish(
-            topics::PEERS,
-            &encode(&Message::PeerList(peers), Some(&cp_key())).unwrap(),
-            true,
-        );
+        // The retained peer lists name this phase's nodes before they start: each node's
+        // own (wire v5), naming the other through its relay.
+        for (me, other, via) in [(&node_a, &node_b, via_b), (&node_b, &node_a, via_a)] {
+            let mut peers = heapless::Vec::new();
+            peers
+                .push(Peer {
+                    node: wire::name(other).unwrap(),
+                    addr: wire::bounded("addr", &via.to_string()).unwrap(),
+                    group: false,
+                })
+                .unwrap();
+            let list = PeerList {
+                node: wire::name(me).unwrap(),
+                generation,
+                peers,
+            };
+            broker.publish(
+                &topics::peers(me),
+                &encode(&Message::PeerList(Box::new(list)), Some(&cp_key())).unwrap(),
+                true,
+            );
+        }
         let mut agents = Vec::new();
         for (node, ns, listen) in [
             (&node_a, &net.names[0], a_addr),
@@ -420,6 +444,28 @@ fn prober_measures_injected_delay_and_loss_per_direction() {
                 "directions not told apart: {latencies:?}"
             );
         }
+        // The pongs carried each other's coordinate: both report one, and the distance of
+        // the two comes to the half round trip (one-way, symmetric: whatever the clock mode).
+        // Two nodes that both start uncertain settle in 40 to 150 samples (8 to 30 s here).
+        let settled = Instant::now() + Duration::from_secs(40);
+        let (ca, cb, d) = loop {
+            let (ca, cb) = (
+                coordinate(&watcher, &node_a, &keys[0]).to_coord().unwrap(),
+                coordinate(&watcher, &node_b, &keys[1]).to_coord().unwrap(),
+            );
+            let d = ca.distance_ms(&cb);
+            if (d - half_rtt).abs() <= 0.15 * half_rtt || Instant::now() > settled {
+                break (ca, cb, d);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        println!(
+            "clock {clock}: coordinates {ca:?} {cb:?}: {d:.3} ms apart (half rtt {half_rtt:.3})"
+        );
+        assert!(
+            (d - half_rtt).abs() <= 0.15 * half_rtt,
+            "coordinates {d} ms apart, not within 15 % of {half_rtt} ms"
+        );
         for a in &mut agents {
             assert!(a.is_running());
             a.kill();

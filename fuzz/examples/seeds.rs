@@ -97,7 +97,7 @@ fn main() {
         topics::desired("n13"),
         topics::actual("n13"),
         topics::usage("n13"),
-        topics::PEERS.to_string(),
+        topics::peers("n13"),
         topics::app("smoke"),
         topics::app_status("smoke"),
         jobs::results("w1"),

@@ -11,7 +11,8 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use acoa_fuzz::{check_message, signed_wire_frame, signing_key, verifying_key};
 use acoa_shared::wire::{self, Message, Peer, PeerList, MAX_LINKS_PER_MESSAGE};
 use edge_agent::prober::{
-    decode_probe, encode_pong, parse_probe, ClockMode, Prober, Received, MAX_PEERS, PROBE_LEN,
+    decode_probe, encode_pong, parse_probe, ClockMode, Prober, Received, MAX_PROBED, PROBE_LEN,
+    PROBE_LEN_COORD,
 };
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
@@ -63,11 +64,12 @@ enum Op {
     Expire { advance_ms: u16 },
 }
 
+const ME: &str = "me";
 const WALL0: u64 = 1_700_000_000_000_000_000;
 
 fuzz_target!(|s: Script| {
     let mut p = Prober::new(
-        "me",
+        ME,
         *verifying_key(),
         usize::from(s.window),
         usize::from(s.per_period),
@@ -87,17 +89,19 @@ fuzz_target!(|s: Script| {
             } => {
                 let peers = peers
                     .iter()
-                    .take(300)
+                    .take(wire::MAX_PEERS_PER_NODE)
                     .map(|(n, port)| Peer {
                         node: wire::name(&format!("p{n}")).expect("short name"),
                         addr: wire::bounded("addr", &format!("127.0.0.{}:{port}", n % 4))
                             .expect("short address"),
+                        group: n % 3 == 0,
                     })
                     .collect();
-                let msg = Message::PeerList(PeerList {
+                let msg = Message::PeerList(Box::new(PeerList {
+                    node: wire::name(ME).expect("short name"),
                     generation: *generation,
                     peers,
-                });
+                }));
                 let frame = wire::encode(&msg, Some(signing_key())).expect("peer list encodes");
                 let _ = p.set_peers(&frame, *restored);
             }
@@ -170,7 +174,7 @@ fuzz_target!(|s: Script| {
                 p.expire(now);
             }
         }
-        assert!(p.peer_count() <= MAX_PEERS);
+        assert!(p.peer_count() <= MAX_PROBED);
         check_metrics(&p, false, now);
     }
     check_metrics(&p, true, now);
@@ -185,7 +189,7 @@ fn datagram(bytes: &[u8]) {
         "parse_probe and decode_probe disagree"
     );
     if parsed.is_some() {
-        assert_eq!(bytes.len(), PROBE_LEN);
+        assert!(bytes.len() == PROBE_LEN || bytes.len() == PROBE_LEN_COORD);
     }
 }
 

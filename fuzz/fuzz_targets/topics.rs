@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
             Topic::Desired(n) => topics::desired(n),
             Topic::Actual(n) => topics::actual(n),
             Topic::Usage(n) => topics::usage(n),
-            Topic::Peers => topics::PEERS.to_string(),
+            Topic::Peers(n) => topics::peers(n),
             Topic::App(a) => topics::app(a),
             Topic::AppStatus(a) => topics::app_status(a),
         };
@@ -28,20 +28,20 @@ fuzz_target!(|data: &[u8]| {
             built, text,
             "topic {text:?} parses to {t:?}, built back differently"
         );
-        if let Topic::Report(n)
+        // every topic names one node or application (since wire v5 the peer list too)
+        let (Topic::Report(n)
         | Topic::Links(n)
         | Topic::Online(n)
         | Topic::Desired(n)
         | Topic::Actual(n)
         | Topic::Usage(n)
+        | Topic::Peers(n)
         | Topic::App(n)
-        | Topic::AppStatus(n) = t
-        {
-            assert!(
-                !n.is_empty() && !n.contains('/'),
-                "topic {text:?} names {n:?}"
-            );
-        }
+        | Topic::AppStatus(n)) = t;
+        assert!(
+            !n.is_empty() && !n.contains('/'),
+            "topic {text:?} names {n:?}"
+        );
     }
     if let Ok((host, port)) = topics::broker_address(text) {
         assert!(!host.is_empty(), "{text:?} parses to an empty host");

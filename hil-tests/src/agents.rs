@@ -218,27 +218,37 @@ pub fn watch_links(broker: Ipv4Addr) -> Result<(Samples, rumqttc::Client)> {
     Ok((samples, client))
 }
 
-/// Publishes the signed, retained peer list.
+/// Publishes each node's signed, retained peer list (wire v5: one per node): all the others
+/// (the experiment measures every pair; at most `wire::MAX_PEERS_PER_NODE` of them).
 pub fn publish_peers(
     client: &rumqttc::Client,
     key: &SigningKey,
     peers: &[(String, Ipv4Addr)],
     generation: u64,
 ) -> Result<()> {
-    let list = PeerList {
-        generation,
-        peers: peers
-            .iter()
-            .map(|(n, a)| {
-                Ok(Peer {
-                    node: wire::name(n)?,
-                    addr: wire::bounded("peer address", &format!("{a}:{PROBE_PORT}"))?,
-                })
-            })
-            .collect::<Result<Vec<_>, wire::WireError>>()?,
-    };
-    let frame = wire::encode(&Message::PeerList(list), Some(key))?;
-    client.publish(topics::PEERS, rumqttc::QoS::AtLeastOnce, true, frame)?;
+    for (me, _) in peers {
+        let mut list = PeerList {
+            node: wire::name(me)?,
+            generation,
+            peers: Default::default(),
+        };
+        for (n, a) in peers.iter().filter(|(n, _)| n != me) {
+            let p = Peer {
+                node: wire::name(n)?,
+                addr: wire::bounded("peer address", &format!("{a}:{PROBE_PORT}"))?,
+                group: false,
+            };
+            if list.peers.push(p).is_err() {
+                anyhow::bail!(
+                    "{} peers: a peer list holds at most {}",
+                    peers.len() - 1,
+                    wire::MAX_PEERS_PER_NODE
+                );
+            }
+        }
+        let frame = wire::encode(&Message::PeerList(Box::new(list)), Some(key))?;
+        client.publish(topics::peers(me), rumqttc::QoS::AtLeastOnce, true, frame)?;
+    }
     Ok(())
 }
 

@@ -4,8 +4,6 @@ pub mod acl;
 
 /// Every topic starts with this.
 pub const PREFIX: &str = "acoa/v1";
-/// Probe targets, cloud → agents (retained).
-pub const PEERS: &str = "acoa/v1/peers";
 /// What the control plane subscribes to for agent traffic.
 pub const NODES_WILDCARD: &str = "acoa/v1/nodes/+/+";
 /// What the control plane subscribes to for application definitions.
@@ -39,6 +37,11 @@ pub fn actual(node: &str) -> String {
 pub fn usage(node: &str) -> String {
     format!("{PREFIX}/nodes/{node}/usage")
 }
+/// `acoa/v1/nodes/{node}/peers`: the node's signed peer list, cloud → agent (QoS 1, retained;
+/// wire v5: each node reads only its own, there is no fleet-wide list).
+pub fn peers(node: &str) -> String {
+    format!("{PREFIX}/nodes/{node}/peers")
+}
 /// `acoa/v1/apps/{app}`: an application definition, user → cloud (QoS 1, retained; empty deletes).
 pub fn app(app: &str) -> String {
     format!("{PREFIX}/apps/{app}")
@@ -61,7 +64,7 @@ pub enum Topic<'a> {
     Desired(&'a str),
     Actual(&'a str),
     Usage(&'a str),
-    Peers,
+    Peers(&'a str),
     App(&'a str),
     AppStatus(&'a str),
 }
@@ -74,7 +77,6 @@ pub fn parse(topic: &str) -> Option<Topic<'_>> {
         return None;
     }
     match parts.as_slice() {
-        ["peers"] => Some(Topic::Peers),
         ["nodes", n, kind] if !n.is_empty() => match *kind {
             "report" => Some(Topic::Report(n)),
             "links" => Some(Topic::Links(n)),
@@ -82,6 +84,7 @@ pub fn parse(topic: &str) -> Option<Topic<'_>> {
             "desired" => Some(Topic::Desired(n)),
             "actual" => Some(Topic::Actual(n)),
             "usage" => Some(Topic::Usage(n)),
+            "peers" => Some(Topic::Peers(n)),
             _ => None,
         },
         ["apps", a] if !a.is_empty() => Some(Topic::App(a)),
@@ -102,11 +105,16 @@ mod tests {
         assert_eq!(parse(&desired("n13")), Some(Topic::Desired("n13")));
         assert_eq!(parse(&actual("n13")), Some(Topic::Actual("n13")));
         assert_eq!(parse(&usage("n13")), Some(Topic::Usage("n13")));
-        assert_eq!(parse(PEERS), Some(Topic::Peers));
+        assert_eq!(parse(&peers("n13")), Some(Topic::Peers("n13")));
+        assert_eq!(
+            parse("acoa/v1/peers"),
+            None,
+            "the fleet-wide list is gone (wire v5)"
+        );
         assert_eq!(parse(&app("smoke")), Some(Topic::App("smoke")));
         assert_eq!(parse(&app_status("smoke")), Some(Topic::AppStatus("smoke")));
         assert_eq!(parse("acoa/v1/nodes/n1/other"), None);
-        assert_eq!(parse("acoa/v2/peers"), None);
+        assert_eq!(parse("acoa/v2/nodes/n1/peers"), None);
         assert_eq!(parse("acoa/v1/apps/a/status/x"), None);
         assert_eq!(parse("acoa/v1/nodes//report"), None);
     }

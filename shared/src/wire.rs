@@ -7,8 +7,8 @@
 //! that does not decode is a [`WireError`].
 //!
 //! Sizes are bounded: names and images are `heapless` strings, per-node lists are
-//! `heapless` vectors. The one unbounded list, the peer list, is bounded in practice
-//! by the receiving client's maximum MQTT packet size.
+//! `heapless` vectors (the peer list too, since v5: it is per node, at most
+//! [`MAX_PEERS_PER_NODE`] peers).
 
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
@@ -22,12 +22,16 @@ use crate::model::Layer;
 /// Version 4 adds the leader's [`DesiredState::term`] (fencing between control-plane replicas)
 /// and health checks: [`ContainerSpec::health`] (what the agent checks) and
 /// [`ContainerStatus::health`] (what it found).
-pub const VERSION: u16 = 4;
+/// Version 5 adds the node's network coordinate ([`LinkMetrics::coord`]) and makes the peer
+/// list per node ([`PeerList::node`], at most [`MAX_PEERS_PER_NODE`] peers, each marked
+/// [`Peer::group`]), retained on the node's own topic: no fleet-wide list any more.
+pub const VERSION: u16 = 5;
 /// The versions before, each with what it lacks: [`open`] refuses them by name.
 pub const OLD_VERSIONS: &[(u16, &str)] = &[
     (1, "the agents' run counter"),
     (2, "signed presence markers"),
     (3, "the leader's term in desired states and health checks"),
+    (4, "network coordinates and per-node peer lists"),
 ];
 /// Domain separation for signatures: a signature over ACOA v1 bodies means nothing elsewhere.
 pub const SIGNING_CONTEXT: &[u8] = b"acoa/v1 signed message\0";
@@ -41,6 +45,9 @@ pub type Labels = heapless::Vec<Name, 16>;
 
 pub const MAX_CONTAINERS: usize = 32;
 pub const MAX_LINKS_PER_MESSAGE: usize = 64;
+/// Most peers of one node's peer list: the neighbour set (`k`, 32 by default, at most this)
+/// and the links a placement uses that are only estimated (targeted probes).
+pub const MAX_PEERS_PER_NODE: usize = 64;
 pub const MAX_ENV: usize = 8;
 /// Most arguments of a health check command (the model's `MAX_HEALTH_ARGS`).
 pub const MAX_HEALTH_ARGS: usize = crate::model::limits::MAX_HEALTH_ARGS;
@@ -50,6 +57,9 @@ pub type HealthArg = heapless::String<128>;
 /// reporter includes it by path).
 pub mod stats_datagram;
 pub use stats_datagram::MAX_DOWNSTREAM;
+/// The network coordinate on the wire (v5).
+pub mod coord;
+pub use coord::{WireCoord, COORD_BYTES};
 
 /// What can go wrong with a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,6 +80,8 @@ pub enum WireError {
     TooLarge { field: &'static str, max: u64 },
     #[error("{field} holds more than {max} entries")]
     TooMany { field: &'static str, max: usize },
+    #[error("node coordinate: {0}")]
+    BadCoord(String),
     #[error("message could not be encoded: {0}")]
     Encode(postcard::Error),
 }
@@ -81,7 +93,7 @@ pub enum Message {
     LinkMetrics(Box<LinkMetrics>),
     DesiredState(Box<DesiredState>),
     ActualState(Box<ActualState>),
-    PeerList(PeerList),
+    PeerList(Box<PeerList>),
     /// Appended in issue 7 (variants keep their index: older frames decode unchanged).
     ComponentUsage(Box<ComponentUsage>),
     /// Appended in wire v3.
@@ -158,6 +170,11 @@ pub struct LinkMetrics {
     pub run: u64,
     /// At most [`MAX_LINKS_PER_MESSAGE`]; a larger table goes in several messages.
     pub links: heapless::Vec<LinkSample, MAX_LINKS_PER_MESSAGE>,
+    /// The node's network coordinate from its probes of peers outside its group (wire v5),
+    /// in the first message of each batch once it has one. Here rather than in the node
+    /// report: the prober computes it from the samples these metrics summarise, on their
+    /// period, in its own thread.
+    pub coord: Option<WireCoord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -390,11 +407,16 @@ pub enum ContainerState {
     Refused,
 }
 
-/// Probe targets for the agents' probers, cloud → agents.
+/// One node's probe targets, cloud → that agent, retained on `acoa/v1/nodes/{node}/peers`
+/// (wire v5; before, one fleet-wide list): its neighbour set and the links a placement uses
+/// that are only estimated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerList {
+    /// The node the list is for: an agent refuses another node's.
+    pub node: Name,
+    /// Strictly increasing over the lists of one node.
     pub generation: u64,
-    pub peers: Vec<Peer>,
+    pub peers: heapless::Vec<Peer, MAX_PEERS_PER_NODE>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -402,6 +424,9 @@ pub struct Peer {
     pub node: Name,
     /// `ip:port` where the peer answers probes.
     pub addr: heapless::String<64>,
+    /// Of the node's own group (datacenter, train): probed, but its samples are not given to
+    /// the coordinate (`shared::coords::vivaldi`).
+    pub group: bool,
 }
 
 /// What the components running on `node` use, agent → cloud, on a period: CPU and memory as

@@ -96,6 +96,11 @@ fn samples() -> Vec<Message> {
             }]
             .into_iter()
             .collect(),
+            coord: Some(WireCoord {
+                vec: [1.5, -3.25, 40.0],
+                height: 4.5,
+                error: 0.25,
+            }),
         })),
         Message::DesiredState(Box::new(DesiredState {
             node: name("n14").unwrap(),
@@ -129,13 +134,17 @@ fn samples() -> Vec<Message> {
             .into_iter()
             .collect(),
         })),
-        Message::PeerList(PeerList {
+        Message::PeerList(Box::new(PeerList {
+            node: name("n02").unwrap(),
             generation: 2,
-            peers: vec![Peer {
+            peers: [Peer {
                 node: name("n01").unwrap(),
                 addr: bounded("addr", "10.77.0.1:7878").unwrap(),
-            }],
-        }),
+                group: true,
+            }]
+            .into_iter()
+            .collect(),
+        })),
         Message::ComponentUsage(Box::new(ComponentUsage {
             node: name("n01").unwrap(),
             seq: 3,
@@ -209,11 +218,38 @@ fn a_signature_binds_the_key_and_the_body() {
 fn an_unknown_version_is_named() {
     let mut frame = encode(&samples()[0], None).unwrap();
     assert_eq!(frame[0], VERSION as u8);
-    frame[0] = 5;
-    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(5));
+    frame[0] = 6;
+    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(6));
     assert_eq!(
-        WireError::UnknownVersion(5).to_string(),
-        "unknown message version 5 (this build speaks version 4)"
+        WireError::UnknownVersion(6).to_string(),
+        "unknown message version 6 (this build speaks version 5)"
+    );
+}
+
+#[test]
+fn a_full_peer_list_fits_an_agent_packet_many_times_over() {
+    // the largest per-node list (wire v5): MAX_PEERS_PER_NODE peers of the longest names and
+    // addresses, signed; the fleet-wide list it replaces passed the agent's 256 KiB near
+    // 10,000 nodes
+    let long = "n".repeat(63);
+    let peers = (0..MAX_PEERS_PER_NODE)
+        .map(|i| Peer {
+            node: name(&format!("{i:02}{}", &long[2..])).unwrap(),
+            addr: bounded("addr", &format!("[fe80::{i}]:{}", "7".repeat(40))).unwrap(),
+            group: i % 2 == 0,
+        })
+        .collect();
+    let msg = Message::PeerList(Box::new(PeerList {
+        node: name(&long).unwrap(),
+        generation: u64::MAX,
+        peers,
+    }));
+    let frame = encode(&msg, Some(&key(1))).unwrap();
+    assert!(frame.len() < 10_000, "{} bytes", frame.len());
+    assert!(frame.len() < topics::AGENT_MAX_PACKET / 20);
+    assert_eq!(
+        decode_verified(&frame, &key(1).verifying_key()).unwrap(),
+        msg
     );
 }
 

@@ -40,6 +40,7 @@ pub fn jobs_for(apps: &[&str]) -> Vec<Box<Job>> {
                     seq: 1,
                     run: 0,
                     links: heapless::Vec::from_slice(chunk).unwrap(),
+                    coord: None,
                 })),
             );
         }

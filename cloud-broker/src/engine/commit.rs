@@ -114,6 +114,7 @@ impl Engine {
 
     pub(super) fn delete_app(&mut self, app: &str, out: &mut Vec<Action>) {
         self.forget_measured(None, Some(app));
+        self.untarget(app);
         self.held.remove(app);
         let Some(a) = self.apps.remove(app) else {
             // cleared even when nothing was known: the deleting client waits for it
@@ -418,6 +419,7 @@ impl Engine {
         a.unplaced = None;
         let res = reservations_of(&a.rec.application, &p.assignment);
         let nodes: BTreeSet<String> = old.values().chain(p.assignment.values()).cloned().collect();
+        let assignment = p.assignment.clone();
         a.rec.placement = Some(p);
         out.push(Action::Persist(PersistOp::PutApp(Box::new(a.rec.clone()))));
         self.set_reservations(app, res);
@@ -426,6 +428,7 @@ impl Engine {
         for n in &nodes {
             self.update_desired(n, out);
         }
+        self.target_placement(app, &assignment);
         self.update_status(app, out);
     }
 

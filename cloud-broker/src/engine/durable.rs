@@ -13,7 +13,7 @@
 //!   that lost them (restarted without persistence) serves them again.
 
 use acoa_shared::topics;
-use acoa_shared::wire::{self, Message, Peer, PeerList};
+use acoa_shared::wire::{self, Message};
 use tracing::{info, warn};
 
 use super::{Action, Engine};
@@ -108,25 +108,7 @@ impl Engine {
                 });
             }
         }
-        if let Some(peers) = &self.peers_sent {
-            let mut list = Vec::with_capacity(peers.len());
-            for (n, a) in peers {
-                if let (Ok(node), Ok(addr)) = (wire::name(n), wire::bounded("probe_addr", a)) {
-                    list.push(Peer { node, addr });
-                }
-            }
-            let msg = Message::PeerList(PeerList {
-                generation: self.meta.peer_generation,
-                peers: list,
-            });
-            if let Ok(bytes) = wire::encode(&msg, Some(&self.key)) {
-                out.push(Action::Publish {
-                    topic: topics::PEERS.into(),
-                    payload: bytes,
-                    retain: true,
-                });
-            }
-        }
+        self.republish_peers(out);
         // what was last sent may not have left (a failed write drops the publications after
         // it): a placed application's status is computed again, any other sent again
         let sent = std::mem::take(&mut self.status_sent);

@@ -1,6 +1,6 @@
 //! The node inventory and the live infrastructure model: nodes join with a signed report and
 //! are lost on silence, on a confirmed last will or on removal; link metrics between known
-//! nodes; the live [`Cluster`] and its links' confidence bounds; the signed peer list.
+//! nodes; the live [`Cluster`] and its links' confidence bounds (the peer lists: `probes`).
 //!
 //! Invariant: `model_version` grows whenever anything [`Engine::cluster`] shows changes (a
 //! node's properties, usage or liveness, a link's metrics, the measurements), so that the
@@ -10,9 +10,8 @@
 use std::sync::Arc;
 
 use acoa_shared::model::{self, Cluster, Link, Usage};
-use acoa_shared::topics;
-use acoa_shared::wire::{self, LinkMetrics, Message, NodeReport, Peer, PeerList};
-use tracing::{error, info, warn};
+use acoa_shared::wire::{self, LinkMetrics, NodeReport};
+use tracing::{info, warn};
 
 use super::links::{quantize_latency, LinkBounds, LOOPBACK_LATENCY_MS};
 use super::liveness::{Heard, NodeState, Witnessed};
@@ -147,6 +146,9 @@ impl Engine {
         if !self.nodes.contains_key(&from) {
             return;
         }
+        if let Some(c) = &l.coord {
+            self.on_coord(&from, c);
+        }
         let now = self.now;
         for s in &l.links {
             if s.peer.as_str() != from && self.nodes.contains_key(s.peer.as_str()) {
@@ -180,6 +182,7 @@ impl Engine {
                 samples: s.samples,
                 at: self.now,
             };
+            self.on_measured(&from, &to);
             let k = (from.clone(), to);
             match self.links.get(&k) {
                 Some(old)
@@ -271,6 +274,12 @@ impl Engine {
                 success: e.success,
             })
             .collect();
+        let estimated = self.estimated_links(&nodes);
+        self.probes.estimated = estimated
+            .iter()
+            .map(|l| (l.from.clone(), l.to.clone()))
+            .collect();
+        links.extend(estimated);
         for n in &nodes {
             if !self.links.contains_key(&(n.name.clone(), n.name.clone())) {
                 links.push(Link {
@@ -324,54 +333,15 @@ impl Engine {
                 Some(e) if l.from != l.to => {
                     LinkBounds::measured(e.latency_ms, e.jitter_ms, e.success, e.samples)
                 }
+                None if self
+                    .probes
+                    .estimated
+                    .contains(&(l.from.clone(), l.to.clone())) =>
+                {
+                    self.estimate_bounds(l)
+                }
                 _ => LinkBounds::exact(l.latency_ms, l.success),
             })
             .collect()
-    }
-
-    pub(super) fn peers_now(&self) -> Vec<(String, String)> {
-        self.nodes
-            .values()
-            // an unreachable node stays: its peers' probes are the evidence it is alive
-            .filter(|n| n.state != NodeState::Lost && !n.info.probe_addr.is_empty())
-            .map(|n| (n.info.name.clone(), n.info.probe_addr.clone()))
-            .collect()
-    }
-
-    pub(super) fn publish_peers(&mut self, out: &mut Vec<Action>) {
-        self.peers_dirty = false;
-        self.last_peers_pub = self.now;
-        let peers = self.peers_now();
-        if self.peers_sent.as_ref() == Some(&peers) {
-            return;
-        }
-        let mut list = Vec::with_capacity(peers.len());
-        for (n, a) in &peers {
-            if let (Ok(node), Ok(addr)) = (wire::name(n), wire::bounded("probe_addr", a)) {
-                list.push(Peer { node, addr });
-            }
-        }
-        self.meta.peer_generation += 1;
-        let msg = Message::PeerList(PeerList {
-            generation: self.meta.peer_generation,
-            peers: list,
-        });
-        match wire::encode(&msg, Some(&self.key)) {
-            Ok(bytes) => {
-                out.push(Action::Persist(PersistOp::PutMeta(self.meta.clone())));
-                out.push(Action::Publish {
-                    topic: topics::PEERS.into(),
-                    payload: bytes,
-                    retain: true,
-                });
-                info!(
-                    "peer list {} published: {} nodes",
-                    self.meta.peer_generation,
-                    peers.len()
-                );
-            }
-            Err(e) => error!("peer list cannot be encoded: {e}"),
-        }
-        self.peers_sent = Some(peers);
     }
 }

@@ -10,7 +10,8 @@
 //! [`Action::Publish`] that depends on it. The parts:
 //! - `links`: link statistics and the confidence-aware comparison (pure functions);
 //! - `jobs`: placement computations (pure functions of a [`Job`]);
-//! - `inventory`: the nodes, their links, the live model and the peer list;
+//! - `inventory`: the nodes, their links and the live model; `probes`: the coordinates, the
+//!   per-node peer lists, the estimates of unmeasured links and the targeted probes;
 //! - `commit`: the applications' lifecycle, the resource ledger and placement commits;
 //! - `rollout`: desired states, actual states and the application status documents;
 //! - `measured`: run-time measurements and the network-aware descheduler;
@@ -37,6 +38,7 @@ mod jobs;
 mod links;
 pub mod liveness;
 mod measured;
+pub mod probes;
 mod revisions;
 mod rollout;
 pub mod update;
@@ -73,6 +75,10 @@ pub struct EngineConfig {
     pub sustain: u32,
     /// Peer-list changes are gathered for this long before one publication.
     pub peers_debounce_ms: u64,
+    /// Peers in each node's neighbour set (`probes`; at most `wire::MAX_PEERS_PER_NODE`).
+    pub peers_k: usize,
+    /// Moved coordinates change the neighbour sets at most this often.
+    pub peers_refresh_ms: u64,
     /// Link samples older than this are forgotten.
     pub link_max_age_ms: u64,
     /// How often the ingest statistics line is logged (0: never).
@@ -99,6 +105,8 @@ impl Default for EngineConfig {
             hysteresis: 0.05,
             sustain: 3,
             peers_debounce_ms: 500,
+            peers_k: 32,
+            peers_refresh_ms: 30_000,
             link_max_age_ms: 60_000,
             stats_every_ms: 10_000,
             deschedule_ms: 10_000,
@@ -253,7 +261,8 @@ pub struct Engine {
     next_job: u64,
     meta: Meta,
     peers_dirty: bool,
-    peers_sent: Option<Vec<(String, String)>>,
+    /// Coordinates, peer lists sent, targeted probes (`probes`).
+    probes: probes::Probes,
     last_peers_pub: u64,
     last_reeval: u64,
     last_stats: u64,
@@ -308,7 +317,7 @@ impl Engine {
             next_job: 1,
             meta: snap.meta,
             peers_dirty: false,
-            peers_sent: None,
+            probes: probes::Probes::default(),
             last_peers_pub: 0,
             last_reeval: now,
             last_stats: now,
@@ -465,10 +474,15 @@ impl Engine {
         if self.links.len() != before {
             self.model_version += 1;
         }
-        if self.peers_dirty && now.saturating_sub(self.last_peers_pub) >= self.cfg.peers_debounce_ms
+        let refresh = self.probes.moved
+            && now.saturating_sub(self.probes.last_refresh) >= self.cfg.peers_refresh_ms;
+        if refresh
+            || (self.peers_dirty
+                && now.saturating_sub(self.last_peers_pub) >= self.cfg.peers_debounce_ms)
         {
             self.publish_peers(out);
         }
+        self.reevaluate_measured(out);
         if now.saturating_sub(self.last_reeval) >= self.cfg.reevaluate_ms {
             self.last_reeval = now;
             let apps: Vec<(String, bool, bool)> = self

@@ -207,6 +207,7 @@ impl Engine {
         st.observed = self.measured.for_status.get(app).cloned();
         st.disconnect = self.disconnect_notes(app);
         st.health = health;
+        st.links = self.placement_links(app, &p.assignment);
         Some(st)
     }
 

@@ -53,6 +53,7 @@ pub fn link_metrics(from: &str, samples: impl IntoIterator<Item = LinkSample>) -
         seq: 1,
         run: 0,
         links: Default::default(),
+        coord: None,
     };
     for s in samples {
         l.links.push(s).unwrap();

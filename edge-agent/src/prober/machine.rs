@@ -4,23 +4,30 @@
 //! that address; each period `peers_per_period` peers are pinged in a SWIM-style rotation (round
 //! robin over a shuffled list); a pong is matched to its ping in flight and becomes a sample of
 //! the peer's [`LinkStats`]: the forward one-way delay with `clock = "synchronized"`, else half
-//! the round trip ([`ClockMode`]).
+//! the round trip ([`ClockMode`]). Pings ask for the peer's coordinate; a pong that carries it
+//! also feeds the node's own ([`AgentCoord`]) unless the peer is of the node's group.
 //!
 //! Invariant: no I/O and no clock reads (time is passed in); tables are fixed-size ([`MAX_PEERS`]
 //! peers, [`MAX_INFLIGHT`] pings in flight, [`MAX_PEERS`] prober addresses counted, least
-//! recently seen evicted); only a peer list signed by the control plane's key and newer than the
-//! applied one is taken; no datagram can make it panic.
+//! recently seen evicted); only a peer list signed by the control plane's key, for this node and
+//! newer than the applied one is taken, at most [`MAX_PROBED`] peers; no datagram can make it panic.
 
 use std::net::SocketAddr;
 
-use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message, Name, MAX_LINKS_PER_MESSAGE};
+use acoa_shared::wire::{
+    self, LinkMetrics, LinkSample, Message, Name, MAX_LINKS_PER_MESSAGE, MAX_PEERS_PER_NODE,
+};
 use ed25519_dalek::VerifyingKey;
 
 use super::clock::{one_way_ms, ClockMode};
+use super::coord::AgentCoord;
 use super::linkstats::LinkStats;
-use super::packet::{encode_pong, encode_probe, parse_probe, PING, PROBE_LEN};
+use super::packet::{encode_ping_coord, encode_reply, parse_probe, Packet, PING};
 
+/// Prober addresses the responder counts (and the most pings a period may send).
 pub const MAX_PEERS: usize = 256;
+/// Peers a node probes: its own list's ([`MAX_PEERS_PER_NODE`]).
+pub const MAX_PROBED: usize = MAX_PEERS_PER_NODE;
 pub const MAX_INFLIGHT: usize = 256;
 /// At most one clock warning per peer in this time.
 const CLOCK_WARN_EVERY_NS: u64 = 60_000_000_000;
@@ -32,6 +39,8 @@ struct PeerEntry {
     stats: LinkStats,
     /// When the peer last answered (monotonic ns), if it did.
     answered_ns: Option<u64>,
+    /// Of the node's own group: not given to the coordinate.
+    group: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -59,7 +68,7 @@ struct Seen {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Received {
     /// A ping: send this pong back to the sender (if the rate bound allows).
-    Reply([u8; PROBE_LEN]),
+    Reply(Packet),
     /// One of our pongs, recorded.
     Recorded,
     /// One of our pongs, recorded, with a line for the log (clocks that disagree).
@@ -74,8 +83,8 @@ pub struct Prober {
     window: usize,
     per_period: usize,
     timeout_ns: u64,
-    peers: heapless::Vec<PeerEntry, MAX_PEERS>,
-    order: heapless::Vec<u16, MAX_PEERS>,
+    peers: heapless::Vec<PeerEntry, MAX_PROBED>,
+    order: heapless::Vec<u16, MAX_PROBED>,
     cursor: usize,
     inflight: heapless::Deque<InFlight, MAX_INFLIGHT>,
     next_seq: u64,
@@ -87,6 +96,8 @@ pub struct Prober {
     run: u64,
     /// The responder's count of pings per prober address (least recently seen evicted).
     seen: heapless::Vec<Seen, MAX_PEERS>,
+    /// The node's network coordinate.
+    coord: AgentCoord,
 }
 
 impl Prober {
@@ -117,6 +128,7 @@ impl Prober {
             clock: ClockMode::Free,
             run: 0,
             seen: heapless::Vec::new(),
+            coord: AgentCoord::new(seed),
         }
     }
 
@@ -142,6 +154,11 @@ impl Prober {
 
     pub fn peer_count(&self) -> usize {
         self.peers.len()
+    }
+
+    /// The node's coordinate as reported (`None` before its first sample).
+    pub fn coordinate(&self) -> Option<wire::WireCoord> {
+        self.coord.reported()
     }
 
     pub fn stats(&self, peer: &str) -> Option<&LinkStats> {
@@ -182,6 +199,12 @@ impl Prober {
         let Message::PeerList(list) = msg else {
             return Err(format!("refused peer list: it is a {}", msg.kind()));
         };
+        if list.node.as_str() != self.me {
+            return Err(format!(
+                "refused peer list generation {}: it is node {}'s",
+                list.generation, list.node
+            ));
+        }
         if !restored && list.generation <= self.generation {
             if self.last_frame.as_deref() == Some(frame) {
                 return Ok(None);
@@ -191,7 +214,7 @@ impl Prober {
                 list.generation, self.generation
             ));
         }
-        let mut peers: heapless::Vec<PeerEntry, MAX_PEERS> = heapless::Vec::new();
+        let mut peers: heapless::Vec<PeerEntry, MAX_PROBED> = heapless::Vec::new();
         let mut bad = 0usize;
         let mut dropped = 0usize;
         for p in &list.peers {
@@ -218,11 +241,19 @@ impl Prober {
                     addr,
                     stats,
                     answered_ns,
+                    group: p.group,
                 })
                 .is_err()
             {
                 dropped += 1;
             }
+        }
+        for gone in self
+            .peers
+            .iter()
+            .filter(|e| !peers.iter().any(|p| p.name == e.name))
+        {
+            self.coord.forget(&gone.name);
         }
         self.peers = peers;
         self.generation = list.generation;
@@ -239,7 +270,7 @@ impl Prober {
         }
         if dropped > 0 {
             line.push_str(&format!(
-                ", {dropped} beyond the table size {MAX_PEERS} left out"
+                ", {dropped} beyond the table size {MAX_PROBED} left out"
             ));
         }
         Ok(Some(line))
@@ -260,12 +291,12 @@ impl Prober {
     }
 
     /// The pings to send this period, with the time they are stamped with.
-    pub fn due(&mut self, now_ns: u64) -> Vec<(SocketAddr, [u8; PROBE_LEN])> {
+    pub fn due(&mut self, now_ns: u64) -> Vec<(SocketAddr, Packet)> {
         self.due_at(now_ns, 0)
     }
 
     /// [`Prober::due`], also knowing the wall clock at sending (`wall_ns`, 0 = unknown).
-    pub fn due_at(&mut self, now_ns: u64, wall_ns: u64) -> Vec<(SocketAddr, [u8; PROBE_LEN])> {
+    pub fn due_at(&mut self, now_ns: u64, wall_ns: u64) -> Vec<(SocketAddr, Packet)> {
         (0..self.pings_due())
             .filter_map(|_| self.next_ping(now_ns, wall_ns))
             .collect()
@@ -279,11 +310,7 @@ impl Prober {
     /// The next ping of the rotation, stamped `now_ns` (monotonic) and `wall_ns` (wall
     /// clock, 0 = unknown): the thread takes both right before sending it, so that a
     /// period's later pings do not carry the earlier sends' time in their delays.
-    pub fn next_ping(
-        &mut self,
-        now_ns: u64,
-        wall_ns: u64,
-    ) -> Option<(SocketAddr, [u8; PROBE_LEN])> {
+    pub fn next_ping(&mut self, now_ns: u64, wall_ns: u64) -> Option<(SocketAddr, Packet)> {
         if self.peers.is_empty() {
             return None;
         }
@@ -314,7 +341,7 @@ impl Prober {
             tx_delay_ns: 0,
             idx: n,
         });
-        Some((peer.addr, encode_probe(PING, seq, now_ns)))
+        Some((peer.addr, encode_ping_coord(seq, now_ns)))
     }
 
     /// The kernel sent our ping `seq` at `kernel_wall_ns` (wall clock ns, from the socket's
@@ -354,7 +381,15 @@ impl Prober {
         let (seq, t_ns) = (probe.seq, probe.t_ns);
         if probe.kind == PING {
             let count = from.map(|a| self.count_ping(a, now_ns));
-            return Received::Reply(encode_pong(seq, t_ns, Some(wall_ns), count));
+            let coord = self.coord.current();
+            return Received::Reply(encode_reply(
+                probe.len,
+                seq,
+                t_ns,
+                Some(wall_ns),
+                count,
+                Some(&coord),
+            ));
         }
         let Some(pos) = self.inflight.iter().position(|f| f.seq == seq) else {
             return Received::Dropped;
@@ -381,6 +416,9 @@ impl Prober {
             return Received::Recorded;
         };
         p.answered_ns = Some(now_ns);
+        if let (Some(c), false) = (&probe.coord, p.group) {
+            self.coord.on_sample(&p.name, rtt_ms, c);
+        }
         let st = &mut p.stats;
         st.answered = st.answered.wrapping_add(1);
         if let Some(c) = probe.count {
@@ -455,6 +493,12 @@ impl Prober {
                     seq: *seq,
                     run: self.run,
                     links: heapless::Vec::new(),
+                    // in the first message of the batch
+                    coord: if out.is_empty() {
+                        self.coord.reported()
+                    } else {
+                        None
+                    },
                 }
             });
             let _ = m.links.push(LinkSample {
@@ -479,31 +523,43 @@ impl Prober {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use acoa_shared::wire::{encode, name, Peer, PeerList};
+    use crate::prober::packet::encode_probe;
+    use acoa_shared::wire::{encode, name, Peer, PeerList, WireCoord};
     use ed25519_dalek::SigningKey;
 
     fn cp() -> SigningKey {
         SigningKey::from_bytes(&[3; 32])
     }
 
-    fn peers_frame(generation: u64, n: usize, key: &SigningKey) -> Vec<u8> {
+    /// `me`'s list of peers `p0`.. (at 127.0.0.1:10000..), the first `group` of its group.
+    fn list_frame(me: &str, generation: u64, n: usize, group: usize, key: &SigningKey) -> Vec<u8> {
         let peers = (0..n)
             .map(|i| Peer {
                 node: name(&format!("p{i}")).unwrap(),
                 addr: wire::bounded("addr", &format!("127.0.0.1:{}", 10000 + i)).unwrap(),
+                group: i < group,
             })
             .collect();
         encode(
-            &Message::PeerList(PeerList { generation, peers }),
+            &Message::PeerList(Box::new(PeerList {
+                node: name(me).unwrap(),
+                generation,
+                peers,
+            })),
             Some(key),
         )
         .unwrap()
     }
 
+    fn peers_frame(generation: u64, n: usize, key: &SigningKey) -> Vec<u8> {
+        list_frame("me", generation, n, 0, key)
+    }
+
     #[test]
     fn rotation_is_bounded_and_covers_everyone() {
         let mut p = Prober::new("p3", cp().verifying_key(), 20, 4, 1000);
-        p.set_peers(&peers_frame(1, 10, &cp()), false).unwrap();
+        p.set_peers(&list_frame("p3", 1, 10, 0, &cp()), false)
+            .unwrap();
         assert_eq!(p.peer_count(), 9, "itself left out");
         let mut seen = std::collections::BTreeSet::new();
         for round in 0..3u64 {
@@ -564,17 +620,55 @@ mod tests {
         let e = p.set_peers(&peers_frame(4, 3, &cp()), false).unwrap_err();
         assert!(e.contains("not newer"), "{e}");
         assert_eq!(p.peer_count(), 2);
+        let e = p
+            .set_peers(&list_frame("other", 9, 3, 0, &cp()), false)
+            .unwrap_err();
+        assert_eq!(e, "refused peer list generation 9: it is node other's");
+        assert_eq!(p.peer_count(), 2);
+    }
+
+    #[test]
+    fn pongs_carry_coordinates_and_only_peers_outside_the_group_move_ours() {
+        let key = cp().verifying_key();
+        let mut a = Prober::new("me", key, 10, 1, 500);
+        let mut b = Prober::new("p0", key, 10, 1, 500);
+        assert_eq!(a.coordinate(), None, "no coordinate before a sample");
+        a.set_peers(&peers_frame(1, 1, &cp()), false).unwrap();
+        for i in 0..100 {
+            exchange(&mut a, &mut b, i * 1_000_000_000, 0, 0, 40.0);
+        }
+        let c = a.coordinate().expect("a coordinate from the pongs");
+        let origin = WireCoord::from_coord(&acoa_shared::coords::Coord::origin(0.01, 1.5));
+        // b (never probing) answers from the origin: a's distance to it is the latency
+        let d = c
+            .to_coord()
+            .unwrap()
+            .distance_ms(&origin.to_coord().unwrap());
+        // within the update filter's threshold (a tenth of the nearest peer's distance) and noise
+        assert!((d - 20.0).abs() < 3.0, "predicted {d} ms for 20 ms: {c:?}");
+        let mut seq = 0;
+        let m = a.metrics(&name("me").unwrap(), &mut seq, 40_000_000_000);
+        assert_eq!(m[0].coord, Some(c), "reported with the link metrics");
+
+        // the same peer, of the node's own group: probed, measured, not given to the coordinate
+        let mut g = Prober::new("me", key, 10, 1, 500);
+        g.set_peers(&list_frame("me", 1, 1, 1, &cp()), false)
+            .unwrap();
+        for i in 0..40 {
+            exchange(&mut g, &mut b, i * 1_000_000_000, 0, 0, 40.0);
+        }
+        assert!(g.stats("p0").unwrap().samples() > 0);
+        assert_eq!(g.coordinate(), None);
+        assert_eq!(g.metrics(&name("me").unwrap(), &mut seq, 0)[0].coord, None);
     }
 
     #[test]
     fn tables_stay_bounded() {
         let mut p = Prober::new("me", cp().verifying_key(), 10, MAX_PEERS, 10_000);
-        let line = p
-            .set_peers(&peers_frame(1, MAX_PEERS + 10, &cp()), false)
+        p.set_peers(&peers_frame(1, MAX_PROBED, &cp()), false)
             .unwrap()
             .unwrap();
-        assert!(line.contains("left out"), "{line}");
-        assert_eq!(p.peer_count(), MAX_PEERS);
+        assert_eq!(p.peer_count(), MAX_PROBED);
         for i in 0..5 {
             p.due(i);
         }

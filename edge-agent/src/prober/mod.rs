@@ -43,10 +43,12 @@
 //!
 //! One file per concern: [`packet`] (the probe packet's codec), [`clock`] (how a sample is
 //! taken), [`linkstats`] (a peer's latency, jitter and success), [`machine`] (the pure
-//! [`Prober`]: time is passed in) and [`thread`] ([`run`], which drives it on a real socket). The socket's kernel timestamps are the
+//! [`Prober`]: time is passed in), [`coord`] (the node's network coordinate, from the pongs
+//! that carry the peer's) and [`thread`] ([`run`], which drives it on a real socket). The socket's kernel timestamps are the
 //! `acoa-kstamp` crate's, shared with the testbed's reference prober.
 
 pub mod clock;
+pub mod coord;
 pub mod linkstats;
 pub mod machine;
 pub mod packet;
@@ -57,10 +59,11 @@ pub use acoa_kstamp::{
     KernelStamps,
 };
 pub use clock::{one_way_ms, ClockMode};
+pub use coord::AgentCoord;
 pub use linkstats::{DirLoss, LinkStats, LATENCY_WINDOW};
-pub use machine::{Prober, Received, MAX_INFLIGHT, MAX_PEERS};
+pub use machine::{Prober, Received, MAX_INFLIGHT, MAX_PEERS, MAX_PROBED};
 pub use packet::{
-    decode_probe, encode_pong, encode_probe, parse_probe, Probe, EXT_COUNT, EXT_RECV_TIME,
-    PROBE_LEN,
+    decode_probe, encode_ping_coord, encode_pong, encode_probe, encode_reply, parse_probe, Packet,
+    Probe, EXT_COORD, EXT_COUNT, EXT_RECV_TIME, PROBE_LEN, PROBE_LEN_COORD,
 };
 pub use thread::{recv_send_stamp, run, ProbeIo, RunConfig};

@@ -3,11 +3,20 @@
 //! ([`EXT_RECV_TIME`]: the responder's receive time in bytes 24..32, [`EXT_COUNT`]: its count of
 //! this prober's pings in bytes 6..8).
 //!
-//! Invariant: a packet parses only when it is exactly [`PROBE_LEN`] bytes with the magic and a
-//! known kind; parsing never panics; unknown flag bits are ignored and a pong without flags (an
+//! Coordinates (wire v5): a ping of [`PROBE_LEN_COORD`] bytes with [`EXT_COORD`] set asks for
+//! the responder's network coordinate; the pong is as long (no amplification) and carries it
+//! in bytes 32.. ([`acoa_shared::wire::WireCoord::to_bytes`]) with the same flag, or the flag
+//! clear while the responder has none yet. A 32-byte ping gets a 32-byte pong, as before.
+//!
+//! Invariant: a packet parses only when it is exactly [`PROBE_LEN`] or [`PROBE_LEN_COORD`]
+//! bytes with the magic and a known kind; parsing never panics; unknown flag bits are ignored and a pong without flags (an
 //! older responder's) is still a pong, so old and new agents keep answering each other.
 
+use acoa_shared::wire::{WireCoord, COORD_BYTES};
+
 pub const PROBE_LEN: usize = 32;
+/// A ping asking for the responder's coordinate, and its pong.
+pub const PROBE_LEN_COORD: usize = PROBE_LEN + COORD_BYTES;
 const MAGIC: [u8; 4] = *b"ACP1";
 pub(crate) const PING: u8 = 1;
 pub(crate) const PONG: u8 = 2;
@@ -16,6 +25,69 @@ pub const EXT_RECV_TIME: u8 = 0x01;
 /// Pong flag: bytes 6..8 hold how many pings the responder received from this prober's
 /// address (wrapping).
 pub const EXT_COUNT: u8 = 0x02;
+/// Ping flag: send your coordinate back; pong flag: bytes 32.. hold the responder's
+/// coordinate. Only in packets of [`PROBE_LEN_COORD`] bytes.
+pub const EXT_COORD: u8 = 0x04;
+
+/// A probe packet of either length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet {
+    buf: [u8; PROBE_LEN_COORD],
+    len: usize,
+}
+
+impl std::ops::Deref for Packet {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for Packet {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[..self.len]
+    }
+}
+
+impl Packet {
+    fn short(p: [u8; PROBE_LEN]) -> Self {
+        let mut buf = [0u8; PROBE_LEN_COORD];
+        buf[..PROBE_LEN].copy_from_slice(&p);
+        Packet {
+            buf,
+            len: PROBE_LEN,
+        }
+    }
+}
+
+/// A ping asking for the responder's coordinate ([`PROBE_LEN_COORD`] bytes).
+pub fn encode_ping_coord(seq: u64, t_ns: u64) -> Packet {
+    let mut p = Packet::short(encode_probe(PING, seq, t_ns));
+    p.buf[5] |= EXT_COORD;
+    p.len = PROBE_LEN_COORD;
+    p
+}
+
+/// The pong to a ping of `ping_len` bytes: as long as the ping, with the extensions given
+/// (`coord` only in a long one).
+pub fn encode_reply(
+    ping_len: usize,
+    seq: u64,
+    t_ns: u64,
+    recv_wall_ns: Option<u64>,
+    count: Option<u16>,
+    coord: Option<&WireCoord>,
+) -> Packet {
+    let mut p = Packet::short(encode_pong(seq, t_ns, recv_wall_ns, count));
+    if ping_len == PROBE_LEN_COORD {
+        p.len = PROBE_LEN_COORD;
+        if let Some(c) = coord {
+            p.buf[5] |= EXT_COORD;
+            p.buf[PROBE_LEN..].copy_from_slice(&c.to_bytes());
+        }
+    }
+    p
+}
 
 /// A probe packet: magic, kind, 3 bytes padding, sequence, sender's send time (ns).
 pub fn encode_probe(kind: u8, seq: u64, t_ns: u64) -> [u8; PROBE_LEN] {
@@ -47,7 +119,7 @@ pub fn encode_pong(
 }
 
 /// A well-formed probe packet with its optional pong extensions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Probe {
     pub kind: u8,
     pub seq: u64,
@@ -56,6 +128,11 @@ pub struct Probe {
     pub recv_wall_ns: Option<u64>,
     /// Pings the responder received from this prober (wrapping), when the pong carries it.
     pub count: Option<u16>,
+    /// The responder's coordinate, when the pong carries it (unchecked: see
+    /// [`WireCoord::to_coord`]).
+    pub coord: Option<WireCoord>,
+    /// The packet's length: [`PROBE_LEN`] or [`PROBE_LEN_COORD`].
+    pub len: usize,
 }
 
 /// Parses any probe packet: the original format and pongs with extensions (unknown
@@ -70,12 +147,19 @@ pub fn parse_probe(b: &[u8]) -> Option<Probe> {
         t_ns,
         recv_wall_ns: (flags & EXT_RECV_TIME != 0 && recv != 0).then_some(recv),
         count: (flags & EXT_COUNT != 0).then(|| u16::from_be_bytes([b[6], b[7]])),
+        coord: (flags & EXT_COORD != 0 && b.len() == PROBE_LEN_COORD)
+            .then(|| WireCoord::from_bytes(&b[PROBE_LEN..]))
+            .flatten(),
+        len: b.len(),
     })
 }
 
 /// `(kind, seq, t_ns)` of a well-formed probe packet.
 pub fn decode_probe(b: &[u8]) -> Option<(u8, u64, u64)> {
-    if b.len() != PROBE_LEN || b[..4] != MAGIC || !(b[4] == PING || b[4] == PONG) {
+    if !(b.len() == PROBE_LEN || b.len() == PROBE_LEN_COORD)
+        || b[..4] != MAGIC
+        || !(b[4] == PING || b[4] == PONG)
+    {
         return None;
     }
     let seq = u64::from_be_bytes(b[8..16].try_into().ok()?);
@@ -106,6 +190,8 @@ mod tests {
                 t_ns: 99,
                 recv_wall_ns: Some(123_456),
                 count: Some(65535),
+                coord: None,
+                len: PROBE_LEN,
             })
         );
         // An old prober reads the same pong.
@@ -118,5 +204,36 @@ mod tests {
         let mut ping = encode_probe(PING, 1, 2);
         ping[5] = 0xff;
         assert_eq!(parse_probe(&ping).unwrap().count, None);
+    }
+
+    #[test]
+    fn a_long_ping_gets_a_pong_as_long_with_the_coordinate() {
+        let c = WireCoord {
+            vec: [1.0, -2.5, 3.0],
+            height: 4.0,
+            error: 0.5,
+        };
+        let ping = encode_ping_coord(9, 77);
+        assert_eq!(ping.len(), PROBE_LEN_COORD);
+        let p = parse_probe(&ping).unwrap();
+        assert_eq!((p.kind, p.seq, p.t_ns, p.coord), (PING, 9, 77, None));
+        let pong = encode_reply(p.len, 9, 77, Some(5), Some(1), Some(&c));
+        assert_eq!(pong.len(), PROBE_LEN_COORD, "no amplification");
+        let q = parse_probe(&pong).unwrap();
+        assert_eq!((q.kind, q.coord, q.count), (PONG, Some(c), Some(1)));
+        // A responder without a coordinate yet: as long, no coordinate.
+        let none = encode_reply(p.len, 9, 77, None, None, None);
+        assert_eq!(
+            (none.len(), parse_probe(&none).unwrap().coord),
+            (PROBE_LEN_COORD, None)
+        );
+        // A short ping: a short pong, whatever the responder knows.
+        let short = encode_reply(PROBE_LEN, 9, 77, None, None, Some(&c));
+        assert_eq!(
+            (short.len(), parse_probe(&short).unwrap().coord),
+            (PROBE_LEN, None)
+        );
+        // Other lengths are not probes.
+        assert_eq!(parse_probe(&ping[..40]), None);
     }
 }

@@ -17,7 +17,7 @@ use acoa_kstamp::{
 use acoa_shared::wire::{LinkMetrics, Name};
 
 use super::machine::{Prober, Received};
-use super::packet::{parse_probe, PING, PROBE_LEN};
+use super::packet::{parse_probe, PING, PROBE_LEN, PROBE_LEN_COORD};
 
 /// Replies per second the responder sends at most (and its burst).
 const REPLY_RATE: f64 = 500.0;
@@ -33,9 +33,10 @@ pub fn recv_send_stamp(sock: &UdpSocket) -> std::io::Result<Option<(Option<u64>,
     let Some(stamp) = stamp else {
         return Ok(Some((None, 0)));
     };
-    let seq = (n >= PROBE_LEN)
-        .then(|| parse_probe(&buf[n - PROBE_LEN..n]))
-        .flatten()
+    // the packet ends the error queue's copy: a long ping (with its coordinate flag) or a short one
+    let tail = |len: usize| (n >= len).then(|| parse_probe(&buf[n - len..n])).flatten();
+    let seq = tail(PROBE_LEN_COORD)
+        .or_else(|| tail(PROBE_LEN))
         .filter(|p| p.kind == PING)
         .map(|p| p.seq);
     Ok(Some((seq, stamp)))

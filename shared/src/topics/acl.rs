@@ -4,14 +4,14 @@
 //! - The control plane and the admin (the CLI, whose password sits in the same credentials file)
 //!   publish and read everything under `acoa/`: definitions, statuses, desired states, peers, jobs.
 //! - A node publishes only its own report, links, online marker, actual state and usage, and
-//!   reads only its own desired state, its online marker and the peer list.
+//!   reads only its own desired state, its online marker and its own peer list.
 //! - A scheduler worker reads the jobs (also through `$share/{group}/`) and writes its own results.
 //!
 //! Whatever the table says, a published topic with a wildcard (`+`, `#`) or starting with `$` is
 //! refused, and so is a publication larger than its readers accept ([`receiver_limit`]): one
 //! login cannot make another client's retained topic unreadable.
 
-use super::{actual, desired, links, online, report, usage, AGENT_MAX_PACKET, PEERS};
+use super::{actual, desired, links, online, peers, report, usage, AGENT_MAX_PACKET};
 use crate::jobs;
 
 /// What a login is.
@@ -76,7 +76,7 @@ pub fn grants(role: Role, user: &str) -> Vec<Grant> {
             grant(Write, actual(user)),
             grant(Write, usage(user)),
             grant(Read, desired(user)),
-            grant(Read, PEERS),
+            grant(Read, peers(user)),
         ],
         Role::Worker => vec![grant(Read, jobs::JOBS), grant(Write, jobs::results(user))],
     }
@@ -102,13 +102,13 @@ pub enum Refusal {
 }
 
 /// The largest payload the readers of `topic` accept, where it is less than the broker's own
-/// limit: agents read their desired state and the peer list in packets of at most
+/// limit: agents read their desired state and their peer list in packets of at most
 /// [`AGENT_MAX_PACKET`] (the topic and a packet id count too); workers read jobs of at most
 /// [`jobs::MAX_JOB_BYTES`].
 pub fn receiver_limit(topic: &str) -> Option<usize> {
     let agent = || AGENT_MAX_PACKET.saturating_sub(2 + topic.len() + 2);
     match super::parse(topic) {
-        Some(super::Topic::Desired(_)) | Some(super::Topic::Peers) => Some(agent()),
+        Some(super::Topic::Desired(_)) | Some(super::Topic::Peers(_)) => Some(agent()),
         _ if topic == jobs::JOBS => Some(jobs::MAX_JOB_BYTES),
         _ => None,
     }
@@ -226,7 +226,7 @@ mod tests {
         for t in [
             desired("n1"),
             desired("n2"),
-            PEERS.to_string(),
+            peers("n1"),
             app("a"),
             app_status("a"),
             jobs::JOBS.to_string(),
@@ -246,8 +246,8 @@ mod tests {
     }
 
     #[test]
-    fn a_node_reads_only_its_desired_state_its_marker_and_the_peers() {
-        for f in [desired("n1"), online("n1"), PEERS.to_string()] {
+    fn a_node_reads_only_its_desired_state_its_marker_and_its_peers() {
+        for f in [desired("n1"), online("n1"), peers("n1")] {
             assert_eq!(may_subscribe(Role::Node, "n1", &f), Ok(()), "{f}");
         }
         for f in [
@@ -256,7 +256,8 @@ mod tests {
             "acoa/v1/nodes/+/desired",
             "acoa/v1/nodes/n1/#",
             "acoa/v1/nodes/n1/+",
-            "+/v1/peers",
+            "acoa/v1/nodes/+/peers",
+            "acoa/v1/peers",
             "acoa/v1/apps/+",
             "acoa/v1/apps/+/status",
             "$share/g/acoa/v1/sched/jobs",
@@ -265,6 +266,7 @@ mod tests {
             assert!(may_subscribe(Role::Node, "n1", f).is_err(), "{f}");
         }
         assert!(may_subscribe(Role::Node, "n1", &desired("n2")).is_err());
+        assert!(may_subscribe(Role::Node, "n1", &peers("n2")).is_err());
         assert!(may_subscribe(Role::Node, "n1", &report("n1")).is_err());
     }
 
@@ -289,7 +291,7 @@ mod tests {
     #[test]
     fn the_control_plane_and_the_admin_publish_definitions_statuses_and_desired_states() {
         for r in [Role::ControlPlane, Role::Admin] {
-            for t in [app("a"), app_status("a"), desired("n1"), PEERS.into()] {
+            for t in [app("a"), app_status("a"), desired("n1"), peers("n1")] {
                 assert_eq!(may_publish(r, "x", &t, 1000), Ok(()), "{t}");
             }
             for f in ["acoa/#", "acoa/v1/nodes/+/+", "acoa/v1/apps/+/status"] {
@@ -365,7 +367,7 @@ mod tests {
                 max
             })
         );
-        assert!(may_publish(cp, "cp", PEERS, 600_000).is_err());
+        assert!(may_publish(cp, "cp", &peers("n1"), 600_000).is_err());
         assert!(may_publish(cp, "cp", jobs::JOBS, jobs::MAX_JOB_BYTES + 1).is_err());
         // what only the control plane reads is bounded by the broker alone
         assert_eq!(receiver_limit(&report("n1")), None);
@@ -380,7 +382,7 @@ mod tests {
         for u in ["", "+", "#", "n1/desired", "a+b"] {
             assert!(grants(Role::Node, u).is_empty(), "{u}");
             assert!(grants(Role::Worker, u).is_empty(), "{u}");
-            assert!(may_subscribe(Role::Node, u, "acoa/v1/peers").is_err());
+            assert!(may_subscribe(Role::Node, u, &peers(u)).is_err());
         }
     }
 

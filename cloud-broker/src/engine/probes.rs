@@ -1,0 +1,585 @@
+//! Who probes whom, and what the control plane says of the pairs nobody probes (issue 16).
+//!
+//! - Each node's peer list ([`peer_lists`], pure): its neighbour set from
+//!   `acoa_shared::coords::select_neighbours` (its own datacenter or train first, then the
+//!   nearest by the reported coordinates, then a few random ones; at most `k`, the `serve`
+//!   option `--peers-k`, 32 by default), plus the peers the placements ask it to probe
+//!   (targeted probes, beyond `k`, up to [`wire::MAX_PEERS_PER_NODE`]). Signed and published
+//!   retained on the node's own topic, only for the nodes whose list changed, debounced:
+//!   membership changes after `peers_debounce_ms`, coordinate moves at most every
+//!   `peers_refresh_ms`.
+//! - The sparse link source ([`Engine::link_view`]): a pair's own measurement where one exists,
+//!   else an estimate marked as one (`acoa_shared::coords::estimate`: latency from the two
+//!   coordinates, or the median of the group's measured internal links for two nodes of one
+//!   group; jitter the worse endpoint's median over its measured links, success the product of
+//!   the endpoints' medians).
+//!
+//! - The live model the placements read ([`Engine::cluster`]) holds the measured links and, for
+//!   every other ordered pair of online nodes, the estimate (in fleets of at most
+//!   [`MAX_ESTIMATED_NODES`] online nodes; above, measured links only: see "Not done" in
+//!   ARCHITECTURE.md); the estimated pairs are remembered, their confidence bounds are wide
+//!   (the coordinates' error) so that the descheduler does not move on an estimate alone.
+//! - Targeted probes ([`Engine::target_placement`]): after a placement is applied, the pairs its
+//!   channels use that are only estimated are added to the first node's list (probing the
+//!   second); when the last of them is measured the application is evaluated again
+//!   (`Purpose::Reevaluate`, on the next tick). They stay in the lists while the placement does.
+//!
+//! Invariant: a node's list never names the node itself, holds at most
+//! [`wire::MAX_PEERS_PER_NODE`] peers and each peer once; the same members, coordinates,
+//! targets and seed give the same lists.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use acoa_shared::coords::{
+    estimate_in_group_ms, select_neighbours, Coord, EndpointSummary, LinkView, MeasuredLink,
+    Member, NeighbourMix, DIMS,
+};
+use acoa_shared::model::{self, Link};
+use acoa_shared::topics;
+use acoa_shared::wire::{self, Message, Peer, PeerList, WireCoord, MAX_PEERS_PER_NODE};
+use tracing::{error, info};
+
+use super::links::LinkBounds;
+use super::liveness::NodeState;
+use super::{Action, Engine, Purpose};
+use crate::records::PersistOp;
+
+/// The most online nodes whose unmeasured pairs the live model fills with estimates (n^2 links:
+/// 250,000 at this bound).
+pub const MAX_ESTIMATED_NODES: usize = 500;
+
+/// The seed of the neighbour sets' random slots (fixed: a list changes only when its members
+/// or their coordinates do).
+const NEIGHBOUR_SEED: u64 = 0x16_c00d;
+
+/// One node as the peer lists see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub name: String,
+    /// Where it answers probes.
+    pub addr: String,
+    /// Its datacenter (or train).
+    pub group: String,
+    pub coord: Option<Coord<DIMS>>,
+}
+
+/// One peer of a node's list.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListEntry {
+    pub peer: String,
+    pub addr: String,
+    /// Of the node's own group.
+    pub group: bool,
+}
+
+/// The peer list of every candidate: its `k` neighbours and, beyond them, the peers
+/// `targeted` names for it (while there is room), sorted by peer name.
+pub fn peer_lists(
+    cands: &[Candidate],
+    k: usize,
+    targeted: &BTreeMap<String, BTreeSet<String>>,
+    seed: u64,
+) -> BTreeMap<String, Vec<ListEntry>> {
+    let k = k.min(MAX_PEERS_PER_NODE);
+    let members: Vec<Member<&str, DIMS>> = cands
+        .iter()
+        .map(|c| Member {
+            group: c.group.as_str(),
+            coord: c.coord,
+        })
+        .collect();
+    let index: HashMap<&str, usize> = cands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.as_str(), i))
+        .collect();
+    let mix = NeighbourMix::for_k(k);
+    let mut out = BTreeMap::new();
+    for (i, c) in cands.iter().enumerate() {
+        let mut chosen: BTreeSet<usize> = select_neighbours(i, &members, k, mix, seed)
+            .into_iter()
+            .collect();
+        for t in targeted.get(&c.name).into_iter().flatten() {
+            if chosen.len() >= MAX_PEERS_PER_NODE {
+                break;
+            }
+            if let Some(&j) = index.get(t.as_str()) {
+                if j != i {
+                    chosen.insert(j);
+                }
+            }
+        }
+        let mut list: Vec<ListEntry> = chosen
+            .into_iter()
+            .map(|j| ListEntry {
+                peer: cands[j].name.clone(),
+                addr: cands[j].addr.clone(),
+                group: cands[j].group == c.group,
+            })
+            .collect();
+        list.sort();
+        out.insert(c.name.clone(), list);
+    }
+    out
+}
+
+/// What the engine keeps of probing: the coordinates, the lists sent, the targeted pairs.
+#[derive(Debug, Default)]
+pub(super) struct Probes {
+    /// Each node's last reported coordinate.
+    pub(super) coords: HashMap<String, Coord<DIMS>>,
+    /// Per node, the list last published and its generation.
+    pub(super) sent: BTreeMap<String, (u64, Vec<ListEntry>)>,
+    /// Per application, the directed pairs its placement uses that were only estimated when
+    /// it was placed: their first node is asked to probe the second.
+    pub(super) targeted: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// Per application, the targeted pairs not measured yet: when none is left, the
+    /// application is evaluated again.
+    pub(super) awaiting: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// Applications whose targeted pairs were all measured, to evaluate again.
+    pub(super) measured_apps: BTreeSet<String>,
+    /// The ordered pairs the live model holds as estimates.
+    pub(super) estimated: HashSet<(String, String)>,
+    /// A coordinate moved since the lists were computed.
+    pub(super) moved: bool,
+    pub(super) last_refresh: u64,
+}
+
+impl Probes {
+    /// The targeted peers of each node, over every application.
+    fn targets(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut t: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in self.targeted.values().flatten() {
+            t.entry(a.clone()).or_default().insert(b.clone());
+        }
+        t
+    }
+}
+
+fn frame(node: &str, generation: u64, list: &[ListEntry]) -> Result<Message, wire::WireError> {
+    let mut peers = heapless::Vec::new();
+    for e in list {
+        let p = Peer {
+            node: wire::name(&e.peer)?,
+            addr: wire::bounded("probe_addr", &e.addr)?,
+            group: e.group,
+        };
+        peers.push(p).map_err(|_| wire::WireError::TooMany {
+            field: "peer list",
+            max: MAX_PEERS_PER_NODE,
+        })?;
+    }
+    Ok(Message::PeerList(Box::new(PeerList {
+        node: wire::name(node)?,
+        generation,
+        peers,
+    })))
+}
+
+impl Engine {
+    /// A node's reported coordinate (from its link metrics); a bad one is logged and ignored.
+    pub(super) fn on_coord(&mut self, node: &str, coord: &WireCoord) {
+        match coord.to_coord() {
+            Ok(c) => {
+                if self.probes.coords.insert(node.to_string(), c) != Some(c) {
+                    self.probes.moved = true;
+                }
+            }
+            Err(e) => tracing::warn!("node {node}: link metrics refused in part: {e}"),
+        }
+    }
+
+    /// The nodes that get a peer list and are probed: every node not lost with a probe
+    /// address (an unreachable node stays: its peers' probes are the evidence it is alive).
+    fn candidates(&self) -> Vec<Candidate> {
+        self.nodes
+            .values()
+            .filter(|n| n.state != NodeState::Lost && !n.info.probe_addr.is_empty())
+            .map(|n| Candidate {
+                name: n.info.name.clone(),
+                addr: n.info.probe_addr.clone(),
+                group: n.info.datacenter.clone(),
+                coord: self.probes.coords.get(&n.info.name).copied(),
+            })
+            .collect()
+    }
+
+    /// Publishes the peer lists that changed (one generation for the round).
+    pub(super) fn publish_peers(&mut self, out: &mut Vec<Action>) {
+        self.peers_dirty = false;
+        self.probes.moved = false;
+        self.last_peers_pub = self.now;
+        self.probes.last_refresh = self.now;
+        let cands = self.candidates();
+        let lists = peer_lists(
+            &cands,
+            self.cfg.peers_k,
+            &self.probes.targets(),
+            NEIGHBOUR_SEED,
+        );
+        self.probes.sent.retain(|n, _| lists.contains_key(n));
+        let changed: Vec<(&String, &Vec<ListEntry>)> = lists
+            .iter()
+            .filter(|(n, l)| self.probes.sent.get(*n).is_none_or(|(_, s)| s != *l))
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let generation = self.meta.peer_generation + 1;
+        let mut published = 0usize;
+        for (node, list) in &changed {
+            match frame(node, generation, list).and_then(|m| wire::encode(&m, Some(&self.key))) {
+                Ok(bytes) => {
+                    out.push(Action::Publish {
+                        topic: topics::peers(node),
+                        payload: bytes,
+                        retain: true,
+                    });
+                    published += 1;
+                }
+                Err(e) => error!("peer list of node {node} cannot be encoded: {e}"),
+            }
+        }
+        self.meta.peer_generation = generation;
+        out.push(Action::Persist(PersistOp::PutMeta(self.meta.clone())));
+        info!(
+            "peer lists {generation} published: {published} of {} nodes changed (k = {})",
+            lists.len(),
+            self.cfg.peers_k.min(MAX_PEERS_PER_NODE)
+        );
+        let changed: Vec<(String, Vec<ListEntry>)> = changed
+            .into_iter()
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect();
+        for (n, l) in changed {
+            self.probes.sent.insert(n, (generation, l));
+        }
+    }
+
+    /// Every peer list sent, published again unchanged (a new broker session).
+    pub(super) fn republish_peers(&self, out: &mut Vec<Action>) {
+        for (node, (generation, list)) in &self.probes.sent {
+            if let Ok(bytes) =
+                frame(node, *generation, list).and_then(|m| wire::encode(&m, Some(&self.key)))
+            {
+                out.push(Action::Publish {
+                    topic: topics::peers(node),
+                    payload: bytes,
+                    retain: true,
+                });
+            }
+        }
+    }
+
+    /// The peer list last published for `node` (peer names), if any.
+    pub fn peer_list(&self, node: &str) -> Option<Vec<String>> {
+        self.probes
+            .sent
+            .get(node)
+            .map(|(_, l)| l.iter().map(|e| e.peer.clone()).collect())
+    }
+
+    /// The status `app` would have published now (its links measured or estimated as of now).
+    pub fn status_now(&self, app: &str) -> Option<crate::status::AppStatus> {
+        self.status_of(app)
+    }
+
+    /// `node`'s coordinate as last reported.
+    pub fn coordinate(&self, node: &str) -> Option<Coord<DIMS>> {
+        self.probes.coords.get(node).copied()
+    }
+
+    /// Estimated links for every ordered pair of `nodes` without a measurement (none above
+    /// [`MAX_ESTIMATED_NODES`]): the summaries and group medians computed once.
+    pub(super) fn estimated_links(&self, nodes: &[model::Node]) -> Vec<Link> {
+        if nodes.len() > MAX_ESTIMATED_NODES {
+            return Vec::new();
+        }
+        let mut ends: HashMap<&str, Vec<MeasuredLink>> = HashMap::new();
+        let mut groups: HashMap<&str, Vec<f64>> = HashMap::new();
+        let dc = |n: &str| self.nodes.get(n).map(|x| x.info.datacenter.as_str());
+        for ((a, b), e) in &self.links {
+            if a == b {
+                continue;
+            }
+            let m = MeasuredLink {
+                latency_ms: e.latency_ms,
+                jitter_ms: e.jitter_ms,
+                success: e.success,
+            };
+            ends.entry(a.as_str()).or_default().push(m);
+            ends.entry(b.as_str()).or_default().push(m);
+            if let (Some(ga), Some(gb)) = (dc(a), dc(b)) {
+                if ga == gb {
+                    groups.entry(ga).or_default().push(e.latency_ms);
+                }
+            }
+        }
+        let summaries: HashMap<&str, EndpointSummary> = ends
+            .into_iter()
+            .filter_map(|(n, l)| Some((n, EndpointSummary::from_links(l)?)))
+            .collect();
+        let group_ms: HashMap<&str, f64> = groups
+            .into_iter()
+            .filter_map(|(g, l)| Some((g, estimate_in_group_ms(l)?)))
+            .collect();
+        let mut out = Vec::new();
+        for a in nodes {
+            for b in nodes {
+                if a.name == b.name || self.links.contains_key(&(a.name.clone(), b.name.clone())) {
+                    continue;
+                }
+                let coords = match (
+                    self.probes.coords.get(&a.name),
+                    self.probes.coords.get(&b.name),
+                ) {
+                    (Some(x), Some(y)) => Some((x, y)),
+                    _ => None,
+                };
+                let in_group = (a.datacenter == b.datacenter)
+                    .then(|| group_ms.get(a.datacenter.as_str()).copied())
+                    .flatten();
+                let ends = match (
+                    summaries.get(a.name.as_str()),
+                    summaries.get(b.name.as_str()),
+                ) {
+                    (Some(x), Some(y)) => Some((x, y)),
+                    _ => None,
+                };
+                if let Some(v) = LinkView::of_pair(None, coords, in_group, ends) {
+                    out.push(Link {
+                        from: a.name.clone(),
+                        to: b.name.clone(),
+                        latency_ms: v.latency_ms.value(),
+                        jitter_ms: v.jitter_ms.value(),
+                        success: v.success.value(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Confidence bounds of an estimated link: its latency give or take the larger of the two
+    /// coordinates' own error estimates (at least 10 %, at most 100 %).
+    pub(super) fn estimate_bounds(&self, l: &Link) -> LinkBounds {
+        let err = |n: &str| self.probes.coords.get(n).map_or(1.0, |c| c.error());
+        let r = err(&l.from).max(err(&l.to)).clamp(0.1, 1.0);
+        LinkBounds {
+            latency_ms: (l.latency_ms * (1.0 - r), l.latency_ms * (1.0 + r)),
+            success: (l.success, l.success),
+        }
+    }
+
+    /// The node pairs the channels of `app` use under `assignment` (other than a node's own).
+    fn channel_pairs(
+        &self,
+        app: &str,
+        assignment: &BTreeMap<String, String>,
+    ) -> Vec<(String, String, String)> {
+        let Some(a) = self.apps.get(app) else {
+            return Vec::new();
+        };
+        a.rec
+            .application
+            .channels
+            .iter()
+            .filter_map(|c| {
+                let (x, y) = (assignment.get(&c.from)?, assignment.get(&c.to)?);
+                Some((c.name.clone(), x.clone(), y.clone()))
+            })
+            .collect()
+    }
+
+    /// After a placement of `app` was applied: its channels' pairs that are only estimated
+    /// are probed by their first node from now on (targeted probes).
+    pub(super) fn target_placement(&mut self, app: &str, assignment: &BTreeMap<String, String>) {
+        let pairs: BTreeSet<(String, String)> = self
+            .channel_pairs(app, assignment)
+            .into_iter()
+            .filter(|(_, x, y)| x != y && !self.links.contains_key(&(x.clone(), y.clone())))
+            .map(|(_, x, y)| (x, y))
+            .collect();
+        if self.probes.targeted.get(app) == Some(&pairs) {
+            return;
+        }
+        if !pairs.is_empty() {
+            info!(
+                "application {app}: {} links of its placement are estimated, asking their nodes to probe them: {}",
+                pairs.len(),
+                pairs
+                    .iter()
+                    .map(|(x, y)| format!("{x} -> {y}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            self.probes.awaiting.insert(app.to_string(), pairs.clone());
+            self.probes.targeted.insert(app.to_string(), pairs);
+        } else {
+            self.probes.awaiting.remove(app);
+            self.probes.targeted.remove(app);
+        }
+        self.peers_dirty = true;
+    }
+
+    /// `app` is gone: its targeted probes go too.
+    pub(super) fn untarget(&mut self, app: &str) {
+        if self.probes.targeted.remove(app).is_some() {
+            self.peers_dirty = true;
+        }
+        self.probes.awaiting.remove(app);
+        self.probes.measured_apps.remove(app);
+    }
+
+    /// `from` measured its link to `to`: an application waiting for it may be evaluated again.
+    pub(super) fn on_measured(&mut self, from: &str, to: &str) {
+        if self.probes.awaiting.is_empty() {
+            return;
+        }
+        let key = (from.to_string(), to.to_string());
+        let mut done = Vec::new();
+        for (app, left) in self.probes.awaiting.iter_mut() {
+            if left.remove(&key) && left.is_empty() {
+                done.push(app.clone());
+            }
+        }
+        for app in done {
+            self.probes.awaiting.remove(&app);
+            self.probes.measured_apps.insert(app);
+        }
+    }
+
+    /// The applications whose targeted links were all measured are evaluated again.
+    pub(super) fn reevaluate_measured(&mut self, out: &mut Vec<Action>) {
+        for app in std::mem::take(&mut self.probes.measured_apps) {
+            if self.apps.contains_key(&app) {
+                info!("application {app}: the links of its placement are measured now: evaluating it again");
+                self.request(&app, Purpose::Reevaluate, out);
+            }
+        }
+    }
+
+    /// For `status`: each channel of `app`'s placement, `measured`, `estimated` or `local`
+    /// (both ends on one node).
+    pub(super) fn placement_links(
+        &self,
+        app: &str,
+        assignment: &BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
+        self.channel_pairs(app, assignment)
+            .into_iter()
+            .map(|(c, x, y)| {
+                let state = if x == y {
+                    "local"
+                } else if self.links.contains_key(&(x, y)) {
+                    "measured"
+                } else {
+                    "estimated"
+                };
+                (c, state.to_string())
+            })
+            .collect()
+    }
+
+    /// The measured links `node` is an end of, summarised (either direction).
+    fn summary(&self, node: &str) -> Option<EndpointSummary> {
+        EndpointSummary::from_links(
+            self.links
+                .iter()
+                .filter(|((a, b), _)| a != b && (a == node || b == node))
+                .map(|(_, e)| MeasuredLink {
+                    latency_ms: e.latency_ms,
+                    jitter_ms: e.jitter_ms,
+                    success: e.success,
+                }),
+        )
+    }
+
+    /// The sparse link source: the pair's own measurement (`from` probing `to`) where there
+    /// is one, else an estimate marked as one; `None` when neither can be said (a node
+    /// unknown, without coordinate or measured links). Costs one scan of the measured links
+    /// for an estimate: a caller that asks for many keeps what it needs.
+    pub fn link_view(&self, from: &str, to: &str) -> Option<LinkView> {
+        let (na, nb) = (self.nodes.get(from)?, self.nodes.get(to)?);
+        let measured = self
+            .links
+            .get(&(from.to_string(), to.to_string()))
+            .map(|e| MeasuredLink {
+                latency_ms: e.latency_ms,
+                jitter_ms: e.jitter_ms,
+                success: e.success,
+            });
+        if measured.is_some() {
+            return LinkView::of_pair::<DIMS>(measured, None, None, None);
+        }
+        let group = &na.info.datacenter;
+        let in_group = (group == &nb.info.datacenter)
+            .then(|| {
+                estimate_in_group_ms(
+                    self.links
+                        .iter()
+                        .filter(|((a, b), _)| {
+                            a != b
+                                && self
+                                    .nodes
+                                    .get(a)
+                                    .is_some_and(|n| &n.info.datacenter == group)
+                                && self
+                                    .nodes
+                                    .get(b)
+                                    .is_some_and(|n| &n.info.datacenter == group)
+                        })
+                        .map(|(_, e)| e.latency_ms),
+                )
+            })
+            .flatten();
+        let coords = match (self.probes.coords.get(from), self.probes.coords.get(to)) {
+            (Some(a), Some(b)) => Some((a, b)),
+            _ => None,
+        };
+        let (sa, sb) = (self.summary(from)?, self.summary(to)?);
+        LinkView::of_pair(None, coords, in_group, Some((&sa, &sb)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(name: &str, group: &str, x: f64) -> Candidate {
+        Candidate {
+            name: name.into(),
+            addr: format!("10.0.0.1:{}", 7000 + name.len()),
+            group: group.into(),
+            coord: Some(Coord::new([x, 0.0, 0.0], 1.0, 0.2).unwrap()),
+        }
+    }
+
+    #[test]
+    fn lists_are_bounded_by_k_plus_targets_and_never_name_their_node() {
+        let cands: Vec<Candidate> = (0..200)
+            .map(|i| cand(&format!("n{i}"), &format!("dc{}", i % 10), i as f64))
+            .collect();
+        let none = BTreeMap::new();
+        let lists = peer_lists(&cands, 8, &none, 1);
+        assert_eq!(lists.len(), 200);
+        for (n, l) in &lists {
+            assert_eq!(l.len(), 8, "{n}");
+            assert!(l.iter().all(|e| &e.peer != n));
+            let group = l.iter().filter(|e| e.group).count();
+            assert_eq!(group, 2, "a quarter of k for the node's own group: {n}");
+        }
+        assert_eq!(lists, peer_lists(&cands, 8, &none, 1), "deterministic");
+        // a targeted peer comes on top of the k neighbours, once
+        let far = "n199".to_string();
+        let t = BTreeMap::from([("n0".to_string(), BTreeSet::from([far.clone(), "n0".into()]))]);
+        let with = peer_lists(&cands, 8, &t, 1);
+        let l = &with["n0"];
+        assert!(l.iter().any(|e| e.peer == far));
+        assert!(l.len() <= 9 && l.iter().all(|e| e.peer != "n0"));
+        assert_eq!(with["n1"], lists["n1"], "other lists unchanged");
+        // k above the wire's bound is cut to it
+        let big = peer_lists(&cands, 1000, &none, 1);
+        assert!(big.values().all(|l| l.len() == MAX_PEERS_PER_NODE));
+    }
+}
