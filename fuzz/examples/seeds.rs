@@ -179,7 +179,8 @@ fn messages() -> Vec<Message> {
                      "net_tx_bps": 0, "disk_read_bps": 0, "disk_write_bps": 0, "containers": 2},
             "probe_addr": "10.0.0.13:7878"}}"#,
         r#"{"LinkMetrics": {"node": "n13", "seq": 4, "run": 1, "links": [
-            {"peer": "n14", "latency_ms": 1.25, "jitter_ms": 0.1, "success": 0.99, "samples": 20, "last_answer_ms": 300}]}}"#,
+            {"peer": "n14", "latency_ms": 1.25, "jitter_ms": 0.1, "success": 0.99, "samples": 20, "last_answer_ms": 300}],
+            "coord": {"vec": [1.5, -2.0, 0.25], "height": 0.5, "error": 0.4}}}"#,
         r#"{"DesiredState": {"node": "n13", "generation": 5, "term": 2, "containers": [
             {"name": "smoke.camera", "app": "smoke", "component": "camera",
              "image": "localhost/acoa/camera:1", "cpu_millis": 100, "memory_mb": 64,
@@ -187,7 +188,7 @@ fn messages() -> Vec<Message> {
         r#"{"ActualState": {"node": "n13", "generation": 5, "seq": 6, "run": 1, "containers": [
             {"name": "smoke.camera", "image": "localhost/acoa/camera:1", "state": "Failed",
              "restarts": 2, "error": "exit 1"}]}}"#,
-        r#"{"PeerList": {"generation": 8, "peers": [{"node": "n14", "addr": "10.0.0.14:7878"}]}}"#,
+        r#"{"PeerList": {"node": "n13", "generation": 8, "peers": [{"node": "n14", "addr": "10.0.0.14:7878", "group": true}]}}"#,
         r#"{"ComponentUsage": {"node": "n13", "seq": 9, "run": 1, "period_ms": 1000, "components": [
             {"app": "smoke", "component": "camera", "cpu_millis": 12.5, "memory_mb": null,
              "traffic": [{"to": "detector", "bytes_per_s": 1000.0, "messages_per_s": 10.0}]}]}}"#,
