@@ -3,13 +3,15 @@
 //! good revision (every component's image replaced by the same program under a new tag) and a
 //! bad one (level detection's image exits at once). Figures: how long each path was not served
 //! during each update, the time the good rollout took, and the time to detect and to undo the
-//! bad one (from the control plane's status, polled every 0.25 s).
+//! bad one (from the control plane's log). With a QoS gate in the policy, a third revision
+//! puts the gate's path across the WAN (a component required on a cloud node) and must roll
+//! back on the gate alone.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use acoa_shared::model::{Application, Update};
+use acoa_shared::model::{Application, Layer, Update};
 use anyhow::{bail, Context, Result};
 
 use crate::dynamic::{all_running, placement_of};
@@ -146,9 +148,10 @@ pub fn with_tag(image: &str, tag: &str) -> String {
     }
 }
 
-/// The two updates: every image under tag `2` (made with `podman tag`), then the component
-/// `bad` with an image that exits at once (built here).
-pub fn steps(base: &Application, bad: &str) -> Result<Vec<Step>> {
+/// The updates: every image under tag `2` (made with `podman tag`); then the component `bad`
+/// with an image that exits at once (built here); then, when the policy has a gate, the
+/// component `far` required on a cloud node, which puts the gate's path across the WAN.
+pub fn steps(base: &Application, bad: &str, far: &str) -> Result<Vec<Step>> {
     let mut good = base.clone();
     for c in &mut good.components {
         let to = with_tag(&c.image, "2");
@@ -170,11 +173,11 @@ pub fn steps(base: &Application, bad: &str) -> Result<Vec<Step>> {
     comp.image = with_tag(&comp.image, "exits");
     // the workload refuses a bad collector address and exits at once
     acoa_test_support::workload_image(&comp.image, &["ACOA_CONTROL=nowhere"]);
-    Ok(vec![
+    let mut steps = vec![
         Step {
             label: "good".into(),
             change: "every component's image under a new tag (the same program)".into(),
-            app: good,
+            app: good.clone(),
             bad: false,
         },
         Step {
@@ -183,7 +186,27 @@ pub fn steps(base: &Application, bad: &str) -> Result<Vec<Step>> {
             app: worse,
             bad: true,
         },
-    ])
+    ];
+    if let Some(gate) = base.update.as_ref().and_then(|u| u.gate.as_ref()) {
+        let mut slow = good;
+        let comp = slow
+            .components
+            .iter_mut()
+            .find(|c| c.name == far)
+            .with_context(|| format!("no component {far}"))?;
+        comp.requires.layer = Some(Layer::Cloud);
+        steps.push(Step {
+            label: "gate".into(),
+            change: format!(
+                "{far} required on a cloud node: path {} across the WAN (gate {} ms)",
+                gate.path,
+                gate.max_latency_ms.unwrap_or(f64::NAN)
+            ),
+            app: slow,
+            bad: true,
+        });
+    }
+    Ok(steps)
 }
 
 /// Runs the experiment on `bed`: the control plane and the agents up, `base` placed and

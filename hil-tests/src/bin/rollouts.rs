@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use acoa_shared::model::Update;
+use acoa_shared::model::{Gate, Update};
 use anyhow::{Context, Result};
 use hil_tests::railbed::{Bed, BedArgs, Names};
 use hil_tests::report::scatter_png;
@@ -21,7 +21,7 @@ use hil_tests::rollouts::{self, Options, Run};
 #[derive(clap::Parser, Debug, Clone)]
 #[command(
     name = "rollouts",
-    about = "ACOA testbed: smoke monitoring updated with a good and a bad revision while its paths are measured"
+    about = "ACOA testbed: smoke monitoring updated with a good, a bad and a gate-breaking revision while its paths are measured"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -41,6 +41,13 @@ pub struct Args {
     /// The component whose image the bad revision breaks
     #[arg(long, default_value = "level-detection")]
     pub bad_component: String,
+    /// The update policy's QoS gate: the alarm path's measured latency must stay under this, ms
+    /// (0: no gate, and no third revision)
+    #[arg(long, default_value_t = 10.0)]
+    pub gate_ms: f64,
+    /// The component the third revision requires on a cloud node (a gate breach)
+    #[arg(long, default_value = "level-detection")]
+    pub gate_component: String,
     /// The path drawn in the plot
     #[arg(long, default_value = "alarm")]
     pub plot_path: String,
@@ -85,7 +92,11 @@ fn main() -> Result<()> {
         healthy_s: a.healthy_s,
         deadline_s: a.deadline_s,
         auto_rollback: true,
-        gate: None,
+        gate: (a.gate_ms > 0.0).then(|| Gate {
+            path: "alarm".into(),
+            max_latency_ms: Some(a.gate_ms),
+            min_reliability: None,
+        }),
     };
     let base = rollouts::base_app(&app, &names.image_prefix, &update);
     let app_name = base.application.clone();
@@ -93,7 +104,7 @@ fn main() -> Result<()> {
         hil_tests::partition::remove_app_containers(&app_name)
     })?;
     let bed = Bed::up(&a.bed, names)?;
-    let steps = rollouts::steps(&base, &a.bad_component)?;
+    let steps = rollouts::steps(&base, &a.bad_component, &a.gate_component)?;
     std::fs::create_dir_all(&out)?;
     let o = Options {
         rate_hz: a.rate_hz,
@@ -121,7 +132,7 @@ fn report(dir: &std::path::Path, a: &Args, run: &Run) -> Result<String> {
     let mut md = format!(
         "# Rollouts: a good and a bad revision of smoke monitoring on the railway testbed\n\n\
 The whole system on the emulated railway network (20 nodes; the control plane with its embedded broker on the host endpoint; one agent per node namespace; the workload containers measure every path, source {rate} msg/s, collector on an endpoint no cut touches). \
-Update policy: batch size {bs}, canaries {can}, healthy time {hs} s, deadline {dl} s per batch, automatic rollback. \
+Update policy: batch size {bs}, canaries {can}, healthy time {hs} s, deadline {dl} s per batch, automatic rollback{gate}. \
 Each update is published {settle} s after the previous one settled; the control plane's status is polled every 0.25 s.\n\n\
 - took / detected / undone: seconds from the publication of the definition until the control plane's log says the rollout is done (good), or failed (detected) and rolled back (undone).\n\
 - not served: per path, over the update's window (its publication to the next one's, or the run's end; the baseline: the measurement before the first update, from 3 s after the collector got the placement), the time without a message completing the path: the gaps between consecutive completed messages (by origin time) longer than {outage} ms, less one send interval each (a few messages lost in a row to the links' own loss stay below it; the baseline row shows that noise). Goal: 0 ms.\n\n",
@@ -132,6 +143,11 @@ Each update is published {settle} s after the previous one settled; the control 
         dl = a.deadline_s,
         settle = a.settle_s,
         outage = a.outage_ms,
+        gate = if a.gate_ms > 0.0 {
+            format!(", QoS gate: the alarm path's measured latency under {} ms", a.gate_ms)
+        } else {
+            String::new()
+        },
     );
     let paths: Vec<String> = run.samples.keys().cloned().collect();
     md += "| update | change | revision | phase | took / undone (s) | detected (s) |";
