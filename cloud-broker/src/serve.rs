@@ -72,7 +72,7 @@ pub struct ServeOptions {
 
 /// Runs the control plane until a signal, or until a store write fails.
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
-    let dd = DataDir::new(&opts.data_dir);
+    let mut dd = DataDir::new(&opts.data_dir);
     let key = dd.signing_key()?;
     let login = dd.credentials()?.control_plane;
     let (store, etcd): (Arc<dyn Store>, _) = match &opts.store {
@@ -90,6 +90,11 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                 cfg.prefix
             );
             let etcd = Arc::new(crate::store::etcd::EtcdStore::connect(cfg)?);
+            let imported;
+            (dd, imported) = dd.with_etcd(etcd.clone())?;
+            if imported > 0 {
+                info!("inventory.json imported into etcd: {imported} nodes and workers");
+            }
             (
                 etcd.clone() as Arc<dyn Store>,
                 Some((etcd, cfg.lease_ttl_s)),
@@ -105,7 +110,16 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             crate::store::leader::replica_name().replace(':', "-")
         ),
     };
-    let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
+    // etcd without its quorum: a replica starts anyway, the inventory's watch reads it later
+    let inventory = match dd.inventory() {
+        Ok(i) => i,
+        Err(e) if etcd.is_some() => {
+            warn!("the inventory cannot be read yet, it is read again until it can: {e}");
+            Default::default()
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(inventory.keys()));
     let (ctl_tx, ctl_rx) = mpsc::channel::<Event>(CONTROL_QUEUE);
     let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(TELEMETRY_QUEUE);
     // a standby with external brokers listens to the fleet while it waits (hot); with the

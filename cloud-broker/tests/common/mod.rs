@@ -75,8 +75,13 @@ pub fn apply(data: &Path, file: &Path, extra: &[&str]) -> std::process::Output {
 
 /// Enrolls `name` with a fresh key; returns (key, password, control plane key).
 pub fn enroll(data: &Path, name: &str) -> (SigningKey, String, VerifyingKey) {
+    enroll_with(data, name, &[])
+}
+
+/// [`enroll`] with `extra` flags (e.g. the store's).
+pub fn enroll_with(data: &Path, name: &str, extra: &[&str]) -> (SigningKey, String, VerifyingKey) {
     let key = SigningKey::generate(&mut rand::rngs::OsRng);
-    let out = node_add(data, name, &keys::public_hex(&key.verifying_key()), &[]);
+    let out = node_add(data, name, &keys::public_hex(&key.verifying_key()), extra);
     let cfg: toml::Value = toml::from_str(&out).unwrap();
     let b = &cfg["broker"];
     assert_eq!(b["username"].as_str(), Some(name));
@@ -652,6 +657,39 @@ pub fn replica(data: &Path, name: &str, broker: &str, etcd: &str) -> ControlPlan
         data: data.to_path_buf(),
         log,
         url: broker.to_string(),
+    }
+}
+
+/// A replica `name` of the control plane in `data` with its embedded broker on `port` (a cold
+/// standby: it starts its broker once it leads), lease `ttl_s`; log `data/{name}.log`, not
+/// waited for.
+pub fn replica_embedded(
+    data: &Path,
+    name: &str,
+    port: u16,
+    etcd: &str,
+    ttl_s: u64,
+) -> ControlPlane {
+    std::fs::create_dir_all(data).unwrap();
+    let log = data.join(format!("{name}.log"));
+    let f = std::fs::File::create(&log).unwrap();
+    let child = Command::new(bin())
+        .arg("--data-dir")
+        .arg(data)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--node-timeout-ms", "2000"])
+        .args(["--store", "etcd", "--etcd-endpoints", etcd])
+        .args(["--lease-ttl-s", &ttl_s.to_string()])
+        .env("RUST_LOG", "info,rumqttd=warn,rumqttc=warn")
+        .stdout(Stdio::null())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    ControlPlane {
+        child,
+        data: data.to_path_buf(),
+        log,
+        url: format!("mqtt://127.0.0.1:{port}"),
     }
 }
 
