@@ -7,60 +7,11 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use acoa_test_support::etcd::EtcdCluster;
 use cloud_broker::records::{ContainerDoc, DesiredDoc, Meta, NodeInfo, PersistOp};
-use cloud_broker::store::etcd::{EtcdConfig, EtcdStore, Fence};
-use cloud_broker::store::{FileStore, Store, StoreError};
+use cloud_broker::store::etcd::{EtcdStore, Fence};
+use cloud_broker::store::{Store, StoreError};
+use common::backend::{Backend, Kind};
 use common::*;
-
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    File,
-    Etcd,
-}
-
-/// A store of `kind` for one test: its own etcd (killed on drop) or nothing more.
-struct Backend {
-    kind: Kind,
-    etcd: Option<EtcdCluster>,
-    dir: tempfile::TempDir,
-}
-
-impl Backend {
-    fn new(kind: Kind) -> Backend {
-        let dir = tempfile::tempdir().unwrap();
-        let etcd = match kind {
-            Kind::File => None,
-            Kind::Etcd => Some(EtcdCluster::start(1, dir.path())),
-        };
-        Backend { kind, etcd, dir }
-    }
-
-    fn etcd_config(&self) -> EtcdConfig {
-        EtcdConfig::new(&self.etcd.as_ref().unwrap().endpoints()).unwrap()
-    }
-
-    /// The store a control plane with data directory `data` uses.
-    fn open(&self, data: &Path) -> Box<dyn Store> {
-        match self.kind {
-            Kind::File => Box::new(FileStore::open(data).unwrap()),
-            Kind::Etcd => Box::new(EtcdStore::connect(&self.etcd_config()).unwrap()),
-        }
-    }
-
-    /// The `serve` flags of this store.
-    fn serve_args(&self) -> Vec<String> {
-        match self.kind {
-            Kind::File => vec![],
-            Kind::Etcd => vec![
-                "--store".into(),
-                "etcd".into(),
-                "--etcd-endpoints".into(),
-                self.etcd.as_ref().unwrap().endpoints(),
-            ],
-        }
-    }
-}
 
 fn desired(node: &str, generation: u64) -> DesiredDoc {
     let c: acoa_shared::model::Component = serde_json::from_value(serde_json::json!({

@@ -1,6 +1,8 @@
 //! Helpers for the tests that run the real `cloud-broker` binary.
 #![allow(dead_code)]
 
+pub mod backend;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -569,10 +571,16 @@ pub struct WithN1 {
 
 /// Enrolls n1 in a fresh data directory and starts a control plane there.
 pub fn control_plane_with_n1_enrolled() -> WithN1 {
+    control_plane_with_n1_enrolled_with(&[])
+}
+
+/// [`control_plane_with_n1_enrolled`], `serve` with `extra` flags (e.g. the store's).
+pub fn control_plane_with_n1_enrolled_with(extra: &[String]) -> WithN1 {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_path_buf();
     let n1 = enroll(&data, "n1");
-    let cp = ControlPlane::start(&data, free_port(), &[]);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let cp = ControlPlane::start(&data, free_port(), &extra);
     WithN1 { cp, data, n1, dir }
 }
 
