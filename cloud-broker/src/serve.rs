@@ -141,13 +141,15 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     if hot {
         started = Some(listen(ev_tx.clone())?);
     }
-    let (term, handover) = match &etcd {
-        None => (0, Vec::new()),
+    let (leadership, handover) = match &etcd {
+        None => (None, Vec::new()),
         Some((etcd, ttl_s)) => {
             let window = opts.engine.node_timeout_ms;
-            wait_to_lead(etcd, *ttl_s, hot.then_some(&mut ev_rx), window).await?
+            let (l, h) = wait_to_lead(etcd, *ttl_s, hot.then_some(&mut ev_rx), window).await?;
+            (Some(l), h)
         }
     };
+    let term = leadership.as_ref().map_or(0, |l| l.term);
     let snapshot = store.load()?;
     let (urls, mut telemetry) = match started {
         Some(s) => s,
@@ -182,6 +184,10 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let engine = Engine::new(opts.engine.clone(), key, snapshot, 0).with_term(term);
     let observer = crate::observe::Observer::start(&opts.observe).await?;
     run(engine, handover, outbox, observer, ctl_rx, ev_rx).await?;
+    // a clean stop after the last write: a standby need not wait for the lease to expire
+    if let Some(l) = leadership {
+        l.resign().await;
+    }
     for c in telemetry.iter().chain(&apps) {
         let _ = c.client.disconnect().await;
     }
@@ -190,28 +196,28 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
 
 /// A replica of an etcd store waits until it leads: a hot standby (`telemetry` given) notes
 /// what it hears of the fleet meanwhile and hands the fresh part (within `window_ms`) to the
-/// engine it starts. Returns the term and that handover.
+/// engine it starts. Returns the leadership and that handover.
 async fn wait_to_lead(
     etcd: &crate::store::etcd::EtcdStore,
     ttl_s: u64,
     mut telemetry: Option<&mut mpsc::Receiver<Event>>,
     window_ms: u64,
-) -> anyhow::Result<(u64, Vec<Event>)> {
+) -> anyhow::Result<(crate::store::leader::Leadership, Vec<Event>)> {
     let lead = crate::store::leader::lead(etcd, ttl_s);
     tokio::pin!(lead);
     let mut warm = crate::warm::Warm::new(window_ms);
     let t0 = Instant::now();
     let hot = telemetry.is_some();
-    let term = loop {
+    let leadership = loop {
         tokio::select! {
-            term = &mut lead => break term?,
+            l = &mut lead => break l?,
             Some(ev) = async { telemetry.as_mut()?.recv().await }, if hot => {
                 warm.note(t0.elapsed().as_millis() as u64, ev);
             }
         }
     };
     if !hot {
-        return Ok((term, Vec::new()));
+        return Ok((leadership, Vec::new()));
     }
     let h = warm.take(t0.elapsed().as_millis() as u64);
     info!(
@@ -219,7 +225,7 @@ async fn wait_to_lead(
         h.nodes,
         h.events.len()
     );
-    Ok((term, h.events))
+    Ok((leadership, h.events))
 }
 
 /// The brokers the control plane uses: the embedded one, started here with the inventory's

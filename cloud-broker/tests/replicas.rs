@@ -364,3 +364,37 @@ fn a_node_enrolled_through_one_replica_logs_in_after_the_other_takes_over() {
     });
     drop(etcd);
 }
+
+/// A leader stopped cleanly (SIGTERM) revokes its lease: the standby leads at once, well under
+/// the lease's TTL (10 s here), where a killed leader's lease would have to expire first.
+#[test]
+fn a_leader_stopped_cleanly_hands_over_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = EtcdCluster::start(1, dir.path());
+    let e = etcd.endpoints();
+    let data = dir.path().join("data");
+    let ttl = Duration::from_secs(10);
+    let mut a = replica_embedded(&data, "a", free_port(), &e, ttl.as_secs());
+    a.wait_log("connected to the broker", Duration::from_secs(20));
+    let b = replica_embedded(&data, "b", free_port(), &e, ttl.as_secs());
+    b.wait_log(" leads", Duration::from_secs(20));
+
+    signal(&a, "-TERM");
+    let t0 = std::time::Instant::now();
+    b.wait_log("leading: term", ttl);
+    let took = t0.elapsed();
+    println!(
+        "takeover after a clean stop: {} ms (lease {} s)",
+        took.as_millis(),
+        ttl.as_secs()
+    );
+    a.wait_log("resigned: term", Duration::from_secs(5));
+    let _ = a.child.wait();
+    assert!(
+        took < ttl / 2,
+        "took {took:?} with a lease of {ttl:?}\n{}",
+        a.log_text()
+    );
+    b.wait_log("connected to the broker", Duration::from_secs(10));
+    drop(etcd);
+}
