@@ -646,26 +646,9 @@ pub fn tempdir_for_mosquitto() -> tempfile::TempDir {
 
 /// A replica `name` of the control plane in `data` (log `data/{name}.log`), not waited for.
 pub fn replica(data: &Path, name: &str, broker: &str, etcd: &str) -> ControlPlane {
-    let log = data.join(format!("{name}.log"));
-    let f = std::fs::File::create(&log).unwrap();
-    let child = Command::new(bin())
-        .arg("--data-dir")
-        .arg(data)
-        .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port())])
-        .args(["--broker-url", broker, "--node-timeout-ms", "2000"])
-        .args(["--store", "etcd", "--etcd-endpoints", etcd])
-        .args(["--lease-ttl-s", "2"])
-        .env("RUST_LOG", "info,rumqttc=warn")
-        .stdout(Stdio::null())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    ControlPlane {
-        child,
-        data: data.to_path_buf(),
-        log,
-        url: broker.to_string(),
-    }
+    let listen = format!("127.0.0.1:{}", free_port());
+    let extra = ["--listen", &listen, "--broker-url", broker];
+    spawn_replica(data, name, etcd, 2, &extra, broker.to_string())
 }
 
 /// A replica `name` of the control plane in `data` with its embedded broker on `port` (a cold
@@ -679,12 +662,28 @@ pub fn replica_embedded(
     ttl_s: u64,
 ) -> ControlPlane {
     std::fs::create_dir_all(data).unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let url = format!("mqtt://127.0.0.1:{port}");
+    spawn_replica(data, name, etcd, ttl_s, &["--listen", &listen], url)
+}
+
+/// `serve` on etcd with lease `ttl_s` and `extra` flags, logging to `data/{name}.log`; agents
+/// reach it at `url`.
+fn spawn_replica(
+    data: &Path,
+    name: &str,
+    etcd: &str,
+    ttl_s: u64,
+    extra: &[&str],
+    url: String,
+) -> ControlPlane {
     let log = data.join(format!("{name}.log"));
     let f = std::fs::File::create(&log).unwrap();
     let child = Command::new(bin())
         .arg("--data-dir")
         .arg(data)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("serve")
+        .args(extra)
         .args(["--node-timeout-ms", "2000"])
         .args(["--store", "etcd", "--etcd-endpoints", etcd])
         .args(["--lease-ttl-s", &ttl_s.to_string()])
@@ -697,7 +696,7 @@ pub fn replica_embedded(
         child,
         data: data.to_path_buf(),
         log,
-        url: format!("mqtt://127.0.0.1:{port}"),
+        url,
     }
 }
 
