@@ -11,6 +11,9 @@
 //! nice -n -10 target/release/examples/loadgen --nodes 100:60,1000:60,5000:600 --apps 20
 //! # the same load through an external Mosquitto (broker memory apart from ours):
 //! target/release/examples/loadgen --nodes 5000:300 --mosquitto
+//! # the file store and etcd side by side (each fleet size once per store; etcd: one member
+//! # started here, its writes per second and database size reported):
+//! target/release/examples/loadgen --nodes 5000:600 --stores file,etcd
 //! ```
 //!
 //! On a machine shared with builds, run it with a higher priority (`nice -n -10`): starved of
@@ -65,11 +68,37 @@ struct Args {
     /// broker's memory from the control plane's own.
     #[arg(long)]
     mosquitto: bool,
+    /// The stores to run each fleet size with, one after the other: `file`, `etcd` (one etcd
+    /// member started for the run, with its data in the run's directory).
+    #[arg(long, value_delimiter = ',', default_value = "file")]
+    stores: Vec<StoreChoice>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+enum StoreChoice {
+    File,
+    Etcd,
+}
+
+/// What etcd says of itself: its revision (one per write transaction) and its database's size.
+fn etcd_status(endpoints: &str) -> Option<(u64, u64)> {
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", endpoints, "endpoint", "status", "-w", "json"])
+        .output()
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let st = &v[0]["Status"];
+    Some((st["header"]["revision"].as_u64()?, st["dbSize"].as_u64()?))
 }
 
 /// One fleet size's figures.
 struct Summary {
     nodes: usize,
+    store: StoreChoice,
+    /// etcd: writes per second over the window, and the database's size (bytes) when the
+    /// control plane started and at the end of the window, with the seconds in between.
+    etcd: Option<(f64, u64, u64, f64)>,
     window_s: f64,
     offered: f64,
     ingest: f64,
@@ -226,7 +255,11 @@ fn main() -> anyhow::Result<()> {
         runs.push((n, secs));
     }
     let mut summaries = vec![];
-    for (n, secs) in runs {
+    let runs: Vec<(usize, u64, StoreChoice)> = runs
+        .into_iter()
+        .flat_map(|(n, secs)| args.stores.iter().map(move |s| (n, secs, *s)))
+        .collect();
+    for (n, secs, store) in runs {
         // a fresh runtime per fleet size: the previous one's simulated agents end with it
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -234,20 +267,29 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?;
         let a = args.clone();
-        let s = rt.block_on(async move { tokio::spawn(bench(a, n, secs)).await? })?;
+        let s = rt.block_on(async move { tokio::spawn(bench(a, n, secs, store)).await? })?;
         rt.shutdown_timeout(Duration::from_secs(2));
         summaries.push(s);
         std::thread::sleep(Duration::from_secs(2));
     }
     println!();
     println!(
-        "| nodes | window | offered | ingested | CPU (cores) | RSS joined → end | peak RSS (VmHWM) | publish → desired p50 / p99 (apps) |"
+        "| nodes | store | window | offered | ingested | CPU (cores) | RSS joined → end | peak RSS (VmHWM) | publish → desired p50 / p99 (apps) | etcd writes/s | etcd db size (start → end, s) |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for s in &summaries {
+        let etcd = match s.etcd {
+            Some((w, db0, db1, secs)) => format!(
+                "{w:.1} | {:.1} → {:.1} MiB ({secs:.0} s)",
+                db0 as f64 / 1048576.0,
+                db1 as f64 / 1048576.0
+            ),
+            None => "– | –".into(),
+        };
         println!(
-            "| {} | {:.0} s | {:.0} msg/s | {:.0} msg/s | {:.2} | {:.0} → {:.0} MiB | {:.0} MiB | {:.1} / {:.1} ms ({}{}) |",
+            "| {} | {:?} | {:.0} s | {:.0} msg/s | {:.0} msg/s | {:.2} | {:.0} → {:.0} MiB | {:.0} MiB | {:.1} / {:.1} ms ({}{}) | {etcd} |",
             s.nodes,
+            s.store,
             s.window_s,
             s.offered,
             s.ingest,
@@ -294,8 +336,18 @@ impl Drop for Mosq {
     }
 }
 
-async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> {
+async fn bench(
+    args: Args,
+    n: usize,
+    measure_s: u64,
+    store: StoreChoice,
+) -> anyhow::Result<Summary> {
     let dir = tempfile::tempdir()?;
+    let etcd = match store {
+        StoreChoice::File => None,
+        StoreChoice::Etcd => Some(acoa_test_support::etcd::EtcdCluster::start(1, dir.path())),
+    };
+    let endpoints = etcd.as_ref().map(|e| e.endpoints());
     let data = dir.path().join("data");
     let dd = DataDir::new(&data);
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -375,6 +427,16 @@ async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> 
     } else {
         serve_args.extend(["--listen".into(), format!("127.0.0.1:{port}")]);
     }
+    if let Some(e) = &endpoints {
+        serve_args.extend([
+            "--store".into(),
+            "etcd".into(),
+            "--etcd-endpoints".into(),
+            e.clone(),
+        ]);
+    }
+    let etcd_start = endpoints.as_deref().and_then(etcd_status);
+    let t_start = Instant::now();
     let mut cmd = Command::new(&bin);
     cmd.arg("--data-dir")
         .arg(&data)
@@ -569,6 +631,7 @@ async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> 
     // settle, then measure
     tokio::time::sleep(Duration::from_secs(6)).await;
     let hz = 100.0; // USER_HZ
+    let etcd0 = endpoints.as_deref().and_then(etcd_status);
     let (c0, t0, s0) = (
         proc_cpu_ticks(pid),
         Instant::now(),
@@ -619,6 +682,22 @@ async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> 
         sent.load(Ordering::Relaxed),
     );
     let cpu = (c1 - c0) as f64 / hz / wall;
+    let etcd1 = endpoints.as_deref().and_then(etcd_status);
+    let etcd_figures = match (etcd_start, etcd0, etcd1) {
+        (Some((_, db_start)), Some((r0, _)), Some((r1, db1))) => Some((
+            (r1 - r0) as f64 / wall,
+            db_start,
+            db1,
+            t_start.elapsed().as_secs_f64(),
+        )),
+        _ => None,
+    };
+    if let Some((w, _, db1, secs)) = etcd_figures {
+        println!(
+            "{n} nodes on etcd: {w:.1} writes/s over the window, database {:.1} MiB after {secs:.0} s",
+            db1 as f64 / 1048576.0
+        );
+    }
     let offered = (s1 - s0) as f64 / wall;
     let ingest: Vec<f64> = last_stats.lock().unwrap()[stats_before..]
         .iter()
@@ -694,8 +773,11 @@ async fn bench(args: Args, n: usize, measure_s: u64) -> anyhow::Result<Summary> 
     let _ = child.kill();
     let _ = child.wait();
     drop(mosq);
+    drop(etcd);
     Ok(Summary {
         nodes: n,
+        store,
+        etcd: etcd_figures,
         window_s: wall,
         offered,
         ingest: if ingest.is_empty() {

@@ -2,10 +2,16 @@
 //! and of the admin (CLI), and the node inventory (name, broker password, enrolled public key).
 //!
 //! Files in the data directory, all mode 0600 and written atomically:
-//! `control-plane.key` (hex secret), `credentials.json`, `inventory.json`.
+//! `control-plane.key` (hex secret), `credentials.json`, and with the file store
+//! `inventory.json`. With `--store etcd` the inventory (nodes with their enrolled keys,
+//! workers) is the same JSON document under the etcd key `{prefix}inventory`, so that every
+//! replica knows every enrolled node; the key and the credentials stay files (copied to each
+//! replica, never in etcd). A change of the etcd inventory is a transaction on the revision it
+//! was read at: two commands enrolling at once do not lose each other's node.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use acoa_shared::topics::acl::Role;
 use acoa_shared::wire::keys;
@@ -13,7 +19,14 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
+use crate::store::etcd::EtcdStore;
 use crate::store::{write_atomic, StoreError};
+
+/// The etcd key of the inventory, under the store's prefix.
+pub const INVENTORY_KEY: &str = "inventory";
+/// The largest inventory document written to etcd (etcd takes requests of 1.5 MiB by default):
+/// about 8,000 nodes with keys.
+pub const MAX_ETCD_INVENTORY_BYTES: usize = 1024 * 1024;
 
 /// The user name the control plane connects with (publishes desired states).
 pub const CONTROL_PLANE_USER: &str = "acoa-control-plane";
@@ -104,15 +117,61 @@ impl Inventory {
     }
 }
 
-/// The data directory and what lives in it.
+/// Where the inventory is kept.
+#[derive(Debug, Clone)]
+enum InventoryAt {
+    /// `inventory.json` in the data directory.
+    File,
+    /// `{prefix}inventory` in etcd.
+    Etcd(Arc<EtcdStore>),
+}
+
+/// The data directory and what lives in it (and the inventory, in it or in etcd).
 #[derive(Debug, Clone)]
 pub struct DataDir {
     pub root: PathBuf,
+    inventory_at: InventoryAt,
 }
 
 impl DataDir {
     pub fn new(root: impl Into<PathBuf>) -> DataDir {
-        DataDir { root: root.into() }
+        DataDir {
+            root: root.into(),
+            inventory_at: InventoryAt::File,
+        }
+    }
+
+    /// The same data directory with its inventory in `etcd`. An `inventory.json` left in the
+    /// data directory is imported when etcd has no inventory yet (and renamed
+    /// `inventory.json.imported`); returns how many nodes and workers were imported.
+    pub fn with_etcd(self, etcd: Arc<EtcdStore>) -> Result<(DataDir, usize), IdentityError> {
+        let file = self.inventory()?;
+        let dd = DataDir {
+            inventory_at: InventoryAt::Etcd(etcd),
+            ..self
+        };
+        let p = dd.inventory_path();
+        if !p.exists() {
+            return Ok((dd, 0));
+        }
+        let n = file.nodes.len() + file.workers.len();
+        let imported = dd.write_inventory(&file, 0)?;
+        let done = p.with_extension("json.imported");
+        std::fs::rename(&p, &done).map_err(|e| bad(&p, e))?;
+        Ok((dd, if imported { n } else { 0 }))
+    }
+
+    /// The data directory `root` with its inventory where `store` keeps the records
+    /// (connecting to etcd for [`crate::store::StoreKind::Etcd`]).
+    pub fn open(
+        root: impl Into<PathBuf>,
+        store: &crate::store::StoreKind,
+    ) -> Result<(DataDir, usize), IdentityError> {
+        let dd = DataDir::new(root);
+        match store {
+            crate::store::StoreKind::File => Ok((dd, 0)),
+            crate::store::StoreKind::Etcd(cfg) => dd.with_etcd(Arc::new(EtcdStore::connect(cfg)?)),
+        }
     }
 
     pub fn key_path(&self) -> PathBuf {
@@ -169,22 +228,116 @@ impl DataDir {
     }
 
     pub fn inventory(&self) -> Result<Inventory, IdentityError> {
-        let p = self.inventory_path();
-        if !p.exists() {
-            return Ok(Inventory::default());
-        }
-        let text = std::fs::read(&p).map_err(|e| bad(&p, e))?;
-        serde_json::from_slice(&text).map_err(|e| bad(&p, e))
+        Ok(self.read_inventory()?.0)
     }
 
-    pub fn save_inventory(&self, inv: &Inventory) -> Result<(), IdentityError> {
+    /// The inventory and its revision (etcd's mod revision, 0: none yet; always 0 for a file).
+    fn read_inventory(&self) -> Result<(Inventory, i64), IdentityError> {
+        match &self.inventory_at {
+            InventoryAt::File => {
+                let p = self.inventory_path();
+                if !p.exists() {
+                    return Ok((Inventory::default(), 0));
+                }
+                let text = std::fs::read(&p).map_err(|e| bad(&p, e))?;
+                Ok((serde_json::from_slice(&text).map_err(|e| bad(&p, e))?, 0))
+            }
+            InventoryAt::Etcd(etcd) => match etcd.get_doc(INVENTORY_KEY)? {
+                (None, _) => Ok((Inventory::default(), 0)),
+                (Some(bytes), rev) => {
+                    let inv =
+                        serde_json::from_slice(&bytes).map_err(|e| bad(&self.etcd_key(etcd), e))?;
+                    Ok((inv, rev))
+                }
+            },
+        }
+    }
+
+    fn etcd_key(&self, etcd: &EtcdStore) -> PathBuf {
+        PathBuf::from(format!("etcd {}{INVENTORY_KEY}", etcd.prefix()))
+    }
+
+    /// Something that changes whenever the inventory does (the file's modification time,
+    /// etcd's mod revision); `None` while there is none.
+    pub fn inventory_version(&self) -> Result<Option<u128>, IdentityError> {
+        match &self.inventory_at {
+            InventoryAt::File => Ok(std::fs::metadata(self.inventory_path())
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos())),
+            InventoryAt::Etcd(etcd) => {
+                let rev = etcd.doc_revision(INVENTORY_KEY)?;
+                Ok((rev > 0).then_some(rev as u128))
+            }
+        }
+    }
+
+    /// Writes `inv`; in etcd only if the inventory is still at revision `seen` (returns
+    /// `false` otherwise: read it again).
+    fn write_inventory(&self, inv: &Inventory, seen: i64) -> Result<bool, IdentityError> {
+        let bytes = serde_json::to_vec_pretty(inv).unwrap();
+        match &self.inventory_at {
+            InventoryAt::File => {
+                self.ensure_root()?;
+                write_atomic(&self.inventory_path(), &bytes, 0o600)?;
+                Ok(true)
+            }
+            InventoryAt::Etcd(etcd) => {
+                if bytes.len() > MAX_ETCD_INVENTORY_BYTES {
+                    return Err(bad(
+                        &self.etcd_key(etcd),
+                        format!(
+                            "the inventory would take {} bytes, more than the {MAX_ETCD_INVENTORY_BYTES} one etcd record may",
+                            bytes.len()
+                        ),
+                    ));
+                }
+                Ok(etcd.put_doc_if(INVENTORY_KEY, bytes, seen)?)
+            }
+        }
+    }
+
+    /// An exclusive lock on `inventory.lock` in the data directory, until dropped.
+    fn lock_inventory(&self) -> Result<std::fs::File, IdentityError> {
         self.ensure_root()?;
-        write_atomic(
-            &self.inventory_path(),
-            &serde_json::to_vec_pretty(inv).unwrap(),
-            0o600,
-        )?;
-        Ok(())
+        let p = self.root.join("inventory.lock");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(|e| bad(&p, e))?;
+        f.lock().map_err(|e| bad(&p, e))?;
+        Ok(f)
+    }
+
+    /// Replaces the inventory with `inv` (whatever it was).
+    pub fn save_inventory(&self, inv: &Inventory) -> Result<(), IdentityError> {
+        self.update(|cur| {
+            *cur = inv.clone();
+            Ok(())
+        })
+    }
+
+    /// Reads the inventory, changes it with `f` and writes it, again from the read when another
+    /// writer came in between (etcd); returns what `f` returned.
+    fn update<T>(
+        &self,
+        mut f: impl FnMut(&mut Inventory) -> Result<T, IdentityError>,
+    ) -> Result<T, IdentityError> {
+        // the file: one command at a time (etcd: the revision tells)
+        let _lock = match self.inventory_at {
+            InventoryAt::File => Some(self.lock_inventory()?),
+            InventoryAt::Etcd(_) => None,
+        };
+        loop {
+            let (mut inv, seen) = self.read_inventory()?;
+            let out = f(&mut inv)?;
+            if self.write_inventory(&inv, seen)? {
+                return Ok(out);
+            }
+        }
     }
 
     /// Enrolls a node; returns its entry (with a fresh password).
@@ -197,40 +350,40 @@ impl DataDir {
         if name == CONTROL_PLANE_USER || name == ADMIN_USER {
             return Err(IdentityError::Reserved(name.into()));
         }
-        let mut inv = self.inventory()?;
-        if inv.nodes.contains_key(name) || inv.workers.contains_key(name) {
-            return Err(IdentityError::Exists(name.into()));
-        }
         let public_key = match public_key {
             Some(k) => Some(keys::public_hex(&keys::public_from_hex(k)?)),
             None => None,
         };
-        let entry = NodeEntry {
-            password: random_password(),
-            public_key,
-        };
-        inv.nodes.insert(name.into(), entry.clone());
-        self.save_inventory(&inv)?;
-        Ok(entry)
+        self.update(|inv| {
+            if inv.nodes.contains_key(name) || inv.workers.contains_key(name) {
+                return Err(IdentityError::Exists(name.into()));
+            }
+            let entry = NodeEntry {
+                password: random_password(),
+                public_key: public_key.clone(),
+            };
+            inv.nodes.insert(name.into(), entry.clone());
+            Ok(entry)
+        })
     }
 
     pub fn set_key(&self, name: &str, public_key: &str) -> Result<(), IdentityError> {
         let key = keys::public_hex(&keys::public_from_hex(public_key)?);
-        let mut inv = self.inventory()?;
-        let e = inv
-            .nodes
-            .get_mut(name)
-            .ok_or_else(|| IdentityError::Unknown(name.into()))?;
-        e.public_key = Some(key);
-        self.save_inventory(&inv)
+        self.update(|inv| {
+            let e = inv
+                .nodes
+                .get_mut(name)
+                .ok_or_else(|| IdentityError::Unknown(name.into()))?;
+            e.public_key = Some(key.clone());
+            Ok(())
+        })
     }
 
     pub fn remove_node(&self, name: &str) -> Result<(), IdentityError> {
-        let mut inv = self.inventory()?;
-        if inv.nodes.remove(name).is_none() {
-            return Err(IdentityError::Unknown(name.into()));
-        }
-        self.save_inventory(&inv)
+        self.update(|inv| match inv.nodes.remove(name) {
+            Some(_) => Ok(()),
+            None => Err(IdentityError::Unknown(name.into())),
+        })
     }
 
     /// Adds a `scheduler worker` login; returns it (with a fresh password).
@@ -240,25 +393,24 @@ impl DataDir {
         if name == CONTROL_PLANE_USER || name == ADMIN_USER {
             return Err(IdentityError::Reserved(name.into()));
         }
-        let mut inv = self.inventory()?;
-        if inv.nodes.contains_key(name) || inv.workers.contains_key(name) {
-            return Err(IdentityError::Exists(name.into()));
-        }
-        let password = random_password();
-        inv.workers.insert(name.into(), password.clone());
-        self.save_inventory(&inv)?;
-        Ok(Login {
-            username: name.into(),
-            password,
+        self.update(|inv| {
+            if inv.nodes.contains_key(name) || inv.workers.contains_key(name) {
+                return Err(IdentityError::Exists(name.into()));
+            }
+            let password = random_password();
+            inv.workers.insert(name.into(), password.clone());
+            Ok(Login {
+                username: name.into(),
+                password,
+            })
         })
     }
 
     pub fn remove_worker(&self, name: &str) -> Result<(), IdentityError> {
-        let mut inv = self.inventory()?;
-        if inv.workers.remove(name).is_none() {
-            return Err(IdentityError::Unknown(name.into()));
-        }
-        self.save_inventory(&inv)
+        self.update(|inv| match inv.workers.remove(name) {
+            Some(_) => Ok(()),
+            None => Err(IdentityError::Unknown(name.into())),
+        })
     }
 
     /// The broker URL `serve` last wrote, if any.

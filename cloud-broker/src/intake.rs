@@ -1,6 +1,6 @@
 //! What comes into the control plane, turned into engine events: node telemetry (decoded and
 //! verified by [`classify`] on a pool of tasks), application definitions, and changes of the
-//! inventory file.
+//! inventory (its file, or its etcd key).
 //!
 //! Invariants:
 //! - Nothing reaches the engine from the broker without passing [`classify`]; a dropped
@@ -9,12 +9,12 @@
 //!   the order the broker delivered them; a node's reports, link metrics, online marker, actual
 //!   and desired states share one task.
 //! - The ingest tasks verify against the inventory's keys as last read: a node removed from
-//!   the inventory file is dropped from the keys before its [`Event::NodeRemoved`] is sent.
+//!   the inventory is dropped from the keys before its [`Event::NodeRemoved`] is sent.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use acoa_shared::topics;
 use ed25519_dalek::VerifyingKey;
@@ -34,7 +34,7 @@ const INGEST_QUEUE: usize = 4096;
 const MAX_INGEST_TASKS: usize = 8;
 /// With several brokers, how often the ingest tasks log how many copies they dropped.
 pub const COPIES_LOG: Duration = Duration::from_secs(60);
-/// How often the inventory file's modification time is looked at.
+/// How often the inventory's version (file modification time, etcd revision) is looked at.
 const INVENTORY_POLL: Duration = Duration::from_millis(500);
 
 /// The node a topic is about (the topic itself when it names none), which picks its task.
@@ -171,11 +171,7 @@ impl Inbox for Apps {
     }
 }
 
-fn mtime(p: &std::path::Path) -> Option<SystemTime> {
-    std::fs::metadata(p).and_then(|m| m.modified()).ok()
-}
-
-/// Reloads the inventory when its file changes: new keys for ingest, new logins for the
+/// Reloads the inventory when it changes (its file, or its etcd key): new keys for ingest, new logins for the
 /// embedded broker (`logins`), and an [`Event::NodeRemoved`] for each node gone.
 pub fn spawn_inventory_watch(
     dd: DataDir,
@@ -184,16 +180,26 @@ pub fn spawn_inventory_watch(
     removed_tx: mpsc::Sender<Event>,
 ) {
     tokio::spawn(async move {
-        let path = dd.inventory_path();
-        let mut last = mtime(&path);
+        // read once at once: it may have changed since the keys were read (a standby waits long)
+        let mut last = None;
         loop {
-            tokio::time::sleep(INVENTORY_POLL).await;
-            let m = mtime(&path);
-            if m == last {
+            if last.is_some() {
+                tokio::time::sleep(INVENTORY_POLL).await;
+            }
+            let m = match off_runtime(&dd, DataDir::inventory_version).await {
+                Ok(v) => v,
+                Err(e) => {
+                    debug!("inventory version not read: {e}");
+                    tokio::time::sleep(INVENTORY_POLL).await;
+                    continue;
+                }
+            };
+            if last == Some(m) {
                 continue;
             }
-            last = m;
-            match dd.inventory() {
+            let first = last.is_none();
+            last = Some(m);
+            match off_runtime(&dd, DataDir::inventory).await {
                 Ok(inv) => {
                     let new = inv.keys();
                     let removed: Vec<String> = {
@@ -211,16 +217,30 @@ pub fn spawn_inventory_watch(
                         let _ = removed_tx.send(Event::NodeRemoved(n)).await;
                     }
                     if let Some(l) = &logins {
-                        if let Ok(m) = dd.logins() {
+                        if let Ok(m) = off_runtime(&dd, DataDir::logins).await {
                             *l.write().expect("logins lock") = m;
                         }
                     }
-                    info!("inventory reloaded: {} nodes", inv.nodes.len());
+                    if !first {
+                        info!("inventory reloaded: {} nodes", inv.nodes.len());
+                    }
                 }
                 Err(e) => error!("inventory not reloaded: {e}"),
             }
         }
     });
+}
+
+/// `f(dd)` on a blocking thread (etcd's calls block), its error as text.
+async fn off_runtime<T: Send + 'static>(
+    dd: &DataDir,
+    f: fn(&DataDir) -> Result<T, crate::identity::IdentityError>,
+) -> Result<T, String> {
+    let dd = dd.clone();
+    match tokio::task::spawn_blocking(move || f(&dd)).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[cfg(test)]

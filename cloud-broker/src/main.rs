@@ -12,6 +12,7 @@ use cloud_broker::dispatch::WorkersConfig;
 use cloud_broker::engine::{EngineConfig, Liveness};
 use cloud_broker::identity::{agent_broker_config, DataDir};
 use cloud_broker::serve::{serve, ServeOptions};
+use cloud_broker::store::StoreKind;
 
 #[derive(Parser)]
 #[command(
@@ -31,6 +32,10 @@ struct Cli {
     /// Log lines on stderr: `text` (readable) or `json` (one object a line, for log shippers).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Where the records and the inventory are kept (`serve`, and `node`, `worker`,
+    /// `mosquitto-config` which change or read the inventory).
+    #[command(flatten)]
+    store: cloud_broker::store::etcd::StoreArgs,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -185,13 +190,11 @@ struct ServeArgs {
     definition_budget_ms: u64,
     #[command(flatten)]
     observe: cloud_broker::observe::ObserveArgs,
-    #[command(flatten)]
-    store: cloud_broker::store::etcd::StoreArgs,
 }
 
 impl ServeArgs {
     /// The control plane's options, or what is wrong with the flags.
-    fn options(self, data_dir: PathBuf) -> anyhow::Result<ServeOptions> {
+    fn options(self, data_dir: PathBuf, store: StoreKind) -> anyhow::Result<ServeOptions> {
         let ServeArgs {
             listen,
             broker_url,
@@ -216,7 +219,6 @@ impl ServeArgs {
             worker_window,
             definition_budget_ms,
             observe,
-            store,
         } = self;
         let tls = match (tls_listen, tls_cert, tls_key) {
             (Some(listen), Some(cert), Some(key)) => {
@@ -266,7 +268,7 @@ impl ServeArgs {
             tick_ms,
             definition_budget: std::time::Duration::from_millis(definition_budget_ms),
             observe: observe.options()?,
-            store: store.kind()?,
+            store,
             workers: (scheduler_workers == SchedulerWorkers::External).then_some(WorkersConfig {
                 timeout_ms: worker_timeout_ms,
                 max_tries: worker_tries.max(1),
@@ -368,10 +370,25 @@ fn printed_url(dd: &DataDir, broker_url: Option<String>) -> String {
 }
 
 fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
-    let dd = DataDir::new(&cli.data_dir);
+    let store = cli.store.kind()?;
+    // the inventory's commands read and write it where `serve` keeps it
+    let inventory = matches!(
+        cli.cmd,
+        Cmd::Node { .. } | Cmd::Worker { .. } | Cmd::MosquittoConfig { .. }
+    );
+    let dd = match inventory {
+        true => {
+            let (dd, imported) = DataDir::open(&cli.data_dir, &store)?;
+            if imported > 0 {
+                eprintln!("inventory.json imported into etcd: {imported} nodes and workers");
+            }
+            dd
+        }
+        false => DataDir::new(&cli.data_dir),
+    };
     match cli.cmd {
         Cmd::Serve(args) => {
-            let opts = args.options(cli.data_dir)?;
+            let opts = args.options(cli.data_dir, store)?;
             let rt = runtime()?;
             // on a worker thread (large stack), not on the main thread
             rt.block_on(async { tokio::spawn(serve(opts)).await })??;

@@ -72,7 +72,7 @@ pub struct ServeOptions {
 
 /// Runs the control plane until a signal, or until a store write fails.
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
-    let dd = DataDir::new(&opts.data_dir);
+    let mut dd = DataDir::new(&opts.data_dir);
     let key = dd.signing_key()?;
     let login = dd.credentials()?.control_plane;
     let (store, etcd): (Arc<dyn Store>, _) = match &opts.store {
@@ -90,6 +90,11 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                 cfg.prefix
             );
             let etcd = Arc::new(crate::store::etcd::EtcdStore::connect(cfg)?);
+            let imported;
+            (dd, imported) = dd.with_etcd(etcd.clone())?;
+            if imported > 0 {
+                info!("inventory.json imported into etcd: {imported} nodes and workers");
+            }
             (
                 etcd.clone() as Arc<dyn Store>,
                 Some((etcd, cfg.lease_ttl_s)),
@@ -105,7 +110,16 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             crate::store::leader::replica_name().replace(':', "-")
         ),
     };
-    let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(dd.inventory()?.keys()));
+    // etcd without its quorum: a replica starts anyway, the inventory's watch reads it later
+    let inventory = match dd.inventory() {
+        Ok(i) => i,
+        Err(e) if etcd.is_some() => {
+            warn!("the inventory cannot be read yet, it is read again until it can: {e}");
+            Default::default()
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let keys: Arc<RwLock<Keys>> = Arc::new(RwLock::new(inventory.keys()));
     let (ctl_tx, ctl_rx) = mpsc::channel::<Event>(CONTROL_QUEUE);
     let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(TELEMETRY_QUEUE);
     // a standby with external brokers listens to the fleet while it waits (hot); with the
@@ -127,13 +141,15 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     if hot {
         started = Some(listen(ev_tx.clone())?);
     }
-    let (term, handover) = match &etcd {
-        None => (0, Vec::new()),
+    let (leadership, handover) = match &etcd {
+        None => (None, Vec::new()),
         Some((etcd, ttl_s)) => {
             let window = opts.engine.node_timeout_ms;
-            wait_to_lead(etcd, *ttl_s, hot.then_some(&mut ev_rx), window).await?
+            let (l, h) = wait_to_lead(etcd, *ttl_s, hot.then_some(&mut ev_rx), window).await?;
+            (Some(l), h)
         }
     };
+    let term = leadership.as_ref().map_or(0, |l| l.term);
     let snapshot = store.load()?;
     let (urls, mut telemetry) = match started {
         Some(s) => s,
@@ -168,6 +184,10 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let engine = Engine::new(opts.engine.clone(), key, snapshot, 0).with_term(term);
     let observer = crate::observe::Observer::start(&opts.observe).await?;
     run(engine, handover, outbox, observer, ctl_rx, ev_rx).await?;
+    // a clean stop after the last write: a standby need not wait for the lease to expire
+    if let Some(l) = leadership {
+        l.resign().await;
+    }
     for c in telemetry.iter().chain(&apps) {
         let _ = c.client.disconnect().await;
     }
@@ -176,28 +196,28 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
 
 /// A replica of an etcd store waits until it leads: a hot standby (`telemetry` given) notes
 /// what it hears of the fleet meanwhile and hands the fresh part (within `window_ms`) to the
-/// engine it starts. Returns the term and that handover.
+/// engine it starts. Returns the leadership and that handover.
 async fn wait_to_lead(
     etcd: &crate::store::etcd::EtcdStore,
     ttl_s: u64,
     mut telemetry: Option<&mut mpsc::Receiver<Event>>,
     window_ms: u64,
-) -> anyhow::Result<(u64, Vec<Event>)> {
+) -> anyhow::Result<(crate::store::leader::Leadership, Vec<Event>)> {
     let lead = crate::store::leader::lead(etcd, ttl_s);
     tokio::pin!(lead);
     let mut warm = crate::warm::Warm::new(window_ms);
     let t0 = Instant::now();
     let hot = telemetry.is_some();
-    let term = loop {
+    let leadership = loop {
         tokio::select! {
-            term = &mut lead => break term?,
+            l = &mut lead => break l?,
             Some(ev) = async { telemetry.as_mut()?.recv().await }, if hot => {
                 warm.note(t0.elapsed().as_millis() as u64, ev);
             }
         }
     };
     if !hot {
-        return Ok((term, Vec::new()));
+        return Ok((leadership, Vec::new()));
     }
     let h = warm.take(t0.elapsed().as_millis() as u64);
     info!(
@@ -205,7 +225,7 @@ async fn wait_to_lead(
         h.nodes,
         h.events.len()
     );
-    Ok((term, h.events))
+    Ok((leadership, h.events))
 }
 
 /// The brokers the control plane uses: the embedded one, started here with the inventory's

@@ -1,5 +1,7 @@
 //! Durability of the control plane with the real binary and its embedded broker (or a real
-//! Mosquitto): a full disk, temporary files left by an interrupted write.
+//! Mosquitto): a full disk, temporary files left by an interrupted write, restarts. Every test
+//! function runs against the file store and against a real etcd (`serve --store etcd`, one
+//! member started by the test; etcd's "full disk" is its space quota).
 
 mod common;
 
@@ -10,6 +12,7 @@ use std::time::Duration;
 
 use acoa_shared::model;
 use cloud_broker::status::AppStatus;
+use common::backend::{Backend, Kind};
 use common::*;
 
 /// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
@@ -114,9 +117,64 @@ async fn apply(data: &Path, file: &Path) -> std::process::Output {
     cli_async(data, &["apply", file.to_str().unwrap(), "--wait-s", "5"]).await
 }
 
-#[test]
-fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns() {
-    run(async {
+/// The store of `b` made full: the file system of the data directory filled (returns the
+/// filler), or etcd's space quota exceeded (its NOSPACE alarm raised).
+fn fill(b: &Backend, fs: &Tmpfs) -> Option<PathBuf> {
+    match b.kind {
+        Kind::File => Some(fs.fill()),
+        Kind::Etcd => {
+            let etcd = cloud_broker::store::etcd::EtcdStore::connect(&b.etcd_config()).unwrap();
+            let mut i = 0;
+            while etcd
+                .put_doc_if(&format!("filler/{i}"), vec![7u8; 1 << 20], 0)
+                .is_ok()
+            {
+                i += 1;
+                assert!(i < 200, "etcd's quota is never exceeded");
+            }
+            None
+        }
+    }
+}
+
+/// Space returns: the filler removed; for etcd also compacted, defragmented and its alarm
+/// disarmed (as an operator does).
+fn make_room(b: &Backend, filler: Option<PathBuf>) {
+    if let Some(f) = filler {
+        std::fs::remove_file(f).unwrap();
+        return;
+    }
+    let endpoints = b.etcd.as_ref().unwrap().endpoints();
+    let etcdctl = |args: &[&str]| {
+        acoa_test_support::sh(
+            Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args(["--endpoints", &endpoints])
+                .args(args),
+        )
+    };
+    etcdctl(&["del", "--prefix", "/acoa/filler/"]);
+    let v: serde_json::Value = serde_json::from_str(&etcdctl(&[
+        "get",
+        "/acoa/",
+        "--prefix",
+        "--keys-only",
+        "-w",
+        "json",
+    ]))
+    .unwrap();
+    let rev = v["header"]["revision"].as_i64().unwrap().to_string();
+    etcdctl(&["compact", &rev]);
+    etcdctl(&["defrag"]);
+    etcdctl(&["alarm", "disarm"]);
+}
+
+fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns(kind: Kind) {
+    // etcd refuses writes past 16 MiB (its "full disk")
+    let b = Backend::with_etcd_flags(kind, &["--quota-backend-bytes", "16777216"]);
+    let args = b.serve_flags();
+    run(async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let fs = Tmpfs::mount("4m");
         let data = fs.path();
         let cluster = model::load_cluster(&scenario("cluster.yaml")).unwrap();
@@ -124,23 +182,26 @@ fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns() {
         let port = free_port();
         // the log off the full disk
         let logs = tempfile::tempdir().unwrap();
-        let mut cp = ControlPlane::start_logged(&data, port, &[], &logs.path().join("cp.log"));
+        let mut cp = ControlPlane::start_logged(&data, port, &args, &logs.path().join("cp.log"));
         let _agents = join_all(&cp, &cp.url, &cluster, &creds, 17400, true).await;
         tokio::time::sleep(Duration::from_millis(800)).await;
         let out = apply(&data, &scenario("smoke-monitoring.yaml")).await;
         assert!(out.status.success(), "{}", cp.log_text());
 
-        // a full disk, and a temporary file an interrupted write left: the control plane
-        // starts all the same and removes it
-        let filler = fs.fill();
-        cp.kill();
-        let torn = data.join("store/apps/.speed-profiling.json.tmp999999999");
-        std::fs::write(&torn, b"").unwrap();
-        let cp = ControlPlane::start_logged(&data, port, &[], &cp.log.clone());
-        cp.wait_log_async("started with 1 applications", Duration::from_secs(10))
-            .await;
-        assert!(cp.has_log("removed 1 temporary files"), "{}", cp.log_text());
-        assert!(!torn.exists());
+        let filler = fill(&b, &fs);
+        if kind == Kind::File {
+            // a temporary file an interrupted write left: the control plane starts on a full
+            // disk all the same and removes it (etcd: a replica cannot take the leadership
+            // while etcd refuses writes, so it is not started again)
+            cp.kill();
+            let torn = data.join("store/apps/.speed-profiling.json.tmp999999999");
+            std::fs::write(&torn, b"").unwrap();
+            cp = ControlPlane::start_logged(&data, port, &args, &cp.log.clone());
+            cp.wait_log_async("started with 1 applications", Duration::from_secs(10))
+                .await;
+            assert!(cp.has_log("removed 1 temporary files"), "{}", cp.log_text());
+            assert!(!torn.exists());
+        }
 
         // a new definition is held, its status says why; the process lives and the broker
         // serves what was published
@@ -161,26 +222,39 @@ fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns() {
         write_smoke_monitoring_as(&other, "smoke-two");
         apply(&data, &other).await;
         wait_state(&data, "smoke-two", &["refused"], Duration::from_secs(5)).await;
-        let mut cp = cp;
         assert!(cp.alive());
         assert_eq!(cp.count_log("store cannot write"), 1, "{}", cp.log_text());
         smoke_monitoring_is_placed(&data).await;
 
         // space returns: the held definitions are applied, new ones accepted
-        std::fs::remove_file(&filler).unwrap();
+        make_room(&b, filler);
         cp.wait_log_async("store writes again", Duration::from_secs(10))
             .await;
         wait_decided(&data, "speed-profiling").await;
-        assert!(data.join("store/apps/speed-profiling.json").exists());
+        assert!(b.has_app(&data, "speed-profiling"));
         wait_decided(&data, "smoke-two").await;
         // and a change published now is taken at once
         write_smoke_monitoring_as(&other, "smoke-three");
         let out = apply(&data, &other).await;
         let st: AppStatus = serde_json::from_slice(&out.stdout).unwrap();
         assert_ne!(st.state, "refused", "{st:?}");
-        assert!(data.join("store/apps/smoke-three.json").exists());
+        assert!(b.has_app(&data, "smoke-three"));
+        assert_eq!(
+            data.join("store/apps/smoke-three.json").exists(),
+            kind == Kind::File
+        );
         assert!(cp.alive());
     });
+}
+
+#[test]
+fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns_file() {
+    a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns(Kind::File);
+}
+
+#[test]
+fn a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns_etcd() {
+    a_full_disk_holds_changes_keeps_serving_and_they_apply_once_space_returns(Kind::Etcd);
 }
 
 /// Mosquitto in `dir` for the control plane of `data` with persistence off (its generated
@@ -238,17 +312,25 @@ async fn smoke_monitoring_applied(
     t: &WithMosquitto,
     port: u16,
     base_port: u16,
+    store: &[String],
 ) -> (
     ControlPlane,
     std::collections::BTreeMap<String, cloud_broker::testkit::SimAgent>,
 ) {
     let (data, url) = (&t.data, t.url.as_str());
-    let cp = ControlPlane::start(data, port, &["--broker-url", url]);
+    let cp = ControlPlane::start(data, port, &with_broker(url, store));
     let agents = join_all(&cp, url, &t.cluster, &t.creds, base_port, true).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let out = apply(data, &scenario("smoke-monitoring.yaml")).await;
     assert!(out.status.success(), "{}", cp.log_text());
     (cp, agents)
+}
+
+/// `--broker-url URL` and the store's flags.
+fn with_broker<'a>(url: &'a str, store: &'a [String]) -> Vec<&'a str> {
+    let mut v = vec!["--broker-url", url];
+    v.extend(store.iter().map(String::as_str));
+    v
 }
 
 /// The retained desired states the broker at `url` holds, read with the admin login.
@@ -279,14 +361,17 @@ async fn retained_desired(data: &Path, url: &str) -> Vec<String> {
     topics
 }
 
-#[test]
-fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_restart() {
+fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_restart(
+    kind: Kind,
+) {
     let Some(t) = with_mosquitto() else { return };
+    let b = Backend::new(kind);
+    let store = b.serve_flags();
     run(async move {
         let (mosquitto, dir, data, port, url) =
             (&t.mosquitto, t.dir.path(), &t.data, t.port, &t.url);
         let m = mosquitto_without_persistence(mosquitto, dir, data, port).await;
-        let (cp, _agents) = smoke_monitoring_applied(&t, free_port(), 17600).await;
+        let (cp, _agents) = smoke_monitoring_applied(&t, free_port(), 17600, &store).await;
         let before = retained_desired(data, url).await;
         assert!(!before.is_empty());
 
@@ -308,38 +393,65 @@ fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_
 }
 
 #[test]
-fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start() {
+fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_restart_file() {
+    a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_restart(
+        Kind::File,
+    );
+}
+
+#[test]
+fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_restart_etcd() {
+    a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_restart(
+        Kind::Etcd,
+    );
+}
+
+fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start(kind: Kind) {
     let Some(t) = with_mosquitto() else { return };
+    let b = Backend::new(kind);
+    let store = b.serve_flags();
     run(async move {
         let (data, url) = (&t.data, &t.url);
         let (_m, _) = start_mosquitto(&t.mosquitto, t.dir.path(), data, t.port, false).await;
         let cp_port = free_port();
-        let (mut cp, _agents) = smoke_monitoring_applied(&t, cp_port, 17700).await;
+        let (mut cp, _agents) = smoke_monitoring_applied(&t, cp_port, 17700, &store).await;
 
         cp.kill();
         let out = cli_async(data, &["delete", "smoke-monitoring"]).await;
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "not confirmed, yet: {err}");
         assert!(err.contains("queued"), "{err}");
-        assert!(data.join("store/apps/smoke-monitoring.json").exists());
+        assert!(b.has_app(data, "smoke-monitoring"));
 
-        let cp = ControlPlane::start(data, cp_port, &["--broker-url", url]);
+        let cp = ControlPlane::start(data, cp_port, &with_broker(url, &store));
         cp.wait_log_async(
             "application smoke-monitoring deleted",
             Duration::from_secs(15),
         )
         .await;
-        assert!(!data.join("store/apps/smoke-monitoring.json").exists());
+        assert!(!b.has_app(data, "smoke-monitoring"));
+        // the cleared status follows the log line (after the store's writes)
         let d = data.clone();
-        assert!(
-            tokio::task::spawn_blocking(move || status_of(&d, "smoke-monitoring"))
-                .await
-                .unwrap()
-                .is_none()
-        );
+        tokio::task::spawn_blocking(move || {
+            wait_for("the status cleared", Duration::from_secs(5), || {
+                status_of(&d, "smoke-monitoring").is_none().then_some(())
+            })
+        })
+        .await
+        .unwrap();
         // and a delete while it runs is confirmed
         let out = apply(data, &scenario("speed-profiling.yaml")).await;
         assert!(String::from_utf8_lossy(&out.stdout).contains("speed-profiling"));
         ok(cli_async(data, &["delete", "speed-profiling"]).await);
     });
+}
+
+#[test]
+fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start_file() {
+    a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start(Kind::File);
+}
+
+#[test]
+fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start_etcd() {
+    a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start(Kind::Etcd);
 }

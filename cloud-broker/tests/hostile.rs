@@ -1,6 +1,7 @@
 //! Hostile input against the real control plane binary with its embedded broker: simulated
 //! agents are real MQTT clients publishing real signed messages, and the attacker is another
-//! real client.
+//! real client. Every test function runs against the file store and against a real etcd
+//! (`serve --store etcd`, one member started by the test).
 
 mod common;
 
@@ -11,6 +12,7 @@ use acoa_shared::model;
 use acoa_shared::topics;
 use cloud_broker::identity::DataDir;
 use cloud_broker::status::AppStatus;
+use common::backend::{Backend, Kind};
 use common::*;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
@@ -47,10 +49,11 @@ fn client(
 
 /// A node's genuine signed report, captured on the wire and replayed every second after its
 /// agent died, does not keep the node alive: it goes lost on time, and the replays are dropped.
-#[test]
-fn a_replayed_report_does_not_keep_a_dead_node_alive() {
-    run(async {
-        let s = control_plane_with_n1_enrolled();
+fn a_replayed_report_does_not_keep_a_dead_node_alive(kind: Kind) {
+    let b = Backend::new(kind);
+    let store = b.serve_flags();
+    run(async move {
+        let s = control_plane_with_n1_enrolled_with(&store);
         let (cp, pw1) = (&s.cp, s.n1.1.clone());
         let creds = DataDir::new(&s.data).credentials().unwrap();
 
@@ -158,9 +161,10 @@ fn over_the_limits() -> Vec<(String, String)> {
 /// Hostile definitions, refused over and over, neither stall the control plane's keep-alive
 /// and decisions (the nodes stay online, another application is placed in normal time) nor
 /// are read again when they come back: a refusal is remembered by digest.
-#[test]
-fn hostile_definitions_are_refused_without_stalling_and_not_read_again() {
-    run(async {
+fn hostile_definitions_are_refused_without_stalling_and_not_read_again(kind: Kind) {
+    let b = Backend::new(kind);
+    let store = b.serve_flags();
+    run(async move {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path();
         let port = free_port();
@@ -169,7 +173,11 @@ fn hostile_definitions_are_refused_without_stalling_and_not_read_again() {
         two.nodes.truncate(2);
         two.links.clear();
         let creds = enroll_all(data, &two);
-        let cp = ControlPlane::start(data, port, &[]);
+        let cp = ControlPlane::start(
+            data,
+            port,
+            &store.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
         let _agents = join_all(&cp, &cp.url, &two, &creds, 19300, false).await;
         let admin = DataDir::new(data).credentials().unwrap().admin;
         let (user, mut statuses) = client(&cp.url, "user", &admin.username, &admin.password);
@@ -260,11 +268,12 @@ fn hostile_definitions_are_refused_without_stalling_and_not_read_again() {
 
 /// `apply` says what the agents did, not only the placement: an agent that refuses the image
 /// makes it fail with the agent's reason, and one that runs it makes it succeed.
-#[test]
-fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image() {
+fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image(kind: Kind) {
+    let b = Backend::new(kind);
+    let store = b.serve_flags();
     use acoa_shared::wire::{self, ActualState, ContainerState, ContainerStatus, Message};
-    run(async {
-        let s = control_plane_with_n1_enrolled();
+    run(async move {
+        let s = control_plane_with_n1_enrolled_with(&store);
         let (cp, data, k1) = (&s.cp, &s.data, s.n1.0.clone());
         let mut agent = start_n1(cp, &cp.url, s.n1.clone(), true).await;
         let reason = "image docker.io/evil/miner:1 is outside the allowlist";
@@ -351,11 +360,12 @@ fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image() {
 /// A node holds at most the containers one desired state carries: an application pinned to a
 /// full node is not placed, its status says why, and the applications already there keep
 /// their containers.
-#[test]
-fn a_full_node_refuses_another_application_and_keeps_the_first_ones_containers() {
+fn a_full_node_refuses_another_application_and_keeps_the_first_ones_containers(kind: Kind) {
+    let b = Backend::new(kind);
+    let store = b.serve_flags();
     use acoa_shared::wire::MAX_CONTAINERS;
-    run(async {
-        let s = control_plane_with_n1_enrolled();
+    run(async move {
+        let s = control_plane_with_n1_enrolled_with(&store);
         let (cp, data) = (&s.cp, &s.data);
         let mut agent = start_n1(cp, &cp.url, s.n1.clone(), true).await;
         let pinned = |app: &str, n: usize| {
@@ -393,4 +403,44 @@ fn a_full_node_refuses_another_application_and_keeps_the_first_ones_containers()
         assert_eq!(names.len(), MAX_CONTAINERS, "{names:?}");
         assert!(names.iter().all(|n| n.starts_with("full.")), "{names:?}");
     });
+}
+
+#[test]
+fn a_replayed_report_does_not_keep_a_dead_node_alive_file() {
+    a_replayed_report_does_not_keep_a_dead_node_alive(Kind::File);
+}
+
+#[test]
+fn a_replayed_report_does_not_keep_a_dead_node_alive_etcd() {
+    a_replayed_report_does_not_keep_a_dead_node_alive(Kind::Etcd);
+}
+
+#[test]
+fn hostile_definitions_are_refused_without_stalling_and_not_read_again_file() {
+    hostile_definitions_are_refused_without_stalling_and_not_read_again(Kind::File);
+}
+
+#[test]
+fn hostile_definitions_are_refused_without_stalling_and_not_read_again_etcd() {
+    hostile_definitions_are_refused_without_stalling_and_not_read_again(Kind::Etcd);
+}
+
+#[test]
+fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image_file() {
+    apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image(Kind::File);
+}
+
+#[test]
+fn apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image_etcd() {
+    apply_fails_with_the_agents_reason_when_an_agent_refuses_the_image(Kind::Etcd);
+}
+
+#[test]
+fn a_full_node_refuses_another_application_and_keeps_the_first_ones_containers_file() {
+    a_full_node_refuses_another_application_and_keeps_the_first_ones_containers(Kind::File);
+}
+
+#[test]
+fn a_full_node_refuses_another_application_and_keeps_the_first_ones_containers_etcd() {
+    a_full_node_refuses_another_application_and_keeps_the_first_ones_containers(Kind::Etcd);
 }

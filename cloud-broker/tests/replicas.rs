@@ -311,3 +311,90 @@ fn failover_time() {
     }
     drop(etcd);
 }
+
+/// Two replicas on two "machines" (data directories that share only the signing key and the
+/// broker credentials), each with its embedded broker (a cold standby): a node enrolled
+/// through the leader's command line while the other waits is in etcd, so once the leader is
+/// gone the other's broker lets it log in and it gets its desired state.
+#[test]
+fn a_node_enrolled_through_one_replica_logs_in_after_the_other_takes_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = EtcdCluster::start(1, dir.path());
+    let e = etcd.endpoints();
+    let (da, db) = (dir.path().join("a"), dir.path().join("b"));
+    let root = dir.path().to_path_buf();
+    run(async move {
+        let mut a = replica_embedded(&da, "a", free_port(), &e, 2);
+        a.wait_log_async("connected to the broker", Duration::from_secs(20))
+            .await;
+        std::fs::create_dir_all(&db).unwrap();
+        for f in ["control-plane.key", "credentials.json"] {
+            std::fs::copy(da.join(f), db.join(f)).unwrap();
+        }
+        let b = replica_embedded(&db, "b", free_port(), &e, 2);
+        b.wait_log_async(" leads", Duration::from_secs(20)).await;
+        let (d, e2) = (da.clone(), e.clone());
+        let n1 = tokio::task::spawn_blocking(move || {
+            enroll_with(&d, "n1", &["--store", "etcd", "--etcd-endpoints", &e2])
+        })
+        .await
+        .unwrap();
+        assert!(!da.join("inventory.json").exists());
+        a.wait_log_async("inventory reloaded: 1 nodes", Duration::from_secs(10))
+            .await;
+        let agent = start_n1(&a, &a.url, n1.clone(), false).await;
+        let app = write_pinned(&root, "first", "", "busybox:1", "n1", 1, "");
+        apply_ok(&da, &app, &a).await;
+        drop(agent);
+
+        a.kill();
+        b.wait_log_async("connected to the broker", Duration::from_secs(20))
+            .await;
+        // n1 is known from the store's records: its reports are taken without a new join
+        let mut agent = quiet_agent(&b.url, railway_node(0, "n1"), n1, true);
+        let d = tokio::time::timeout(Duration::from_secs(15), agent.desired.recv())
+            .await
+            .expect("a desired state from the new leader within 15 s")
+            .unwrap();
+        let names: Vec<String> = d.containers.iter().map(|c| c.name.to_string()).collect();
+        assert_eq!(names, ["first.c0"], "{}", b.log_text());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!b.has_log("unknown node"), "{}", b.log_text());
+        assert!(!db.join("inventory.json").exists());
+    });
+    drop(etcd);
+}
+
+/// A leader stopped cleanly (SIGTERM) revokes its lease: the standby leads at once, well under
+/// the lease's TTL (10 s here), where a killed leader's lease would have to expire first.
+#[test]
+fn a_leader_stopped_cleanly_hands_over_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = EtcdCluster::start(1, dir.path());
+    let e = etcd.endpoints();
+    let data = dir.path().join("data");
+    let ttl = Duration::from_secs(10);
+    let mut a = replica_embedded(&data, "a", free_port(), &e, ttl.as_secs());
+    a.wait_log("connected to the broker", Duration::from_secs(20));
+    let b = replica_embedded(&data, "b", free_port(), &e, ttl.as_secs());
+    b.wait_log(" leads", Duration::from_secs(20));
+
+    signal(&a, "-TERM");
+    let t0 = std::time::Instant::now();
+    b.wait_log("leading: term", ttl);
+    let took = t0.elapsed();
+    println!(
+        "takeover after a clean stop: {} ms (lease {} s)",
+        took.as_millis(),
+        ttl.as_secs()
+    );
+    a.wait_log("resigned: term", Duration::from_secs(5));
+    let _ = a.child.wait();
+    assert!(
+        took < ttl / 2,
+        "took {took:?} with a lease of {ttl:?}\n{}",
+        a.log_text()
+    );
+    b.wait_log("connected to the broker", Duration::from_secs(10));
+    drop(etcd);
+}

@@ -7,60 +7,11 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use acoa_test_support::etcd::EtcdCluster;
 use cloud_broker::records::{ContainerDoc, DesiredDoc, History, Meta, NodeInfo, PersistOp};
-use cloud_broker::store::etcd::{EtcdConfig, EtcdStore, Fence};
-use cloud_broker::store::{FileStore, Store, StoreError};
+use cloud_broker::store::etcd::{EtcdStore, Fence};
+use cloud_broker::store::{Store, StoreError};
+use common::backend::{Backend, Kind};
 use common::*;
-
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    File,
-    Etcd,
-}
-
-/// A store of `kind` for one test: its own etcd (killed on drop) or nothing more.
-struct Backend {
-    kind: Kind,
-    etcd: Option<EtcdCluster>,
-    dir: tempfile::TempDir,
-}
-
-impl Backend {
-    fn new(kind: Kind) -> Backend {
-        let dir = tempfile::tempdir().unwrap();
-        let etcd = match kind {
-            Kind::File => None,
-            Kind::Etcd => Some(EtcdCluster::start(1, dir.path())),
-        };
-        Backend { kind, etcd, dir }
-    }
-
-    fn etcd_config(&self) -> EtcdConfig {
-        EtcdConfig::new(&self.etcd.as_ref().unwrap().endpoints()).unwrap()
-    }
-
-    /// The store a control plane with data directory `data` uses.
-    fn open(&self, data: &Path) -> Box<dyn Store> {
-        match self.kind {
-            Kind::File => Box::new(FileStore::open(data).unwrap()),
-            Kind::Etcd => Box::new(EtcdStore::connect(&self.etcd_config()).unwrap()),
-        }
-    }
-
-    /// The `serve` flags of this store.
-    fn serve_args(&self) -> Vec<String> {
-        match self.kind {
-            Kind::File => vec![],
-            Kind::Etcd => vec![
-                "--store".into(),
-                "etcd".into(),
-                "--etcd-endpoints".into(),
-                self.etcd.as_ref().unwrap().endpoints(),
-            ],
-        }
-    }
-}
 
 fn desired(node: &str, generation: u64) -> DesiredDoc {
     let c: acoa_shared::model::Component = serde_json::from_value(serde_json::json!({
@@ -288,4 +239,121 @@ fn a_write_fenced_on_a_lost_leadership_is_refused_etcd() {
         snap.desired["n1"].generation, 1,
         "the fenced write did not land"
     );
+}
+
+/// The node and worker inventories with the enrolled keys are kept by the store: the command
+/// line writes them through it (`--store etcd` given to `node`/`worker`), commands enrolling at
+/// once lose nobody, and with etcd a data directory on another machine (only the signing key
+/// copied) reads the same inventory while none is on the first one's disk.
+fn inventory_is_kept_in_the_store(kind: Kind) {
+    use acoa_shared::topics::acl::Role;
+    use acoa_shared::wire::keys;
+    let b = Backend::new(kind);
+    let data = b.dir.path().join("data");
+    let args = b.serve_args();
+    let with = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+        v.extend(args.iter().cloned());
+        v
+    };
+    let run_ok = |data: &Path, extra: &[&str]| -> String {
+        let a = with(extra);
+        ok(cli(data, &a.iter().map(String::as_str).collect::<Vec<_>>()))
+    };
+    let store_args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_k1, pw1, _) = enroll_with(&data, "n1", &store_args);
+    run_ok(&data, &["worker", "add", "w1"]);
+    // eight enrolments at once
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let run_ok = &run_ok;
+            let data = &data;
+            s.spawn(move || run_ok(data, &["node", "add", &format!("m{i}")]));
+        }
+    });
+    let k = ed25519_dalek::SigningKey::from_bytes(&[9; 32]).verifying_key();
+    run_ok(&data, &["node", "set-key", "m0", &keys::public_hex(&k)]);
+    run_ok(&data, &["node", "remove", "m7"]);
+    let listed = run_ok(&data, &["node", "list"]);
+    let names: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.split('\t').next())
+        .collect();
+    assert_eq!(
+        names,
+        ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "n1"],
+        "{listed}"
+    );
+    assert!(listed.contains(&keys::public_hex(&k)), "{listed}");
+    assert_eq!(run_ok(&data, &["worker", "list"]).trim(), "w1");
+
+    let on_disk = data.join("inventory.json").exists();
+    let elsewhere = b.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy(
+        data.join("control-plane.key"),
+        elsewhere.join("control-plane.key"),
+    )
+    .unwrap();
+    let there = run_ok(&elsewhere, &["node", "list"]);
+    let cfg = match kind {
+        Kind::File => {
+            assert!(on_disk);
+            assert_eq!(there, "", "another machine's data directory has its own");
+            return;
+        }
+        Kind::Etcd => {
+            assert!(!on_disk, "with etcd the inventory is not on the disk");
+            b.etcd_config()
+        }
+    };
+    assert_eq!(there, listed, "another machine reads the same inventory");
+    let etcd = std::sync::Arc::new(EtcdStore::connect(&cfg).unwrap());
+    let (dd, imported) = cloud_broker::identity::DataDir::new(&elsewhere)
+        .with_etcd(etcd)
+        .unwrap();
+    assert_eq!(imported, 0);
+    let logins = dd.logins().unwrap();
+    assert_eq!(logins["n1"].password, pw1);
+    assert_eq!(logins["n1"].role, Role::Node);
+    assert_eq!(logins["w1"].role, Role::Worker);
+    assert_eq!(dd.inventory().unwrap().keys()["m0"], Some(k));
+}
+
+#[test]
+fn inventory_is_kept_in_the_store_file() {
+    inventory_is_kept_in_the_store(Kind::File);
+}
+
+#[test]
+fn inventory_is_kept_in_the_store_etcd() {
+    inventory_is_kept_in_the_store(Kind::Etcd);
+}
+
+/// A data directory whose nodes were enrolled before `--store etcd`: its `inventory.json` is
+/// imported into an etcd that has no inventory yet, nothing lost, and the file renamed so that
+/// nobody edits it believing it counts.
+#[test]
+fn an_inventory_file_is_imported_into_etcd_etcd() {
+    let b = Backend::new(Kind::Etcd);
+    let data = b.dir.path().join("data");
+    let (_k, pw, _) = enroll(&data, "n1");
+    ok(cli(&data, &["worker", "add", "w1"]));
+    let args = b.serve_args();
+    let mut list = vec!["node", "list"];
+    list.extend(args.iter().map(String::as_str));
+    let out = cli(&data, &list);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        stderr.contains("inventory.json imported into etcd: 2 nodes and workers"),
+        "{stderr}"
+    );
+    assert!(ok(out).starts_with("n1\t"));
+    assert!(!data.join("inventory.json").exists());
+    assert!(data.join("inventory.json.imported").exists());
+    let etcd = std::sync::Arc::new(EtcdStore::connect(&b.etcd_config()).unwrap());
+    let (dd, _) = cloud_broker::identity::DataDir::new(&data)
+        .with_etcd(etcd)
+        .unwrap();
+    assert_eq!(dd.logins().unwrap()["n1"].password, pw);
 }

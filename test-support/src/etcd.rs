@@ -26,11 +26,19 @@ struct Member {
 pub struct EtcdCluster {
     dir: PathBuf,
     members: Vec<Member>,
+    /// Flags every member gets besides the cluster's.
+    flags: Vec<String>,
 }
 
 impl EtcdCluster {
     /// Starts `n` members with their data under `dir` and waits until the cluster answers.
     pub fn start(n: usize, dir: &Path) -> EtcdCluster {
+        EtcdCluster::start_with(n, dir, &[])
+    }
+
+    /// [`EtcdCluster::start`], every member with `flags` besides the cluster's (e.g.
+    /// `--quota-backend-bytes`).
+    pub fn start_with(n: usize, dir: &Path, flags: &[&str]) -> EtcdCluster {
         assert!(
             etcd_installed(),
             "needs etcd at {ETCD} (.ci/setup installs it)"
@@ -46,6 +54,7 @@ impl EtcdCluster {
         let mut c = EtcdCluster {
             dir: dir.to_path_buf(),
             members,
+            flags: flags.iter().map(|f| f.to_string()).collect(),
         };
         for i in 0..n {
             c.spawn(i);
@@ -80,6 +89,7 @@ impl EtcdCluster {
             .args(["--initial-cluster-state", "new"])
             .args(["--initial-cluster-token", "acoa-test"])
             .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+            .args(&self.flags)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -299,6 +299,42 @@ impl EtcdStore {
     }
 }
 
+/// Documents kept whole under one key (the node inventory): read with their revision and
+/// written only if nobody wrote in between. Not fenced: they are written by the command line,
+/// not by the leader.
+impl EtcdStore {
+    /// The value of `{prefix}{name}` and its mod revision (`None` and 0 when absent).
+    pub fn get_doc(&self, name: &str) -> Result<(Option<Vec<u8>>, i64), StoreError> {
+        let mut c = self.client.clone();
+        let key = format!("{}{name}", self.prefix);
+        let resp = self.block(async move { c.get(key, None).await })?;
+        Ok(match resp.kvs().first() {
+            Some(kv) => (Some(kv.value().to_vec()), kv.mod_revision()),
+            None => (None, 0),
+        })
+    }
+
+    /// The mod revision of `{prefix}{name}` (0 when absent), without its value.
+    pub fn doc_revision(&self, name: &str) -> Result<i64, StoreError> {
+        let mut c = self.client.clone();
+        let key = format!("{}{name}", self.prefix);
+        let resp =
+            self.block(async move { c.get(key, Some(GetOptions::new().with_keys_only())).await })?;
+        Ok(resp.kvs().first().map_or(0, |kv| kv.mod_revision()))
+    }
+
+    /// Writes `{prefix}{name}` if its mod revision is still `seen` (0: still absent); `false`
+    /// when another writer came first (read it again).
+    pub fn put_doc_if(&self, name: &str, value: Vec<u8>, seen: i64) -> Result<bool, StoreError> {
+        let key = format!("{}{name}", self.prefix);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.clone(), CompareOp::Equal, seen)])
+            .and_then([TxnOp::put(key, value, None)]);
+        let mut c = self.client.clone();
+        Ok(self.block(async move { c.txn(txn).await })?.succeeded())
+    }
+}
+
 /// Runs `f` on `rt` and waits for it (at most `timeout`) from any thread, inside a runtime or
 /// not.
 fn wait<T: Send + 'static>(
@@ -371,39 +407,39 @@ impl Store for EtcdStore {
     }
 }
 
-/// The `serve` flags that choose the store.
+/// The flags that choose the store (global: `serve` and the inventory commands take them).
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs {
     /// Where the records are kept: files in the data directory, or etcd (--etcd-endpoints).
-    #[arg(long, value_enum, default_value_t = StoreFlag::File)]
+    #[arg(long, global = true, value_enum, default_value_t = StoreFlag::File)]
     pub store: StoreFlag,
     /// etcd's client URLs, comma-separated (http://host:2379 or https://...).
-    #[arg(long, value_name = "URL[,URL...]")]
+    #[arg(long, global = true, value_name = "URL[,URL...]")]
     pub etcd_endpoints: Option<String>,
     /// Every key of the control plane starts with this (ends with /).
-    #[arg(long, default_value = DEFAULT_PREFIX)]
+    #[arg(long, global = true, default_value = DEFAULT_PREFIX)]
     pub etcd_prefix: String,
     /// etcd's user (with --etcd-password-file), when etcd's authentication is enabled.
-    #[arg(long, requires = "etcd_password_file")]
+    #[arg(long, global = true, requires = "etcd_password_file")]
     pub etcd_user: Option<String>,
     /// A file whose first line is the etcd user's password.
-    #[arg(long, requires = "etcd_user")]
+    #[arg(long, global = true, requires = "etcd_user")]
     pub etcd_password_file: Option<PathBuf>,
     /// The CA of etcd's server certificates (PEM): TLS to etcd.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub etcd_ca_file: Option<PathBuf>,
     /// A client certificate for etcd (PEM), with --etcd-key-file.
-    #[arg(long, requires = "etcd_key_file")]
+    #[arg(long, global = true, requires = "etcd_key_file")]
     pub etcd_cert_file: Option<PathBuf>,
     /// The client certificate's key (PEM).
-    #[arg(long, requires = "etcd_cert_file")]
+    #[arg(long, global = true, requires = "etcd_cert_file")]
     pub etcd_key_file: Option<PathBuf>,
     /// The bound of one etcd call, in milliseconds.
-    #[arg(long, default_value_t = DEFAULT_TIMEOUT.as_millis() as u64)]
+    #[arg(long, global = true, default_value_t = DEFAULT_TIMEOUT.as_millis() as u64)]
     pub etcd_timeout_ms: u64,
     /// With etcd: the TTL of the leadership lease, in seconds (a leader that stops renewing it
     /// leads this long at most; a standby takes over after it).
-    #[arg(long, default_value_t = DEFAULT_LEASE_TTL_S)]
+    #[arg(long, global = true, default_value_t = DEFAULT_LEASE_TTL_S)]
     pub lease_ttl_s: u64,
 }
 

@@ -10,6 +10,8 @@
 //!   writes lands, whatever it believes.
 //! - A replica that finds its lease ended says so in its log and starts again as a standby
 //!   (the same process, executed again from the start: it campaigns before it serves).
+//! - A leader that stops cleanly (SIGTERM) revokes its lease ([`Leadership::resign`]) after its
+//!   last write: a standby leads at once instead of after the TTL.
 
 use std::time::{Duration, Instant};
 
@@ -28,10 +30,47 @@ pub fn replica_name() -> String {
     format!("{}:{}", host.trim(), std::process::id())
 }
 
+/// This replica's leadership (from [`lead`]).
+pub struct Leadership {
+    pub term: u64,
+    lease: i64,
+    client: Client,
+    rt: tokio::runtime::Handle,
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl Leadership {
+    /// A clean stop: the lease is no longer watched and is revoked (its leadership key goes
+    /// with it), so that a standby leads at once. Nothing may be written after this.
+    pub async fn resign(self) {
+        self.watch.abort();
+        let (mut c, lease) = (self.client, self.lease);
+        let revoked = self
+            .rt
+            .spawn(async move {
+                tokio::time::timeout(Duration::from_secs(2), c.lease_revoke(lease)).await
+            })
+            .await;
+        match revoked {
+            Ok(Ok(Ok(_))) => info!(
+                "resigned: term {} ended, the lease revoked (a standby leads at once)",
+                self.term
+            ),
+            Ok(Ok(Err(e))) => warn!(
+                "the lease of term {} could not be revoked ({e}): a standby leads once it expires",
+                self.term
+            ),
+            _ => warn!(
+                "the lease of term {} could not be revoked in time: a standby leads once it expires",
+                self.term
+            ),
+        }
+    }
+}
+
 /// Waits until this replica leads; then fences every write of `store` on its term and
 /// watches its lease (when it ends: logged, and the process starts again as a standby).
-/// Returns the term.
-pub async fn lead(store: &EtcdStore, ttl_s: u64) -> Result<u64, StoreError> {
+pub async fn lead(store: &EtcdStore, ttl_s: u64) -> Result<Leadership, StoreError> {
     let key = format!("{}leader", store.prefix());
     let me = replica_name();
     info!("standby: waiting to lead ({key}, lease {ttl_s} s) as {me}");
@@ -51,12 +90,19 @@ pub async fn lead(store: &EtcdStore, ttl_s: u64) -> Result<u64, StoreError> {
         create_revision: term as i64,
     }));
     info!("leading: term {term} ({key})");
-    store.handle().spawn(async move {
+    let (client, lease) = (elected.client.clone(), elected.lease);
+    let watch = store.handle().spawn(async move {
         let why = elected.watch().await;
         error!("lost the leadership (term {term}): {why}; nothing more is written, starting again as a standby");
         restart_as_standby();
     });
-    Ok(term)
+    Ok(Leadership {
+        term,
+        lease,
+        client,
+        rt: store.handle(),
+        watch,
+    })
 }
 
 /// The replica won the leadership key under `lease`.

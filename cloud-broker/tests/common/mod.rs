@@ -1,6 +1,8 @@
 //! Helpers for the tests that run the real `cloud-broker` binary.
 #![allow(dead_code)]
 
+pub mod backend;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -75,8 +77,13 @@ pub fn apply(data: &Path, file: &Path, extra: &[&str]) -> std::process::Output {
 
 /// Enrolls `name` with a fresh key; returns (key, password, control plane key).
 pub fn enroll(data: &Path, name: &str) -> (SigningKey, String, VerifyingKey) {
+    enroll_with(data, name, &[])
+}
+
+/// [`enroll`] with `extra` flags (e.g. the store's).
+pub fn enroll_with(data: &Path, name: &str, extra: &[&str]) -> (SigningKey, String, VerifyingKey) {
     let key = SigningKey::generate(&mut rand::rngs::OsRng);
-    let out = node_add(data, name, &keys::public_hex(&key.verifying_key()), &[]);
+    let out = node_add(data, name, &keys::public_hex(&key.verifying_key()), extra);
     let cfg: toml::Value = toml::from_str(&out).unwrap();
     let b = &cfg["broker"];
     assert_eq!(b["username"].as_str(), Some(name));
@@ -564,10 +571,16 @@ pub struct WithN1 {
 
 /// Enrolls n1 in a fresh data directory and starts a control plane there.
 pub fn control_plane_with_n1_enrolled() -> WithN1 {
+    control_plane_with_n1_enrolled_with(&[])
+}
+
+/// [`control_plane_with_n1_enrolled`], `serve` with `extra` flags (e.g. the store's).
+pub fn control_plane_with_n1_enrolled_with(extra: &[String]) -> WithN1 {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_path_buf();
     let n1 = enroll(&data, "n1");
-    let cp = ControlPlane::start(&data, free_port(), &[]);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let cp = ControlPlane::start(&data, free_port(), &extra);
     WithN1 { cp, data, n1, dir }
 }
 
@@ -633,16 +646,48 @@ pub fn tempdir_for_mosquitto() -> tempfile::TempDir {
 
 /// A replica `name` of the control plane in `data` (log `data/{name}.log`), not waited for.
 pub fn replica(data: &Path, name: &str, broker: &str, etcd: &str) -> ControlPlane {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let extra = ["--listen", &listen, "--broker-url", broker];
+    spawn_replica(data, name, etcd, 2, &extra, broker.to_string())
+}
+
+/// A replica `name` of the control plane in `data` with its embedded broker on `port` (a cold
+/// standby: it starts its broker once it leads), lease `ttl_s`; log `data/{name}.log`, not
+/// waited for.
+pub fn replica_embedded(
+    data: &Path,
+    name: &str,
+    port: u16,
+    etcd: &str,
+    ttl_s: u64,
+) -> ControlPlane {
+    std::fs::create_dir_all(data).unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let url = format!("mqtt://127.0.0.1:{port}");
+    spawn_replica(data, name, etcd, ttl_s, &["--listen", &listen], url)
+}
+
+/// `serve` on etcd with lease `ttl_s` and `extra` flags, logging to `data/{name}.log`; agents
+/// reach it at `url`.
+fn spawn_replica(
+    data: &Path,
+    name: &str,
+    etcd: &str,
+    ttl_s: u64,
+    extra: &[&str],
+    url: String,
+) -> ControlPlane {
     let log = data.join(format!("{name}.log"));
     let f = std::fs::File::create(&log).unwrap();
     let child = Command::new(bin())
         .arg("--data-dir")
         .arg(data)
-        .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port())])
-        .args(["--broker-url", broker, "--node-timeout-ms", "2000"])
+        .arg("serve")
+        .args(extra)
+        .args(["--node-timeout-ms", "2000"])
         .args(["--store", "etcd", "--etcd-endpoints", etcd])
-        .args(["--lease-ttl-s", "2"])
-        .env("RUST_LOG", "info,rumqttc=warn")
+        .args(["--lease-ttl-s", &ttl_s.to_string()])
+        .env("RUST_LOG", "info,rumqttd=warn,rumqttc=warn")
         .stdout(Stdio::null())
         .stderr(f)
         .spawn()
@@ -651,7 +696,7 @@ pub fn replica(data: &Path, name: &str, broker: &str, etcd: &str) -> ControlPlan
         child,
         data: data.to_path_buf(),
         log,
-        url: broker.to_string(),
+        url,
     }
 }
 
