@@ -157,7 +157,12 @@ impl DataDir {
         let n = file.nodes.len() + file.workers.len();
         let imported = dd.write_inventory(&file, 0)?;
         let done = p.with_extension("json.imported");
-        std::fs::rename(&p, &done).map_err(|e| bad(&p, e))?;
+        match std::fs::rename(&p, &done) {
+            // another replica of this data directory, started at the same time, imported it
+            // and moved it first (its write and ours are one transaction each: one wins)
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            r => r.map_err(|e| bad(&p, e))?,
+        }
         Ok((dd, if imported { n } else { 0 }))
     }
 
