@@ -43,10 +43,24 @@ fn images() {
 }
 
 /// The definition: components a (on node n1) and b (on n2) with `image`s, `extra` after a's
-/// fields.
+/// fields; a batch must stay healthy [`HEALTHY_S`].
 fn definition(dir: &Path, prefix: &str, images: [&str; 2], a_extra: &str) -> std::path::PathBuf {
+    definition_healthy(dir, prefix, images, a_extra, HEALTHY_S)
+}
+
+/// How long a batch must stay healthy in these rollouts.
+const HEALTHY_S: u32 = 3;
+
+/// [`definition`] with a batch's healthy time `healthy_s`.
+fn definition_healthy(
+    dir: &Path,
+    prefix: &str,
+    images: [&str; 2],
+    a_extra: &str,
+    healthy_s: u32,
+) -> std::path::PathBuf {
     let text = format!(
-        "application: roll\ncomponents:\n- {{name: a, image: '{}', requires: {{node: {prefix}n1}}{a_extra}}}\n- {{name: b, image: '{}', requires: {{node: {prefix}n2}}}}\nupdate: {{batch_size: 1, healthy_s: 3, deadline_s: 30}}\n",
+        "application: roll\ncomponents:\n- {{name: a, image: '{}', requires: {{node: {prefix}n1}}{a_extra}}}\n- {{name: b, image: '{}', requires: {{node: {prefix}n2}}}}\nupdate: {{batch_size: 1, healthy_s: {healthy_s}, deadline_s: 60}}\n",
         images[0], images[1]
     );
     let p = dir.join("roll.yaml");
@@ -265,9 +279,11 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
     );
 
     // a control plane killed mid-rollout finishes it after its restart
+    // a long healthy time: the rollout is surely under way when the control plane is killed,
+    // however slowly this test polls the store on a busy machine
     let applied = apply_in_background(
         &data,
-        definition(dir.path(), &prefix, [GOOD[2], GOOD[2]], ""),
+        definition_healthy(dir.path(), &prefix, [GOOD[2], GOOD[2]], "", 15),
     );
     watch_until(&cp, "r2→r5: batch 1/2 started", Duration::from_secs(60));
     // killed once the batch's start is durable (the log line comes before the store's write)
@@ -286,7 +302,7 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
     let cp2 = ControlPlane::start_logged(&data, port, &[], &data.join("cp2.log"));
     // batch 1/2, or 2/2 when the first was done before the kill
     watch_until(&cp2, "resumed after a restart", Duration::from_secs(30));
-    watch_until(&cp2, "rollout of roll r2→r5: done", Duration::from_secs(60));
+    watch_until(&cp2, "rollout of roll r2→r5: done", Duration::from_secs(90));
     let r = wait_for("revision 5 everywhere", Duration::from_secs(20), || {
         let r = running();
         r.values().all(|v| v.len() == 1).then_some(r)
