@@ -1,27 +1,18 @@
 //! The control plane's decisions as a pure state machine, driven with plain values: events in,
-//! actions out. Placement jobs are run inline with `run_job` (the real scheduler).
+//! actions out. Placement jobs are run inline with `run_job` (the real scheduler). The
+//! measurement decisions (peer lists, estimates, targeted probes) are in `tests/probes.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use acoa_shared::model::{self, Cluster};
 use acoa_shared::topics;
-use acoa_shared::wire::{self, Message};
 use cloud_broker::engine::{run_job, Action, EngineConfig, Event, JobOutcome, Purpose};
 use cloud_broker::store::PersistOp;
 use cloud_broker::testkit::engine::{
-    desired_published, first_report as report, links_of, railway, railway_app as app_text,
-    statuses, EngineSim as Sim,
+    desired_published, first_report as report, links_of, lost_when_silent, railway,
+    railway_app as app_text, statuses, will_of, EngineSim as Sim,
 };
 use cloud_broker::testkit::running;
-
-/// An engine that takes a silent node for lost as soon as it is silent (no evidence window for
-/// its peers to report an answer): for the tests of what follows a loss.
-fn lost_when_silent() -> EngineConfig {
-    EngineConfig {
-        evidence_ms: 0,
-        ..EngineConfig::default()
-    }
-}
 
 /// An engine that evaluates placements again every second and never takes a node for lost on
 /// silence.
@@ -38,16 +29,6 @@ fn placed(sim: &mut Sim, c: &Cluster, app: &str) -> Vec<Action> {
     sim.join_cluster(c);
     sim.feed(Event::StartupDone);
     sim.publish(app, app_text(app))
-}
-
-/// The signed last will of `node`'s connection: offline.
-fn will_of(node: impl Into<String>) -> Event {
-    Event::Online {
-        node: node.into(),
-        online: false,
-        run: 0,
-        conn: 1,
-    }
 }
 
 /// An engine configured with `cfg`, smoke monitoring placed on `c`, and its placement.
@@ -410,193 +391,6 @@ fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_
     assert!(sim.e.placement("smoke-monitoring").unwrap().score > 0.0);
 }
 
-/// The peer lists among `acts`, by node, checked: signed, for the node of their topic.
-fn peer_lists_published(
-    acts: &[Action],
-    key: &ed25519_dalek::SigningKey,
-) -> BTreeMap<String, wire::PeerList> {
-    acts.iter()
-        .filter_map(|a| match a {
-            Action::Publish {
-                topic,
-                payload,
-                retain: true,
-            } => match topics::parse(topic) {
-                Some(topics::Topic::Peers(n)) => {
-                    let Message::PeerList(pl) =
-                        wire::decode_verified(payload, &key.verifying_key()).unwrap()
-                    else {
-                        panic!("not a peer list on {topic}")
-                    };
-                    assert_eq!(pl.node.as_str(), n, "the list of its topic's node");
-                    Some((n.to_string(), *pl))
-                }
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
-
-#[test]
-fn peer_lists_are_per_node_signed_debounced_and_follow_membership() {
-    let c = railway();
-    let mut sim = Sim::new(lost_when_silent());
-    sim.join_cluster(&c);
-    let acts = sim.tick(1000);
-    let lists = peer_lists_published(&acts, &sim.key);
-    assert_eq!(
-        lists.len(),
-        c.nodes.len(),
-        "one list per node, in one round"
-    );
-    let generation = lists.values().next().unwrap().generation;
-    for (n, pl) in &lists {
-        // k = 32 is more than the railway's nodes: every other node
-        assert_eq!(pl.peers.len(), c.nodes.len() - 1, "{n}");
-        assert!(pl.peers.iter().all(|p| p.node.as_str() != n));
-        assert_eq!(pl.generation, generation);
-        let dc = &c.nodes.iter().find(|x| &x.name == n).unwrap().datacenter;
-        for p in &pl.peers {
-            let pdc = &c
-                .nodes
-                .iter()
-                .find(|x| x.name == p.node.as_str())
-                .unwrap()
-                .datacenter;
-            assert_eq!(p.group, pdc == dc, "{n} -> {}", p.node);
-        }
-    }
-    // nothing changed: nothing published
-    let acts = sim.tick(1000);
-    assert!(peer_lists_published(&acts, &sim.key).is_empty());
-    sim.feed(will_of("n05"));
-    let acts = sim.tick(1000);
-    let lists2 = peer_lists_published(&acts, &sim.key);
-    assert_eq!(
-        lists2.len(),
-        c.nodes.len() - 1,
-        "every list named n05; n05 gets none"
-    );
-    for pl in lists2.values() {
-        assert_eq!(pl.peers.len(), c.nodes.len() - 2);
-        assert!(pl.generation > generation);
-        assert!(pl.peers.iter().all(|p| p.node.as_str() != "n05"));
-    }
-}
-
-#[test]
-fn with_a_small_k_each_node_probes_its_group_the_nearest_and_a_few_random() {
-    let c = railway();
-    let mut sim = Sim::new(EngineConfig {
-        peers_k: 4,
-        ..lost_when_silent()
-    });
-    sim.join_cluster(&c);
-    let lists = peer_lists_published(&sim.tick(1000), &sim.key);
-    assert_eq!(lists.len(), c.nodes.len());
-    for (n, pl) in &lists {
-        assert_eq!(pl.peers.len(), 4.min(c.nodes.len() - 1), "{n}");
-        assert!(
-            pl.peers.iter().filter(|p| p.group).count() <= 1,
-            "a quarter of k: {n}"
-        );
-    }
-    // coordinates reported with the link metrics change the nearest slots: published again at
-    // the refresh period, not before
-    let coord_of = |x: f32| wire::WireCoord {
-        vec: [x, 0.0, 0.0],
-        height: 1.0,
-        error: 0.2,
-    };
-    for (i, n) in c.nodes.iter().enumerate() {
-        let mut l = links_of(&c, &n.name);
-        l.seq = 2;
-        l.coord = Some(coord_of(10.0 * i as f32));
-        sim.feed(Event::Links(Box::new(l)));
-    }
-    assert_eq!(
-        sim.e.coordinate(&c.nodes[3].name).map(|c| c.vec()[0]),
-        Some(30.0)
-    );
-    assert!(peer_lists_published(&sim.tick(1000), &sim.key).is_empty());
-    let later = peer_lists_published(&sim.tick(30_000), &sim.key);
-    assert!(
-        !later.is_empty(),
-        "the nearest slots follow the coordinates"
-    );
-    // a coordinate that does not check out is ignored, the rest of the message is not
-    let mut bad = links_of(&c, &c.nodes[0].name);
-    bad.seq = 3;
-    bad.coord = Some(wire::WireCoord {
-        height: -1.0,
-        ..coord_of(5.0)
-    });
-    sim.feed(Event::Links(Box::new(bad)));
-    assert_eq!(
-        sim.e.coordinate(&c.nodes[0].name).map(|c| c.vec()[0]),
-        Some(0.0)
-    );
-}
-
-#[test]
-fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_elsewhere() {
-    use acoa_shared::coords::Known;
-    let c = railway();
-    let mut sim = Sim::new(lost_when_silent());
-    // the nodes join, their links not yet measured
-    for n in &c.nodes {
-        sim.feed(Event::Report(Box::new(report(n))));
-    }
-    let (a, b) = (c.nodes[0].name.clone(), c.nodes[1].name.clone());
-    let far = c
-        .nodes
-        .iter()
-        .find(|n| n.datacenter != c.nodes[0].datacenter)
-        .unwrap()
-        .name
-        .clone();
-    // nothing measured, no coordinates: nothing can be said
-    assert_eq!(sim.e.link_view(&a, &far), None);
-    // a measures b only, b measures a only, far measures a only
-    let sample = |peer: &str, latency: f32, jitter: f32, success: f32| wire::LinkSample {
-        peer: wire::name(peer).unwrap(),
-        latency_ms: latency,
-        jitter_ms: jitter,
-        success,
-        samples: 20,
-        last_answer_ms: 0,
-    };
-    let feed = |sim: &mut Sim, from: &str, s: wire::LinkSample, x: f32| {
-        let mut l = cloud_broker::testkit::engine::link_metrics(from, [s]);
-        l.seq = 5;
-        l.coord = Some(wire::WireCoord {
-            vec: [x, 0.0, 0.0],
-            height: 2.0,
-            error: 0.1,
-        });
-        sim.feed(Event::Links(Box::new(l)));
-    };
-    feed(&mut sim, &a, sample(&b, 3.0, 0.5, 1.0), 0.0);
-    feed(&mut sim, &b, sample(&a, 3.0, 1.5, 0.9), 1.0);
-    feed(&mut sim, &far, sample(&a, 40.0, 2.0, 0.8), 30.0);
-    let m = sim.e.link_view(&a, &b).unwrap();
-    assert_eq!(m.latency_ms, Known::Measured(3.0));
-    assert_eq!(m.success, Known::Measured(1.0));
-    // a -> far is not measured (far -> a is: a directed link is its prober's)
-    let e = sim.e.link_view(&a, &far).unwrap();
-    assert!(e.latency_ms.is_estimated() && e.jitter_ms.is_estimated() && e.success.is_estimated());
-    assert_eq!(
-        e.latency_ms.value(),
-        30.0 + 2.0 + 2.0,
-        "distance plus both heights"
-    );
-    // jitter: the worse endpoint's median over its measured links (a: 0.5, 1.5, 2.0 -> 1.5;
-    // far: 2.0); success: the product of the medians (a: 0.9, far: 0.8)
-    assert_eq!(e.jitter_ms.value(), 2.0);
-    assert!((e.success.value() - 0.9 * 0.8).abs() < 1e-6, "{e:?}");
-}
-
 #[test]
 fn a_current_placement_that_cannot_be_scored_moves_nothing() {
     // Right after a node loss the live model can lack, for a while, what the current placement
@@ -857,105 +651,4 @@ fn placed_topsis_and_network_aware_applications_are_not_searched_again() {
     });
     let acts = sim.tick(1000);
     assert_eq!(jobs(&acts), ["qos-copy"]);
-}
-
-#[test]
-fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_measured() {
-    let c = railway();
-    let mut sim = Sim::new(lost_when_silent());
-    let dc = |n: &str| {
-        c.nodes
-            .iter()
-            .find(|x| x.name == n)
-            .unwrap()
-            .datacenter
-            .clone()
-    };
-    // every node measures its own group only (a small k), and reports a coordinate: its
-    // datacenter's place on a line (cloud far, stations and trains near one another)
-    let groups: Vec<String> = c
-        .nodes
-        .iter()
-        .map(|n| n.datacenter.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    for n in &c.nodes {
-        sim.feed(Event::Report(Box::new(report(n))));
-    }
-    for n in &c.nodes {
-        let mut l = links_of(&c, &n.name);
-        l.links.retain(|s| dc(s.peer.as_str()) == n.datacenter);
-        let g = groups.iter().position(|g| *g == n.datacenter).unwrap();
-        l.coord = Some(wire::WireCoord {
-            vec: [10.0 * g as f32, 0.0, 0.0],
-            height: 1.0,
-            error: 0.2,
-        });
-        sim.feed(Event::Links(Box::new(l)));
-    }
-    sim.feed(Event::StartupDone);
-    let acts = sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
-    let st = statuses(&acts, "smoke-monitoring").pop().expect("a status");
-    let p = st
-        .placement
-        .clone()
-        .expect("placed on measured and estimated links");
-    let estimated: Vec<&String> = st
-        .links
-        .iter()
-        .filter(|(_, s)| *s == "estimated")
-        .map(|(c, _)| c)
-        .collect();
-    assert!(!estimated.is_empty(), "{:?}", st.links);
-    assert!(st
-        .links
-        .values()
-        .all(|s| ["measured", "estimated", "local"].contains(&s.as_str())));
-    // the nodes of the estimated links are asked to probe them: their lists name the far end
-    let lists = peer_lists_published(&sim.tick(1000), &sim.key);
-    let app = model::parse_application(&String::from_utf8(app_text("smoke-monitoring")).unwrap())
-        .unwrap();
-    for ch in app
-        .channels
-        .iter()
-        .filter(|ch| estimated.contains(&&ch.name))
-    {
-        let (x, y) = (&p[&ch.from], &p[&ch.to]);
-        let list = lists
-            .get(x)
-            .map(|l| {
-                l.peers
-                    .iter()
-                    .map(|p| p.node.to_string())
-                    .collect::<Vec<_>>()
-            })
-            .or_else(|| sim.e.peer_list(x))
-            .unwrap();
-        assert!(list.contains(y), "{x} is to probe {y}: {list:?}");
-    }
-    // the links are measured: the application is evaluated again, on the next tick
-    for n in &c.nodes {
-        let mut l = links_of(&c, &n.name);
-        l.seq = 2;
-        sim.feed(Event::Links(Box::new(l)));
-    }
-    sim.run_jobs = false;
-    sim.tick(1000);
-    assert!(
-        sim.pending_jobs
-            .iter()
-            .any(|j| j.app == "smoke-monitoring" && j.purpose == Purpose::Reevaluate),
-        "{:?}",
-        sim.pending_jobs
-            .iter()
-            .map(|j| (&j.app, &j.purpose))
-            .collect::<Vec<_>>()
-    );
-    let st = sim.e.status_now("smoke-monitoring").unwrap();
-    assert!(
-        st.links.values().all(|s| s != "estimated"),
-        "{:?}",
-        st.links
-    );
 }

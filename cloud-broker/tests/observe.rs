@@ -308,6 +308,12 @@ fn metrics_count_what_the_control_plane_did() {
         })
         .await;
         let m = scrape(metrics);
+        // each application's first revision runs; no rollout has happened
+        for app in ["smoke-monitoring", "speed-profiling"] {
+            let label = format!("{{app=\"{app}\"}}");
+            assert_eq!(val(&m, &format!("acoa_application_revision{label}")), 1.0);
+        }
+        assert_eq!(sum(&m, "acoa_rollout_phase"), 0.0, "{m:#?}");
 
         // the alarm path against its optimum, and as the agents' links make it
         let log = cp.log_text();

@@ -86,6 +86,12 @@ pub struct AppDoc {
     pub components: Vec<ComponentDoc>,
     pub channels: Vec<ChannelDoc>,
     pub paths: Vec<PathDoc>,
+    /// The revision that runs (the last good one while a rollout is under way).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+    /// The rollout under way, or the last one (phase, batch, what it waits for, why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::engine::update::RolloutStatus>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -328,6 +334,8 @@ fn app_doc(cluster: &Cluster, a: &AppView, scored: &mut Scored) -> AppDoc {
         scheduler: app.scheduler.clone(),
         score: a.placement.as_ref().map(|p| p.score),
         score_now: scoring.and_then(|s| s.score_now),
+        revision: status.and_then(|s| s.revision),
+        rollout: status.and_then(|s| s.rollout.clone()),
         components: app
             .components
             .iter()

@@ -14,7 +14,11 @@
 //! - `acoa_application_score{app}` (at its placement), `acoa_application_score_now{app}`
 //!   (the same deployment on the live model);
 //! - `acoa_path_latency_ms{app,path}`, `acoa_path_latency_optimum_ms{app,path}`,
-//!   `acoa_path_reliability{app,path}`, `acoa_path_reliability_optimum{app,path}`.
+//!   `acoa_path_reliability{app,path}`, `acoa_path_reliability_optimum{app,path}`;
+//! - `acoa_application_revision{app}` (the revision that runs),
+//!   `acoa_rollout_phase{app,phase}` (1 for the phase of the rollout under way or the last one,
+//!   0 for the others of [`ROLLOUT_PHASES`]), `acoa_rollout_batch{app}` and
+//!   `acoa_rollout_batches{app}` (the batch it is at, of how many).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
@@ -64,6 +68,15 @@ pub struct AppLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabel {
+    pub app: String,
+    pub phase: String,
+}
+
+/// Every phase a rollout's status names (`engine::update::RolloutStatus::phase`).
+pub const ROLLOUT_PHASES: [&str; 5] = ["rolling", "failed", "rolling-back", "done", "rolled-back"];
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PathLabel {
     pub app: String,
     pub path: String,
@@ -89,6 +102,10 @@ pub struct Metrics {
     latency_opt: Family<PathLabel, FGauge>,
     reliability: Family<PathLabel, FGauge>,
     reliability_opt: Family<PathLabel, FGauge>,
+    revision: Family<AppLabel, Gauge>,
+    rollout_phase: Family<PhaseLabel, Gauge>,
+    rollout_batch: Family<AppLabel, Gauge>,
+    rollout_batches: Family<AppLabel, Gauge>,
     /// The statistics last counted (counters grow by the difference).
     counted: Mutex<Stats>,
 }
@@ -119,6 +136,10 @@ impl Metrics {
             latency_opt: Family::default(),
             reliability: Family::default(),
             reliability_opt: Family::default(),
+            revision: Family::default(),
+            rollout_phase: Family::default(),
+            rollout_batch: Family::default(),
+            rollout_batches: Family::default(),
             counted: Mutex::new(Stats::default()),
         };
         let r = &mut m.registry;
@@ -193,6 +214,26 @@ impl Metrics {
             "The best reliability the path could have on the measured links",
             m.reliability_opt.clone(),
         );
+        r.register(
+            "acoa_application_revision",
+            "The revision of each application that runs",
+            m.revision.clone(),
+        );
+        r.register(
+            "acoa_rollout_phase",
+            "1 for the phase of each application's rollout under way (or its last one), 0 for the others",
+            m.rollout_phase.clone(),
+        );
+        r.register(
+            "acoa_rollout_batch",
+            "The batch each application's rollout is at",
+            m.rollout_batch.clone(),
+        );
+        r.register(
+            "acoa_rollout_batches",
+            "How many batches each application's rollout has",
+            m.rollout_batches.clone(),
+        );
         for kind in ["report", "links", "actual"] {
             let _ = m.ingested.get_or_create(&KindLabel { kind: kind.into() });
         }
@@ -262,11 +303,36 @@ impl Metrics {
         ] {
             f.clear();
         }
+        self.revision.clear();
+        self.rollout_phase.clear();
+        self.rollout_batch.clear();
+        self.rollout_batches.clear();
         let Some(doc) = doc else { return };
         for a in &doc.apps {
             let al = AppLabel {
                 app: a.name.clone(),
             };
+            if let Some(r) = a.revision {
+                self.revision.get_or_create(&al).set(r as i64);
+            }
+            if let Some(ro) = &a.rollout {
+                for phase in ROLLOUT_PHASES {
+                    let label = PhaseLabel {
+                        app: a.name.clone(),
+                        phase: phase.into(),
+                    };
+                    self.rollout_phase
+                        .get_or_create(&label)
+                        .set(i64::from(ro.phase == phase));
+                }
+                // `2/5`: at batch 2 of 5
+                if let Some((at, of)) = ro.batch.split_once('/') {
+                    if let (Ok(at), Ok(of)) = (at.parse::<i64>(), of.parse::<i64>()) {
+                        self.rollout_batch.get_or_create(&al).set(at);
+                        self.rollout_batches.get_or_create(&al).set(of);
+                    }
+                }
+            }
             if let Some(s) = a.score {
                 self.score.get_or_create(&al).set(s);
             }
@@ -290,5 +356,58 @@ impl Metrics {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::update::RolloutStatus;
+    use crate::observe::fleet::AppDoc;
+
+    fn app(name: &str, revision: Option<u64>, rollout: Option<RolloutStatus>) -> AppDoc {
+        AppDoc {
+            name: name.into(),
+            state: "running".into(),
+            reason: None,
+            scheduler: "qos".into(),
+            score: None,
+            score_now: None,
+            components: vec![],
+            channels: vec![],
+            paths: vec![],
+            revision,
+            rollout,
+        }
+    }
+
+    #[test]
+    fn the_rollout_under_way_is_a_phase_and_a_batch_per_application() {
+        let ro: RolloutStatus = serde_json::from_value(serde_json::json!({
+            "from": 2, "to": 3, "phase": "rolling", "batch": "2/5", "components": {}
+        }))
+        .unwrap();
+        let doc = FleetDoc {
+            at_unix_ms: 0,
+            model_version: 0,
+            datacenters: vec![],
+            node_names: vec![],
+            links: vec![],
+            apps: vec![app("smoke", Some(2), Some(ro)), app("speed", Some(1), None)],
+            counters: Default::default(),
+            events: vec![],
+        };
+        let text = Metrics::new().render(Some(&doc));
+        for line in [
+            "acoa_application_revision{app=\"smoke\"} 2",
+            "acoa_application_revision{app=\"speed\"} 1",
+            "acoa_rollout_phase{app=\"smoke\",phase=\"rolling\"} 1",
+            "acoa_rollout_phase{app=\"smoke\",phase=\"rolled-back\"} 0",
+            "acoa_rollout_batch{app=\"smoke\"} 2",
+            "acoa_rollout_batches{app=\"smoke\"} 5",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+        }
+        assert!(!text.contains("acoa_rollout_phase{app=\"speed\""), "{text}");
     }
 }

@@ -218,3 +218,22 @@ pub fn statuses(actions: &[Action], app: &str) -> Vec<AppStatus> {
         })
         .collect()
 }
+
+/// An engine that takes a silent node for lost as soon as it is silent (no evidence window for
+/// its peers to report an answer): for the tests of what follows a loss.
+pub fn lost_when_silent() -> EngineConfig {
+    EngineConfig {
+        evidence_ms: 0,
+        ..EngineConfig::default()
+    }
+}
+
+/// The signed last will of `node`'s connection: offline.
+pub fn will_of(node: impl Into<String>) -> Event {
+    Event::Online {
+        node: node.into(),
+        online: false,
+        run: 0,
+        conn: 1,
+    }
+}
