@@ -8,7 +8,11 @@ const KEY: &str = "3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59d
 fn load_str(toml_text: &str, o: Overrides) -> Result<Config, ConfigError> {
     let dir = std::env::temp_dir().join(format!("acoa-cfg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{:x}.toml", toml_text.len()));
+    // one file per call: tests run on parallel threads of this process, and two documents of
+    // one length (the name this had) overwrote each other
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("{n}.toml"));
     std::fs::write(&path, toml_text).unwrap();
     Config::load(Overrides {
         config: Some(path),
