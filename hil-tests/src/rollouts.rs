@@ -254,7 +254,9 @@ pub fn run(
     let mut placement = initial;
     let mut results = Vec::new();
     for (i, step) in steps.iter().enumerate() {
-        let file = workdir.join(format!("rev-{}-{}.yaml", i + 2, step.label));
+        // the base is revision 1, each update the next
+        let target = i as u64 + 2;
+        let file = workdir.join(format!("rev-{target}-{}.yaml", step.label));
         std::fs::write(&file, serde_json::to_string_pretty(&step.app)?)?;
         let mut r = StepResult {
             label: step.label.clone(),
@@ -270,7 +272,8 @@ pub fn run(
             u64::from(o.update.deadline_s) * (step.app.components.len() as u64 + 1) + 60,
         );
         let mut last = String::new();
-        let target = results.len() as u64 + 2;
+        // the revision the rollout starts from, as its status says (the last good one)
+        let mut from = None;
         while applied.elapsed() < limit && r.finished_after.is_none() {
             std::thread::sleep(Duration::from_millis(250));
             let st = match plane.status(&name) {
@@ -303,6 +306,7 @@ pub fn run(
                 last = line;
             }
             r.revision = Some(target);
+            from = ro["from"].as_u64();
             r.phase = phase.clone();
             r.reason = ro["reason"].as_str().map(str::to_string);
             let settled = match phase.as_str() {
@@ -314,13 +318,14 @@ pub fn run(
                 r.finished_after = Some(now);
             }
         }
-        let from = target - 1 - results.iter().filter(|x: &&StepResult| x.bad).count() as u64;
-        let lt = log_times(
-            &std::fs::read_to_string(&plane.log).unwrap_or_default(),
-            &name,
-            from,
-            target,
-        );
+        let lt = from.map_or_else(LogTimes::default, |from| {
+            log_times(
+                &std::fs::read_to_string(&plane.log).unwrap_or_default(),
+                &name,
+                from,
+                target,
+            )
+        });
         r.detected_after = lt.failed.map(|t| t - r.applied_unix);
         if let Some(t) = lt.done.or(lt.rolled_back) {
             r.finished_after = Some(t - r.applied_unix);
