@@ -13,6 +13,7 @@
 pub mod agents;
 pub mod bench;
 pub mod control;
+pub mod coordbed;
 pub mod dynamic;
 pub mod emu;
 pub mod fidelity;

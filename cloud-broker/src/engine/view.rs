@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use acoa_shared::coords::{Coord, DIMS};
 use acoa_shared::model::{Application, Capacity, Cluster, Usage};
 
 use super::{Engine, NodeState, Stats};
@@ -29,6 +30,8 @@ pub struct NodeView {
     pub usage: Usage,
     /// Milliseconds since its last report.
     pub silent_ms: u64,
+    /// Its network coordinate as last reported (issue 16), if any.
+    pub coordinate: Option<Coord<DIMS>>,
 }
 
 /// A directed link as its source node last measured it.
@@ -86,6 +89,7 @@ impl Engine {
                 capacity: n.info.capacity,
                 usage: n.usage,
                 silent_ms: now.saturating_sub(n.last_seen),
+                coordinate: self.coordinate(&n.info.name),
             })
             .collect();
         let mut links: Vec<LinkView> = self

@@ -55,6 +55,18 @@ pub struct NodeDoc {
     pub disk_capacity_mb: u64,
     pub containers: u32,
     pub silent_ms: u64,
+    /// The node's network coordinate as last reported (Vivaldi with a height, milliseconds;
+    /// `acoa_shared::coords`): the latency of a pair nobody probes is estimated from two.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coordinate: Option<CoordDoc>,
+}
+
+/// A network coordinate: the Euclidean part, the height and the node's own error estimate.
+#[derive(Debug, Clone, Serialize)]
+pub struct CoordDoc {
+    pub vec: Vec<f64>,
+    pub height: f64,
+    pub error: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -213,6 +225,11 @@ pub fn build_with(v: &FleetView, events: Vec<OpEvent>, scored: &mut Scored) -> F
             disk_capacity_mb: n.capacity.disk_mb,
             containers: n.usage.containers,
             silent_ms: n.silent_ms,
+            coordinate: n.coordinate.map(|c| CoordDoc {
+                vec: c.vec().to_vec(),
+                height: c.height(),
+                error: c.error(),
+            }),
         });
     }
     let links = v
