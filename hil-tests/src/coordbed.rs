@@ -118,6 +118,9 @@ pub struct PairError {
     pub true_ms: f64,
     /// The mean of both directions (what a symmetric estimate can reach at best).
     pub true_rt_ms: f64,
+    /// What a guess without coordinates would say: the median of the measured links of the
+    /// same kind (inside the group, or across groups).
+    pub baseline_ms: f64,
 }
 
 impl PairError {
@@ -126,6 +129,10 @@ impl PairError {
     }
     pub fn relative_rt(&self) -> f64 {
         (self.estimate_ms - self.true_rt_ms).abs() / self.true_rt_ms.max(1e-9)
+    }
+    /// The baseline's relative error against the round trip truth.
+    pub fn baseline_relative_rt(&self) -> f64 {
+        (self.baseline_ms - self.true_rt_ms).abs() / self.true_rt_ms.max(1e-9)
     }
 }
 
@@ -173,13 +180,20 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
         .map(|l| (l.from.as_str(), l.to.as_str()))
         .collect();
     let mut group_ms: HashMap<&str, Vec<f64>> = HashMap::new();
+    let mut across_ms = Vec::new();
     for l in &fleet.links {
-        if l.from != l.to && group.get(l.from.as_str()) == group.get(l.to.as_str()) {
+        if l.from == l.to {
+            continue;
+        }
+        if group.get(l.from.as_str()) == group.get(l.to.as_str()) {
             if let Some(g) = group.get(l.from.as_str()) {
                 group_ms.entry(g).or_default().push(l.latency_ms);
             }
+        } else {
+            across_ms.push(l.latency_ms);
         }
     }
+    let across_median = estimate_in_group_ms(across_ms.iter().copied());
     let truth_ms: HashMap<(&str, &str), f64> = truth
         .links
         .iter()
@@ -221,6 +235,11 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
                 (Some(x), Some(y)) => Some(estimate_latency_ms(x, y)),
                 _ => None,
             };
+            let baseline = if in_group {
+                in_group_ms
+            } else {
+                across_median
+            };
             match in_group_ms.or(by_coords) {
                 Some(estimate_ms) => out.errors.push(PairError {
                     from: a.to_string(),
@@ -229,6 +248,7 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
                     estimate_ms,
                     true_ms: *t,
                     true_rt_ms: (t + back) / 2.0,
+                    baseline_ms: baseline.unwrap_or(f64::NAN),
                 }),
                 None => out.unknown += 1,
             }
@@ -341,6 +361,8 @@ mod tests {
         assert!((bc.estimate_ms - 10.0).abs() < 1e-9, "{bc:?}");
         assert!((bc.relative() - 2.0 / 12.0).abs() < 1e-9);
         assert!(bc.relative_rt().abs() < 1e-9);
+        // without coordinates: the median of the measured links across groups (a->c, 10)
+        assert!((bc.baseline_ms - 10.0).abs() < 1e-9);
     }
 
     #[test]

@@ -235,7 +235,7 @@ Then `{app}` is published; its first placement (made on the estimates) and its p
         w = a.warmup_s,
         app = bed.app.application,
     );
-    md += "| k | pairs measured | estimated (in neither direction) | median rel. error one-way / round trip | p90 one-way / round trip | across groups: median / p90 (round trip) | no estimate |\n|---|---|---|---|---|---|---|\n";
+    md += "| k | pairs measured | estimated (in neither direction) | median rel. error one-way / round trip | p90 one-way / round trip | across groups: median / p90 (round trip) | without coordinates (the measured median), across groups: median / p90 (round trip) | no estimate |\n|---|---|---|---|---|---|---|---|\n";
     for r in runs {
         let e = &r.est;
         let one: Vec<f64> = e.errors.iter().map(|x| x.relative()).collect();
@@ -246,6 +246,12 @@ Then `{app}` is published; its first placement (made on the estimates) and its p
             .filter(|x| !x.in_group)
             .map(|x| x.relative_rt())
             .collect();
+        let base: Vec<f64> = e
+            .errors
+            .iter()
+            .filter(|x| !x.in_group && x.baseline_ms.is_finite())
+            .map(|x| x.baseline_relative_rt())
+            .collect();
         let q = |v: &[f64], p: f64| {
             if v.is_empty() {
                 "-".to_string()
@@ -255,7 +261,7 @@ Then `{app}` is published; its first placement (made on the estimates) and its p
         };
         let _ = writeln!(
             md,
-            "| {} | {} of {} | {} ({}) | {} / {} | {} / {} | {} / {} ({} pairs) | {} |",
+            "| {} | {} of {} | {} ({}) | {} / {} | {} / {} | {} / {} ({} pairs) | {} / {} | {} |",
             r.k,
             e.measured,
             e.pairs,
@@ -268,6 +274,8 @@ Then `{app}` is published; its first placement (made on the estimates) and its p
             q(&across, 0.5),
             q(&across, 0.9),
             across.len(),
+            q(&base, 0.5),
+            q(&base, 0.9),
             e.unknown,
         );
     }
