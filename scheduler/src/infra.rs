@@ -1,12 +1,18 @@
-//! The scheduler's own view of the infrastructure: nodes indexed in name order and a
-//! sparse set of directed links (a missing link is unknown, so a channel that needs it
-//! cannot be placed there).
+//! The scheduler's own view of the infrastructure: nodes indexed in name order, a sparse
+//! set of measured directed links and, optionally, an [`Estimator`] for the pairs without
+//! a measurement (a pair neither measured nor estimable is unknown, so a channel that needs
+//! it cannot be placed there).
 //!
 //! A full mesh of 10,000 nodes is 10^8 links: that is never a YAML file. [`Infra`] keeps
-//! only the links that exist, in a hash map for point look-ups and in per-node sorted
-//! adjacency lists for the search's "where can the other end of this channel go".
+//! only the measured links, in a hash map for point look-ups and in per-node sorted
+//! adjacency lists for the search's "where can the other end of this channel go"; an
+//! estimated link is computed when asked ([`Infra::link`], [`Infra::link_known`]) and the
+//! search bounds estimated links with the estimator's per-node halves, never by visiting
+//! n^2 pairs.
 
-use acoa_shared::model::{Cluster, Node, Observed};
+use crate::estimate::Estimator;
+use acoa_shared::coords::Known;
+use acoa_shared::model::{Cluster, LinkEstimates, Node, Observed};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -56,6 +62,8 @@ pub struct Infra {
     inn_q: Vec<Vec<LinkQ>>,
     /// What the applications were measured to use ([`Cluster::observed`]).
     observed: BTreeMap<String, Observed>,
+    /// The pairs without a measurement, estimated.
+    est: Option<Estimator>,
 }
 
 fn key(from: u32, to: u32) -> u64 {
@@ -121,7 +129,20 @@ impl Infra {
             inn,
             inn_q,
             observed: BTreeMap::new(),
+            est: None,
         }
+    }
+
+    /// The same view with the unmeasured pairs estimated from `est` (empty: none is).
+    pub fn with_estimates(mut self, est: &LinkEstimates) -> Infra {
+        self.est = (!est.is_empty()).then(|| Estimator::new(&self.nodes, est));
+        self
+    }
+
+    /// The estimator of the unmeasured pairs, if the snapshot has one.
+    #[inline]
+    pub fn estimator(&self) -> Option<&Estimator> {
+        self.est.as_ref()
     }
 
     /// The same view with the applications' measured use ([`Cluster::observed`]), which the
@@ -158,7 +179,12 @@ impl Infra {
                 ))
             })
             .collect();
-        Infra::new(cluster.nodes.clone(), links).with_observed(cluster.observed.clone())
+        let infra =
+            Infra::new(cluster.nodes.clone(), links).with_observed(cluster.observed.clone());
+        match &cluster.estimates {
+            Some(e) => infra.with_estimates(e),
+            None => infra,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -169,6 +195,7 @@ impl Infra {
         self.nodes.is_empty()
     }
 
+    /// Measured links (estimated ones are not counted: they are not stored).
     pub fn link_count(&self) -> usize {
         self.links.len()
     }
@@ -185,30 +212,40 @@ impl Infra {
         self.index.get(name).copied()
     }
 
-    /// The link from `from` to `to` (`from == to` is the loopback), if it is known.
+    /// The link from `from` to `to` (`from == to` is the loopback): measured, else
+    /// estimated, if either is known.
     #[inline]
     pub fn link(&self, from: u32, to: u32) -> Option<LinkQ> {
-        self.map
-            .get(&key(from, to))
-            .map(|i| self.links[*i as usize])
+        match self.map.get(&key(from, to)) {
+            Some(i) => Some(self.links[*i as usize]),
+            None => self.est.as_ref()?.estimate(from, to),
+        }
     }
 
-    /// Nodes `from` has a link to (sorted) and those links.
+    /// [`Infra::link`], marked measured or estimated.
+    pub fn link_known(&self, from: u32, to: u32) -> Option<Known<LinkQ>> {
+        match self.map.get(&key(from, to)) {
+            Some(i) => Some(Known::Measured(self.links[*i as usize])),
+            None => self.est.as_ref()?.estimate(from, to).map(Known::Estimated),
+        }
+    }
+
+    /// Nodes `from` has a measured link to (sorted) and those links.
     pub fn out_links(&self, from: u32) -> (&[u32], &[LinkQ]) {
         (&self.out[from as usize], &self.out_q[from as usize])
     }
 
-    /// Nodes with a link to `to` (sorted) and those links.
+    /// Nodes with a measured link to `to` (sorted) and those links.
     pub fn inn_links(&self, to: u32) -> (&[u32], &[LinkQ]) {
         (&self.inn[to as usize], &self.inn_q[to as usize])
     }
 
-    /// Nodes `from` has a link to, sorted.
+    /// Nodes `from` has a measured link to, sorted.
     pub fn out(&self, from: u32) -> &[u32] {
         &self.out[from as usize]
     }
 
-    /// Nodes with a link to `to`, sorted.
+    /// Nodes with a measured link to `to`, sorted.
     pub fn inn(&self, to: u32) -> &[u32] {
         &self.inn[to as usize]
     }

@@ -2,6 +2,7 @@
 //! (after the constraint plugins), channels as index pairs, and per-channel tables the
 //! search's bounds read.
 
+use crate::estimate::Estimator;
 use crate::filter::{self, Constraint, FilterCtx};
 use crate::infra::Infra;
 use crate::ledger::{Ledger, NODE_CONTAINER_LIMIT};
@@ -304,8 +305,11 @@ pub struct ChanTable {
     /// Per sink node: best success / least latency from any candidate of the source.
     pub succ_in: Vec<f64>,
     pub lat_in: Vec<f64>,
-    /// How many candidate pairs have a link.
+    /// How many candidate pairs have a measured link.
     pub linked_pairs: u128,
+    /// The values above also bound the channel's estimated links (the infrastructure has an
+    /// estimator: then `linked_pairs` does not count every pair with a link).
+    pub estimated: bool,
 }
 
 /// The candidate nodes of every component (one choice of candidate sets) and the tables
@@ -358,10 +362,26 @@ impl Space {
                 if f == t {
                     cand[f].retain(|a| infra.link(*a, *a).is_some());
                 } else {
+                    // a measured link to the other end's candidates, else an estimated one
+                    let est = infra.estimator();
                     let mt = &member[t];
-                    cand[f].retain(|a| infra.out(*a).iter().any(|b| mt[*b as usize]));
+                    let st = est.map(|e| e.set(&cand[t]));
+                    cand[f].retain(|a| {
+                        infra.out(*a).iter().any(|b| mt[*b as usize])
+                            || est
+                                .zip(st.as_ref())
+                                .is_some_and(|(e, st)| e.supports(*a, st, mt[*a as usize]))
+                    });
                     let mf = &member[f];
-                    cand[t].retain(|b| infra.inn(*b).iter().any(|a| mf[*a as usize]));
+                    let sf = est.map(|e| e.set(&cand[f]));
+                    // (`mf` may still admit a node just removed from `cand[f]`: ask the list)
+                    let cf = est.map(|_| cand[f].clone()).unwrap_or_default();
+                    cand[t].retain(|b| {
+                        infra.inn(*b).iter().any(|a| mf[*a as usize])
+                            || est.zip(sf.as_ref()).is_some_and(|(e, sf)| {
+                                e.supports(*b, sf, cf.binary_search(b).is_ok())
+                            })
+                    });
                 }
                 for (c, len) in [(f, before.0), (t, before.1)] {
                     if cand[c].len() != len {
@@ -415,6 +435,7 @@ fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], member: &[Vec<bool>]) 
         succ_in: vec![-1.0; n],
         lat_in: vec![f64::INFINITY; n],
         linked_pairs: 0,
+        estimated: false,
     };
     let mut visit = |a: u32, b: u32, q: crate::infra::LinkQ| {
         t.linked_pairs += 1;
@@ -454,6 +475,45 @@ fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], member: &[Vec<bool>]) 
             t.best_succ = t.best_succ.max(s_out);
             t.min_lat = t.min_lat.min(l_out);
         }
+        if let Some(e) = model.infra.estimator() {
+            estimated_bounds(e, &mut t, &cand[ch.from], &cand[ch.to]);
+        }
     }
     t
+}
+
+/// Folds the channel's estimated links between `src` and `dst` into `t`, in O(|src| + |dst|):
+/// each node's best is bounded by its half plus the best half of the other side
+/// ([`Estimator::half`]), a bound of every estimated link (never looser than admissible,
+/// sometimes looser than the best actual one).
+fn estimated_bounds(e: &Estimator, t: &mut ChanTable, src: &[u32], dst: &[u32]) {
+    let best = |set: &[u32]| {
+        set.iter()
+            .filter_map(|x| e.half(*x))
+            .fold((f64::INFINITY, -1.0f64), |(l, s), h| {
+                (l.min(h.latency_ms), s.max(h.success))
+            })
+    };
+    let (src_lat, src_succ) = best(src);
+    let (dst_lat, dst_succ) = best(dst);
+    if src_succ < 0.0 || dst_succ < 0.0 {
+        return;
+    }
+    t.estimated = true;
+    for a in src {
+        if let Some(h) = e.half(*a) {
+            let a = *a as usize;
+            t.lat_out[a] = t.lat_out[a].min(h.latency_ms + dst_lat);
+            t.succ_out[a] = t.succ_out[a].max(h.success * dst_succ);
+        }
+    }
+    for b in dst {
+        if let Some(h) = e.half(*b) {
+            let b = *b as usize;
+            t.lat_in[b] = t.lat_in[b].min(src_lat + h.latency_ms);
+            t.succ_in[b] = t.succ_in[b].max(src_succ * h.success);
+        }
+    }
+    t.min_lat = t.min_lat.min(src_lat + dst_lat);
+    t.best_succ = t.best_succ.max(src_succ * dst_succ);
 }

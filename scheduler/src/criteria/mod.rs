@@ -91,6 +91,12 @@ pub trait CriterionPlugin: Send + Sync {
 /// Relaxes `out[y] = min(out[y], val[x] + cost(link))` over the links between the nodes
 /// `x` of `src` (with a finite `val[x]`) and the nodes `y` that `dst_member` admits:
 /// links `x -> y` when `forward`, `y -> x` otherwise. `val` and `out` are per node.
+///
+/// Measured links are visited; estimated ones are bounded in O(n) by the estimator's halves
+/// (`out[y] <= min_x (val[x] + cost(half x)) + cost(half y)`), so `out` stays a lower bound.
+/// That needs `cost` to grow with latency, fall with success, and be additive over halves:
+/// `cost(half x ⊕ half y) = cost(half x) + cost(half y)` where latencies add and success
+/// rates multiply (latency itself and `-ln success` are).
 pub(super) fn propagate(
     ctx: &Ctx<'_, '_>,
     src: &[u32],
@@ -116,6 +122,25 @@ pub(super) fn propagate(
                 let c = vx + cost(*l);
                 if c < out[*y as usize] {
                     out[*y as usize] = c;
+                }
+            }
+        }
+    }
+    let Some(e) = infra.estimator() else { return };
+    let best = src
+        .iter()
+        .filter(|x| val[**x as usize].is_finite())
+        .filter_map(|x| Some(val[*x as usize] + cost(e.half(*x)?)))
+        .fold(f64::INFINITY, f64::min);
+    if !best.is_finite() {
+        return;
+    }
+    for (y, admitted) in dst_member.iter().enumerate() {
+        if *admitted {
+            if let Some(h) = e.half(y as u32) {
+                let c = best + cost(h);
+                if c < out[y] {
+                    out[y] = c;
                 }
             }
         }
