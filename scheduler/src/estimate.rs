@@ -29,6 +29,20 @@ pub struct Estimator {
     half: Vec<Option<LinkQ>>,
 }
 
+/// How many boxes [`Estimator::cells`] makes of a set at most (a grid of 8 x 8).
+pub const CELLS: usize = 64;
+
+/// Least corner, greatest corner, least `val + height` of the members inside.
+type Cell = ([f64; DIMS], [f64; DIMS], f64);
+
+/// A set of nodes as [`Estimator::latency_lb`] reads it.
+#[derive(Debug, Default)]
+pub struct Cells {
+    boxes: Vec<Cell>,
+    /// Per datacenter index (with a median): the least `val` of its members.
+    groups: FxMap<u32, f64>,
+}
+
 /// How many nodes of a set can be the far end of an estimated link, for
 /// [`Estimator::supports`] (counted once per set, so that asking is O(1)).
 #[derive(Debug, Default)]
@@ -116,6 +130,127 @@ impl Estimator {
     #[inline]
     pub fn half(&self, a: u32) -> Option<LinkQ> {
         self.half[a as usize]
+    }
+
+    /// An upper bound of every estimated latency, in O(n): the diagonal of the coordinates'
+    /// bounding box plus the two largest heights, or the largest datacenter median.
+    pub fn max_latency_bound(&self) -> f64 {
+        let mut lo = [f64::INFINITY; DIMS];
+        let mut hi = [f64::NEG_INFINITY; DIMS];
+        let (mut h1, mut h2) = (0.0f64, 0.0f64);
+        let mut any = false;
+        for (c, e) in self.coord.iter().zip(&self.ends) {
+            let (Some(c), Some(_)) = (c, e) else { continue };
+            any = true;
+            for (i, x) in c.vec().iter().enumerate() {
+                lo[i] = lo[i].min(*x);
+                hi[i] = hi[i].max(*x);
+            }
+            let h = c.height();
+            if h > h1 {
+                h2 = h1;
+                h1 = h;
+            } else if h > h2 {
+                h2 = h;
+            }
+        }
+        let by_coord = if any {
+            let d2: f64 = lo.iter().zip(&hi).map(|(l, h)| (h - l) * (h - l)).sum();
+            d2.sqrt() + h1 + h2
+        } else {
+            0.0
+        };
+        self.group_ms
+            .iter()
+            .flatten()
+            .fold(by_coord, |m, x| m.max(*x))
+    }
+
+    /// `set` summarised for [`Estimator::latency_lb`], each member `x` weighted `val(x)`
+    /// (skipped when not finite): boxes of nearby coordinates (one per member up to
+    /// [`CELLS`] members, else a grid of [`CELLS`] cells on the first two dimensions, each
+    /// the tight box of its members) with the least `val(x) + height(x)` inside, and per
+    /// datacenter with a median the least `val(x)` of its members.
+    pub fn cells(&self, set: &[u32], val: impl Fn(u32) -> f64) -> Cells {
+        let mut c = Cells::default();
+        let mut pts: Vec<([f64; DIMS], f64)> = Vec::new();
+        for x in set {
+            let v = val(*x);
+            let i = *x as usize;
+            if !v.is_finite() || self.ends[i].is_none() {
+                continue;
+            }
+            if let Some(k) = &self.coord[i] {
+                pts.push((*k.vec(), v + k.height()));
+            }
+            if self.group_ms[self.group[i] as usize].is_some() {
+                let m = c.groups.entry(self.group[i]).or_insert(f64::INFINITY);
+                *m = m.min(v);
+            }
+        }
+        if pts.len() <= CELLS {
+            c.boxes = pts.into_iter().map(|(p, v)| (p, p, v)).collect();
+            return c;
+        }
+        let side = (CELLS as f64).sqrt() as usize;
+        let (mut lo, mut hi) = ([f64::INFINITY; 2], [f64::NEG_INFINITY; 2]);
+        for (p, _) in &pts {
+            for d in 0..2 {
+                lo[d] = lo[d].min(p[d]);
+                hi[d] = hi[d].max(p[d]);
+            }
+        }
+        let cell = |p: &[f64; DIMS], d: usize| {
+            let w = (hi[d] - lo[d]).max(f64::MIN_POSITIVE);
+            (((p[d] - lo[d]) / w * side as f64) as usize).min(side - 1)
+        };
+        let mut boxes: Vec<Option<Cell>> = vec![None; side * side];
+        for (p, v) in &pts {
+            let b = &mut boxes[cell(p, 0) * side + cell(p, 1)];
+            match b {
+                None => *b = Some((*p, *p, *v)),
+                Some((l, h, m)) => {
+                    for d in 0..DIMS {
+                        l[d] = l[d].min(p[d]);
+                        h[d] = h[d].max(p[d]);
+                    }
+                    *m = m.min(*v);
+                }
+            }
+        }
+        c.boxes = boxes.into_iter().flatten().collect();
+        c
+    }
+
+    /// A lower bound of `val(x) + estimated latency between x and y` over the members `x` of
+    /// the set `c` summarises ([`Estimator::cells`]); infinite when no member can have an
+    /// estimated link with `y`. Holds because an estimate is either the coordinates'
+    /// distance plus both heights (at least the distance from `y` to the member's box) or,
+    /// inside one datacenter, its median.
+    #[inline]
+    pub fn latency_lb(&self, y: u32, c: &Cells) -> f64 {
+        let y = y as usize;
+        if self.ends[y].is_none() {
+            return f64::INFINITY;
+        }
+        let mut best = f64::INFINITY;
+        if let Some(k) = &self.coord[y] {
+            let p = k.vec();
+            for (lo, hi, m) in &c.boxes {
+                let mut d2 = 0.0;
+                for d in 0..DIMS {
+                    let gap = (lo[d] - p[d]).max(p[d] - hi[d]).max(0.0);
+                    d2 += gap * gap;
+                }
+                best = best.min(m + d2.sqrt());
+            }
+            best += k.height();
+        }
+        let g = self.group[y];
+        if let (Some(gm), Some(m)) = (self.group_ms[g as usize], c.groups.get(&g)) {
+            best = best.min(m + gm);
+        }
+        best
     }
 
     /// The counts [`Estimator::supports`] reads, over `set`.
@@ -206,9 +341,27 @@ mod tests {
                     let (ha, hb) = (e.half(a).unwrap(), e.half(b).unwrap());
                     assert!(q.latency_ms >= ha.latency_ms + hb.latency_ms - 1e-12);
                     assert!(q.success <= ha.success * hb.success + 1e-12);
+                    assert!(q.latency_ms <= e.max_latency_bound() + 1e-9);
                 }
             }
             let set: Vec<u32> = (0..n).filter(|_| r.chance(0.5)).collect();
+            let val: Vec<f64> = (0..n).map(|_| 3.0 * r.unit()).collect();
+            for cells in [e.cells(&set, |x| val[x as usize]), {
+                // the grid (more members than CELLS): the set repeated
+                let many: Vec<u32> = set.iter().copied().cycle().take(CELLS * 3).collect();
+                e.cells(&many, |x| val[x as usize])
+            }] {
+                for y in 0..n {
+                    let least = set
+                        .iter()
+                        .filter_map(|x| Some(val[*x as usize] + e.estimate(*x, y)?.latency_ms))
+                        .fold(f64::INFINITY, f64::min);
+                    assert!(
+                        e.latency_lb(y, &cells) <= least + 1e-9,
+                        "seed {seed} node {y}"
+                    );
+                }
+            }
             let s = e.set(&set);
             for a in 0..n {
                 let inside = set.contains(&a);

@@ -15,6 +15,7 @@ use acoa_shared::coords::Known;
 use acoa_shared::model::{Cluster, LinkEstimates, Node, Observed};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// A small fast hasher for integer keys (the Fx hash of rustc); not DoS-resistant, which
 /// does not matter for keys we build ourselves.
@@ -50,8 +51,14 @@ pub struct LinkQ {
 }
 
 /// Nodes (sorted by name, so that index order is name order) and the links that exist.
+/// Cloning it is cheap (shared, immutable once built).
 #[derive(Debug, Clone)]
 pub struct Infra {
+    d: Arc<Data>,
+}
+
+#[derive(Debug, Clone)]
+struct Data {
     nodes: Vec<Node>,
     index: HashMap<String, u32>,
     links: Vec<LinkQ>,
@@ -120,41 +127,49 @@ impl Infra {
         let (out, out_q) = split(out);
         let (inn, inn_q) = split(inn);
         Infra {
-            nodes,
-            index,
-            links: qs,
-            map,
-            out,
-            out_q,
-            inn,
-            inn_q,
-            observed: BTreeMap::new(),
-            est: None,
+            d: Arc::new(Data {
+                nodes,
+                index,
+                links: qs,
+                map,
+                out,
+                out_q,
+                inn,
+                inn_q,
+                observed: BTreeMap::new(),
+                est: None,
+            }),
         }
     }
 
     /// The same view with the unmeasured pairs estimated from `est` (empty: none is).
     pub fn with_estimates(mut self, est: &LinkEstimates) -> Infra {
-        self.est = (!est.is_empty()).then(|| Estimator::new(&self.nodes, est));
+        let e = (!est.is_empty()).then(|| Estimator::new(&self.d.nodes, est));
+        Arc::make_mut(&mut self.d).est = e;
         self
+    }
+
+    /// Whether `other` is this very view (a clone of it), not merely an equal one.
+    pub fn same(&self, other: &Infra) -> bool {
+        Arc::ptr_eq(&self.d, &other.d)
     }
 
     /// The estimator of the unmeasured pairs, if the snapshot has one.
     #[inline]
     pub fn estimator(&self) -> Option<&Estimator> {
-        self.est.as_ref()
+        self.d.est.as_ref()
     }
 
     /// The same view with the applications' measured use ([`Cluster::observed`]), which the
     /// `network-aware` algorithm reads.
     pub fn with_observed(mut self, observed: BTreeMap<String, Observed>) -> Infra {
-        self.observed = observed;
+        Arc::make_mut(&mut self.d).observed = observed;
         self
     }
 
     /// What application `app` was measured to use, if anything.
     pub fn observed(&self, app: &str) -> Option<&Observed> {
-        self.observed.get(app)
+        self.d.observed.get(app)
     }
 
     /// The view of a (validated) cluster snapshot.
@@ -188,65 +203,70 @@ impl Infra {
     }
 
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.d.nodes.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.d.nodes.is_empty()
     }
 
     /// Measured links (estimated ones are not counted: they are not stored).
     pub fn link_count(&self) -> usize {
-        self.links.len()
+        self.d.links.len()
     }
 
     pub fn node(&self, i: u32) -> &Node {
-        &self.nodes[i as usize]
+        &self.d.nodes[i as usize]
     }
 
     pub fn nodes(&self) -> &[Node] {
-        &self.nodes
+        &self.d.nodes
     }
 
     pub fn index_of(&self, name: &str) -> Option<u32> {
-        self.index.get(name).copied()
+        self.d.index.get(name).copied()
     }
 
     /// The link from `from` to `to` (`from == to` is the loopback): measured, else
     /// estimated, if either is known.
     #[inline]
     pub fn link(&self, from: u32, to: u32) -> Option<LinkQ> {
-        match self.map.get(&key(from, to)) {
-            Some(i) => Some(self.links[*i as usize]),
-            None => self.est.as_ref()?.estimate(from, to),
+        match self.d.map.get(&key(from, to)) {
+            Some(i) => Some(self.d.links[*i as usize]),
+            None => self.d.est.as_ref()?.estimate(from, to),
         }
     }
 
     /// [`Infra::link`], marked measured or estimated.
     pub fn link_known(&self, from: u32, to: u32) -> Option<Known<LinkQ>> {
-        match self.map.get(&key(from, to)) {
-            Some(i) => Some(Known::Measured(self.links[*i as usize])),
-            None => self.est.as_ref()?.estimate(from, to).map(Known::Estimated),
+        match self.d.map.get(&key(from, to)) {
+            Some(i) => Some(Known::Measured(self.d.links[*i as usize])),
+            None => self
+                .d
+                .est
+                .as_ref()?
+                .estimate(from, to)
+                .map(Known::Estimated),
         }
     }
 
     /// Nodes `from` has a measured link to (sorted) and those links.
     pub fn out_links(&self, from: u32) -> (&[u32], &[LinkQ]) {
-        (&self.out[from as usize], &self.out_q[from as usize])
+        (&self.d.out[from as usize], &self.d.out_q[from as usize])
     }
 
     /// Nodes with a measured link to `to` (sorted) and those links.
     pub fn inn_links(&self, to: u32) -> (&[u32], &[LinkQ]) {
-        (&self.inn[to as usize], &self.inn_q[to as usize])
+        (&self.d.inn[to as usize], &self.d.inn_q[to as usize])
     }
 
     /// Nodes `from` has a measured link to, sorted.
     pub fn out(&self, from: u32) -> &[u32] {
-        &self.out[from as usize]
+        &self.d.out[from as usize]
     }
 
     /// Nodes with a measured link to `to`, sorted.
     pub fn inn(&self, to: u32) -> &[u32] {
-        &self.inn[to as usize]
+        &self.d.inn[to as usize]
     }
 }

@@ -482,38 +482,37 @@ fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], member: &[Vec<bool>]) 
     t
 }
 
-/// Folds the channel's estimated links between `src` and `dst` into `t`, in O(|src| + |dst|):
-/// each node's best is bounded by its half plus the best half of the other side
-/// ([`Estimator::half`]), a bound of every estimated link (never looser than admissible,
-/// sometimes looser than the best actual one).
+/// Folds the channel's estimated links between `src` and `dst` into `t`, without visiting
+/// every pair: latency by [`Estimator::latency_lb`] against the other side's cells, success by
+/// the halves ([`Estimator::half`]: a node's half times the best half of the other side).
+/// Both are bounds of every estimated link (admissible; sometimes below the best actual one).
 fn estimated_bounds(e: &Estimator, t: &mut ChanTable, src: &[u32], dst: &[u32]) {
-    let best = |set: &[u32]| {
+    let best_succ = |set: &[u32]| {
         set.iter()
             .filter_map(|x| e.half(*x))
-            .fold((f64::INFINITY, -1.0f64), |(l, s), h| {
-                (l.min(h.latency_ms), s.max(h.success))
-            })
+            .fold(-1.0f64, |s, h| s.max(h.success))
     };
-    let (src_lat, src_succ) = best(src);
-    let (dst_lat, dst_succ) = best(dst);
+    let (src_succ, dst_succ) = (best_succ(src), best_succ(dst));
     if src_succ < 0.0 || dst_succ < 0.0 {
         return;
     }
     t.estimated = true;
+    let (src_cells, dst_cells) = (e.cells(src, |_| 0.0), e.cells(dst, |_| 0.0));
     for a in src {
         if let Some(h) = e.half(*a) {
+            let lb = e.latency_lb(*a, &dst_cells);
             let a = *a as usize;
-            t.lat_out[a] = t.lat_out[a].min(h.latency_ms + dst_lat);
+            t.lat_out[a] = t.lat_out[a].min(lb);
             t.succ_out[a] = t.succ_out[a].max(h.success * dst_succ);
+            t.min_lat = t.min_lat.min(lb);
         }
     }
     for b in dst {
         if let Some(h) = e.half(*b) {
             let b = *b as usize;
-            t.lat_in[b] = t.lat_in[b].min(src_lat + h.latency_ms);
+            t.lat_in[b] = t.lat_in[b].min(e.latency_lb(b as u32, &src_cells));
             t.succ_in[b] = t.succ_in[b].max(src_succ * h.success);
         }
     }
-    t.min_lat = t.min_lat.min(src_lat + dst_lat);
     t.best_succ = t.best_succ.max(src_succ * dst_succ);
 }
