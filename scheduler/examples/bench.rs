@@ -155,23 +155,8 @@ fn sweep(sizes: &[usize], budget: Duration) {
         for comps in [5, 10, 20] {
             let app = synth::application(comps, dcs, 7 + comps as u64);
             app.validate().expect("synthetic app is valid");
-            let opts = Options {
-                time_budget: Some(budget),
-                ..Options::default()
-            };
-            let t = Instant::now();
-            let c0 = cpu_now();
-            let r = place_on(&infra, &app, &Ledger::new(), &opts).expect("place");
-            let cpu = cpu_now() - c0;
-            let t_bb = t.elapsed();
+            let (r, t_bb, cpu, product) = timed(&infra, &app, budget);
             let ns = enumeration_cost(&infra, &app);
-            let ledger = Ledger::new();
-            let constraints = filter::default_constraints();
-            let model = Model::compile(&infra, &app, &ledger, &constraints);
-            let product = model
-                .comps
-                .iter()
-                .fold(1f64, |p, c| p * c.cand.len() as f64);
             let est_s = product * ns * 1e-9;
             let (score, feasible, gap) = match &r.outcome {
                 Outcome::Placed(p) => (
@@ -188,7 +173,7 @@ fn sweep(sizes: &[usize], budget: Duration) {
                 }
             };
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {:.3e} | {} | {} | {} | {} / {} / {} / {} / {} | {} | {} | {} | {} | {} | {:.3e} s | {:.1e}x |",
+                "| {} | {} | {} | {} | {} | {} | {} | {:.3e} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3e} s | {:.1e}x |",
                 infra.len(),
                 dcs,
                 infra.link_count(),
@@ -200,11 +185,7 @@ fn sweep(sizes: &[usize], budget: Duration) {
                 ms(t_build),
                 ms(t_bb),
                 ms(cpu),
-                ms(r.phases.compile),
-                ms(r.phases.lmin),
-                ms(r.phases.bounds),
-                ms(r.phases.search),
-                ms(r.phases.count),
+                phases(&r),
                 r.explored,
                 if r.proven { "yes" } else { "no" },
                 gap,
@@ -215,6 +196,40 @@ fn sweep(sizes: &[usize], budget: Duration) {
             );
         }
     }
+}
+
+/// `place_on` within `budget`: the report, its wall-clock and CPU time, the product of the
+/// candidate counts.
+fn timed(
+    infra: &Infra,
+    app: &Application,
+    budget: Duration,
+) -> (acoa_scheduler::Report, Duration, Duration, f64) {
+    let opts = Options {
+        time_budget: Some(budget),
+        ..Options::default()
+    };
+    let t = Instant::now();
+    let c0 = cpu_now();
+    let r = place_on(infra, app, &Ledger::new(), &opts).expect("place");
+    let cpu = cpu_now() - c0;
+    let wall = t.elapsed();
+    let ledger = Ledger::new();
+    let constraints = filter::default_constraints();
+    let model = Model::compile(infra, app, &ledger, &constraints);
+    let product = model
+        .comps
+        .iter()
+        .fold(1f64, |p, c| p * c.cand.len() as f64);
+    (r, wall, cpu, product)
+}
+
+/// compile / l_min / bounds / B&B / count, ms.
+fn phases(r: &acoa_scheduler::Report) -> String {
+    let p = &r.phases;
+    [p.compile, p.lmin, p.bounds, p.search, p.count]
+        .map(ms)
+        .join(" / ")
 }
 
 /// Datacenters and nodes per datacenter of a sweep size.
@@ -248,57 +263,30 @@ fn estimates_sweep(sizes: &[usize], budget: Duration) {
         ] {
             for comps in [5, 10, 20] {
                 let app = synth::application(comps, dcs, 7 + comps as u64);
-                let opts = Options {
-                    time_budget: Some(budget),
-                    ..Options::default()
-                };
-                let t = Instant::now();
-                let c0 = cpu_now();
-                let r = place_on(&infra, &app, &Ledger::new(), &opts).expect("place");
-                let cpu = cpu_now() - c0;
-                let wall = t.elapsed();
-                let ledger = Ledger::new();
-                let constraints = filter::default_constraints();
-                let model = Model::compile(&infra, &app, &ledger, &constraints);
-                let product = model
-                    .comps
-                    .iter()
-                    .fold(1f64, |p, c| p * c.cand.len() as f64);
+                let (r, wall, cpu, product) = timed(&infra, &app, budget);
                 let (score, gap, on_est) = match &r.outcome {
-                    Outcome::Placed(p) => {
-                        let at = |c: &str| infra.index_of(&p.assignment[c]).expect("node");
-                        let est = app
-                            .channels
-                            .iter()
-                            .filter(|c| {
-                                infra
-                                    .link_known(at(&c.from), at(&c.to))
-                                    .is_some_and(|q| q.is_estimated())
-                            })
-                            .count();
-                        (
-                            format!("{:.6}", p.score),
-                            format!("{:.2e}", r.upper_bound - p.score),
-                            format!("{est} of {}", app.channels.len()),
-                        )
-                    }
+                    Outcome::Placed(p) => (
+                        format!("{:.6}", p.score),
+                        format!("{:.2e}", r.upper_bound - p.score),
+                        format!(
+                            "{} of {}",
+                            infra.estimated_channels(&app, &p.assignment),
+                            app.channels.len()
+                        ),
+                    ),
                     Outcome::Infeasible(i) => {
                         (format!("infeasible: {}", i.reason), "-".into(), "-".into())
                     }
                 };
                 println!(
-                    "| {} | {} | {} | {:.3e} | {} | {} | {} / {} / {} / {} / {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {:.3e} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     infra.len(),
                     label,
                     comps,
                     product,
                     ms(wall),
                     ms(cpu),
-                    ms(r.phases.compile),
-                    ms(r.phases.lmin),
-                    ms(r.phases.bounds),
-                    ms(r.phases.search),
-                    ms(r.phases.count),
+                    phases(&r),
                     r.explored,
                     if r.proven { "yes" } else { "no" },
                     gap,

@@ -250,6 +250,25 @@ impl Infra {
         }
     }
 
+    /// How many channels of `app` run over an estimated link under `assignment` (component ->
+    /// node; a component or node it does not know is not counted).
+    pub fn estimated_channels(
+        &self,
+        app: &acoa_shared::model::Application,
+        assignment: &BTreeMap<String, String>,
+    ) -> usize {
+        let at = |c: &str| self.index_of(assignment.get(c)?);
+        app.channels
+            .iter()
+            .filter(|c| {
+                at(&c.from)
+                    .zip(at(&c.to))
+                    .and_then(|(a, b)| self.link_known(a, b))
+                    .is_some_and(|q| q.is_estimated())
+            })
+            .count()
+    }
+
     /// Nodes `from` has a measured link to (sorted) and those links.
     pub fn out_links(&self, from: u32) -> (&[u32], &[LinkQ]) {
         (&self.d.out[from as usize], &self.d.out_q[from as usize])

@@ -101,6 +101,65 @@ pub fn cluster_with_estimates(dcs: usize, per_dc: usize, seed: u64) -> Infra {
 
 type Parts = (Vec<Node>, Vec<(u32, u32, LinkQ)>, Vec<(f64, f64)>);
 
+/// A node of the benchmark's kinds: a cloud node (x86_64, fast-cpu, half with a database,
+/// 16 cores, 64 GiB) or an edge node (aarch64, device `i` of gps / smoke-sensor / dashboard /
+/// camera when `device(i)` and a quarter of the others, a tenth with a database, 4 cores,
+/// 4 GiB), its usage random (0 to 60 % cpu, 0 to 80 % memory, 0 to 5 containers).
+pub fn node(
+    name: String,
+    datacenter: String,
+    cloud: bool,
+    device: impl Fn(usize) -> bool,
+    r: &mut Rng,
+) -> Node {
+    let mut hardware = Vec::new();
+    let mut software = Vec::new();
+    if cloud {
+        hardware.push("fast-cpu".to_string());
+        if r.chance(0.5) {
+            software.push("database".to_string());
+        }
+    } else {
+        for (i, h) in ["gps", "smoke-sensor", "dashboard", "camera"]
+            .into_iter()
+            .enumerate()
+        {
+            if device(i) || r.chance(0.25) {
+                hardware.push(h.to_string());
+            }
+        }
+        if r.chance(0.1) {
+            software.push("database".to_string());
+        }
+    }
+    let (cpu, mem) = if cloud {
+        (16_000, 65_536)
+    } else {
+        (4_000, 4_096)
+    };
+    Node {
+        name,
+        datacenter,
+        layer: if cloud { Layer::Cloud } else { Layer::Edge },
+        arch: if cloud { "x86_64" } else { "aarch64" }.to_string(),
+        hardware,
+        software,
+        capacity: Capacity {
+            cpu_millis: cpu,
+            memory_mb: mem,
+            disk_mb: 100_000,
+            ..Default::default()
+        },
+        usage: Usage {
+            cpu_millis: (cpu as f64 * r.range(0.0, 0.6)) as u64,
+            memory_mb: (mem as f64 * r.range(0.0, 0.8)) as u64,
+            disk_mb: 10_000,
+            containers: r.below(6) as u32,
+            ..Default::default()
+        },
+    }
+}
+
 /// The nodes, links and datacenter positions of [`cluster`].
 fn parts(dcs: usize, per_dc: usize, seed: u64) -> Parts {
     let mut r = Rng::new(seed);
@@ -108,53 +167,15 @@ fn parts(dcs: usize, per_dc: usize, seed: u64) -> Parts {
     for d in 0..dcs {
         let cloud = is_cloud(d);
         for k in 0..per_dc {
-            let mut hardware = Vec::new();
-            let mut software = Vec::new();
-            if cloud {
-                hardware.push("fast-cpu".to_string());
-                if r.chance(0.5) {
-                    software.push("database".to_string());
-                }
-            } else {
-                for (i, h) in ["gps", "smoke-sensor", "dashboard", "camera"]
-                    .into_iter()
-                    .enumerate()
-                {
-                    // Every device on one gateway and one other node of each site.
-                    if (k < 2 * GATEWAYS && k % GATEWAYS == i) || r.chance(0.25) {
-                        hardware.push(h.to_string());
-                    }
-                }
-                if r.chance(0.1) {
-                    software.push("database".to_string());
-                }
-            }
-            let (cpu, mem) = if cloud {
-                (16_000, 65_536)
-            } else {
-                (4_000, 4_096)
-            };
-            nodes.push(Node {
-                name: format!("{}-n{k:03}", dc_name(d)),
-                datacenter: dc_name(d),
-                layer: if cloud { Layer::Cloud } else { Layer::Edge },
-                arch: if cloud { "x86_64" } else { "aarch64" }.to_string(),
-                hardware,
-                software,
-                capacity: Capacity {
-                    cpu_millis: cpu,
-                    memory_mb: mem,
-                    disk_mb: 100_000,
-                    ..Default::default()
-                },
-                usage: Usage {
-                    cpu_millis: (cpu as f64 * r.range(0.0, 0.6)) as u64,
-                    memory_mb: (mem as f64 * r.range(0.0, 0.8)) as u64,
-                    disk_mb: 10_000,
-                    containers: r.below(6) as u32,
-                    ..Default::default()
-                },
-            });
+            // Every device on one gateway and one other node of each site.
+            let device = |i: usize| k < 2 * GATEWAYS && k % GATEWAYS == i;
+            nodes.push(node(
+                format!("{}-n{k:03}", dc_name(d)),
+                dc_name(d),
+                cloud,
+                device,
+                &mut r,
+            ));
         }
     }
     let pos: Vec<(f64, f64)> = (0..dcs)

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use acoa_scheduler::rng::SplitMix64 as Rng;
 use acoa_scheduler::{place_on, score_on, synth, Infra, Ledger, LinkQ, Options, Outcome as Placed};
 use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary, MeasuredLink};
-use acoa_shared::model::{Capacity, CoordDoc, EstimatedNode, Layer, LinkEstimates, Node, Usage};
+use acoa_shared::model::{CoordDoc, EstimatedNode, LinkEstimates, Node};
 
 use super::{quantile, Args, Kind, Outcome, Topology};
 
@@ -36,56 +36,17 @@ pub fn header(args: &Args) {
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
 }
 
+/// Node `i` with the benchmark's attributes of its site's kind (`synth::node`): every device
+/// on the site's `first` node.
 fn node(topo: &Topology, i: usize, first: bool, r: &mut Rng) -> Node {
     let site = topo.nodes[i].site;
     let cloud = topo.sites[site].kind == Kind::Cloud;
-    let mut hardware = Vec::new();
-    let mut software = Vec::new();
-    if cloud {
-        hardware.push("fast-cpu".to_string());
-        if r.chance(0.5) {
-            software.push("database".to_string());
-        }
+    let datacenter = if cloud {
+        format!("cloud{site:03}")
     } else {
-        for h in ["gps", "smoke-sensor", "dashboard", "camera"] {
-            if first || r.chance(0.25) {
-                hardware.push(h.to_string());
-            }
-        }
-        if r.chance(0.1) {
-            software.push("database".to_string());
-        }
-    }
-    let (cpu, mem) = if cloud {
-        (16_000, 65_536)
-    } else {
-        (4_000, 4_096)
+        synth::dc_name(site)
     };
-    Node {
-        name: format!("n{i:05}"),
-        datacenter: if cloud {
-            format!("cloud{site:03}")
-        } else {
-            synth::dc_name(site)
-        },
-        layer: if cloud { Layer::Cloud } else { Layer::Edge },
-        arch: if cloud { "x86_64" } else { "aarch64" }.to_string(),
-        hardware,
-        software,
-        capacity: Capacity {
-            cpu_millis: cpu,
-            memory_mb: mem,
-            disk_mb: 100_000,
-            ..Default::default()
-        },
-        usage: Usage {
-            cpu_millis: (cpu as f64 * r.range(0.0, 0.6)) as u64,
-            memory_mb: (mem as f64 * r.range(0.0, 0.8)) as u64,
-            disk_mb: 10_000,
-            containers: r.below(6) as u32,
-            ..Default::default()
-        },
-    }
+    synth::node(format!("n{i:05}"), datacenter, cloud, |_| first, r)
 }
 
 /// One directed pair measured as the prober would: latency the median of 8 samples,
@@ -288,17 +249,8 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) {
             diffs_c.push((pa.score - sc) / pa.score);
         }
         same += (pa.assignment == pb.assignment) as usize;
-        let at = |c: &str| sparse.index_of(&pb.assignment[c]).expect("node");
         chans += app.channels.len();
-        on_est += app
-            .channels
-            .iter()
-            .filter(|c| {
-                sparse
-                    .link_known(at(&c.from), at(&c.to))
-                    .is_some_and(|q| q.is_estimated())
-            })
-            .count();
+        on_est += sparse.estimated_channels(&app, &pb.assignment);
     }
     let placed = diffs.len();
     let (median, p95, max) = if placed == 0 {
