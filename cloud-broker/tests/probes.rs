@@ -301,3 +301,92 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
         st.links
     );
 }
+
+/// Above 500 online nodes (the live model's old limit for estimates, n^2 links) a placement
+/// still uses estimated pairs: 600 nodes in 120 datacenters, each measuring only its own
+/// datacenter, with coordinates; an application whose two components are pinned to two
+/// datacenters can only be placed on an estimated link. The live model holds the measured
+/// links and the estimates' inputs, not an estimated link per pair.
+#[test]
+fn a_fleet_of_600_nodes_places_on_an_estimated_pair() {
+    let (dcs, per_dc) = (120usize, 5usize);
+    let mut nodes = Vec::new();
+    let mut links = Vec::new();
+    for d in 0..dcs {
+        for k in 0..per_dc {
+            let name = format!("n{:04}", d * per_dc + k);
+            nodes.push(model::Node {
+                name: name.clone(),
+                datacenter: format!("dc{d:03}"),
+                layer: model::Layer::Edge,
+                arch: "aarch64".into(),
+                hardware: vec![],
+                software: vec![],
+                capacity: model::Capacity {
+                    cpu_millis: 4000,
+                    memory_mb: 4096,
+                    disk_mb: 100_000,
+                    ..Default::default()
+                },
+                usage: model::Usage::default(),
+            });
+            for j in 0..per_dc {
+                if j != k {
+                    links.push(model::Link {
+                        from: name.clone(),
+                        to: format!("n{:04}", d * per_dc + j),
+                        latency_ms: 1.0,
+                        jitter_ms: 0.1,
+                        success: 0.99,
+                    });
+                }
+            }
+        }
+    }
+    let c = model::Cluster {
+        cluster: "big".into(),
+        nodes,
+        links,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(lost_when_silent());
+    for n in &c.nodes {
+        sim.feed(Event::Report(Box::new(report(n))));
+    }
+    for (i, n) in c.nodes.iter().enumerate() {
+        let mut l = links_of(&c, &n.name);
+        l.coord = Some(wire::WireCoord {
+            vec: [(i / per_dc) as f32, 0.0, 0.0],
+            height: 2.0,
+            error: 0.1,
+        });
+        sim.feed(Event::Links(Box::new(l)));
+    }
+    sim.feed(Event::StartupDone);
+    let live = sim.e.cluster();
+    assert_eq!(live.nodes.len(), 600);
+    assert_eq!(
+        live.links.len(),
+        dcs * per_dc * per_dc,
+        "measured links and loopbacks only"
+    );
+    let est = live.estimates.as_ref().expect("the estimates' inputs");
+    assert_eq!(est.nodes.len(), 600);
+    assert_eq!(est.groups.len(), dcs);
+    let text = "application: pair\n\
+                components:\n\
+                - {name: a, image: 'localhost/acoa/a:1', requires: {datacenter: dc003}}\n\
+                - {name: b, image: 'localhost/acoa/b:1', requires: {datacenter: dc117}}\n\
+                channels:\n\
+                - {name: a-to-b, from: a, to: b}\n\
+                paths:\n\
+                - {name: p, channels: [a-to-b]}\n\
+                criteria:\n\
+                - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
+    let acts = sim.publish("pair", text.as_bytes().to_vec());
+    let st = statuses(&acts, "pair").pop().expect("a status");
+    let p = st.placement.clone().expect("placed on an estimated pair");
+    assert!(p["a"].starts_with("n001"), "{p:?}");
+    assert!(p["b"].starts_with("n058"), "{p:?}");
+    assert_eq!(st.links["a-to-b"], "estimated", "{:?}", st.links);
+}

@@ -9,7 +9,9 @@
 //! the synthetic rows give the thread's CPU time next to the wall-clock time.
 //!
 //! Options: `--budget-ms N` (time budget of each synthetic search, default 10000),
-//! `--sizes 100,1000` (cluster sizes to run).
+//! `--sizes 100,1000` (cluster sizes to run), `--estimates` (instead: each size placed on
+//! the measured links only and on the same links plus estimates of every other pair, issue 16;
+//! sizes default 1000,5000,10000).
 
 use acoa_scheduler::criteria::Objective;
 use acoa_scheduler::problem::{Model, Space};
@@ -24,6 +26,11 @@ use args::arg;
 
 fn main() {
     let budget_ms: u64 = arg("--budget-ms").map_or(10_000, |v| v.parse().expect("--budget-ms"));
+    if std::env::args().any(|a| a == "--estimates") {
+        let sizes = args::sizes(&[1_000, 5_000, 10_000]);
+        estimates_sweep(&sizes, Duration::from_millis(budget_ms));
+        return;
+    }
     let sizes = args::sizes(&[100, 1_000, 10_000]);
     railway();
     sweep(&sizes, Duration::from_millis(budget_ms));
@@ -141,35 +148,15 @@ fn sweep(sizes: &[usize], budget: Duration) {
     println!("| nodes | datacenters | links | components | channels | paths | criteria | candidate product | build Infra (ms) | place time (ms) | place CPU time (ms) | of which compile / l_min / bounds / B&B / count (ms) | nodes explored | proven | gap (upper bound - score) | score | feasible deployments | enumeration (est.) | speed-up (est.) |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &size in sizes {
-        let (dcs, per_dc) = match size {
-            100 => (10, 10),
-            1_000 => (40, 25),
-            10_000 => (200, 50),
-            n => ((n / 50).max(1), 50.min(n)),
-        };
+        let (dcs, per_dc) = shape(size);
         let t = Instant::now();
         let infra = synth::cluster(dcs, per_dc, 42 + size as u64);
         let t_build = t.elapsed();
         for comps in [5, 10, 20] {
             let app = synth::application(comps, dcs, 7 + comps as u64);
             app.validate().expect("synthetic app is valid");
-            let opts = Options {
-                time_budget: Some(budget),
-                ..Options::default()
-            };
-            let t = Instant::now();
-            let c0 = cpu_now();
-            let r = place_on(&infra, &app, &Ledger::new(), &opts).expect("place");
-            let cpu = cpu_now() - c0;
-            let t_bb = t.elapsed();
+            let (r, t_bb, cpu, product) = timed(&infra, &app, budget);
             let ns = enumeration_cost(&infra, &app);
-            let ledger = Ledger::new();
-            let constraints = filter::default_constraints();
-            let model = Model::compile(&infra, &app, &ledger, &constraints);
-            let product = model
-                .comps
-                .iter()
-                .fold(1f64, |p, c| p * c.cand.len() as f64);
             let est_s = product * ns * 1e-9;
             let (score, feasible, gap) = match &r.outcome {
                 Outcome::Placed(p) => (
@@ -186,7 +173,7 @@ fn sweep(sizes: &[usize], budget: Duration) {
                 }
             };
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {:.3e} | {} | {} | {} | {} / {} / {} / {} / {} | {} | {} | {} | {} | {} | {:.3e} s | {:.1e}x |",
+                "| {} | {} | {} | {} | {} | {} | {} | {:.3e} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3e} s | {:.1e}x |",
                 infra.len(),
                 dcs,
                 infra.link_count(),
@@ -198,11 +185,7 @@ fn sweep(sizes: &[usize], budget: Duration) {
                 ms(t_build),
                 ms(t_bb),
                 ms(cpu),
-                ms(r.phases.compile),
-                ms(r.phases.lmin),
-                ms(r.phases.bounds),
-                ms(r.phases.search),
-                ms(r.phases.count),
+                phases(&r),
                 r.explored,
                 if r.proven { "yes" } else { "no" },
                 gap,
@@ -211,6 +194,106 @@ fn sweep(sizes: &[usize], budget: Duration) {
                 est_s,
                 est_s / cpu.as_secs_f64()
             );
+        }
+    }
+}
+
+/// `place_on` within `budget`: the report, its wall-clock and CPU time, the product of the
+/// candidate counts.
+fn timed(
+    infra: &Infra,
+    app: &Application,
+    budget: Duration,
+) -> (acoa_scheduler::Report, Duration, Duration, f64) {
+    let opts = Options {
+        time_budget: Some(budget),
+        ..Options::default()
+    };
+    let t = Instant::now();
+    let c0 = cpu_now();
+    let r = place_on(infra, app, &Ledger::new(), &opts).expect("place");
+    let cpu = cpu_now() - c0;
+    let wall = t.elapsed();
+    let ledger = Ledger::new();
+    let constraints = filter::default_constraints();
+    let model = Model::compile(infra, app, &ledger, &constraints);
+    let product = model
+        .comps
+        .iter()
+        .fold(1f64, |p, c| p * c.cand.len() as f64);
+    (r, wall, cpu, product)
+}
+
+/// compile / l_min / bounds / B&B / count, ms.
+fn phases(r: &acoa_scheduler::Report) -> String {
+    let p = &r.phases;
+    [p.compile, p.lmin, p.bounds, p.search, p.count]
+        .map(ms)
+        .join(" / ")
+}
+
+/// Datacenters and nodes per datacenter of a sweep size.
+fn shape(size: usize) -> (usize, usize) {
+    match size {
+        100 => (10, 10),
+        1_000 => (40, 25),
+        10_000 => (200, 50),
+        n => ((n / 50).max(1), 50.min(n)),
+    }
+}
+
+/// Each size on its measured links only, then on the same links plus the estimates of every
+/// other pair ([`synth::cluster_with_estimates`]).
+fn estimates_sweep(sizes: &[usize], budget: Duration) {
+    println!(
+        "## Measured links only against measured + estimated (one run each; time budget {} ms per search)\n",
+        budget.as_millis()
+    );
+    println!("| nodes | links the search sees | components | candidate product | place time (ms) | place CPU time (ms) | of which compile / l_min / bounds / B&B / count (ms) | nodes explored | proven | gap | score | channels on estimated links |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for &size in sizes {
+        let (dcs, per_dc) = shape(size);
+        let seed = 42 + size as u64;
+        for (label, infra) in [
+            ("measured", synth::cluster(dcs, per_dc, seed)),
+            (
+                "measured + estimates",
+                synth::cluster_with_estimates(dcs, per_dc, seed),
+            ),
+        ] {
+            for comps in [5, 10, 20] {
+                let app = synth::application(comps, dcs, 7 + comps as u64);
+                let (r, wall, cpu, product) = timed(&infra, &app, budget);
+                let (score, gap, on_est) = match &r.outcome {
+                    Outcome::Placed(p) => (
+                        format!("{:.6}", p.score),
+                        format!("{:.2e}", r.upper_bound - p.score),
+                        format!(
+                            "{} of {}",
+                            infra.estimated_channels(&app, &p.assignment),
+                            app.channels.len()
+                        ),
+                    ),
+                    Outcome::Infeasible(i) => {
+                        (format!("infeasible: {}", i.reason), "-".into(), "-".into())
+                    }
+                };
+                println!(
+                    "| {} | {} | {} | {:.3e} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    infra.len(),
+                    label,
+                    comps,
+                    product,
+                    ms(wall),
+                    ms(cpu),
+                    phases(&r),
+                    r.explored,
+                    if r.proven { "yes" } else { "no" },
+                    gap,
+                    score,
+                    on_est
+                );
+            }
         }
     }
 }

@@ -1,14 +1,21 @@
-//! The scheduler's own view of the infrastructure: nodes indexed in name order and a
-//! sparse set of directed links (a missing link is unknown, so a channel that needs it
-//! cannot be placed there).
+//! The scheduler's own view of the infrastructure: nodes indexed in name order, a sparse
+//! set of measured directed links and, optionally, an [`Estimator`] for the pairs without
+//! a measurement (a pair neither measured nor estimable is unknown, so a channel that needs
+//! it cannot be placed there).
 //!
 //! A full mesh of 10,000 nodes is 10^8 links: that is never a YAML file. [`Infra`] keeps
-//! only the links that exist, in a hash map for point look-ups and in per-node sorted
-//! adjacency lists for the search's "where can the other end of this channel go".
+//! only the measured links, in a hash map for point look-ups and in per-node sorted
+//! adjacency lists for the search's "where can the other end of this channel go"; an
+//! estimated link is computed when asked ([`Infra::link`], [`Infra::link_known`]) and the
+//! search bounds estimated links with the estimator's per-node halves, never by visiting
+//! n^2 pairs.
 
-use acoa_shared::model::{Cluster, Node, Observed};
+use crate::estimate::Estimator;
+use acoa_shared::coords::Known;
+use acoa_shared::model::{Cluster, LinkEstimates, Node, Observed};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// A small fast hasher for integer keys (the Fx hash of rustc); not DoS-resistant, which
 /// does not matter for keys we build ourselves.
@@ -44,8 +51,14 @@ pub struct LinkQ {
 }
 
 /// Nodes (sorted by name, so that index order is name order) and the links that exist.
+/// Cloning it is cheap (shared, immutable once built).
 #[derive(Debug, Clone)]
 pub struct Infra {
+    d: Arc<Data>,
+}
+
+#[derive(Debug, Clone)]
+struct Data {
     nodes: Vec<Node>,
     index: HashMap<String, u32>,
     links: Vec<LinkQ>,
@@ -56,6 +69,8 @@ pub struct Infra {
     inn_q: Vec<Vec<LinkQ>>,
     /// What the applications were measured to use ([`Cluster::observed`]).
     observed: BTreeMap<String, Observed>,
+    /// The pairs without a measurement, estimated.
+    est: Option<Estimator>,
 }
 
 fn key(from: u32, to: u32) -> u64 {
@@ -112,28 +127,49 @@ impl Infra {
         let (out, out_q) = split(out);
         let (inn, inn_q) = split(inn);
         Infra {
-            nodes,
-            index,
-            links: qs,
-            map,
-            out,
-            out_q,
-            inn,
-            inn_q,
-            observed: BTreeMap::new(),
+            d: Arc::new(Data {
+                nodes,
+                index,
+                links: qs,
+                map,
+                out,
+                out_q,
+                inn,
+                inn_q,
+                observed: BTreeMap::new(),
+                est: None,
+            }),
         }
+    }
+
+    /// The same view with the unmeasured pairs estimated from `est` (empty: none is).
+    pub fn with_estimates(mut self, est: &LinkEstimates) -> Infra {
+        let e = (!est.is_empty()).then(|| Estimator::new(&self.d.nodes, est));
+        Arc::make_mut(&mut self.d).est = e;
+        self
+    }
+
+    /// Whether `other` is this very view (a clone of it), not merely an equal one.
+    pub fn same(&self, other: &Infra) -> bool {
+        Arc::ptr_eq(&self.d, &other.d)
+    }
+
+    /// The estimator of the unmeasured pairs, if the snapshot has one.
+    #[inline]
+    pub fn estimator(&self) -> Option<&Estimator> {
+        self.d.est.as_ref()
     }
 
     /// The same view with the applications' measured use ([`Cluster::observed`]), which the
     /// `network-aware` algorithm reads.
     pub fn with_observed(mut self, observed: BTreeMap<String, Observed>) -> Infra {
-        self.observed = observed;
+        Arc::make_mut(&mut self.d).observed = observed;
         self
     }
 
     /// What application `app` was measured to use, if anything.
     pub fn observed(&self, app: &str) -> Option<&Observed> {
-        self.observed.get(app)
+        self.d.observed.get(app)
     }
 
     /// The view of a (validated) cluster snapshot.
@@ -158,58 +194,98 @@ impl Infra {
                 ))
             })
             .collect();
-        Infra::new(cluster.nodes.clone(), links).with_observed(cluster.observed.clone())
+        let infra =
+            Infra::new(cluster.nodes.clone(), links).with_observed(cluster.observed.clone());
+        match &cluster.estimates {
+            Some(e) => infra.with_estimates(e),
+            None => infra,
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.d.nodes.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.d.nodes.is_empty()
     }
 
+    /// Measured links (estimated ones are not counted: they are not stored).
     pub fn link_count(&self) -> usize {
-        self.links.len()
+        self.d.links.len()
     }
 
     pub fn node(&self, i: u32) -> &Node {
-        &self.nodes[i as usize]
+        &self.d.nodes[i as usize]
     }
 
     pub fn nodes(&self) -> &[Node] {
-        &self.nodes
+        &self.d.nodes
     }
 
     pub fn index_of(&self, name: &str) -> Option<u32> {
-        self.index.get(name).copied()
+        self.d.index.get(name).copied()
     }
 
-    /// The link from `from` to `to` (`from == to` is the loopback), if it is known.
+    /// The link from `from` to `to` (`from == to` is the loopback): measured, else
+    /// estimated, if either is known.
     #[inline]
     pub fn link(&self, from: u32, to: u32) -> Option<LinkQ> {
-        self.map
-            .get(&key(from, to))
-            .map(|i| self.links[*i as usize])
+        match self.d.map.get(&key(from, to)) {
+            Some(i) => Some(self.d.links[*i as usize]),
+            None => self.d.est.as_ref()?.estimate(from, to),
+        }
     }
 
-    /// Nodes `from` has a link to (sorted) and those links.
+    /// [`Infra::link`], marked measured or estimated.
+    pub fn link_known(&self, from: u32, to: u32) -> Option<Known<LinkQ>> {
+        match self.d.map.get(&key(from, to)) {
+            Some(i) => Some(Known::Measured(self.d.links[*i as usize])),
+            None => self
+                .d
+                .est
+                .as_ref()?
+                .estimate(from, to)
+                .map(Known::Estimated),
+        }
+    }
+
+    /// How many channels of `app` run over an estimated link under `assignment` (component ->
+    /// node; a component or node it does not know is not counted).
+    pub fn estimated_channels(
+        &self,
+        app: &acoa_shared::model::Application,
+        assignment: &BTreeMap<String, String>,
+    ) -> usize {
+        let at = |c: &str| self.index_of(assignment.get(c)?);
+        app.channels
+            .iter()
+            .filter(|c| {
+                at(&c.from)
+                    .zip(at(&c.to))
+                    .and_then(|(a, b)| self.link_known(a, b))
+                    .is_some_and(|q| q.is_estimated())
+            })
+            .count()
+    }
+
+    /// Nodes `from` has a measured link to (sorted) and those links.
     pub fn out_links(&self, from: u32) -> (&[u32], &[LinkQ]) {
-        (&self.out[from as usize], &self.out_q[from as usize])
+        (&self.d.out[from as usize], &self.d.out_q[from as usize])
     }
 
-    /// Nodes with a link to `to` (sorted) and those links.
+    /// Nodes with a measured link to `to` (sorted) and those links.
     pub fn inn_links(&self, to: u32) -> (&[u32], &[LinkQ]) {
-        (&self.inn[to as usize], &self.inn_q[to as usize])
+        (&self.d.inn[to as usize], &self.d.inn_q[to as usize])
     }
 
-    /// Nodes `from` has a link to, sorted.
+    /// Nodes `from` has a measured link to, sorted.
     pub fn out(&self, from: u32) -> &[u32] {
-        &self.out[from as usize]
+        &self.d.out[from as usize]
     }
 
-    /// Nodes with a link to `to`, sorted.
+    /// Nodes with a measured link to `to`, sorted.
     pub fn inn(&self, to: u32) -> &[u32] {
-        &self.inn[to as usize]
+        &self.d.inn[to as usize]
     }
 }

@@ -49,6 +49,7 @@
 
 pub mod criteria;
 pub mod enumerate;
+pub mod estimate;
 pub mod filter;
 pub mod infra;
 pub mod ledger;

@@ -2,6 +2,7 @@
 //! (after the constraint plugins), channels as index pairs, and per-channel tables the
 //! search's bounds read.
 
+use crate::estimate::Estimator;
 use crate::filter::{self, Constraint, FilterCtx};
 use crate::infra::Infra;
 use crate::ledger::{Ledger, NODE_CONTAINER_LIMIT};
@@ -304,8 +305,11 @@ pub struct ChanTable {
     /// Per sink node: best success / least latency from any candidate of the source.
     pub succ_in: Vec<f64>,
     pub lat_in: Vec<f64>,
-    /// How many candidate pairs have a link.
+    /// How many candidate pairs have a measured link.
     pub linked_pairs: u128,
+    /// The values above also bound the channel's estimated links (the infrastructure has an
+    /// estimator: then `linked_pairs` does not count every pair with a link).
+    pub estimated: bool,
 }
 
 /// The candidate nodes of every component (one choice of candidate sets) and the tables
@@ -358,10 +362,26 @@ impl Space {
                 if f == t {
                     cand[f].retain(|a| infra.link(*a, *a).is_some());
                 } else {
+                    // a measured link to the other end's candidates, else an estimated one
+                    let est = infra.estimator();
                     let mt = &member[t];
-                    cand[f].retain(|a| infra.out(*a).iter().any(|b| mt[*b as usize]));
+                    let st = est.map(|e| e.set(&cand[t]));
+                    cand[f].retain(|a| {
+                        infra.out(*a).iter().any(|b| mt[*b as usize])
+                            || est
+                                .zip(st.as_ref())
+                                .is_some_and(|(e, st)| e.supports(*a, st, mt[*a as usize]))
+                    });
                     let mf = &member[f];
-                    cand[t].retain(|b| infra.inn(*b).iter().any(|a| mf[*a as usize]));
+                    let sf = est.map(|e| e.set(&cand[f]));
+                    // (`mf` may still admit a node just removed from `cand[f]`: ask the list)
+                    let cf = est.map(|_| cand[f].clone()).unwrap_or_default();
+                    cand[t].retain(|b| {
+                        infra.inn(*b).iter().any(|a| mf[*a as usize])
+                            || est.zip(sf.as_ref()).is_some_and(|(e, sf)| {
+                                e.supports(*b, sf, cf.binary_search(b).is_ok())
+                            })
+                    });
                 }
                 for (c, len) in [(f, before.0), (t, before.1)] {
                     if cand[c].len() != len {
@@ -415,6 +435,7 @@ fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], member: &[Vec<bool>]) 
         succ_in: vec![-1.0; n],
         lat_in: vec![f64::INFINITY; n],
         linked_pairs: 0,
+        estimated: false,
     };
     let mut visit = |a: u32, b: u32, q: crate::infra::LinkQ| {
         t.linked_pairs += 1;
@@ -454,6 +475,44 @@ fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], member: &[Vec<bool>]) 
             t.best_succ = t.best_succ.max(s_out);
             t.min_lat = t.min_lat.min(l_out);
         }
+        if let Some(e) = model.infra.estimator() {
+            estimated_bounds(e, &mut t, &cand[ch.from], &cand[ch.to]);
+        }
     }
     t
+}
+
+/// Folds the channel's estimated links between `src` and `dst` into `t`, without visiting
+/// every pair: latency by [`Estimator::latency_lb`] against the other side's cells, success by
+/// the halves ([`Estimator::half`]: a node's half times the best half of the other side).
+/// Both are bounds of every estimated link (admissible; sometimes below the best actual one).
+fn estimated_bounds(e: &Estimator, t: &mut ChanTable, src: &[u32], dst: &[u32]) {
+    let best_succ = |set: &[u32]| {
+        set.iter()
+            .filter_map(|x| e.half(*x))
+            .fold(-1.0f64, |s, h| s.max(h.success))
+    };
+    let (src_succ, dst_succ) = (best_succ(src), best_succ(dst));
+    if src_succ < 0.0 || dst_succ < 0.0 {
+        return;
+    }
+    t.estimated = true;
+    let (src_cells, dst_cells) = (e.cells(src, |_| 0.0), e.cells(dst, |_| 0.0));
+    for a in src {
+        if let Some(h) = e.half(*a) {
+            let lb = e.latency_lb(*a, &dst_cells);
+            let a = *a as usize;
+            t.lat_out[a] = t.lat_out[a].min(lb);
+            t.succ_out[a] = t.succ_out[a].max(h.success * dst_succ);
+            t.min_lat = t.min_lat.min(lb);
+        }
+    }
+    for b in dst {
+        if let Some(h) = e.half(*b) {
+            let b = *b as usize;
+            t.lat_in[b] = t.lat_in[b].min(e.latency_lb(b as u32, &src_cells));
+            t.succ_in[b] = t.succ_in[b].max(src_succ * h.success);
+        }
+    }
+    t.best_succ = t.best_succ.max(src_succ * dst_succ);
 }

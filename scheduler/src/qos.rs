@@ -310,7 +310,7 @@ fn dead_channel(model: &Model<'_>, space: &Space) -> Option<String> {
         .chans
         .iter()
         .zip(&space.tables)
-        .find(|(_, t)| t.linked_pairs == 0)
+        .find(|(_, t)| t.linked_pairs == 0 && !t.estimated)
         .map(|(c, _)| {
             let f = space.cand[c.from][0];
             let t = if c.from == c.to { f } else { space.cand[c.to][0] };

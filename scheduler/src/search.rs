@@ -164,21 +164,41 @@ impl<'s, 'm> Searcher<'s, 'm> {
             if w == u || self.a[w] != UNSET {
                 continue;
             }
-            let list = if c.from == u {
-                infra.out(b)
-            } else {
-                infra.inn(b)
-            };
             let mut new = Vec::new();
-            match &self.doms[w] {
-                Some(d) => intersect(d, list, &mut new),
-                None => {
-                    let member = &self.space.member[w];
-                    new.extend(
-                        list.iter()
+            if infra.estimator().is_some() {
+                // every pair may have a link (measured or estimated): filter the domain
+                let linked = |x: &u32| {
+                    if c.from == u {
+                        infra.link(b, *x).is_some()
+                    } else {
+                        infra.link(*x, b).is_some()
+                    }
+                };
+                match &self.doms[w] {
+                    Some(d) => new.extend(d.iter().copied().filter(linked)),
+                    None => new.extend(
+                        self.space.cand[w]
+                            .iter()
                             .copied()
-                            .filter(|x| member[*x as usize] && self.fits(w, *x)),
-                    );
+                            .filter(|x| self.fits(w, *x) && linked(x)),
+                    ),
+                }
+            } else {
+                let list = if c.from == u {
+                    infra.out(b)
+                } else {
+                    infra.inn(b)
+                };
+                match &self.doms[w] {
+                    Some(d) => intersect(d, list, &mut new),
+                    None => {
+                        let member = &self.space.member[w];
+                        new.extend(
+                            list.iter()
+                                .copied()
+                                .filter(|x| member[*x as usize] && self.fits(w, *x)),
+                        );
+                    }
                 }
             }
             if new.is_empty() && self.first_missing.is_none() {
@@ -238,6 +258,26 @@ impl<'s, 'm> Searcher<'s, 'm> {
                 domain
                     .iter()
                     .map(|b| infra.link(*b, *b).unwrap_or(missing))
+                    .collect()
+            } else if infra.estimator().is_some() {
+                let other = if c.to == u {
+                    self.a[c.from]
+                } else {
+                    self.a[c.to]
+                };
+                if other == UNSET {
+                    continue;
+                }
+                domain
+                    .iter()
+                    .map(|b| {
+                        let q = if c.to == u {
+                            infra.link(other, *b)
+                        } else {
+                            infra.link(*b, other)
+                        };
+                        q.unwrap_or(missing)
+                    })
                     .collect()
             } else {
                 let (nodes, idx) = if c.to == u {
@@ -328,6 +368,9 @@ impl<'s, 'm> Searcher<'s, 'm> {
                 }
             };
             constrained = true;
+            if infra.estimator().is_some() {
+                continue; // the adjacency lists hold measured links only: from the candidates
+            }
             if base.is_none_or(|b| list.len() < b.len()) {
                 base = Some(list);
             }

@@ -20,9 +20,10 @@
 
 use crate::infra::{Infra, LinkQ};
 use crate::rng::SplitMix64 as Rng;
+use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary, MeasuredLink};
 use acoa_shared::model::{
-    AppPath, Application, Capacity, Channel, Component, Criterion, CriterionKind, Layer, Node,
-    Requirements, Resources, Usage,
+    AppPath, Application, Capacity, Channel, Component, CoordDoc, Criterion, CriterionKind,
+    EstimatedNode, Layer, LinkEstimates, Node, Requirements, Resources, Usage,
 };
 
 /// Nodes per datacenter that have links to other datacenters.
@@ -43,58 +44,138 @@ fn is_cloud(d: usize) -> bool {
 
 /// A synthetic cluster of `dcs * per_dc` nodes.
 pub fn cluster(dcs: usize, per_dc: usize, seed: u64) -> Infra {
+    let (nodes, links, _) = parts(dcs, per_dc, seed);
+    Infra::new(nodes, links)
+}
+
+/// [`cluster`] with every pair that has no link estimated (issue 16): each node's coordinate
+/// is its datacenter's place (0.01 ms/km, as the links' distance term) with a height of
+/// 2.25 ms (two heights: the mean of the links' 2 ms + up to 5 ms), its medians are over its
+/// links, each datacenter's median over its internal links. The measured links are those of
+/// [`cluster`].
+pub fn cluster_with_estimates(dcs: usize, per_dc: usize, seed: u64) -> Infra {
+    let (nodes, links, pos) = parts(dcs, per_dc, seed);
+    let mut success: Vec<Vec<f64>> = vec![Vec::new(); nodes.len()];
+    let mut internal: Vec<Vec<f64>> = vec![Vec::new(); dcs];
+    for (a, b, q) in &links {
+        if a == b {
+            continue;
+        }
+        success[*a as usize].push(q.success);
+        success[*b as usize].push(q.success);
+        let (da, db) = (*a as usize / per_dc, *b as usize / per_dc);
+        if da == db {
+            internal[da].push(q.latency_ms);
+        }
+    }
+    let mut est = LinkEstimates::default();
+    for (i, n) in nodes.iter().enumerate() {
+        let Some(s) = EndpointSummary::from_links(success[i].iter().map(|s| MeasuredLink {
+            latency_ms: 0.0,
+            jitter_ms: 0.0,
+            success: *s,
+        })) else {
+            continue;
+        };
+        let (x, y) = pos[i / per_dc];
+        est.nodes.insert(
+            n.name.clone(),
+            EstimatedNode {
+                coord: Some(CoordDoc {
+                    position: [0.01 * x, 0.01 * y, 0.0],
+                    height_ms: 2.25,
+                    error: 0.1,
+                }),
+                median_jitter_ms: 0.0,
+                median_success: s.median_success,
+            },
+        );
+    }
+    for (d, l) in internal.into_iter().enumerate() {
+        if let Some(m) = estimate_in_group_ms(l) {
+            est.groups.insert(dc_name(d), m);
+        }
+    }
+    Infra::new(nodes, links).with_estimates(&est)
+}
+
+type Parts = (Vec<Node>, Vec<(u32, u32, LinkQ)>, Vec<(f64, f64)>);
+
+/// A node of the benchmark's kinds: a cloud node (x86_64, fast-cpu, half with a database,
+/// 16 cores, 64 GiB) or an edge node (aarch64, device `i` of gps / smoke-sensor / dashboard /
+/// camera when `device(i)` and a quarter of the others, a tenth with a database, 4 cores,
+/// 4 GiB), its usage random (0 to 60 % cpu, 0 to 80 % memory, 0 to 5 containers).
+pub fn node(
+    name: String,
+    datacenter: String,
+    cloud: bool,
+    device: impl Fn(usize) -> bool,
+    r: &mut Rng,
+) -> Node {
+    let mut hardware = Vec::new();
+    let mut software = Vec::new();
+    if cloud {
+        hardware.push("fast-cpu".to_string());
+        if r.chance(0.5) {
+            software.push("database".to_string());
+        }
+    } else {
+        for (i, h) in ["gps", "smoke-sensor", "dashboard", "camera"]
+            .into_iter()
+            .enumerate()
+        {
+            if device(i) || r.chance(0.25) {
+                hardware.push(h.to_string());
+            }
+        }
+        if r.chance(0.1) {
+            software.push("database".to_string());
+        }
+    }
+    let (cpu, mem) = if cloud {
+        (16_000, 65_536)
+    } else {
+        (4_000, 4_096)
+    };
+    Node {
+        name,
+        datacenter,
+        layer: if cloud { Layer::Cloud } else { Layer::Edge },
+        arch: if cloud { "x86_64" } else { "aarch64" }.to_string(),
+        hardware,
+        software,
+        capacity: Capacity {
+            cpu_millis: cpu,
+            memory_mb: mem,
+            disk_mb: 100_000,
+            ..Default::default()
+        },
+        usage: Usage {
+            cpu_millis: (cpu as f64 * r.range(0.0, 0.6)) as u64,
+            memory_mb: (mem as f64 * r.range(0.0, 0.8)) as u64,
+            disk_mb: 10_000,
+            containers: r.below(6) as u32,
+            ..Default::default()
+        },
+    }
+}
+
+/// The nodes, links and datacenter positions of [`cluster`].
+fn parts(dcs: usize, per_dc: usize, seed: u64) -> Parts {
     let mut r = Rng::new(seed);
     let mut nodes = Vec::with_capacity(dcs * per_dc);
     for d in 0..dcs {
         let cloud = is_cloud(d);
         for k in 0..per_dc {
-            let mut hardware = Vec::new();
-            let mut software = Vec::new();
-            if cloud {
-                hardware.push("fast-cpu".to_string());
-                if r.chance(0.5) {
-                    software.push("database".to_string());
-                }
-            } else {
-                for (i, h) in ["gps", "smoke-sensor", "dashboard", "camera"]
-                    .into_iter()
-                    .enumerate()
-                {
-                    // Every device on one gateway and one other node of each site.
-                    if (k < 2 * GATEWAYS && k % GATEWAYS == i) || r.chance(0.25) {
-                        hardware.push(h.to_string());
-                    }
-                }
-                if r.chance(0.1) {
-                    software.push("database".to_string());
-                }
-            }
-            let (cpu, mem) = if cloud {
-                (16_000, 65_536)
-            } else {
-                (4_000, 4_096)
-            };
-            nodes.push(Node {
-                name: format!("{}-n{k:03}", dc_name(d)),
-                datacenter: dc_name(d),
-                layer: if cloud { Layer::Cloud } else { Layer::Edge },
-                arch: if cloud { "x86_64" } else { "aarch64" }.to_string(),
-                hardware,
-                software,
-                capacity: Capacity {
-                    cpu_millis: cpu,
-                    memory_mb: mem,
-                    disk_mb: 100_000,
-                    ..Default::default()
-                },
-                usage: Usage {
-                    cpu_millis: (cpu as f64 * r.range(0.0, 0.6)) as u64,
-                    memory_mb: (mem as f64 * r.range(0.0, 0.8)) as u64,
-                    disk_mb: 10_000,
-                    containers: r.below(6) as u32,
-                    ..Default::default()
-                },
-            });
+            // Every device on one gateway and one other node of each site.
+            let device = |i: usize| k < 2 * GATEWAYS && k % GATEWAYS == i;
+            nodes.push(node(
+                format!("{}-n{k:03}", dc_name(d)),
+                dc_name(d),
+                cloud,
+                device,
+                &mut r,
+            ));
         }
     }
     let pos: Vec<(f64, f64)> = (0..dcs)
@@ -141,7 +222,7 @@ pub fn cluster(dcs: usize, per_dc: usize, seed: u64) -> Infra {
             }
         }
     }
-    Infra::new(nodes, links)
+    (nodes, links, pos)
 }
 
 /// A synthetic application of `n` components (n >= 3) for a cluster of `dcs`

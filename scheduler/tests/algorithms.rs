@@ -9,7 +9,8 @@ use acoa_scheduler::rng::SplitMix64;
 use acoa_scheduler::topsis::{self, NodeUtil, PodRequest};
 use acoa_scheduler::{algorithms, place, score, Ledger, Outcome, Placement, ScheduleError};
 use acoa_shared::model::{
-    Application, Cluster, Component, Node, Observed, ObservedTraffic, ObservedUsage, Resources,
+    Application, Cluster, Component, CoordDoc, EstimatedNode, LinkEstimates, Node, Observed,
+    ObservedTraffic, ObservedUsage, Resources,
 };
 use common::*;
 use proptest::prelude::*;
@@ -467,26 +468,78 @@ fn the_descheduler_ignores_noise_and_moves_on_a_latency_change() {
     .is_err());
 }
 
-/// Network-aware holds a dense latency matrix: past its node limit it refuses with a reason
-/// instead of allocating gigabytes; topsis places on the same cluster.
+/// Network-aware reads latency from the sparse source (measured links, else estimates), no
+/// dense matrix: 8,193 nodes (past its old limit of 8,192, a 537 MB matrix) place and
+/// deschedule.
 #[test]
-fn network_aware_refuses_a_cluster_past_its_node_limit() {
-    use acoa_scheduler::netaware::app::MAX_NODES;
-    let names: Vec<String> = (0..=MAX_NODES).map(|i| format!("n{i:05}")).collect();
+fn network_aware_places_past_the_old_dense_matrix_limit() {
+    let names: Vec<String> = (0..=8_192).map(|i| format!("n{i:05}")).collect();
     let c = cluster(names.iter().map(|n| node(n, "dc", &[])).collect(), vec![]);
     let a = single("x", comp("m", &[], None), "network-aware");
-    match place(&c, &a, &Ledger::new()).unwrap() {
-        Outcome::Infeasible(i) => {
-            assert!(i.reason.contains("at most 8192 nodes"), "{}", i.reason)
-        }
-        o => panic!("{o:?}"),
-    }
-    let current = assignment(&[("m", "n00000")]);
-    assert!(deschedule(&c, &a, &Ledger::new(), &current, &DeschedConfig::default()).is_err());
     assert!(matches!(
-        place(&c, &with(a, "topsis"), &Ledger::new()).unwrap(),
+        place(&c, &a, &Ledger::new()).unwrap(),
         Outcome::Placed(_)
     ));
+    let current = assignment(&[("m", "n00000")]);
+    assert!(deschedule(&c, &a, &Ledger::new(), &current, &DeschedConfig::default()).is_ok());
+}
+
+/// Network-aware on estimated links: `s` is pinned to a, `f` does not fit next to it; nothing
+/// is measured between nodes, but the coordinates put c 5 ms from a and b 100 ms: `f` goes to c.
+#[test]
+fn network_aware_places_on_estimated_links() {
+    let mut c = cluster(
+        vec![
+            node("a", "dc", &["gps"]),
+            node("b", "dc", &[]),
+            node("c", "dc", &[]),
+        ],
+        vec![
+            link("a", "a", 0.1, 1.0),
+            link("b", "b", 0.1, 1.0),
+            link("c", "c", 0.1, 1.0),
+        ],
+    );
+    let at = |x: f64| EstimatedNode {
+        coord: Some(CoordDoc {
+            position: [x, 0.0, 0.0],
+            height_ms: 0.5,
+            error: 0.1,
+        }),
+        median_jitter_ms: 0.1,
+        median_success: 1.0,
+    };
+    c.estimates = Some(LinkEstimates {
+        nodes: [("a", 0.0), ("b", 100.0), ("c", 5.0)]
+            .into_iter()
+            .map(|(n, x)| (n.to_string(), at(x)))
+            .collect(),
+        groups: BTreeMap::new(),
+    });
+    let a = with(
+        app(
+            "app",
+            vec![
+                comp("s", &["gps"], res(100, 100)),
+                comp("f", &[], res(100, 800)),
+            ],
+            vec![chan("sf", "s", "f")],
+            vec![],
+            vec![],
+        ),
+        "network-aware",
+    );
+    let p = placed(&c, &a, &Ledger::new());
+    assert_eq!(p.assignment["s"], "a");
+    assert_eq!(p.assignment["f"], "c", "{:?}", p.notes);
+    assert!(
+        p.notes.iter().any(|n| n.contains("estimated")),
+        "{:?}",
+        p.notes
+    );
+    // without the estimates, b and c are alike (unknown): the tie goes to the first
+    c.estimates = None;
+    assert_eq!(placed(&c, &a, &Ledger::new()).assignment["f"], "b");
 }
 
 // ------------------------------------------------------------------ property

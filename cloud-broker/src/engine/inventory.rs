@@ -241,7 +241,8 @@ impl Engine {
         }
     }
 
-    /// The live infrastructure model: online nodes and their links (loopbacks filled in).
+    /// The live infrastructure model: online nodes, their measured links (loopbacks filled
+    /// in) and what the other pairs are estimated from (`probes`: [`Engine::estimates`]).
     pub fn cluster(&mut self) -> Arc<Cluster> {
         if let Some((v, c)) = &self.cluster_cache {
             if *v == self.model_version {
@@ -274,12 +275,7 @@ impl Engine {
                 success: e.success,
             })
             .collect();
-        let estimated = self.estimated_links(&nodes);
-        self.probes.estimated = estimated
-            .iter()
-            .map(|l| (l.from.clone(), l.to.clone()))
-            .collect();
-        links.extend(estimated);
+        let estimates = self.estimates(&nodes);
         for n in &nodes {
             if !self.links.contains_key(&(n.name.clone(), n.name.clone())) {
                 links.push(Link {
@@ -305,6 +301,7 @@ impl Engine {
             nodes,
             links,
             observed,
+            estimates: (!estimates.is_empty()).then_some(estimates),
         });
         self.cluster_cache = Some((self.model_version, c.clone()));
         c
@@ -323,7 +320,8 @@ impl Engine {
         b
     }
 
-    /// Confidence bounds of `links`, in their order: measured where a node reported them.
+    /// Confidence bounds of `links`, in their order: measured where a node reported them
+    /// (the bounds of estimated pairs: `links::favour_current`).
     pub(super) fn bounds_of(&self, links: &[Link]) -> Vec<LinkBounds> {
         links
             .iter()
@@ -332,13 +330,6 @@ impl Engine {
                 // the host's scheduling, not a link's quality
                 Some(e) if l.from != l.to => {
                     LinkBounds::measured(e.latency_ms, e.jitter_ms, e.success, e.samples)
-                }
-                None if self
-                    .probes
-                    .estimated
-                    .contains(&(l.from.clone(), l.to.clone())) =>
-                {
-                    self.estimate_bounds(l)
                 }
                 _ => LinkBounds::exact(l.latency_ms, l.success),
             })

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use acoa_shared::model::{Application, Cluster};
+use acoa_shared::model::{Application, Cluster, Link};
 
 /// The latency given to a node's own loopback when its agent does not report one: the
 /// probers' floor ([`LATENCY_FLOOR_MS`]), since nothing below it can be told apart.
@@ -90,6 +90,11 @@ impl LinkBounds {
 /// bound. Scored on it, a candidate beats the current placement only if it does so however
 /// the measurements' uncertainty turns out. `bounds` is aligned with `cluster.links`
 /// (otherwise the cluster is returned unchanged).
+///
+/// Estimated pairs (`cluster.estimates`): a used one becomes a link at its optimistic bound,
+/// latency × (1 − r) with r the larger `LinkEstimates::uncertainty` of its ends; every other
+/// estimate is taken at latency × (1 + the largest r of any node), one factor for all of them
+/// (more pessimistic than each pair's own bound, and O(nodes) instead of a link per pair).
 pub fn favour_current(
     cluster: &Cluster,
     bounds: &[LinkBounds],
@@ -119,6 +124,32 @@ pub fn favour_current(
             l.latency_ms = b.latency_ms.1;
             l.success = b.success.0;
         }
+    }
+    if let Some(est) = &cluster.estimates {
+        let measured: BTreeSet<(&str, &str)> = cluster
+            .links
+            .iter()
+            .map(|l| (l.from.as_str(), l.to.as_str()))
+            .collect();
+        for (a, b) in &used {
+            if measured.contains(&(*a, *b)) {
+                continue;
+            }
+            let (Some(na), Some(nb)) = (cluster.node(a), cluster.node(b)) else {
+                continue;
+            };
+            if let Some(v) = est.view(na, nb) {
+                let r = est.uncertainty(a).max(est.uncertainty(b));
+                c.links.push(Link {
+                    from: a.to_string(),
+                    to: b.to_string(),
+                    latency_ms: v.latency_ms.value() * (1.0 - r),
+                    jitter_ms: v.jitter_ms.value(),
+                    success: v.success.value(),
+                });
+            }
+        }
+        c.estimates = Some(est.scaled(1.0 + est.max_uncertainty()));
     }
     c
 }

@@ -14,11 +14,12 @@
 //!   group; jitter the worse endpoint's median over its measured links, success the product of
 //!   the endpoints' medians).
 //!
-//! - The live model the placements read ([`Engine::cluster`]) holds the measured links and, for
-//!   every other ordered pair of online nodes, the estimate (in fleets of at most
-//!   [`MAX_ESTIMATED_NODES`] online nodes; above, measured links only: see "Not done" in
-//!   ARCHITECTURE.md); the estimated pairs are remembered, their confidence bounds are wide
-//!   (the coordinates' error) so that the descheduler does not move on an estimate alone.
+//! - The live model the placements read ([`Engine::cluster`]) holds the measured links and
+//!   what the other pairs are estimated from ([`LinkEstimates`]: per node its coordinate and
+//!   measured-link medians, per datacenter its median internal latency; O(nodes), whatever
+//!   the fleet's size); the scheduler estimates a pair when it looks at it. The estimates'
+//!   confidence bounds are wide (the coordinates' error: `links::favour_current`) so that the
+//!   descheduler does not move on an estimate alone.
 //! - Targeted probes ([`Engine::target_placement`]): after a placement is applied, the pairs its
 //!   channels use that are only estimated are added to the first node's list (probing the
 //!   second); when the last of them is measured the application is evaluated again
@@ -34,19 +35,14 @@ use acoa_shared::coords::{
     estimate_in_group_ms, select_neighbours, Coord, EndpointSummary, LinkView, MeasuredLink,
     Member, NeighbourMix, DIMS,
 };
-use acoa_shared::model::{self, Link};
+use acoa_shared::model::{self, CoordDoc, EstimatedNode, LinkEstimates};
 use acoa_shared::topics;
 use acoa_shared::wire::{self, Message, Peer, PeerList, WireCoord, MAX_PEERS_PER_NODE};
 use tracing::{error, info};
 
-use super::links::LinkBounds;
 use super::liveness::NodeState;
 use super::{Action, Engine, Purpose};
 use crate::records::PersistOp;
-
-/// The most online nodes whose unmeasured pairs the live model fills with estimates (n^2 links:
-/// 250,000 at this bound).
-pub const MAX_ESTIMATED_NODES: usize = 500;
 
 /// The seed of the neighbour sets' random slots (fixed: a list changes only when its members
 /// or their coordinates do).
@@ -138,8 +134,6 @@ pub(super) struct Probes {
     pub(super) awaiting: BTreeMap<String, BTreeSet<(String, String)>>,
     /// Applications whose targeted pairs were all measured, to evaluate again.
     pub(super) measured_apps: BTreeSet<String>,
-    /// The ordered pairs the live model holds as estimates.
-    pub(super) estimated: HashSet<(String, String)>,
     /// A coordinate moved since the lists were computed.
     pub(super) moved: bool,
     pub(super) last_refresh: u64,
@@ -289,12 +283,11 @@ impl Engine {
         self.probes.coords.get(node).copied()
     }
 
-    /// Estimated links for every ordered pair of `nodes` without a measurement (none above
-    /// [`MAX_ESTIMATED_NODES`]): the summaries and group medians computed once.
-    pub(super) fn estimated_links(&self, nodes: &[model::Node]) -> Vec<Link> {
-        if nodes.len() > MAX_ESTIMATED_NODES {
-            return Vec::new();
-        }
+    /// What the placements estimate the unmeasured pairs of `nodes` from (O(nodes + measured
+    /// links), whatever the fleet's size): each node's coordinate and measured-link medians,
+    /// each datacenter's median internal latency; the rule is `coords::LinkView::of_pair`,
+    /// applied by the scheduler to the pairs it looks at.
+    pub(super) fn estimates(&self, nodes: &[model::Node]) -> LinkEstimates {
         let mut ends: HashMap<&str, Vec<MeasuredLink>> = HashMap::new();
         let mut groups: HashMap<&str, Vec<f64>> = HashMap::new();
         let dc = |n: &str| self.nodes.get(n).map(|x| x.info.datacenter.as_str());
@@ -315,60 +308,27 @@ impl Engine {
                 }
             }
         }
-        let summaries: HashMap<&str, EndpointSummary> = ends
+        let online: HashSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        let nodes = ends
             .into_iter()
-            .filter_map(|(n, l)| Some((n, EndpointSummary::from_links(l)?)))
+            .filter(|(n, _)| online.contains(n))
+            .filter_map(|(n, l)| {
+                let s = EndpointSummary::from_links(l)?;
+                Some((
+                    n.to_string(),
+                    EstimatedNode {
+                        coord: self.probes.coords.get(n).map(CoordDoc::of),
+                        median_jitter_ms: s.median_jitter_ms,
+                        median_success: s.median_success,
+                    },
+                ))
+            })
             .collect();
-        let group_ms: HashMap<&str, f64> = groups
+        let groups = groups
             .into_iter()
-            .filter_map(|(g, l)| Some((g, estimate_in_group_ms(l)?)))
+            .filter_map(|(g, l)| Some((g.to_string(), estimate_in_group_ms(l)?)))
             .collect();
-        let mut out = Vec::new();
-        for a in nodes {
-            for b in nodes {
-                if a.name == b.name || self.links.contains_key(&(a.name.clone(), b.name.clone())) {
-                    continue;
-                }
-                let coords = match (
-                    self.probes.coords.get(&a.name),
-                    self.probes.coords.get(&b.name),
-                ) {
-                    (Some(x), Some(y)) => Some((x, y)),
-                    _ => None,
-                };
-                let in_group = (a.datacenter == b.datacenter)
-                    .then(|| group_ms.get(a.datacenter.as_str()).copied())
-                    .flatten();
-                let ends = match (
-                    summaries.get(a.name.as_str()),
-                    summaries.get(b.name.as_str()),
-                ) {
-                    (Some(x), Some(y)) => Some((x, y)),
-                    _ => None,
-                };
-                if let Some(v) = LinkView::of_pair(None, coords, in_group, ends) {
-                    out.push(Link {
-                        from: a.name.clone(),
-                        to: b.name.clone(),
-                        latency_ms: v.latency_ms.value(),
-                        jitter_ms: v.jitter_ms.value(),
-                        success: v.success.value(),
-                    });
-                }
-            }
-        }
-        out
-    }
-
-    /// Confidence bounds of an estimated link: its latency give or take the larger of the two
-    /// coordinates' own error estimates (at least 10 %, at most 100 %).
-    pub(super) fn estimate_bounds(&self, l: &Link) -> LinkBounds {
-        let err = |n: &str| self.probes.coords.get(n).map_or(1.0, |c| c.error());
-        let r = err(&l.from).max(err(&l.to)).clamp(0.1, 1.0);
-        LinkBounds {
-            latency_ms: (l.latency_ms * (1.0 - r), l.latency_ms * (1.0 + r)),
-            success: (l.success, l.success),
-        }
+        LinkEstimates { nodes, groups }
     }
 
     /// The node pairs the channels of `app` use under `assignment` (other than a node's own).

@@ -22,6 +22,18 @@ use acoa_shared::coords::{
 use anyhow::{bail, Result};
 use clap::Parser;
 
+#[cfg(feature = "sim")]
+#[path = "coords-sim/place.rs"]
+mod place;
+#[cfg(not(feature = "sim"))]
+mod place {
+    pub fn header(_: &super::Args) {
+        eprintln!("--place needs the feature `sim` (the benchmark's synthetic applications)");
+        std::process::exit(2);
+    }
+    pub fn compare(_: &super::Topology, _: usize, _: &super::Outcome, _: &super::Args) {}
+}
+
 #[derive(Parser, Debug)]
 #[command(about = "Accuracy of Vivaldi network coordinates on a simulated railway fleet")]
 struct Args {
@@ -65,6 +77,15 @@ struct Args {
     /// RELATIVE update filter threshold.
     #[arg(long, default_value_t = 0.1)]
     threshold: f64,
+    /// Also place this many synthetic applications of the scheduler benchmark per fleet size
+    /// and k, on all pairs measured and on the k measured pairs plus estimates (the 1 % goal;
+    /// needs `--features sim`, 3 dimensions; all pairs are held as links: sizes up to a few
+    /// thousand nodes).
+    #[arg(long, default_value_t = 0)]
+    place: usize,
+    /// Time budget of each placement search, ms.
+    #[arg(long, default_value_t = 10_000)]
+    place_budget_ms: u64,
     /// Vivaldi cc and ce.
     #[arg(long, default_value_t = 0.25)]
     cc: f64,
@@ -428,7 +449,12 @@ fn dijkstra(edges: &[Vec<(usize, f64)>], s: usize) -> Vec<f64> {
     dist
 }
 
+#[cfg_attr(not(feature = "sim"), allow(dead_code))]
 struct Outcome {
+    /// Each node's reported coordinate at the end (position, height, error).
+    coords: Vec<(Vec<f64>, f64, f64)>,
+    /// Each node's last peer list (what the control plane has measured links for).
+    peers: Vec<Vec<usize>>,
     median: f64,
     p90: f64,
     median_sys: f64,
@@ -546,6 +572,14 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
     }
     let total_pairs = n as f64 * (n as f64 - 1.0) / 2.0;
     Outcome {
+        coords: agents
+            .iter()
+            .map(|a| {
+                let c = a.coordinate();
+                (c.vec().to_vec(), c.height(), c.error())
+            })
+            .collect(),
+        peers,
         median: quantile(&mut errs, 0.5),
         p90: quantile(&mut errs, 0.9),
         median_sys: quantile(&mut errs_sys, 0.5),
@@ -579,8 +613,15 @@ fn main() -> Result<()> {
         args.detours
     );
     println!();
-    println!("| nodes | sites (lines, stations) | TIV pairs | k | rounds | samples/node | median rel. error | p90 rel. error | median (system coords) | pairs probed | app-coord updates/node | time (s) |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    if args.place > 0 {
+        if args.dims != 3 {
+            bail!("--place needs --dims 3 (the coordinates the control plane keeps)");
+        }
+        place::header(&args);
+    } else {
+        println!("| nodes | sites (lines, stations) | TIV pairs | k | rounds | samples/node | median rel. error | p90 rel. error | median (system coords) | pairs probed | app-coord updates/node | time (s) |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    }
     for &n in &args.nodes {
         let started = Instant::now();
         let topo = Topology::build(n, args.detours, args.seed);
@@ -593,6 +634,10 @@ fn main() -> Result<()> {
                 4 => simulate::<4>(&topo, k, &args),
                 _ => simulate::<5>(&topo, k, &args),
             };
+            if args.place > 0 {
+                place::compare(&topo, k, &o, &args);
+                continue;
+            }
             println!(
                 "| {} | {} ({}, {}) | {:.1} % | {} | {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.2} % | {:.1} | {:.1} (+{:.1} topology) |",
                 topo.nodes.len(),

@@ -91,13 +91,18 @@ pub trait CriterionPlugin: Send + Sync {
 /// Relaxes `out[y] = min(out[y], val[x] + cost(link))` over the links between the nodes
 /// `x` of `src` (with a finite `val[x]`) and the nodes `y` that `dst_member` admits:
 /// links `x -> y` when `forward`, `y -> x` otherwise. `val` and `out` are per node.
+///
+/// Measured links are visited; estimated ones are bounded without visiting every pair, so
+/// that `out` stays a lower bound: latency by the estimator's cells of `src`
+/// ([`crate::estimate::Estimator::latency_lb`], O(|dst| x cells)), unreliability by its
+/// halves (`-ln` of the success estimate, a product, is a sum: O(|src| + |dst|)).
 pub(super) fn propagate(
     ctx: &Ctx<'_, '_>,
     src: &[u32],
     val: &[f64],
     dst_member: &[bool],
     forward: bool,
-    cost: impl Fn(crate::infra::LinkQ) -> f64,
+    cost: Cost,
     out: &mut [f64],
 ) {
     let infra = ctx.model.infra;
@@ -113,9 +118,67 @@ pub(super) fn propagate(
         };
         for (y, l) in ys.iter().zip(ls) {
             if dst_member[*y as usize] {
-                let c = vx + cost(*l);
+                let c = vx + cost.of(*l);
                 if c < out[*y as usize] {
                     out[*y as usize] = c;
+                }
+            }
+        }
+    }
+    let Some(e) = infra.estimator() else { return };
+    match cost {
+        Cost::Latency => {
+            let cells = e.cells(src, |x| val[x as usize]);
+            for (y, admitted) in dst_member.iter().enumerate() {
+                if *admitted {
+                    let c = e.latency_lb(y as u32, &cells);
+                    if c < out[y] {
+                        out[y] = c;
+                    }
+                }
+            }
+        }
+        Cost::Unreliability => {
+            let best = src
+                .iter()
+                .filter(|x| val[**x as usize].is_finite())
+                .filter_map(|x| Some(val[*x as usize] + cost.of(e.half(*x)?)))
+                .fold(f64::INFINITY, f64::min);
+            if !best.is_finite() {
+                return;
+            }
+            for (y, admitted) in dst_member.iter().enumerate() {
+                if *admitted {
+                    if let Some(h) = e.half(y as u32) {
+                        let c = best + cost.of(h);
+                        if c < out[y] {
+                            out[y] = c;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What [`propagate`] adds up over links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cost {
+    /// Latency, ms.
+    Latency,
+    /// `-ln success` (infinite for a link that never answers).
+    Unreliability,
+}
+
+impl Cost {
+    pub(super) fn of(self, q: crate::infra::LinkQ) -> f64 {
+        match self {
+            Cost::Latency => q.latency_ms,
+            Cost::Unreliability => {
+                if q.success > 0.0 {
+                    -q.success.ln()
+                } else {
+                    f64::INFINITY
                 }
             }
         }

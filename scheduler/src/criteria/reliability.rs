@@ -25,14 +25,6 @@ struct Forest {
     mmin: f64,
 }
 
-fn cost(q: crate::infra::LinkQ) -> f64 {
-    if q.success > 0.0 {
-        -q.success.ln()
-    } else {
-        f64::INFINITY
-    }
-}
-
 impl Reliability {
     pub fn new(model: &Model<'_>, path: &str, channels: &[usize]) -> Self {
         let mut comps = Vec::new();
@@ -140,7 +132,7 @@ impl Reliability {
                 &inner[*v],
                 member(p),
                 child_to_parent(ch, *v),
-                cost,
+                Cost::Unreliability,
                 &mut msg,
             );
             for b in cand(p) {
@@ -177,7 +169,7 @@ impl Reliability {
                 &excl,
                 member(*v),
                 !child_to_parent(ch, *v),
-                cost,
+                Cost::Unreliability,
                 &mut msg,
             );
             down[*v] = msg;

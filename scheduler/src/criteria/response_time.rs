@@ -99,7 +99,6 @@ impl ResponseTime {
     pub fn potentials(&self, ctx: &Ctx<'_, '_>) -> RtPot {
         let n = ctx.model.infra.len();
         let nv = self.scope.comps.len();
-        let lat = |q: crate::infra::LinkQ| q.latency_ms;
         let cand = |slot: usize| &ctx.space.cand[self.scope.comps[slot]][..];
         let member = |slot: usize| &ctx.space.member[self.scope.comps[slot]][..];
         let mut has_in = vec![false; nv];
@@ -119,7 +118,15 @@ impl ResponseTime {
         let mut msg = vec![f64::INFINITY; n];
         for (_, s, t) in &self.edges {
             msg.iter_mut().for_each(|m| *m = f64::INFINITY);
-            propagate(ctx, cand(*s), &g[*s], member(*t), true, lat, &mut msg);
+            propagate(
+                ctx,
+                cand(*s),
+                &g[*s],
+                member(*t),
+                true,
+                Cost::Latency,
+                &mut msg,
+            );
             for b in cand(*t) {
                 let b = *b as usize;
                 g[*t][b] = g[*t][b].max(msg[b]);
@@ -128,7 +135,15 @@ impl ResponseTime {
         let mut h: Vec<Vec<f64>> = (0..nv).map(|v| init(v, !has_out[v])).collect();
         for (_, s, t) in self.edges.iter().rev() {
             msg.iter_mut().for_each(|m| *m = f64::INFINITY);
-            propagate(ctx, cand(*t), &h[*t], member(*s), false, lat, &mut msg);
+            propagate(
+                ctx,
+                cand(*t),
+                &h[*t],
+                member(*s),
+                false,
+                Cost::Latency,
+                &mut msg,
+            );
             for b in cand(*s) {
                 let b = *b as usize;
                 h[*s][b] = h[*s][b].max(msg[b]);

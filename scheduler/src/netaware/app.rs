@@ -34,16 +34,12 @@
 //! hysteresis), or uses [`super::desched::Descheduler`] on [`snapshot`]'s output.
 
 use super::ComponentUse;
-use super::{desched, NodeState, Snapshot, Weights};
+use super::{desched, Latency, NodeState, Snapshot, Weights};
 use crate::ledger::Ledger;
 use crate::problem::Model;
 use crate::{filter, Decided, Infra, ScheduleError};
 use acoa_shared::model::{Application, Cluster};
 use std::collections::{BTreeMap, HashMap};
-
-/// The largest cluster `network-aware` places on: its snapshot holds a dense latency matrix
-/// (8 bytes per ordered pair of nodes: 200 MB at 5,000 nodes, 537 MB at this limit).
-pub const MAX_NODES: usize = 8_192;
 
 /// The weights used for applications without an ingress: [`Weights::default`] without the
 /// entry term (δ = 0). With an ingress in the cluster: [`Weights::default`].
@@ -179,35 +175,28 @@ pub(crate) fn prepare(
             }
         })
         .collect();
-    // Latency: measured; unknown = the slowest known.
-    let mut latency_ms = vec![vec![f64::NAN; nn]; nn];
-    let mut slowest = 0.0_f64;
-    for (a, row) in latency_ms.iter_mut().enumerate() {
-        let (to, q) = infra.out_links(a as u32);
-        for (b, q) in to.iter().zip(q) {
-            row[*b as usize] = q.latency_ms;
-            slowest = slowest.max(q.latency_ms);
-        }
-    }
-    let mut unknown = 0usize;
-    for (a, row) in latency_ms.iter_mut().enumerate() {
-        for (b, l) in row.iter_mut().enumerate() {
-            if l.is_nan() {
-                if a == b {
-                    *l = 0.0;
-                } else {
-                    *l = slowest;
-                    unknown += 1;
-                }
-            }
-        }
-    }
-    if unknown > 0 {
+    // Latency: measured, else estimated; unknown = the slowest measured.
+    let slowest = (0..nn as u32)
+        .flat_map(|a| infra.out_links(a).1.iter().map(|q| q.latency_ms))
+        .fold(0.0_f64, f64::max);
+    let known_pairs: usize = match infra.estimator() {
+        Some(_) => nn * nn.saturating_sub(1),
+        None => (0..nn as u32)
+            .map(|a| infra.out(a).iter().filter(|b| **b != a).count())
+            .sum(),
+    };
+    if infra.estimator().is_some() {
+        notes.push(
+            "links without a measurement are estimated from the nodes' coordinates".to_string(),
+        );
+    } else if known_pairs < nn * nn.saturating_sub(1) {
         notes.push(format!(
-            "{unknown} of {} links are not measured: taken as the slowest known ({slowest} ms)",
+            "{} of {} links are not measured: taken as the slowest known ({slowest} ms)",
+            nn * nn.saturating_sub(1) - known_pairs,
             nn * nn.saturating_sub(1)
         ));
     }
+    let latency = Latency::links(infra, slowest);
     let mut allowed = vec![vec![false; nn]; nc];
     for (c, comp) in model.comps.iter().enumerate() {
         for &n in &comp.cand {
@@ -258,7 +247,7 @@ pub(crate) fn prepare(
     Prepared {
         snapshot: Snapshot {
             nodes,
-            latency_ms,
+            latency,
             components,
             traffic,
             entry,
@@ -275,9 +264,6 @@ pub(crate) fn prepare(
 /// the components placed on it still fit in what the ledger leaves (capacity − usage −
 /// reservations), as for `qos` (the measured use may be lower than the requests).
 pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> Decided {
-    if let Some(reason) = too_large(model.infra) {
-        return Decided::Infeasible(reason);
-    }
     let Prepared {
         snapshot: mut s,
         notes,
@@ -342,21 +328,8 @@ pub(crate) fn place(model: &Model<'_>, app: &Application, ledger: &Ledger) -> De
     }
 }
 
-fn too_large(infra: &Infra) -> Option<String> {
-    (infra.len() > MAX_NODES).then(|| {
-        format!(
-            "network-aware places on at most {MAX_NODES} nodes (a dense latency matrix), the cluster has {}: use qos or topsis",
-            infra.len()
-        )
-    })
-}
-
-/// The mean score of the given deployment (see the module docs); 0 on a cluster larger than
-/// [`MAX_NODES`].
+/// The mean score of the given deployment (see the module docs).
 pub(crate) fn score(model: &Model<'_>, app: &Application, ledger: &Ledger, a: &[u32]) -> f64 {
-    if too_large(model.infra).is_some() {
-        return 0.0;
-    }
     let p = prepare(model, app, ledger, None);
     app_score(&p.snapshot, &p.weights, a)
 }
@@ -418,11 +391,6 @@ pub fn snapshot(
     cluster.validate()?;
     app.validate()?;
     let infra = Infra::from_cluster(cluster);
-    if let Some(reason) = too_large(&infra) {
-        return Err(ScheduleError::Model(acoa_shared::model::ModelError::new(
-            "nodes", reason,
-        )));
-    }
     let constraints = filter::default_constraints();
     let model = Model::compile(&infra, app, ledger, &constraints);
     let a = crate::resolve(&infra, &model, current)?;

@@ -77,6 +77,8 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod app;
+use crate::Infra;
+
 pub mod baseline;
 pub mod desched;
 #[cfg(feature = "sim")]
@@ -114,8 +116,8 @@ pub struct ComponentUse {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     pub nodes: Vec<NodeState>,
-    /// `latency_ms[a][b]`: measured one-way latency from node `a` to node `b`, ms.
-    pub latency_ms: Vec<Vec<f64>>,
+    /// The one-way latency from node `a` to node `b`, ms ([`Latency::ms`]).
+    pub latency: Latency,
     pub components: Vec<ComponentUse>,
     /// `traffic[i][j]`: measured bytes/s sent by component `i` to component `j`.
     pub traffic: Vec<Vec<f64>>,
@@ -126,6 +128,88 @@ pub struct Snapshot {
     /// `allowed[c][n]`: whether component `c` may run on node `n` at all (its constraints:
     /// hardware, layer, ...). Empty: every component may run on every schedulable node.
     pub allowed: Vec<Vec<bool>>,
+}
+
+/// Where a [`Snapshot`] reads the latency between two nodes.
+#[derive(Debug, Clone)]
+pub enum Latency {
+    /// `[a][b]`: the one-way latency from node `a` to node `b`, ms (the paper's simulation and
+    /// the tests: every pair given).
+    Matrix(Vec<Vec<f64>>),
+    /// The scheduler's sparse source: [`Infra::link`] (measured, else estimated), and
+    /// `unknown_ms` for a pair it has neither for; 0 from a node to itself. No n x n matrix.
+    Links {
+        infra: Infra,
+        unknown_ms: f64,
+        /// [`Latency::max`], computed once: the largest measured latency, `unknown_ms`, and an
+        /// upper bound of the estimates (`Estimator::max_latency_bound`; the largest estimate
+        /// itself would cost n^2).
+        max_ms: f64,
+    },
+}
+
+impl PartialEq for Latency {
+    fn eq(&self, other: &Latency) -> bool {
+        match (self, other) {
+            (Latency::Matrix(a), Latency::Matrix(b)) => a == b,
+            (
+                Latency::Links {
+                    infra: a,
+                    unknown_ms: ua,
+                    max_ms: ma,
+                },
+                Latency::Links {
+                    infra: b,
+                    unknown_ms: ub,
+                    max_ms: mb,
+                },
+            ) => a.same(b) && ua == ub && ma == mb,
+            _ => false,
+        }
+    }
+}
+
+impl Latency {
+    /// Over `infra`'s links and estimates (see [`Latency::Links`]).
+    pub fn links(infra: &Infra, unknown_ms: f64) -> Latency {
+        let measured = (0..infra.len() as u32)
+            .flat_map(|a| infra.out_links(a).1.iter().map(|q| q.latency_ms))
+            .fold(unknown_ms, f64::max);
+        let max_ms = infra
+            .estimator()
+            .map_or(measured, |e| measured.max(e.max_latency_bound()));
+        Latency::Links {
+            infra: infra.clone(),
+            unknown_ms,
+            max_ms,
+        }
+    }
+
+    /// The latency from node `a` to node `b`, ms.
+    #[inline]
+    pub fn ms(&self, a: usize, b: usize) -> f64 {
+        match self {
+            Latency::Matrix(m) => m[a][b],
+            Latency::Links {
+                infra, unknown_ms, ..
+            } => {
+                if a == b {
+                    return infra.link(a as u32, a as u32).map_or(0.0, |q| q.latency_ms);
+                }
+                infra
+                    .link(a as u32, b as u32)
+                    .map_or(*unknown_ms, |q| q.latency_ms)
+            }
+        }
+    }
+
+    /// The largest latency (of the matrix; for [`Latency::Links`], its `max_ms`).
+    pub fn max(&self) -> f64 {
+        match self {
+            Latency::Matrix(m) => m.iter().flatten().fold(0.0_f64, |m, &v| m.max(v)),
+            Latency::Links { max_ms, .. } => *max_ms,
+        }
+    }
 }
 
 /// The weights of the score and the candidate filter.
@@ -263,7 +347,24 @@ impl Snapshot {
             check_value(format!("component {} cpu", c.name), c.cpu)?;
             check_value(format!("component {} memory", c.name), c.memory)?;
         }
-        check_matrix("latency_ms", &self.latency_ms, self.nodes.len())?;
+        match &self.latency {
+            Latency::Matrix(m) => check_matrix("latency_ms", m, self.nodes.len())?,
+            Latency::Links {
+                infra,
+                unknown_ms,
+                max_ms,
+            } => {
+                if infra.len() != self.nodes.len() {
+                    return Err(NetError::Shape {
+                        what: "latency nodes".into(),
+                        expected: self.nodes.len(),
+                        got: infra.len(),
+                    });
+                }
+                check_value("latency unknown_ms".to_string(), *unknown_ms)?;
+                check_value("latency max_ms".to_string(), *max_ms)?;
+            }
+        }
         check_matrix("traffic", &self.traffic, self.components.len())?;
         if self.entry >= self.components.len() {
             return Err(invalid("entry", format!("no component {}", self.entry)));
@@ -302,12 +403,9 @@ impl Snapshot {
         self.traffic[a][b] + self.traffic[b][a]
     }
 
-    /// The largest latency in the matrix.
+    /// The largest latency ([`Latency::max`]).
     pub fn max_latency(&self) -> f64 {
-        self.latency_ms
-            .iter()
-            .flatten()
-            .fold(0.0_f64, |m, &v| m.max(v))
+        self.latency.max()
     }
 
     /// CPU and memory in use on each node: background plus the assigned components, except
@@ -401,7 +499,7 @@ fn score_with_loads(
         }
         if let Some(m) = *a {
             let t = s.exchanged(c, k);
-            cost += t * s.latency_ms[n][m];
+            cost += t * s.latency.ms(n, m);
             volume += t;
         }
     }
@@ -412,7 +510,7 @@ fn score_with_loads(
     };
     let entry = (c == s.entry).then(|| {
         if lmax > 0.0 {
-            1.0 - s.latency_ms[s.ingress][n] / lmax
+            1.0 - s.latency.ms(s.ingress, n) / lmax
         } else {
             1.0
         }

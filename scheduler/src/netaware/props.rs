@@ -51,7 +51,7 @@ fn random_snapshot(seed: u64) -> Snapshot {
     }
     Snapshot {
         nodes,
-        latency_ms,
+        latency: Latency::Matrix(latency_ms),
         components,
         traffic,
         entry: (r.next_u64() % nc as u64) as usize,

@@ -43,7 +43,7 @@
 //! (`users × visits × d`), memory, and the traffic matrix (`users × calls × bytes`).
 
 use super::desched::{Action, Config, Descheduler, Event};
-use super::{baseline, place, ComponentUse, NetOutcome, NodeState, Snapshot, Weights};
+use super::{baseline, place, ComponentUse, Latency, NetOutcome, NodeState, Snapshot, Weights};
 use crate::rng::SplitMix64 as Rng;
 
 /// The application: components, their calls, their costs.
@@ -200,7 +200,7 @@ pub fn snapshot(
     }
     Snapshot {
         nodes: nodes.to_vec(),
-        latency_ms,
+        latency: Latency::Matrix(latency_ms),
         components: (0..n)
             .map(|c| ComponentUse {
                 name: wf.names[c].clone(),

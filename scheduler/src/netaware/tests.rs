@@ -33,6 +33,14 @@ fn comp(name: &str, cpu: f64, memory: f64) -> ComponentUse {
     }
 }
 
+/// The latency matrix of a test snapshot.
+fn matrix(s: &mut Snapshot) -> &mut Vec<Vec<f64>> {
+    match &mut s.latency {
+        Latency::Matrix(m) => m,
+        Latency::Links { .. } => panic!("a test snapshot has a matrix"),
+    }
+}
+
 fn fixture() -> Snapshot {
     Snapshot {
         nodes: vec![
@@ -40,11 +48,11 @@ fn fixture() -> Snapshot {
             node("n1", 0.0, 0.0),
             node("n2", 500.0, 500.0),
         ],
-        latency_ms: vec![
+        latency: Latency::Matrix(vec![
             vec![0.0, 10.0, 20.0],
             vec![10.0, 0.0, 40.0],
             vec![20.0, 40.0, 0.0],
-        ],
+        ]),
         components: vec![
             comp("a", 100.0, 200.0),
             comp("b", 200.0, 100.0),
@@ -123,7 +131,7 @@ fn no_placed_peer_or_no_latency_makes_the_network_term_neutral() {
     let s = fixture();
     assert!(close(score_parts(&s, &w(), &[None; 3], 1, 2).network, 1.0));
     let mut z = fixture();
-    z.latency_ms = vec![vec![0.0; 3]; 3];
+    z.latency = Latency::Matrix(vec![vec![0.0; 3]; 3]);
     let p = score_parts(&z, &w(), &[Some(0), None, Some(2)], 1, 1);
     assert!(close(p.network, 1.0) && close(p.total, (0.2 + 0.135 + 0.5) / 0.9));
 }
@@ -223,7 +231,7 @@ fn unschedulable_nodes_are_never_chosen() {
 #[test]
 fn bad_input_is_an_error_naming_what_is_wrong() {
     let mut s = fixture();
-    s.latency_ms[1].pop();
+    matrix(&mut s)[1].pop();
     let e = place(&s, &w()).unwrap_err();
     assert_eq!(e.to_string(), "latency_ms row 1: expected 3 entries, got 2");
     let mut s = fixture();
@@ -526,11 +534,11 @@ fn equidistant(noise: f64, rng: &mut Rng) -> Snapshot {
             node("n1", 100.0, 100.0),
             node("n2", 100.0, 100.0),
         ],
-        latency_ms: vec![
+        latency: Latency::Matrix(vec![
             vec![0.0, 50.0, 50.0],
             vec![50.0, 0.0, 50.0],
             vec![50.0, 50.0, 0.0],
-        ],
+        ]),
         components: vec![comp("x", 750.0, 50.0), comp("y", 100.0, 100.0)],
         traffic: vec![vec![0.0, 1000.0], vec![3000.0, 0.0]],
         entry: 0,
@@ -540,7 +548,7 @@ fn equidistant(noise: f64, rng: &mut Rng) -> Snapshot {
     for a in 0..3 {
         for b in 0..3 {
             if a != b {
-                s.latency_ms[a][b] *= 1.0 + noise * (2.0 * rng.unit() - 1.0);
+                matrix(&mut s)[a][b] *= 1.0 + noise * (2.0 * rng.unit() - 1.0);
             }
         }
     }
@@ -595,8 +603,8 @@ fn a_real_change_still_moves_it_under_noise() {
     for t in 0..200 {
         let mut s = equidistant(0.1, &mut rng);
         if t >= 50 {
-            s.latency_ms[0][2] *= 0.1;
-            s.latency_ms[2][0] *= 0.1;
+            matrix(&mut s)[0][2] *= 0.1;
+            matrix(&mut s)[2][0] *= 0.1;
         }
         for act in tick(&mut d, &s, &a) {
             if let Action::Move { component, to, .. } = act {

@@ -20,6 +20,10 @@ pub struct Cluster {
     /// between them (read by the `network-aware` scheduler). Empty until something is measured.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub observed: BTreeMap<String, Observed>,
+    /// What the latency, jitter and success of a pair without a measured link are estimated
+    /// from (network coordinates, issue 16); absent: such a pair has no link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimates: Option<super::LinkEstimates>,
 }
 
 /// What one application was measured to use at run time.
@@ -263,6 +267,9 @@ impl Cluster {
                     format!("must be between 0 and 1, got {}", l.success),
                 ));
             }
+        }
+        if let Some(e) = &self.estimates {
+            e.validate(&names)?;
         }
         for (app, o) in &self.observed {
             check_name(&format!("observed.{app}"), app)?;

@@ -93,6 +93,7 @@ impl fmt::Display for Layer {
 mod application;
 mod checks;
 mod cluster;
+mod estimates;
 mod health;
 pub mod limits;
 mod read;
@@ -102,6 +103,7 @@ mod update;
 pub use application::*;
 pub use checks::check_name;
 pub use cluster::*;
+pub use estimates::*;
 pub use health::*;
 pub use read::*;
 pub use update::{Gate, Update, DEFAULT_BATCH_SIZE, DEFAULT_DEADLINE_S, DEFAULT_HEALTHY_S};

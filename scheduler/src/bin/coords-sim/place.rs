@@ -1,0 +1,280 @@
+//! The 1 % goal of issue 16 in simulation: after the coordinates converged, the synthetic
+//! applications of the scheduler benchmark (`acoa_scheduler::synth::application`) are placed
+//! (a) on every pair measured (the truth, with measurement noise) and (b) on the k measured
+//! pairs of the last peer lists plus the estimates of every other pair, the control plane's
+//! rule (`coords::LinkView::of_pair` through the scheduler's `Estimator`); both placements are
+//! scored on (a) and the relative difference `(score_a - score_b) / score_a` reported. A third
+//! placement (c), every pair with its measured success rate and the unmeasured ones at their
+//! estimated latency, tells how much of the difference the latency estimate makes (the rest
+//! is the success rule's: the product of the endpoints' medians, pessimistic by design).
+//!
+//! The fleet's nodes get the benchmark's attributes by their site's kind: cloud sites are the
+//! cloud layer (x86_64, fast-cpu, half with a database), stations and trains edge sites
+//! (aarch64, every device on the site's first node and a quarter of the others, a tenth
+//! with a database); datacenters are named as in the benchmark (`synth::dc_name`, clouds
+//! apart), so the applications pin their sources and dashboards to stations and trains.
+//!
+//! A measured link: the median of 8 samples of `Topology::sample` (noise, outliers), success
+//! the share of 20 probes answered (1 % are lost), both directions measured apart.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use acoa_scheduler::rng::SplitMix64 as Rng;
+use acoa_scheduler::{place_on, score_on, synth, Infra, Ledger, LinkQ, Options, Outcome as Placed};
+use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary, MeasuredLink};
+use acoa_shared::model::{CoordDoc, EstimatedNode, LinkEstimates, Node};
+
+use super::{quantile, Args, Kind, Outcome, Topology};
+
+pub fn header(args: &Args) {
+    println!(
+        "Placements: {} synthetic applications per size (5 / 10 / 20 components in turn, seeds 7, 8, ...), time budget {} ms per search\n",
+        args.place, args.place_budget_ms
+    );
+    println!("| nodes | k | applications placed on both | proven (all pairs / k + estimates) | median rel. score difference | p95 | max | placements identical | channels on estimated links (b) | place time, mean (s): all pairs / k + estimates | (c) only the latency estimated: median / p95 |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+}
+
+/// Node `i` with the benchmark's attributes of its site's kind (`synth::node`): every device
+/// on the site's `first` node.
+fn node(topo: &Topology, i: usize, first: bool, r: &mut Rng) -> Node {
+    let site = topo.nodes[i].site;
+    let cloud = topo.sites[site].kind == Kind::Cloud;
+    let datacenter = if cloud {
+        format!("cloud{site:03}")
+    } else {
+        synth::dc_name(site)
+    };
+    synth::node(format!("n{i:05}"), datacenter, cloud, |_| first, r)
+}
+
+/// One directed pair measured as the prober would: latency the median of 8 samples,
+/// jitter their mean absolute deviation from it, success the share of 20 probes answered.
+fn measure(topo: &Topology, a: usize, b: usize, outliers: f64, r: &mut Rng) -> (LinkQ, f64) {
+    let mut v: Vec<f64> = Vec::with_capacity(20);
+    for _ in 0..20 {
+        if let Some(s) = topo.sample(a, b, outliers, r) {
+            v.push(s);
+        }
+    }
+    let answered = v.len() as f64 / 20.0;
+    v.truncate(8);
+    if v.is_empty() {
+        return (
+            LinkQ {
+                latency_ms: topo.true_ms(a, b),
+                success: 0.0,
+            },
+            0.0,
+        );
+    }
+    let m = quantile(&mut v, 0.5);
+    let jitter = v.iter().map(|x| (x - m).abs()).sum::<f64>() / v.len() as f64;
+    (
+        LinkQ {
+            latency_ms: m,
+            success: answered,
+        },
+        jitter,
+    )
+}
+
+fn budgeted(ms: u64) -> Options {
+    Options {
+        time_budget: Some(Duration::from_millis(ms)),
+        ..Options::default()
+    }
+}
+
+pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) {
+    let n = topo.nodes.len();
+    let mut r = Rng::new(args.seed ^ 0x9ace);
+    let mut seen_site = vec![false; topo.sites.len()];
+    let nodes: Vec<Node> = (0..n)
+        .map(|i| {
+            let s = topo.nodes[i].site;
+            let first = !seen_site[s];
+            seen_site[s] = true;
+            node(topo, i, first, &mut r)
+        })
+        .collect();
+    // (a) every ordered pair measured, loopbacks at 0.05 ms
+    let mut all: Vec<(LinkQ, f64)> = Vec::with_capacity(n * n);
+    for a in 0..n {
+        for b in 0..n {
+            all.push(if a == b {
+                (
+                    LinkQ {
+                        latency_ms: 0.05,
+                        success: 1.0,
+                    },
+                    0.0,
+                )
+            } else {
+                measure(topo, a, b, args.outliers, &mut r)
+            });
+        }
+    }
+    let truth = Infra::new(
+        nodes.clone(),
+        (0..n).flat_map(|a| {
+            let all = &all;
+            (0..n).map(move |b| (a as u32, b as u32, all[a * n + b].0))
+        }),
+    );
+    // (b) the last peer lists' links (and loopbacks), plus the estimates' inputs from them
+    let mut measured: Vec<(u32, u32, LinkQ)> = (0..n as u32)
+        .map(|a| (a, a, all[a as usize * n + a as usize].0))
+        .collect();
+    let mut ends: Vec<Vec<MeasuredLink>> = vec![Vec::new(); n];
+    let mut internal: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for (a, peers) in o.peers.iter().enumerate() {
+        for &b in peers {
+            let (q, jitter) = all[a * n + b];
+            measured.push((a as u32, b as u32, q));
+            let m = MeasuredLink {
+                latency_ms: q.latency_ms,
+                jitter_ms: jitter,
+                success: q.success,
+            };
+            ends[a].push(m);
+            ends[b].push(m);
+            if topo.nodes[a].site == topo.nodes[b].site {
+                internal
+                    .entry(topo.nodes[a].site)
+                    .or_default()
+                    .push(q.latency_ms);
+            }
+        }
+    }
+    let mut est = LinkEstimates::default();
+    for (i, l) in ends.into_iter().enumerate() {
+        let Some(s) = EndpointSummary::from_links(l) else {
+            continue;
+        };
+        let (v, h, e) = &o.coords[i];
+        est.nodes.insert(
+            nodes[i].name.clone(),
+            EstimatedNode {
+                coord: Some(CoordDoc {
+                    position: [v[0], v[1], v[2]],
+                    height_ms: *h,
+                    error: *e,
+                }),
+                median_jitter_ms: s.median_jitter_ms,
+                median_success: s.median_success,
+            },
+        );
+    }
+    for (site, l) in internal {
+        if let Some(m) = estimate_in_group_ms(l) {
+            est.groups.insert(
+                nodes[topo
+                    .nodes
+                    .iter()
+                    .position(|x| x.site == site)
+                    .expect("a member")]
+                .datacenter
+                .clone(),
+                m,
+            );
+        }
+    }
+    let sparse = Infra::new(nodes.clone(), measured).with_estimates(&est);
+    // (c), to tell the two rules apart: every pair with its measured success rate, the
+    // unmeasured ones at their estimated latency
+    let latency_only = Infra::new(
+        nodes,
+        (0..n as u32).flat_map(|a| {
+            let (all, sparse) = (&all, &sparse);
+            (0..n as u32).map(move |b| {
+                let q = all[a as usize * n + b as usize].0;
+                let l = match sparse.link_known(a, b) {
+                    Some(acoa_shared::coords::Known::Estimated(e)) => e.latency_ms,
+                    _ => q.latency_ms,
+                };
+                (
+                    a,
+                    b,
+                    LinkQ {
+                        latency_ms: l,
+                        success: q.success,
+                    },
+                )
+            })
+        }),
+    );
+    drop(all);
+    let mut diffs_c = Vec::new();
+    let (mut diffs, mut proven, mut same, mut on_est, mut chans) = (Vec::new(), (0, 0), 0, 0, 0);
+    let (mut t_a, mut t_b) = (0.0, 0.0);
+    for i in 0..args.place {
+        let comps = [5, 10, 20][i % 3];
+        let app = synth::application(comps, topo.sites.len(), 7 + i as u64);
+        let t = Instant::now();
+        let ra = place_on(
+            &truth,
+            &app,
+            &Ledger::new(),
+            &budgeted(args.place_budget_ms),
+        )
+        .expect("place");
+        t_a += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let rb = place_on(
+            &sparse,
+            &app,
+            &Ledger::new(),
+            &budgeted(args.place_budget_ms),
+        )
+        .expect("place");
+        t_b += t.elapsed().as_secs_f64();
+        let (Placed::Placed(pa), Placed::Placed(pb)) = (&ra.outcome, &rb.outcome) else {
+            continue;
+        };
+        proven.0 += ra.proven as usize;
+        proven.1 += rb.proven as usize;
+        let (sb, _) = score_on(&truth, &app, &pb.assignment).expect("scored on all pairs");
+        diffs.push((pa.score - sb) / pa.score);
+        let rc = place_on(
+            &latency_only,
+            &app,
+            &Ledger::new(),
+            &budgeted(args.place_budget_ms),
+        )
+        .expect("place");
+        if let Placed::Placed(pc) = &rc.outcome {
+            let (sc, _) = score_on(&truth, &app, &pc.assignment).expect("scored on all pairs");
+            diffs_c.push((pa.score - sc) / pa.score);
+        }
+        same += (pa.assignment == pb.assignment) as usize;
+        chans += app.channels.len();
+        on_est += sparse.estimated_channels(&app, &pb.assignment);
+    }
+    let placed = diffs.len();
+    let (median, p95, max) = if placed == 0 {
+        (f64::NAN, f64::NAN, f64::NAN)
+    } else {
+        let max = diffs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (quantile(&mut diffs, 0.5), quantile(&mut diffs, 0.95), max)
+    };
+    let (mc, pc) = if diffs_c.is_empty() {
+        (f64::NAN, f64::NAN)
+    } else {
+        (quantile(&mut diffs_c, 0.5), quantile(&mut diffs_c, 0.95))
+    };
+    println!(
+        "| {n} | {k} | {placed} of {} | {} / {} | {:.2} % | {:.2} % | {:.2} % | {same} | {on_est} of {chans} | {:.2} / {:.2} | {:.2} % / {:.2} % |",
+        args.place,
+        proven.0,
+        proven.1,
+        100.0 * median,
+        100.0 * p95,
+        100.0 * max,
+        t_a / args.place as f64,
+        t_b / args.place as f64,
+        100.0 * mc,
+        100.0 * pc
+    );
+}

@@ -1,0 +1,373 @@
+//! Links of the pairs nobody measured (issue 16): the [`Estimator`] of an [`crate::Infra`]
+//! answers any pair from O(nodes) values (each node's coordinate and measured-link medians,
+//! each datacenter's median internal latency), by the one rule of
+//! `acoa_shared::coords::LinkView::of_pair`, so the scheduler never holds n^2 links.
+//!
+//! Why a struct of those values and not a trait object: the search needs more than point
+//! look-ups. Its bounds take a minimum or maximum over a whole candidate set, which over
+//! n^2 estimated pairs would cost n^2; the estimate's form gives a per-node *half*
+//! ([`Estimator::half`]) whose sum bounds every estimated latency from below and whose
+//! product bounds every estimated success rate from above, so those bounds cost O(n) and stay
+//! admissible (the proofs of optimality hold on estimated links too). A trait object could
+//! not promise that.
+
+use crate::infra::{FxMap, LinkQ};
+use acoa_shared::coords::{Coord, EndpointSummary, LinkView, DIMS};
+use acoa_shared::model::{LinkEstimates, Node};
+use std::collections::HashMap;
+
+/// The estimates of an [`crate::Infra`]'s unmeasured pairs, indexed like its nodes.
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    coord: Vec<Option<Coord<DIMS>>>,
+    ends: Vec<Option<EndpointSummary>>,
+    /// Datacenter index per node.
+    group: Vec<u32>,
+    /// Per datacenter index: its median measured internal latency.
+    group_ms: Vec<Option<f64>>,
+    /// Per node: see [`Estimator::half`].
+    half: Vec<Option<LinkQ>>,
+}
+
+/// How many boxes [`Estimator::cells`] makes of a set at most (a grid of 8 x 8).
+pub const CELLS: usize = 64;
+
+/// Least corner, greatest corner, least `val + height` of the members inside.
+type Cell = ([f64; DIMS], [f64; DIMS], f64);
+
+/// A set of nodes as [`Estimator::latency_lb`] reads it.
+#[derive(Debug, Default)]
+pub struct Cells {
+    boxes: Vec<Cell>,
+    /// Per datacenter index (with a median): the least `val` of its members.
+    groups: FxMap<u32, f64>,
+}
+
+/// How many nodes of a set can be the far end of an estimated link, for
+/// [`Estimator::supports`] (counted once per set, so that asking is O(1)).
+#[derive(Debug, Default)]
+pub struct EstSet {
+    /// Nodes with a coordinate and measured-link medians.
+    full: u32,
+    /// Per datacenter index: nodes with measured-link medians.
+    per_group: FxMap<u32, u32>,
+}
+
+impl Estimator {
+    /// From the snapshot's estimates, for `nodes` in the [`crate::Infra`]'s order.
+    pub fn new(nodes: &[Node], est: &LinkEstimates) -> Estimator {
+        let mut groups: HashMap<&str, u32> = HashMap::new();
+        let mut group = Vec::with_capacity(nodes.len());
+        for n in nodes {
+            let next = groups.len() as u32;
+            group.push(*groups.entry(n.datacenter.as_str()).or_insert(next));
+        }
+        let mut group_ms = vec![None; groups.len()];
+        for (g, i) in &groups {
+            group_ms[*i as usize] = est.groups.get(*g).copied().filter(|x| x.is_finite());
+        }
+        let mut coord = Vec::with_capacity(nodes.len());
+        let mut ends = Vec::with_capacity(nodes.len());
+        for n in nodes {
+            let e = est.nodes.get(&n.name);
+            coord.push(e.and_then(|e| e.coord.as_ref()?.coord()));
+            ends.push(e.map(|e| e.summary()));
+        }
+        let half = (0..nodes.len())
+            .map(|i| {
+                let s = ends[i]?;
+                let by_coord = coord[i].map(|c| c.height());
+                let by_group = group_ms[group[i] as usize].map(|m| m / 2.0);
+                let floor = match (by_coord, by_group) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (a, b) => a.or(b)?,
+                };
+                Some(LinkQ {
+                    latency_ms: floor,
+                    success: s.median_success.clamp(0.0, 1.0),
+                })
+            })
+            .collect();
+        Estimator {
+            coord,
+            ends,
+            group,
+            group_ms,
+            half,
+        }
+    }
+
+    /// The estimated link from `a` to `b` (`a != b`; no measurement consulted), if the
+    /// values it needs are known.
+    #[inline]
+    pub fn estimate(&self, a: u32, b: u32) -> Option<LinkQ> {
+        let (a, b) = (a as usize, b as usize);
+        if a == b {
+            return None;
+        }
+        let (sa, sb) = (self.ends[a].as_ref()?, self.ends[b].as_ref()?);
+        let in_group = if self.group[a] == self.group[b] {
+            self.group_ms[self.group[a] as usize]
+        } else {
+            None
+        };
+        let coords = match (&self.coord[a], &self.coord[b]) {
+            (Some(x), Some(y)) => Some((x, y)),
+            _ => None,
+        };
+        let v = LinkView::of_pair(None, coords, in_group, Some((sa, sb)))?;
+        Some(LinkQ {
+            latency_ms: v.latency_ms.value(),
+            success: v.success.value(),
+        })
+    }
+
+    /// Node `a`'s half of any estimated link it is an end of: for every estimated link
+    /// between `a` and `b`, `latency >= half(a).latency + half(b).latency` and
+    /// `success <= half(a).success * half(b).success` (the height, or half the datacenter's
+    /// median, is below either form of the latency estimate; the success estimate is that
+    /// product). `None`: `a` has no estimated link.
+    #[inline]
+    pub fn half(&self, a: u32) -> Option<LinkQ> {
+        self.half[a as usize]
+    }
+
+    /// An upper bound of every estimated latency, in O(n): the diagonal of the coordinates'
+    /// bounding box plus the two largest heights, or the largest datacenter median.
+    pub fn max_latency_bound(&self) -> f64 {
+        let mut lo = [f64::INFINITY; DIMS];
+        let mut hi = [f64::NEG_INFINITY; DIMS];
+        let (mut h1, mut h2) = (0.0f64, 0.0f64);
+        let mut any = false;
+        for (c, e) in self.coord.iter().zip(&self.ends) {
+            let (Some(c), Some(_)) = (c, e) else { continue };
+            any = true;
+            for (i, x) in c.vec().iter().enumerate() {
+                lo[i] = lo[i].min(*x);
+                hi[i] = hi[i].max(*x);
+            }
+            let h = c.height();
+            if h > h1 {
+                h2 = h1;
+                h1 = h;
+            } else if h > h2 {
+                h2 = h;
+            }
+        }
+        let by_coord = if any {
+            let d2: f64 = lo.iter().zip(&hi).map(|(l, h)| (h - l) * (h - l)).sum();
+            d2.sqrt() + h1 + h2
+        } else {
+            0.0
+        };
+        self.group_ms
+            .iter()
+            .flatten()
+            .fold(by_coord, |m, x| m.max(*x))
+    }
+
+    /// `set` summarised for [`Estimator::latency_lb`], each member `x` weighted `val(x)`
+    /// (skipped when not finite): boxes of nearby coordinates (one per member up to
+    /// [`CELLS`] members, else a grid of [`CELLS`] cells on the first two dimensions, each
+    /// the tight box of its members) with the least `val(x) + height(x)` inside, and per
+    /// datacenter with a median the least `val(x)` of its members.
+    pub fn cells(&self, set: &[u32], val: impl Fn(u32) -> f64) -> Cells {
+        let mut c = Cells::default();
+        let mut pts: Vec<([f64; DIMS], f64)> = Vec::new();
+        for x in set {
+            let v = val(*x);
+            let i = *x as usize;
+            if !v.is_finite() || self.ends[i].is_none() {
+                continue;
+            }
+            if let Some(k) = &self.coord[i] {
+                pts.push((*k.vec(), v + k.height()));
+            }
+            if self.group_ms[self.group[i] as usize].is_some() {
+                let m = c.groups.entry(self.group[i]).or_insert(f64::INFINITY);
+                *m = m.min(v);
+            }
+        }
+        if pts.len() <= CELLS {
+            c.boxes = pts.into_iter().map(|(p, v)| (p, p, v)).collect();
+            return c;
+        }
+        let side = (CELLS as f64).sqrt() as usize;
+        let (mut lo, mut hi) = ([f64::INFINITY; 2], [f64::NEG_INFINITY; 2]);
+        for (p, _) in &pts {
+            for d in 0..2 {
+                lo[d] = lo[d].min(p[d]);
+                hi[d] = hi[d].max(p[d]);
+            }
+        }
+        let cell = |p: &[f64; DIMS], d: usize| {
+            let w = (hi[d] - lo[d]).max(f64::MIN_POSITIVE);
+            (((p[d] - lo[d]) / w * side as f64) as usize).min(side - 1)
+        };
+        let mut boxes: Vec<Option<Cell>> = vec![None; side * side];
+        for (p, v) in &pts {
+            let b = &mut boxes[cell(p, 0) * side + cell(p, 1)];
+            match b {
+                None => *b = Some((*p, *p, *v)),
+                Some((l, h, m)) => {
+                    for d in 0..DIMS {
+                        l[d] = l[d].min(p[d]);
+                        h[d] = h[d].max(p[d]);
+                    }
+                    *m = m.min(*v);
+                }
+            }
+        }
+        c.boxes = boxes.into_iter().flatten().collect();
+        c
+    }
+
+    /// A lower bound of `val(x) + estimated latency between x and y` over the members `x` of
+    /// the set `c` summarises ([`Estimator::cells`]); infinite when no member can have an
+    /// estimated link with `y`. Holds because an estimate is either the coordinates'
+    /// distance plus both heights (at least the distance from `y` to the member's box) or,
+    /// inside one datacenter, its median.
+    #[inline]
+    pub fn latency_lb(&self, y: u32, c: &Cells) -> f64 {
+        let y = y as usize;
+        if self.ends[y].is_none() {
+            return f64::INFINITY;
+        }
+        let mut best = f64::INFINITY;
+        if let Some(k) = &self.coord[y] {
+            let p = k.vec();
+            for (lo, hi, m) in &c.boxes {
+                let mut d2 = 0.0;
+                for d in 0..DIMS {
+                    let gap = (lo[d] - p[d]).max(p[d] - hi[d]).max(0.0);
+                    d2 += gap * gap;
+                }
+                best = best.min(m + d2.sqrt());
+            }
+            best += k.height();
+        }
+        let g = self.group[y];
+        if let (Some(gm), Some(m)) = (self.group_ms[g as usize], c.groups.get(&g)) {
+            best = best.min(m + gm);
+        }
+        best
+    }
+
+    /// The counts [`Estimator::supports`] reads, over `set`.
+    pub fn set(&self, set: &[u32]) -> EstSet {
+        let mut s = EstSet::default();
+        for x in set {
+            let x = *x as usize;
+            if self.ends[x].is_some() {
+                if self.coord[x].is_some() {
+                    s.full += 1;
+                }
+                *s.per_group.entry(self.group[x]).or_default() += 1;
+            }
+        }
+        s
+    }
+
+    /// Whether some node of the set counted in `s` other than `a` has an estimated link with
+    /// `a` (either direction: the rule is symmetric). `a_in_set`: whether `a` is in the set.
+    pub fn supports(&self, a: u32, s: &EstSet, a_in_set: bool) -> bool {
+        let a = a as usize;
+        if self.ends[a].is_none() {
+            return false;
+        }
+        let own = u32::from(a_in_set);
+        if self.coord[a].is_some() && s.full > own {
+            return true;
+        }
+        self.group_ms[self.group[a] as usize].is_some()
+            && s.per_group.get(&self.group[a]).copied().unwrap_or(0) > own
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+    use acoa_shared::model::{Capacity, CoordDoc, EstimatedNode, Layer, Usage};
+
+    fn node(name: String, dc: &str) -> Node {
+        Node {
+            name,
+            datacenter: dc.into(),
+            layer: Layer::Edge,
+            arch: "aarch64".into(),
+            hardware: vec![],
+            software: vec![],
+            capacity: Capacity::default(),
+            usage: Usage::default(),
+        }
+    }
+
+    /// The halves bound every estimated link, and `supports` says exactly whether a set
+    /// holds a far end of an estimated link.
+    #[test]
+    fn halves_bound_every_estimate_and_support_is_exact() {
+        for seed in 0..50 {
+            let mut r = SplitMix64::new(seed);
+            let nodes: Vec<Node> = (0..12)
+                .map(|i| node(format!("n{i:02}"), ["a", "b", "c"][r.below(3)]))
+                .collect();
+            let mut est = LinkEstimates::default();
+            for n in &nodes {
+                if r.chance(0.8) {
+                    let coord = r.chance(0.7).then(|| CoordDoc {
+                        position: [20.0 * r.unit(), 20.0 * r.unit(), 5.0 * r.unit()],
+                        height_ms: 5.0 * r.unit(),
+                        error: 0.0,
+                    });
+                    let e = EstimatedNode {
+                        coord,
+                        median_jitter_ms: r.unit(),
+                        median_success: r.unit(),
+                    };
+                    est.nodes.insert(n.name.clone(), e);
+                }
+            }
+            for g in ["a", "b"] {
+                if r.chance(0.6) {
+                    est.groups.insert(g.into(), 4.0 * r.unit());
+                }
+            }
+            let e = Estimator::new(&nodes, &est);
+            let n = nodes.len() as u32;
+            for a in 0..n {
+                for b in 0..n {
+                    let Some(q) = e.estimate(a, b) else { continue };
+                    let (ha, hb) = (e.half(a).unwrap(), e.half(b).unwrap());
+                    assert!(q.latency_ms >= ha.latency_ms + hb.latency_ms - 1e-12);
+                    assert!(q.success <= ha.success * hb.success + 1e-12);
+                    assert!(q.latency_ms <= e.max_latency_bound() + 1e-9);
+                }
+            }
+            let set: Vec<u32> = (0..n).filter(|_| r.chance(0.5)).collect();
+            let val: Vec<f64> = (0..n).map(|_| 3.0 * r.unit()).collect();
+            for cells in [e.cells(&set, |x| val[x as usize]), {
+                // the grid (more members than CELLS): the set repeated
+                let many: Vec<u32> = set.iter().copied().cycle().take(CELLS * 3).collect();
+                e.cells(&many, |x| val[x as usize])
+            }] {
+                for y in 0..n {
+                    let least = set
+                        .iter()
+                        .filter_map(|x| Some(val[*x as usize] + e.estimate(*x, y)?.latency_ms))
+                        .fold(f64::INFINITY, f64::min);
+                    assert!(
+                        e.latency_lb(y, &cells) <= least + 1e-9,
+                        "seed {seed} node {y}"
+                    );
+                }
+            }
+            let s = e.set(&set);
+            for a in 0..n {
+                let inside = set.contains(&a);
+                let any = set.iter().any(|b| e.estimate(a, *b).is_some());
+                assert_eq!(e.supports(a, &s, inside), any, "seed {seed} node {a}");
+            }
+        }
+    }
+}
