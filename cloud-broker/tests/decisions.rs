@@ -194,17 +194,19 @@ fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out() {
     assert_eq!(d.keys().cloned().collect::<BTreeSet<_>>(), expect);
 }
 
+/// An engine that judges a node silent after 3 s and does not evaluate placements again.
+fn timing_out() -> EngineConfig {
+    EngineConfig {
+        node_timeout_ms: 3000,
+        reevaluate_ms: 1_000_000,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_node_whose_reports_stop_is_lost_after_the_timeout() {
     let c = railway();
-    let (mut sim, before) = placed_on(
-        &c,
-        EngineConfig {
-            node_timeout_ms: 3000,
-            reevaluate_ms: 1_000_000,
-            ..Default::default()
-        },
-    );
+    let (mut sim, before) = placed_on(&c, timing_out());
     // everyone but the storage node keeps reporting: lost after the timeout (3 s) and the
     // evidence window (10 s) in which no peer reported an answer of it
     for _ in 0..14 {
@@ -230,14 +232,7 @@ fn link_metrics_keep_a_node_online_between_its_reports_but_do_not_bring_it_back(
     // agents send their report when it changed or every report_max_interval_s, their link
     // metrics every period: the link metrics are what the control plane hears in between
     let c = railway();
-    let (mut sim, before) = placed_on(
-        &c,
-        EngineConfig {
-            node_timeout_ms: 3000,
-            reevaluate_ms: 1_000_000,
-            ..Default::default()
-        },
-    );
+    let (mut sim, before) = placed_on(&c, timing_out());
     let storage = before["storage"].clone();
     let links = |n: &str| {
         Event::Links(Box::new(link_metrics(

@@ -2,7 +2,7 @@
 //! that child processes make the same as the parent enrolled), and the simulated agents, in this
 //! process or in child processes (`--child`: one process holds at most 20,000 open files here).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,12 +130,11 @@ pub struct Cadence {
     /// A node report on every connection and then every this many periods (nothing changes
     /// in a simulated node: the agent's `report_max_interval_s`); 1: every period.
     pub report_every: u64,
-    /// Sign every message afresh.
-    pub fresh_sign: bool,
 }
 
 /// Starts simulated agents for nodes `range` of a fleet of `n`, node i connecting to
-/// `brokers[i % brokers.len()]`; counts the messages queued in `sent`. Paced: 200 connections
+/// `brokers[i % brokers.len()]`; counts the messages queued in `sent`. Every message is signed
+/// afresh (the control plane drops a replayed one: pre-signed copies would not count). Paced: 200 connections
 /// every 100 ms (`per_100ms`).
 pub async fn start_agents(
     range: std::ops::Range<usize>,
@@ -187,15 +186,14 @@ pub async fn start_agents(
                 }
                 wire::encode(&Message::LinkMetrics(Box::new(l)), Some(&key)).unwrap()
             };
-            let (pre_r, pre_l) = (mk_report(1), mk_links(1));
             // the event loop in its own task: polling it must never be cancelled mid-connect;
-            // on every connection the presence and a node report, as the agent
+            // on every connection the presence, and a node report on the next tick, as the agent
+            let connected = Arc::new(AtomicBool::new(false));
             {
                 let c = c.clone();
                 let name = name.clone();
                 let here = presence_frame(&name, &key, true);
-                let report = pre_r.clone();
-                let sent = sent.clone();
+                let connected = connected.clone();
                 tokio::spawn(async move {
                     loop {
                         match el.poll().await {
@@ -206,16 +204,7 @@ pub async fn start_agents(
                                     true,
                                     here.clone(),
                                 );
-                                if c.try_publish(
-                                    topics::report(&name),
-                                    QoS::AtMostOnce,
-                                    false,
-                                    report.clone(),
-                                )
-                                .is_ok()
-                                {
-                                    sent.fetch_add(1, Ordering::Relaxed);
-                                }
+                                connected.store(true, Ordering::Relaxed);
                             }
                             Ok(_) => {}
                             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -225,32 +214,24 @@ pub async fn start_agents(
             }
             tokio::time::sleep(offset).await;
             let mut iv = tokio::time::interval(cadence.period);
-            let mut seq = 1u64;
-            loop {
-                iv.tick().await;
-                seq += 1;
-                if seq % cadence.report_every.max(1) == phase {
-                    let r = if cadence.fresh_sign {
-                        mk_report(seq)
-                    } else {
-                        pre_r.clone()
-                    };
-                    if c.try_publish(topics::report(&name), QoS::AtMostOnce, false, r)
-                        .is_ok()
-                    {
-                        sent.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                let l = if cadence.fresh_sign {
-                    mk_links(seq)
-                } else {
-                    pre_l.clone()
-                };
-                if c.try_publish(topics::links(&name), QoS::AtMostOnce, false, l)
+            // every message signed afresh with a new seq: the control plane drops replays
+            let mut seq = 0u64;
+            let send = |topic: String, payload: Vec<u8>| {
+                if c.try_publish(topic, QoS::AtMostOnce, false, payload)
                     .is_ok()
                 {
                     sent.fetch_add(1, Ordering::Relaxed);
                 }
+            };
+            loop {
+                iv.tick().await;
+                seq += 1;
+                if connected.swap(false, Ordering::Relaxed)
+                    || seq % cadence.report_every.max(1) == phase
+                {
+                    send(topics::report(&name), mk_report(seq));
+                }
+                send(topics::links(&name), mk_links(seq));
             }
         });
         if k % per_100ms == per_100ms - 1 {

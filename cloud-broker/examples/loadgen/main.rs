@@ -56,10 +56,6 @@ struct Args {
     apps: usize,
     #[arg(long, default_value_t = 1000)]
     period_ms: u64,
-    /// Sign every message afresh (default: each agent re-sends its pre-signed messages;
-    /// the control plane verifies every one either way).
-    #[arg(long)]
-    fresh_sign: bool,
     /// The control plane binary (default: next to this example's directory).
     #[arg(long)]
     bin: Option<PathBuf>,
@@ -177,7 +173,6 @@ fn cadence(args: &Args) -> fleet::Cadence {
     fleet::Cadence {
         period: Duration::from_millis(args.period_ms),
         report_every: (args.report_every_s * 1000 / args.period_ms.max(1)).max(1),
-        fresh_sign: args.fresh_sign,
     }
 }
 
@@ -574,9 +569,6 @@ async fn bench(
                 "--report-every-s",
                 &args.report_every_s.to_string(),
             ]);
-            if args.fresh_sign {
-                cmd.arg("--fresh-sign");
-            }
             let mut child = Killed(cmd.stdout(Stdio::piped()).spawn()?);
             let counted = Arc::new(AtomicU64::new(0));
             let stdout = child.0.stdout.take().unwrap();
