@@ -403,8 +403,9 @@ async fn bench(
             );
             let t = Instant::now();
             while std::net::TcpStream::connect((host.as_str(), port)).is_err() {
+                // it reads a password file and an ACL of the whole inventory first
                 anyhow::ensure!(
-                    t.elapsed() < Duration::from_secs(10),
+                    t.elapsed() < Duration::from_secs(120),
                     "mosquitto did not start"
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
