@@ -9,10 +9,10 @@ use acoa_shared::topics;
 use cloud_broker::engine::{run_job, Action, EngineConfig, Event, JobOutcome, Purpose};
 use cloud_broker::store::PersistOp;
 use cloud_broker::testkit::engine::{
-    desired_published, first_report as report, links_of, lost_when_silent, railway,
+    desired_published, first_report as report, link_metrics, links_of, lost_when_silent, railway,
     railway_app as app_text, statuses, will_of, EngineSim as Sim,
 };
-use cloud_broker::testkit::running;
+use cloud_broker::testkit::{running, samples_of};
 
 /// An engine that evaluates placements again every second and never takes a node for lost on
 /// silence.
@@ -194,17 +194,19 @@ fn a_lost_node_moves_only_its_components_and_the_difference_is_rolled_out() {
     assert_eq!(d.keys().cloned().collect::<BTreeSet<_>>(), expect);
 }
 
+/// An engine that judges a node silent after 3 s and does not evaluate placements again.
+fn timing_out() -> EngineConfig {
+    EngineConfig {
+        node_timeout_ms: 3000,
+        reevaluate_ms: 1_000_000,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_node_whose_reports_stop_is_lost_after_the_timeout() {
     let c = railway();
-    let (mut sim, before) = placed_on(
-        &c,
-        EngineConfig {
-            node_timeout_ms: 3000,
-            reevaluate_ms: 1_000_000,
-            ..Default::default()
-        },
-    );
+    let (mut sim, before) = placed_on(&c, timing_out());
     // everyone but the storage node keeps reporting: lost after the timeout (3 s) and the
     // evidence window (10 s) in which no peer reported an answer of it
     for _ in 0..14 {
@@ -223,6 +225,49 @@ fn a_node_whose_reports_stop_is_lost_after_the_timeout() {
     );
     // the others are still there
     assert!(sim.e.is_online(&before["measurement"]));
+}
+
+#[test]
+fn link_metrics_keep_a_node_online_between_its_reports_but_do_not_bring_it_back() {
+    // agents send their report when it changed or every report_max_interval_s, their link
+    // metrics every period: the link metrics are what the control plane hears in between
+    let c = railway();
+    let (mut sim, before) = placed_on(&c, timing_out());
+    let storage = before["storage"].clone();
+    let links = |n: &str| {
+        Event::Links(Box::new(link_metrics(
+            n,
+            samples_of(&c, n)
+                .into_iter()
+                .filter(|s| s.peer.as_str() != storage),
+        )))
+    };
+    // 14 s without a report: everyone but the storage node sends its link metrics
+    for _ in 0..14 {
+        sim.now += 1000;
+        for n in &c.nodes {
+            if n.name != storage {
+                sim.feed(links(&n.name));
+            }
+        }
+        sim.feed(Event::Tick);
+    }
+    assert!(!sim.e.is_online(&storage), "silent: lost as before");
+    for n in c.nodes.iter().filter(|n| n.name != storage) {
+        assert!(
+            sim.e.is_online(&n.name),
+            "{} heard by its link metrics",
+            n.name
+        );
+    }
+    // the lost node's link metrics alone do not bring it back; its report does
+    sim.now += 1000;
+    sim.feed(links(&storage));
+    sim.feed(Event::Tick);
+    assert!(!sim.e.is_online(&storage));
+    let n = c.nodes.iter().find(|n| n.name == storage).unwrap();
+    sim.feed(Event::Report(Box::new(report(n))));
+    assert!(sim.e.is_online(&storage));
 }
 
 #[test]

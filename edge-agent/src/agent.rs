@@ -1,6 +1,6 @@
 //! The thin async driver: MQTT session, reconciler loop, reporter, prober thread.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use crate::config::{BrokerUrl, Config, RuntimeKind};
 use crate::presence::Presence;
 use crate::prober::{self, ProbeIo, Prober};
 use crate::reconciler::{Action, Event, Level, Reconciler};
-use crate::report::Reporter;
+use crate::report::{ReportGate, Reporter};
 use crate::runtime::podman::PodmanRuntime;
 use crate::runtime::Runtime;
 use crate::stats::{self, CpuRates, Table};
@@ -38,6 +38,11 @@ struct Shared {
     /// This start's run counter: the `run` of every message the agent signs.
     run: u64,
     connected: AtomicBool,
+    /// Broker connections so far (a node report goes out on each).
+    sessions: AtomicU64,
+    /// Link metrics messages published so far (a period without one: the report is the
+    /// heartbeat).
+    links_sent: AtomicU64,
     containers: AtomicU32,
     /// The signed presence frames of this run's connections.
     presence: std::sync::Mutex<Presence>,
@@ -170,6 +175,8 @@ async fn run_async(cfg: Config) -> anyhow::Result<()> {
         node: cfg.node.clone(),
         run,
         connected: AtomicBool::new(false),
+        sessions: AtomicU64::new(0),
+        links_sent: AtomicU64::new(0),
         containers: AtomicU32::new(0),
         presence: std::sync::Mutex::new(presence),
     });
@@ -345,6 +352,7 @@ async fn mqtt_loop(
                 let _ = c.try_subscribe(desired_topic.clone(), QoS::AtLeastOnce);
                 let _ = c.try_subscribe(peers_topic.clone(), QoS::AtLeastOnce);
                 shared.connected.store(true, Ordering::Relaxed);
+                shared.sessions.fetch_add(1, Ordering::Relaxed);
                 session_tx.send_modify(|n| *n += 1);
             }
             Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
@@ -643,9 +651,21 @@ async fn report_loop(cfg: Config, shared: Arc<Shared>) {
     let mut interval = tokio::time::interval(Duration::from_millis(cfg.report_period_ms));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let topic = topics::report(&cfg.node);
+    let mut gate = ReportGate::new(Duration::from_secs(cfg.report_max_interval_s));
+    let mut links_seen = 0;
     loop {
         interval.tick().await;
         let r = reporter.report(shared.containers.load(Ordering::Relaxed));
+        let links = shared.links_sent.load(Ordering::Relaxed);
+        let why = gate.decide(
+            &r,
+            Instant::now(),
+            shared.sessions.load(Ordering::Relaxed),
+            links != links_seen,
+        );
+        links_seen = links;
+        let Some(why) = why else { continue };
+        debug!("node report {}: {why:?}", r.seq);
         shared.publish(
             topic.clone(),
             QoS::AtMostOnce,
@@ -750,6 +770,7 @@ impl ProbeIo for ThreadIo {
         }
     }
     fn publish(&mut self, metrics: wire::LinkMetrics) {
+        self.shared.links_sent.fetch_add(1, Ordering::Relaxed);
         self.shared.publish(
             self.topic.clone(),
             QoS::AtMostOnce,

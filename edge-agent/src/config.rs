@@ -103,6 +103,9 @@ pub struct Config {
     pub software: Vec<String>,
     pub state_dir: PathBuf,
     pub report_period_ms: u64,
+    /// A node report goes out when something changed (usage beyond a small threshold), or
+    /// at the latest after this many seconds.
+    pub report_max_interval_s: u64,
     pub runtime: RuntimeKind,
     pub image_allowlist: Vec<String>,
     pub capacity: FileCapacity,
@@ -116,6 +119,9 @@ pub struct Config {
 }
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/acoa-agent";
+/// `report_max_interval_s` unless set: usage that moves less than its threshold is at most this
+/// old at the control plane.
+pub const DEFAULT_REPORT_MAX_INTERVAL_S: u64 = 10;
 /// The most brokers an agent's list holds.
 pub const MAX_BROKERS: usize = 8;
 /// The most peers whose window a prober keeps (bits of a `u64`).
@@ -250,6 +256,13 @@ impl Config {
         if report_period_ms < 100 {
             return Err(invalid("report_period_ms", "must be at least 100"));
         }
+        let report_max_interval_s = o
+            .report_max_interval_s
+            .or(f.report_max_interval_s)
+            .unwrap_or(DEFAULT_REPORT_MAX_INTERVAL_S);
+        if !(1..=3600).contains(&report_max_interval_s) {
+            return Err(invalid("report_max_interval_s", "must be 1 to 3600"));
+        }
         Ok(Config {
             node,
             datacenter,
@@ -265,6 +278,7 @@ impl Config {
                 .or(f.state_dir)
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
             report_period_ms,
+            report_max_interval_s,
             runtime,
             image_allowlist,
             capacity: f.capacity,

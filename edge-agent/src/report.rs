@@ -133,6 +133,103 @@ impl Reporter {
     }
 }
 
+/// A usage figure (CPU, memory, disk in use) is "changed" when it moved by this share of the
+/// node's capacity since the last report sent.
+pub const USAGE_THRESHOLD: f64 = 0.05;
+/// A rate (network, disk I/O) is "changed" when it moved by this share of the last one sent
+/// and by at least [`RATE_FLOOR_BPS`].
+pub const RATE_THRESHOLD: f64 = 0.25;
+pub const RATE_FLOOR_BPS: u64 = 1 << 20;
+
+/// Why a node report goes out now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Send {
+    /// The first of this run, or the first on a new broker connection.
+    Connected,
+    /// Its properties (labels, capacity, probe address...) or its container count changed.
+    Properties,
+    /// A usage figure moved beyond its threshold.
+    Usage,
+    /// No link metrics went out in the last period: the report is what the control plane
+    /// hears of this node (its liveness needs one message a period).
+    Heartbeat,
+    /// `report_max_interval_s` passed since the last one.
+    Refresh,
+}
+
+/// When the node report goes out: on a change (beyond a small threshold for usage figures), on a
+/// new connection, when the link metrics did not go out in a period, or at the latest every
+/// `max_interval` (pure: the report loop feeds it one report a period).
+pub struct ReportGate {
+    max_interval: std::time::Duration,
+    /// The last report sent, when, and on which connection.
+    last: Option<(NodeReport, Instant, u64)>,
+}
+
+impl ReportGate {
+    pub fn new(max_interval: std::time::Duration) -> Self {
+        ReportGate {
+            max_interval,
+            last: None,
+        }
+    }
+
+    /// Whether `r` goes out at `now`: `session` counts the broker connections so far,
+    /// `links_sent` whether link metrics went out since the previous period.
+    pub fn decide(
+        &mut self,
+        r: &NodeReport,
+        now: Instant,
+        session: u64,
+        links_sent: bool,
+    ) -> Option<Send> {
+        let why = match &self.last {
+            None => Some(Send::Connected),
+            Some((_, _, s)) if *s != session => Some(Send::Connected),
+            Some((p, _, _)) if !same_properties(p, r) => Some(Send::Properties),
+            Some((p, _, _)) if usage_moved(p, r) => Some(Send::Usage),
+            _ if !links_sent => Some(Send::Heartbeat),
+            Some((_, at, _)) if now.duration_since(*at) >= self.max_interval => Some(Send::Refresh),
+            _ => None,
+        };
+        if why.is_some() {
+            self.last = Some((r.clone(), now, session));
+        }
+        why
+    }
+}
+
+/// Everything but the usage figures and the per-report fields (seq, time) is the same.
+fn same_properties(a: &NodeReport, b: &NodeReport) -> bool {
+    a.node == b.node
+        && a.run == b.run
+        && a.datacenter == b.datacenter
+        && a.layer == b.layer
+        && a.arch == b.arch
+        && a.hardware == b.hardware
+        && a.software == b.software
+        && a.capacity == b.capacity
+        && a.probe_addr == b.probe_addr
+        && a.load.containers == b.load.containers
+}
+
+fn usage_moved(a: &NodeReport, b: &NodeReport) -> bool {
+    let share =
+        |x: u64, y: u64, cap: u64| x.abs_diff(y) as f64 >= USAGE_THRESHOLD * cap.max(1) as f64;
+    let rate = |x: u64, y: u64| {
+        let d = x.abs_diff(y);
+        d >= RATE_FLOOR_BPS && d as f64 >= RATE_THRESHOLD * x.max(1) as f64
+    };
+    let (l, m, c) = (&a.load, &b.load, &b.capacity);
+    share(l.cpu_millis, m.cpu_millis, c.cpu_millis)
+        || share(l.memory_used_mb, m.memory_used_mb, c.memory_mb)
+        || share(l.disk_used_mb, m.disk_used_mb, c.disk_mb)
+        || rate(l.net_rx_bps, m.net_rx_bps)
+        || rate(l.net_tx_bps, m.net_tx_bps)
+        || rate(l.disk_read_bps, m.disk_read_bps)
+        || rate(l.disk_write_bps, m.disk_write_bps)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +261,64 @@ mod tests {
         assert!(a.load.memory_used_mb > 0 && a.load.memory_used_mb <= a.capacity.memory_mb);
         assert!(a.load.disk_used_mb <= a.capacity.disk_mb);
         assert_eq!(a.load.containers, 3);
+    }
+
+    #[test]
+    fn a_report_goes_out_on_a_change_a_connection_a_silent_period_or_the_interval() {
+        let t0 = Instant::now();
+        let s = std::time::Duration::from_secs;
+        let mut g = ReportGate::new(s(10));
+        let mut r = NodeReport {
+            node: wire::name("n1").unwrap(),
+            seq: 1,
+            run: 1,
+            timestamp_ms: 0,
+            datacenter: wire::name("dc").unwrap(),
+            layer: acoa_shared::model::Layer::Edge,
+            arch: wire::name("aarch64").unwrap(),
+            hardware: Default::default(),
+            software: Default::default(),
+            capacity: NodeCapacity {
+                cpu_millis: 4000,
+                memory_mb: 4096,
+                disk_mb: 10_000,
+                net_mbps: 0,
+            },
+            load: NodeLoad {
+                cpu_millis: 1000,
+                memory_used_mb: 1000,
+                net_rx_bps: 4 << 20,
+                ..Default::default()
+            },
+            probe_addr: wire::bounded("probe_addr", "10.0.0.1:7878").unwrap(),
+        };
+        assert_eq!(g.decide(&r, t0, 1, true), Some(Send::Connected));
+        // small moves, a new seq and time: nothing to say
+        r.seq = 2;
+        r.timestamp_ms = 1000;
+        r.load.cpu_millis = 1199; // < 5 % of 4000
+        r.load.memory_used_mb = 1200; // < 5 % of 4096
+        r.load.net_rx_bps = (5 << 20) - 1; // 25 % of 4 MiB/s is 1 MiB/s: just under
+        assert_eq!(g.decide(&r, t0 + s(1), 1, true), None);
+        // drift adds up against the last report sent
+        r.load.cpu_millis = 1200;
+        assert_eq!(g.decide(&r, t0 + s(2), 1, true), Some(Send::Usage));
+        r.load.net_rx_bps = 7 << 20;
+        assert_eq!(g.decide(&r, t0 + s(3), 1, true), Some(Send::Usage));
+        // a container more, a label: at once
+        r.load.containers = 1;
+        assert_eq!(g.decide(&r, t0 + s(4), 1, true), Some(Send::Properties));
+        r.hardware.push(wire::name("gpu").unwrap()).unwrap();
+        assert_eq!(g.decide(&r, t0 + s(5), 1, true), Some(Send::Properties));
+        // no link metrics this period: the report is the heartbeat
+        assert_eq!(g.decide(&r, t0 + s(6), 1, false), Some(Send::Heartbeat));
+        // a new connection
+        assert_eq!(g.decide(&r, t0 + s(7), 2, true), Some(Send::Connected));
+        // nothing changes: at the latest every 10 s
+        for i in 8..17 {
+            assert_eq!(g.decide(&r, t0 + s(i), 2, true), None, "{i}");
+        }
+        assert_eq!(g.decide(&r, t0 + s(17), 2, true), Some(Send::Refresh));
+        assert_eq!(g.decide(&r, t0 + s(18), 2, true), None);
     }
 }

@@ -140,6 +140,25 @@ impl Engine {
         }
     }
 
+    /// An online node's link metrics count as hearing from it: agents send their node report
+    /// only when it changed, when no link metrics went out in a period, or every
+    /// `report_max_interval_s`, their link metrics every period. A node already silent (its
+    /// last will came, or the silence window passed) returns only by a report, which its
+    /// agent sends on every new connection.
+    fn heard_by_links(&mut self, node: &str) {
+        let (now, w) = (self.now, self.windows());
+        let Some(h) = self.evidence.heard.get_mut(node) else {
+            return;
+        };
+        if h.is_silent(now, &w) {
+            return;
+        }
+        h.last_heard = now;
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.last_seen = now;
+        }
+    }
+
     pub(super) fn on_links(&mut self, l: &LinkMetrics) {
         self.stats.links += 1;
         let from = l.node.to_string();
@@ -166,6 +185,7 @@ impl Engine {
         if !self.nodes.get(&from).is_some_and(|n| n.online) {
             return;
         }
+        self.heard_by_links(&from);
         for s in &l.links {
             let to = s.peer.to_string();
             if !self.nodes.contains_key(&to) {

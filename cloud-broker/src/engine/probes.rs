@@ -1,7 +1,7 @@
 //! Who probes whom, and what the control plane says of the pairs nobody probes (issue 16).
 //!
 //! - Each node's peer list ([`peer_lists`], pure): its neighbour set from
-//!   `acoa_shared::coords::select_neighbours` (its own datacenter or train first, then the
+//!   `acoa_shared::coords::select_all_neighbours` (its own datacenter or train first, then the
 //!   nearest by the reported coordinates, then a few random ones; at most `k`, the `serve`
 //!   option `--peers-k`, 32 by default), plus the peers the placements ask it to probe
 //!   (targeted probes, beyond `k`, up to [`wire::MAX_PEERS_PER_NODE`]). Signed and published
@@ -32,7 +32,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use acoa_shared::coords::{
-    estimate_in_group_ms, select_neighbours, Coord, EndpointSummary, LinkView, MeasuredLink,
+    estimate_in_group_ms, select_all_neighbours, Coord, EndpointSummary, LinkView, MeasuredLink,
     Member, NeighbourMix, DIMS,
 };
 use acoa_shared::model::{self, CoordDoc, EstimatedNode, LinkEstimates};
@@ -69,7 +69,8 @@ pub struct ListEntry {
 }
 
 /// The peer list of every candidate: its `k` neighbours and, beyond them, the peers
-/// `targeted` names for it (while there is room), sorted by peer name.
+/// `targeted` names for it (while there is room), sorted by peer name. O(n log n) in the
+/// candidates (`select_all_neighbours`: the nearest from a k-d tree over the coordinates).
 pub fn peer_lists(
     cands: &[Candidate],
     k: usize,
@@ -90,11 +91,10 @@ pub fn peer_lists(
         .map(|(i, c)| (c.name.as_str(), i))
         .collect();
     let mix = NeighbourMix::for_k(k);
+    let neighbours = select_all_neighbours(&members, k, mix, seed);
     let mut out = BTreeMap::new();
-    for (i, c) in cands.iter().enumerate() {
-        let mut chosen: BTreeSet<usize> = select_neighbours(i, &members, k, mix, seed)
-            .into_iter()
-            .collect();
+    for ((i, c), sel) in cands.iter().enumerate().zip(neighbours) {
+        let mut chosen: BTreeSet<usize> = sel.into_iter().collect();
         for t in targeted.get(&c.name).into_iter().flatten() {
             if chosen.len() >= MAX_PEERS_PER_NODE {
                 break;

@@ -213,6 +213,11 @@ links: []
                 "probe.peers_per_period",
             ),
             ("report", "report_period_ms = 50\n", "report_period_ms"),
+            (
+                "report-max",
+                "report_max_interval_s = 0\n",
+                "report_max_interval_s",
+            ),
         ] {
             let p = file(
                 tag,

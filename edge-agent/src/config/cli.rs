@@ -79,6 +79,9 @@ pub struct Overrides {
     pub state_dir: Option<PathBuf>,
     #[arg(long)]
     pub report_period_ms: Option<u64>,
+    /// A node report at the latest after this many seconds (sooner when something changed).
+    #[arg(long)]
+    pub report_max_interval_s: Option<u64>,
     /// podman | k3s
     #[arg(long)]
     pub runtime: Option<String>,

@@ -18,6 +18,7 @@ pub(super) struct FileConfig {
     pub(super) software: Option<Vec<String>>,
     pub(super) state_dir: Option<PathBuf>,
     pub(super) report_period_ms: Option<u64>,
+    pub(super) report_max_interval_s: Option<u64>,
     pub(super) runtime: Option<String>,
     pub(super) image_allowlist: Option<Vec<String>>,
     #[serde(default)]

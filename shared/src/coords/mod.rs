@@ -24,6 +24,7 @@
 
 pub mod estimate;
 pub mod filter;
+pub mod near;
 pub mod neighbours;
 pub mod vivaldi;
 
@@ -34,7 +35,7 @@ pub use estimate::{
     estimate_in_group_ms, estimate_latency_ms, EndpointSummary, Known, LinkView, MeasuredLink,
 };
 pub use filter::{MpFilter, PeerFilters, RelativeFilter};
-pub use neighbours::{select_neighbours, Member, NeighbourMix};
+pub use neighbours::{select_all_neighbours, select_neighbours, Member, NeighbourMix};
 pub use vivaldi::{Coord, VivaldiConfig, VivaldiNode};
 
 /// Dimensions of the coordinates the agents report (plus the height). In the simulation

@@ -11,14 +11,16 @@
 //!    change as coordinates improve.
 //!
 //! Nodes without a coordinate yet (new ones, or when `me` has none) only take random slots.
-//! Deterministic: the same members, `k`, mix and seed give the same list. The cost is one scan
-//! of the members per node (O(n log k)); for a whole fleet O(n^2), a fraction of a second at
-//! 10,000 nodes (`coords-sim`).
+//! Deterministic: the same members, `k`, mix and seed give the same list. The cost of one
+//! node's list ([`select_neighbours`]) is one scan of the members (O(n log k)); a whole fleet's
+//! ([`select_all_neighbours`], the same lists) is O(n log n): the groups are collected once and
+//! the nearest come from a k-d tree over the coordinates ([`super::near`]).
 
+use super::near::{Best, Far, NearIndex};
 use super::vivaldi::Coord;
 use super::SplitMix64;
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::HashMap;
+use std::hash::Hash;
 
 /// One node as the selection sees it.
 #[derive(Debug, Clone)]
@@ -54,24 +56,9 @@ impl NeighbourMix {
     }
 }
 
-#[derive(PartialEq)]
-struct Far(f64, usize);
-
-impl Eq for Far {}
-
-impl PartialOrd for Far {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Far {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
-    }
-}
-
 /// The peers of `members[me]`: indices into `members`, never `me`, no repeats, at most `k`.
+/// One scan of the members: for a whole fleet, [`select_all_neighbours`] gives the same lists
+/// in O(n log n).
 pub fn select_neighbours<G: PartialEq, const D: usize>(
     me: usize,
     members: &[Member<G, D>],
@@ -82,13 +69,68 @@ pub fn select_neighbours<G: PartialEq, const D: usize>(
     let Some(mine) = members.get(me) else {
         return Vec::new();
     };
+    let group: Vec<usize> = (0..members.len())
+        .filter(|&j| j != me && members[j].group == mine.group)
+        .collect();
+    select_with(me, members, k, mix, seed, group, |c, near| {
+        let mut best = Best::new(near);
+        for (j, m) in members.iter().enumerate() {
+            if j == me || m.group == mine.group {
+                continue;
+            }
+            let Some(o) = &m.coord else { continue };
+            best.offer(Far(c.euclid(o) + o.height(), j));
+        }
+        best.into_sorted()
+    })
+}
+
+/// The peers of every member, as [`select_neighbours`] gives them one by one (the same lists),
+/// with the groups collected once and the nearest found in a k-d tree ([`NearIndex`]):
+/// O(n log n) for the fleet instead of O(n^2).
+pub fn select_all_neighbours<G: Eq + Hash, const D: usize>(
+    members: &[Member<G, D>],
+    k: usize,
+    mix: NeighbourMix,
+    seed: u64,
+) -> Vec<Vec<usize>> {
+    let mut groups: HashMap<&G, Vec<usize>> = HashMap::new();
+    for (j, m) in members.iter().enumerate() {
+        groups.entry(&m.group).or_default().push(j);
+    }
+    let index = NearIndex::build(
+        members
+            .iter()
+            .enumerate()
+            .filter_map(|(j, m)| Some((j, m.coord?))),
+    );
+    (0..members.len())
+        .map(|me| {
+            let mine = &members[me].group;
+            let group: Vec<usize> = groups[mine].iter().copied().filter(|&j| j != me).collect();
+            select_with(me, members, k, mix, seed, group, |c, near| {
+                index.nearest(c, near, |j| j != me && members[j].group != *mine)
+            })
+        })
+        .collect()
+}
+
+/// The selection, given the other members of `me`'s group (in index order) and how to find
+/// the `near` nearest others (not of the group, not `me`, nearest first).
+fn select_with<G: PartialEq, const D: usize>(
+    me: usize,
+    members: &[Member<G, D>],
+    k: usize,
+    mix: NeighbourMix,
+    seed: u64,
+    mut group: Vec<usize>,
+    nearest: impl FnOnce(&Coord<D>, usize) -> Vec<usize>,
+) -> Vec<usize> {
+    let mine = &members[me];
     let mut rng = SplitMix64::new(seed ^ (me as u64).wrapping_mul(0xD134_2543_DE82_EF95));
     let mut chosen: Vec<usize> = Vec::with_capacity(k);
 
     // 1. Own group, a random subset when it is larger than its share.
-    let mut group: Vec<usize> = (0..members.len())
-        .filter(|&j| j != me && members[j].group == mine.group)
-        .collect();
     let take = mix.group_max.min(k).min(group.len());
     for i in 0..take {
         let j = i + rng.below(group.len() - i);
@@ -101,23 +143,7 @@ pub fn select_neighbours<G: PartialEq, const D: usize>(
     let random = mix.random.min(k - chosen.len()).min(others);
     let near = k - chosen.len() - random;
     if let (Some(c), true) = (&mine.coord, near > 0) {
-        let mut heap: BinaryHeap<Far> = BinaryHeap::with_capacity(near + 1);
-        for (j, m) in members.iter().enumerate() {
-            if j == me || m.group == mine.group {
-                continue;
-            }
-            let Some(o) = &m.coord else { continue };
-            let d = c.euclid(o) + o.height();
-            if heap.len() < near {
-                heap.push(Far(d, j));
-            } else if heap.peek().is_some_and(|f| Far(d, j) < *f) {
-                heap.pop();
-                heap.push(Far(d, j));
-            }
-        }
-        let mut nearest = heap.into_vec();
-        nearest.sort();
-        chosen.extend(nearest.into_iter().map(|f| f.1));
+        chosen.extend(nearest(c, near));
     }
 
     // 3. Random others to fill up to k (the random share, plus nearest slots left empty).

@@ -348,3 +348,43 @@ fn the_agents_state_is_fixed_size() {
     assert_eq!(n.filtered_ms(0), None);
     assert_eq!(n.filtered_ms(9_999), Some(5.0));
 }
+
+#[test]
+fn the_whole_fleets_lists_are_each_nodes_own() {
+    // Fleets with clustered and duplicate coordinates (ties), members without one, groups of
+    // one to hundreds: the k-d tree gives exactly the lists of one scan per node.
+    for (n, k, seed) in [
+        (1, 8, 1),
+        (7, 32, 2),
+        (300, 8, 3),
+        (1200, 32, 4),
+        (2000, 16, 5),
+    ] {
+        let mut rng = SplitMix64::new(seed);
+        let m: Vec<Member<u64, DIMS>> = (0..n)
+            .map(|i| {
+                let cluster = rng.below(5) as f64 * 40.0;
+                let mut x = [0.0; DIMS];
+                for v in x.iter_mut() {
+                    // a few exact duplicates, most spread around their cluster
+                    *v = cluster + (rng.below(50) as f64) * 0.5;
+                }
+                Member {
+                    group: if i % 3 == 0 { 0 } else { (i / 10) as u64 + 1 },
+                    coord: (rng.below(10) != 0)
+                        .then(|| Coord::new(x, rng.below(4) as f64, 0.2).unwrap()),
+                }
+            })
+            .collect();
+        let mix = NeighbourMix::for_k(k);
+        let all = select_all_neighbours(&m, k, mix, seed);
+        assert_eq!(all.len(), n);
+        for (me, got) in all.iter().enumerate() {
+            assert_eq!(
+                got,
+                &select_neighbours(me, &m, k, mix, seed),
+                "n {n}, member {me}"
+            );
+        }
+    }
+}

@@ -1,8 +1,10 @@
 //! Load benchmark of the control plane (not a test): N simulated agents — lightweight MQTT
-//! clients publishing real signed node reports and link metrics every second — against the
-//! real `cloud-broker serve` (embedded broker) in its own process. Prints the control plane's
-//! ingest rate, CPU and peak memory, and the time from an application's publication to the
-//! last of its desired states being published (p50, p99).
+//! clients publishing real signed link metrics every second and their node report on each
+//! connection and every `--report-every-s` (10 s, the agent's `report_max_interval_s`: nothing
+//! changes in a simulated node) — against the real `cloud-broker serve` (embedded broker, or
+//! one or several Mosquitto) in its own process. Prints the control plane's ingest rate, CPU
+//! and peak memory, each Mosquitto's CPU and RSS, the peer lists' sizes, and the time from an
+//! application's publication to the last of its desired states being published (p50, p99).
 //!
 //! ```text
 //! cargo build --release -p cloud-broker --examples
@@ -14,6 +16,9 @@
 //! # the file store and etcd side by side (each fleet size once per store; etcd: one member
 //! # started here, its writes per second and database size reported):
 //! target/release/examples/loadgen --nodes 5000:600 --stores file,etcd
+//! # 50,000 nodes: four Mosquitto (127.0.0.10-13, one port each), the agents in four child
+//! # processes of 12,500 connections (one process may hold 20,000 open files here):
+//! target/release/examples/loadgen --nodes 50000:60 --mosquitto --brokers 4 --agent-procs 4
 //! ```
 //!
 //! On a machine shared with builds, run it with a higher priority (`nice -n -10`): starved of
@@ -28,15 +33,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acoa_shared::model::{self, Capacity, Layer, Usage};
 use acoa_shared::topics;
-use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message};
+use acoa_shared::wire::{self, Message};
 use clap::Parser;
 use cloud_broker::identity::{DataDir, Inventory, NodeEntry};
-use cloud_broker::testkit::{presence_frame, report_of};
-use ed25519_dalek::SigningKey;
-use rand::{Rng, SeedableRng};
-use rumqttc::{AsyncClient, Event as MqttEvent, LastWill, MqttOptions, Packet, QoS};
+use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
+
+mod fleet;
 
 #[derive(Parser, Clone)]
 struct Args {
@@ -53,10 +56,6 @@ struct Args {
     apps: usize,
     #[arg(long, default_value_t = 1000)]
     period_ms: u64,
-    /// Sign every message afresh (default: each agent re-sends its pre-signed messages;
-    /// the control plane verifies every one either way).
-    #[arg(long)]
-    fresh_sign: bool,
     /// The control plane binary (default: next to this example's directory).
     #[arg(long)]
     bin: Option<PathBuf>,
@@ -68,6 +67,28 @@ struct Args {
     /// broker's memory from the control plane's own.
     #[arg(long)]
     mosquitto: bool,
+    /// With --mosquitto: this many Mosquitto instances, each on its own loopback address
+    /// (127.0.0.10, .11, ...) and port; node i connects to broker i % brokers, the control
+    /// plane to all of them (`serve --broker-url` with the list). One process holds at most
+    /// 20,000 open files here: 50,000 nodes need at least 3.
+    #[arg(long, default_value_t = 1)]
+    brokers: usize,
+    /// Run the simulated agents in this many child processes (0: in this process), each a
+    /// contiguous range of nodes (under 19,000 connections each).
+    #[arg(long, default_value_t = 0)]
+    agent_procs: usize,
+    /// A simulated agent sends its link metrics every period and its node report on every
+    /// connection and then every this many seconds (the agent's `report_max_interval_s`:
+    /// nothing changes in a simulated node); 0: every period (the agent before issue 16).
+    #[arg(long, default_value_t = 10)]
+    report_every_s: u64,
+    /// (internal) Be a child process running the agents of nodes FROM..TO.
+    #[arg(long, hide = true)]
+    child: Option<String>,
+    #[arg(long, hide = true)]
+    child_total: Option<usize>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    child_brokers: Vec<String>,
     /// The stores to run each fleet size with, one after the other: `file`, `etcd` (one etcd
     /// member started for the run, with its data in the run's directory).
     #[arg(long, value_delimiter = ',', default_value = "file")]
@@ -112,6 +133,10 @@ struct Summary {
     p99: f64,
     apps: usize,
     unplaced: usize,
+    /// Each Mosquitto's CPU (cores) over the window and peak RSS (MiB) of the 10 s samples.
+    brokers: Vec<(f64, f64)>,
+    /// Peer lists seen: how many, and their sizes (min, mean, max).
+    lists: (usize, usize, f64, usize),
 }
 
 fn proc_cpu_ticks(pid: u32) -> u64 {
@@ -132,96 +157,6 @@ fn proc_status_kb(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn node_profile(i: usize, n: usize) -> model::Node {
-    let clouds = (n / 20).max(4);
-    if i < clouds {
-        model::Node {
-            name: format!("c{i:05}"),
-            datacenter: format!("cloud{}", i % 2 + 1),
-            layer: Layer::Cloud,
-            arch: "x86_64".into(),
-            hardware: vec!["fast-cpu".into()],
-            software: vec!["database".into()],
-            capacity: Capacity {
-                cpu_millis: 8000,
-                memory_mb: 16384,
-                disk_mb: 200_000,
-                ..Default::default()
-            },
-            usage: Usage {
-                cpu_millis: 500,
-                memory_mb: 2000,
-                disk_mb: 10_000,
-                containers: 0,
-                ..Default::default()
-            },
-        }
-    } else {
-        let e = i - clouds;
-        model::Node {
-            name: format!("e{i:05}"),
-            datacenter: format!("train{}", e / 10),
-            layer: Layer::Edge,
-            arch: "aarch64".into(),
-            hardware: if e.is_multiple_of(10) {
-                vec!["sensor".into()]
-            } else {
-                vec![]
-            },
-            software: vec![],
-            capacity: Capacity {
-                cpu_millis: 2000,
-                memory_mb: 2048,
-                disk_mb: 16_000,
-                ..Default::default()
-            },
-            usage: Usage {
-                cpu_millis: 200,
-                memory_mb: 300,
-                disk_mb: 2000,
-                containers: 0,
-                ..Default::default()
-            },
-        }
-    }
-}
-
-/// Peers of node i: its datacenter group, and four cloud nodes; clouds: eight other clouds.
-fn peers(i: usize, n: usize, names: &[String], rng: &mut impl Rng) -> Vec<LinkSample> {
-    let clouds = (n / 20).max(4);
-    let mut out = vec![];
-    let mut push = |j: usize, lat: f32, rng: &mut dyn rand::RngCore| {
-        let jitter: f32 = rng.gen_range(0.0..0.2);
-        out.push(LinkSample {
-            peer: wire::name(&names[j]).unwrap(),
-            latency_ms: lat,
-            jitter_ms: jitter,
-            success: 0.95 + (rng.next_u32() % 50) as f32 / 1000.0,
-            samples: 20,
-            last_answer_ms: 0,
-        });
-    };
-    if i < clouds {
-        for k in 1..=8 {
-            let j = (i + k) % clouds;
-            push(j, rng.gen_range(0.5..3.0), rng);
-        }
-    } else {
-        let e = i - clouds;
-        let g0 = clouds + (e / 10) * 10;
-        for j in g0..(g0 + 10).min(n) {
-            if j != i {
-                push(j, rng.gen_range(0.2..2.0), rng);
-            }
-        }
-        for k in 0..4 {
-            let j = (e * 7 + k * 13) % clouds;
-            push(j, rng.gen_range(20.0..80.0), rng);
-        }
-    }
-    out
-}
-
 fn app_yaml(name: &str, train: usize) -> String {
     format!(
         "application: {name}\nscheduler: qos\ncomponents:\n\
@@ -232,6 +167,13 @@ channels:\n- {{name: raw, from: sense, to: detect}}\n- {{name: keep, from: sense
 paths:\n- {{name: alarm, channels: [raw]}}\n- {{name: archive, channels: [keep]}}\n\
 criteria:\n- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n- {{type: max-e2e-reliability, path: archive, weight: 0.5}}\n"
     )
+}
+
+fn cadence(args: &Args) -> fleet::Cadence {
+    fleet::Cadence {
+        period: Duration::from_millis(args.period_ms),
+        report_every: (args.report_every_s * 1000 / args.period_ms.max(1)).max(1),
+    }
 }
 
 fn pct(v: &[f64], p: f64) -> f64 {
@@ -246,6 +188,31 @@ fn pct(v: &[f64], p: f64) -> f64 {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(range) = &args.child {
+        let (from, to) = range
+            .split_once("..")
+            .ok_or_else(|| anyhow::anyhow!("--child: FROM..TO"))?;
+        let brokers = args
+            .child_brokers
+            .iter()
+            .map(|b| {
+                let (h, p) = b
+                    .rsplit_once(':')
+                    .ok_or_else(|| anyhow::anyhow!("--child-brokers: HOST:PORT"))?;
+                Ok((h.to_string(), p.parse()?))
+            })
+            .collect::<anyhow::Result<Vec<(String, u16)>>>()?;
+        return fleet::child_main(
+            from.parse()?..to.parse()?,
+            args.child_total.unwrap_or(0),
+            brokers,
+            cadence(&args),
+        );
+    }
+    anyhow::ensure!(
+        args.brokers >= 1 && (args.brokers == 1 || args.mosquitto),
+        "--brokers above 1 needs --mosquitto"
+    );
     let mut runs = vec![];
     for spec in &args.nodes {
         let (n, secs) = match spec.split_once(':') {
@@ -274,9 +241,9 @@ fn main() -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| nodes | store | window | offered | ingested | CPU (cores) | RSS joined → end | peak RSS (VmHWM) | publish → desired p50 / p99 (apps) | etcd writes/s | etcd db size (start → end, s) |"
+        "| nodes | store | window | offered | ingested | CPU (cores) | RSS joined → end | peak RSS (VmHWM) | publish → desired p50 / p99 (apps) | Mosquitto CPU / peak RSS each | peer lists (min / mean / max peers) | etcd writes/s | etcd db size (start → end, s) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for s in &summaries {
         let etcd = match s.etcd {
             Some((w, db0, db1, secs)) => format!(
@@ -286,8 +253,18 @@ fn main() -> anyhow::Result<()> {
             ),
             None => "– | –".into(),
         };
+        let brokers = if s.brokers.is_empty() {
+            "embedded".to_string()
+        } else {
+            s.brokers
+                .iter()
+                .map(|(c, m)| format!("{c:.2} / {m:.0} MiB"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (ln, lmin, lmean, lmax) = s.lists;
         println!(
-            "| {} | {:?} | {:.0} s | {:.0} msg/s | {:.0} msg/s | {:.2} | {:.0} → {:.0} MiB | {:.0} MiB | {:.1} / {:.1} ms ({}{}) | {etcd} |",
+            "| {} | {:?} | {:.0} s | {:.0} msg/s | {:.0} msg/s | {:.2} | {:.0} → {:.0} MiB | {:.0} MiB | {:.1} / {:.1} ms ({}{}) | {brokers} | {ln} lists: {lmin} / {lmean:.1} / {lmax} | {etcd} |",
             s.nodes,
             s.store,
             s.window_s,
@@ -327,6 +304,15 @@ fn smaps_anon_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// A child process killed on drop.
+struct Killed(std::process::Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An external Mosquitto for the run (killed on drop).
 struct Mosq(std::process::Child);
 impl Drop for Mosq {
@@ -350,17 +336,13 @@ async fn bench(
     let endpoints = etcd.as_ref().map(|e| e.endpoints());
     let data = dir.path().join("data");
     let dd = DataDir::new(&data);
-    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let profiles: Vec<model::Node> = (0..n).map(|i| node_profile(i, n)).collect();
-    let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
-    let keys: Vec<SigningKey> = (0..n).map(|_| SigningKey::generate(&mut rng)).collect();
     let mut inv = Inventory::default();
-    for (i, p) in profiles.iter().enumerate() {
+    for i in 0..n {
         inv.nodes.insert(
-            p.name.clone(),
+            fleet::node_profile(i, n).name,
             NodeEntry {
-                password: format!("pw-{i}"),
-                public_key: Some(wire::keys::public_hex(&keys[i].verifying_key())),
+                password: fleet::password(i),
+                public_key: Some(wire::keys::public_hex(&fleet::node_key(i).verifying_key())),
             },
         );
     }
@@ -374,7 +356,9 @@ async fn bench(
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let mut mosq = None;
+    let mut mosq: Vec<Mosq> = Vec::new();
+    // where the simulated agents connect (node i to broker i % len)
+    let mut agent_brokers = vec![("127.0.0.1".to_string(), port)];
     let mut serve_args = vec![
         "serve".to_string(),
         "--stats-every-ms".into(),
@@ -388,45 +372,66 @@ async fn bench(
         // mosquitto drops to its own user: it must be able to reach its files
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
-        let conf = dir.path().join("mosquitto");
-        let st = Command::new(&bin)
-            .arg("--data-dir")
-            .arg(&data)
-            .args(["mosquitto-config", "--out"])
-            .arg(&conf)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .status()?;
-        anyhow::ensure!(st.success(), "mosquitto-config failed");
-        let m = Mosq(
-            Command::new("mosquitto")
-                .arg("-c")
-                .arg(conf.join("mosquitto.conf"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()?,
-        );
-        let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            anyhow::ensure!(
-                t.elapsed() < Duration::from_secs(10),
-                "mosquitto did not start"
+        // broker b on its own loopback address 127.0.0.(10 + b) and port: each (address,
+        // port) destination gets its own ephemeral source ports
+        agent_brokers.clear();
+        for b in 0..args.brokers {
+            let host = if args.brokers == 1 {
+                "127.0.0.1".to_string()
+            } else {
+                format!("127.0.0.{}", 10 + b)
+            };
+            let port = std::net::TcpListener::bind((host.as_str(), 0))?
+                .local_addr()?
+                .port();
+            let conf = dir.path().join(format!("mosquitto-{b}"));
+            let st = Command::new(&bin)
+                .arg("--data-dir")
+                .arg(&data)
+                .args(["mosquitto-config", "--out"])
+                .arg(&conf)
+                .args(["--listen", &format!("{host}:{port}")])
+                .status()?;
+            anyhow::ensure!(st.success(), "mosquitto-config failed");
+            let m = Mosq(
+                Command::new("mosquitto")
+                    .arg("-c")
+                    .arg(conf.join("mosquitto.conf"))
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()?,
             );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let t = Instant::now();
+            while std::net::TcpStream::connect((host.as_str(), port)).is_err() {
+                // it reads a password file and an ACL of the whole inventory first
+                anyhow::ensure!(
+                    t.elapsed() < Duration::from_secs(120),
+                    "mosquitto did not start"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            println!("external mosquitto {b} (pid {}) on {host}:{port}", m.0.id());
+            mosq.push(m);
+            agent_brokers.push((host, port));
         }
-        println!("external mosquitto (pid {}) on port {port}", m.0.id());
-        mosq = Some(m);
         let cp_port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
+        let urls: Vec<String> = agent_brokers
+            .iter()
+            .map(|(h, p)| format!("mqtt://{h}:{p}"))
+            .collect();
         serve_args.extend([
             "--listen".into(),
             format!("127.0.0.1:{cp_port}"),
             "--broker-url".into(),
-            format!("mqtt://127.0.0.1:{port}"),
+            urls.join(","),
         ]);
     } else {
         serve_args.extend(["--listen".into(), format!("127.0.0.1:{port}")]);
     }
+    // the observer and the admin use the first broker
+    let (obs_host, port) = agent_brokers[0].clone();
     if let Some(e) = &endpoints {
         serve_args.extend([
             "--store".into(),
@@ -483,8 +488,10 @@ async fn bench(
     let desired_seen: Arc<Mutex<HashMap<String, (Instant, usize)>>> =
         Arc::new(Mutex::new(HashMap::new()));
     let published_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
+    // the size of each node's last peer list
+    let peer_lists: Arc<Mutex<HashMap<String, usize>>> = Arc::new(Mutex::new(HashMap::new()));
     {
-        let mut o = MqttOptions::new("loadgen-observer", "127.0.0.1", port);
+        let mut o = MqttOptions::new("loadgen-observer", obs_host.clone(), port);
         // Mosquitto's ACL lets only the control plane's login read desired states
         let login = if args.mosquitto {
             &creds.control_plane
@@ -495,6 +502,7 @@ async fn bench(
         o.set_max_packet_size(4 << 20, 4 << 20);
         let (c, mut el) = AsyncClient::new(o, 100);
         let seen = desired_seen.clone();
+        let lists = peer_lists.clone();
         tokio::spawn(async move {
             loop {
                 match el.poll().await {
@@ -502,10 +510,18 @@ async fn bench(
                         let _ = c
                             .subscribe("acoa/v1/nodes/+/desired", QoS::AtLeastOnce)
                             .await;
+                        let _ = c.subscribe(topics::peers("+"), QoS::AtMostOnce).await;
                     }
                     Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
                         let now = Instant::now();
-                        if let Ok(Message::DesiredState(d)) = wire::decode_unverified(&p.payload) {
+                        let msg = wire::decode_unverified(&p.payload);
+                        if let Ok(Message::PeerList(l)) = &msg {
+                            lists
+                                .lock()
+                                .unwrap()
+                                .insert(l.node.to_string(), l.peers.len());
+                        }
+                        if let Ok(Message::DesiredState(d)) = msg {
                             let mut s = seen.lock().unwrap();
                             for cs in d.containers.iter() {
                                 let e = s.entry(cs.app.to_string()).or_insert((now, 0));
@@ -521,117 +537,94 @@ async fn bench(
         });
     }
 
-    // the simulated agents
+    // the simulated agents: in this process, or in child processes (one each a contiguous
+    // range of nodes, each node on broker i % brokers)
     let sent = Arc::new(AtomicU64::new(0));
     let t_connect = Instant::now();
-    for i in 0..n {
-        let node = profiles[i].clone();
-        let key = keys[i].clone();
-        let samples = peers(i, n, &names, &mut rng);
+    let cadence = cadence(&args);
+    let mut children = Vec::new();
+    if args.agent_procs == 0 {
         let sent = sent.clone();
-        let period = Duration::from_millis(args.period_ms);
-        let fresh = args.fresh_sign;
-        let offset = Duration::from_millis(rng.gen_range(0..args.period_ms));
+        let agent_brokers = agent_brokers.clone();
         tokio::spawn(async move {
-            let name = node.name.clone();
-            let mut o = MqttOptions::new(format!("lg-{name}"), "127.0.0.1", port);
-            o.set_credentials(&name, format!("pw-{i}"));
-            o.set_keep_alive(Duration::from_secs(30));
-            o.set_last_will(LastWill::new(
-                topics::online(&name),
-                presence_frame(&name, &key, false),
-                QoS::AtLeastOnce,
-                true,
-            ));
-            let (c, mut el) = AsyncClient::new(o, 16);
-            let probe = format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256);
-            let mk_report = |seq: u64| {
-                wire::encode(
-                    &Message::NodeReport(Box::new(report_of(&node, seq, &probe))),
-                    Some(&key),
-                )
-                .unwrap()
-            };
-            let mk_links = |seq: u64| {
-                let mut l = LinkMetrics {
-                    node: wire::name(&name).unwrap(),
-                    seq,
-                    run: 0,
-                    links: Default::default(),
-                    coord: None,
-                };
-                for s in samples.iter().take(wire::MAX_LINKS_PER_MESSAGE) {
-                    let _ = l.links.push(s.clone());
-                }
-                wire::encode(&Message::LinkMetrics(Box::new(l)), Some(&key)).unwrap()
-            };
-            let (pre_r, pre_l) = (mk_report(1), mk_links(1));
-            // the event loop in its own task: polling it must never be cancelled mid-connect
+            fleet::start_agents(0..n, n, &agent_brokers, cadence, 200, sent).await
+        });
+    } else {
+        let procs = args.agent_procs;
+        let list: Vec<String> = agent_brokers
+            .iter()
+            .map(|(h, p)| format!("{h}:{p}"))
+            .collect();
+        for c in 0..procs {
+            let (from, to) = (c * n / procs, (c + 1) * n / procs);
+            let mut cmd = Command::new(std::env::current_exe()?);
+            cmd.args([
+                "--child",
+                &format!("{from}..{to}"),
+                "--child-total",
+                &n.to_string(),
+                "--child-brokers",
+                &list.join(","),
+                "--period-ms",
+                &args.period_ms.to_string(),
+                "--report-every-s",
+                &args.report_every_s.to_string(),
+            ]);
+            let mut child = Killed(cmd.stdout(Stdio::piped()).spawn()?);
+            let counted = Arc::new(AtomicU64::new(0));
+            let stdout = child.0.stdout.take().unwrap();
             {
-                let c = c.clone();
-                let name = name.clone();
-                let here = presence_frame(&name, &key, true);
-                tokio::spawn(async move {
-                    loop {
-                        match el.poll().await {
-                            Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
-                                let _ = c.try_publish(
-                                    topics::online(&name),
-                                    QoS::AtLeastOnce,
-                                    true,
-                                    here.clone(),
-                                );
-                            }
-                            Ok(_) => {}
-                            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                let counted = counted.clone();
+                std::thread::spawn(move || {
+                    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                        if let Some(v) = line.strip_prefix("sent ").and_then(|v| v.parse().ok()) {
+                            counted.store(v, Ordering::Relaxed);
                         }
                     }
                 });
             }
-            tokio::time::sleep(offset).await;
-            let mut iv = tokio::time::interval(period);
-            let mut seq = 1u64;
+            println!("agents {from}..{to}: child process {}", child.0.id());
+            children.push((child, counted));
+        }
+        let counters: Vec<Arc<AtomicU64>> = children.iter().map(|c| c.1.clone()).collect();
+        let sent = sent.clone();
+        tokio::spawn(async move {
             loop {
-                iv.tick().await;
-                seq += 1;
-                let (r, l) = if fresh {
-                    (mk_report(seq), mk_links(seq))
-                } else {
-                    (pre_r.clone(), pre_l.clone())
-                };
-                if c.try_publish(topics::report(&name), QoS::AtMostOnce, false, r)
-                    .is_ok()
-                {
-                    sent.fetch_add(1, Ordering::Relaxed);
-                }
-                if c.try_publish(topics::links(&name), QoS::AtMostOnce, false, l)
-                    .is_ok()
-                {
-                    sent.fetch_add(1, Ordering::Relaxed);
-                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                sent.store(
+                    counters.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+                    Ordering::Relaxed,
+                );
             }
         });
-        if i % 200 == 199 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
+    // all joined, or no progress for 30 s (the figures are then of the part that joined)
+    let (mut last, mut since) = (0, Instant::now());
     while (joined.load(Ordering::Relaxed) as usize) < n {
-        if t_connect.elapsed() > Duration::from_secs(300) {
-            anyhow::bail!(
-                "only {} of {n} nodes joined",
-                joined.load(Ordering::Relaxed)
-            );
+        let j = joined.load(Ordering::Relaxed) as usize;
+        if j != last {
+            (last, since) = (j, Instant::now());
+        }
+        if since.elapsed() > Duration::from_secs(30)
+            || t_connect.elapsed() > Duration::from_secs(300)
+        {
+            println!("only {j} of {n} nodes joined, measuring anyway");
+            break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     println!(
-        "all {n} nodes joined in {:.1} s",
+        "{} of {n} nodes joined in {:.1} s",
+        joined.load(Ordering::Relaxed),
         t_connect.elapsed().as_secs_f64()
     );
     // settle, then measure
     tokio::time::sleep(Duration::from_secs(6)).await;
     let hz = 100.0; // USER_HZ
     let etcd0 = endpoints.as_deref().and_then(etcd_status);
+    let mosq_pids: Vec<u32> = mosq.iter().map(|m| m.0.id()).collect();
+    let mosq_c0: Vec<u64> = mosq_pids.iter().map(|p| proc_cpu_ticks(*p)).collect();
+    let mut mosq_peak_kb = vec![0u64; mosq_pids.len()];
     let (c0, t0, s0) = (
         proc_cpu_ticks(pid),
         Instant::now(),
@@ -646,15 +639,12 @@ async fn bench(
         if t0.elapsed() >= next || t0.elapsed() >= Duration::from_secs(measure_s) {
             next += Duration::from_secs(10);
             let (rss, anon) = (proc_status_kb(pid, "VmRSS:"), smaps_anon_kb(pid));
-            let broker = mosq
-                .as_ref()
-                .map(|m| {
-                    format!(
-                        ", mosquitto {} MiB",
-                        proc_status_kb(m.0.id(), "VmRSS:") / 1024
-                    )
-                })
-                .unwrap_or_default();
+            let mut broker = String::new();
+            for (b, p) in mosq_pids.iter().enumerate() {
+                let kb = proc_status_kb(*p, "VmRSS:");
+                mosq_peak_kb[b] = mosq_peak_kb[b].max(kb);
+                broker += &format!(", mosquitto {b} {} MiB", kb / 1024);
+            }
             println!(
                 "{n} nodes, t+{:>4} s: control plane RSS {} MiB (anonymous {} MiB){broker}",
                 t0.elapsed().as_secs(),
@@ -682,6 +672,28 @@ async fn bench(
         sent.load(Ordering::Relaxed),
     );
     let cpu = (c1 - c0) as f64 / hz / wall;
+    let brokers: Vec<(f64, f64)> = mosq_pids
+        .iter()
+        .zip(&mosq_c0)
+        .zip(&mosq_peak_kb)
+        .map(|((p, c0), kb)| {
+            (
+                (proc_cpu_ticks(*p) - c0) as f64 / hz / wall,
+                *kb as f64 / 1024.0,
+            )
+        })
+        .collect();
+    let lists: Vec<usize> = peer_lists.lock().unwrap().values().copied().collect();
+    let lists = (
+        lists.len(),
+        lists.iter().min().copied().unwrap_or(0),
+        lists.iter().sum::<usize>() as f64 / lists.len().max(1) as f64,
+        lists.iter().max().copied().unwrap_or(0),
+    );
+    println!(
+        "{n} nodes: peer lists seen {} (peers min {} / mean {:.1} / max {}); mosquitto CPU (cores) and peak RSS (MiB): {:?}",
+        lists.0, lists.1, lists.2, lists.3, brokers
+    );
     let etcd1 = endpoints.as_deref().and_then(etcd_status);
     let etcd_figures = match (etcd_start, etcd0, etcd1) {
         (Some((_, db_start)), Some((r0, _)), Some((r1, db1))) => Some((
@@ -705,7 +717,7 @@ async fn bench(
         .collect();
 
     // latency: publish applications one by one while the load goes on
-    let mut o = MqttOptions::new("loadgen-admin", "127.0.0.1", port);
+    let mut o = MqttOptions::new("loadgen-admin", obs_host.clone(), port);
     o.set_credentials(&creds.admin.username, &creds.admin.password);
     let (admin, mut el) = AsyncClient::new(o, 100);
     tokio::spawn(async move { while el.poll().await.is_ok() {} });
@@ -772,6 +784,7 @@ async fn bench(
     );
     let _ = child.kill();
     let _ = child.wait();
+    drop(children);
     drop(mosq);
     drop(etcd);
     Ok(Summary {
@@ -794,5 +807,7 @@ async fn bench(
         p99: pct(&lat, 99.0),
         apps: lat.len(),
         unplaced,
+        brokers,
+        lists,
     })
 }

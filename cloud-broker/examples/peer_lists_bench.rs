@@ -1,0 +1,92 @@
+//! How long the control plane takes to compute every node's peer list (`engine::probes::
+//! peer_lists`, what `publish_peers` runs after a membership change or a coordinate move),
+//! at several fleet sizes (not a test: it prints figures).
+//!
+//! ```text
+//! cargo build --release -p cloud-broker --example peer_lists_bench
+//! target/release/examples/peer_lists_bench --nodes 1000,10000,50000 --k 32
+//! ```
+//!
+//! The fleet: trains of 10 nodes and two cloud datacenters of a twentieth of the nodes each,
+//! every node with a 3-dimensional coordinate spread over 5 regions (heights 0-3 ms). A change
+//! (one node's coordinate moved) costs a whole computation again: the lists are recomputed,
+//! then compared with the ones sent, and only the changed ones are published.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use acoa_shared::coords::{Coord, DIMS};
+use clap::Parser;
+use cloud_broker::engine::probes::{peer_lists, Candidate};
+use rand::{Rng, SeedableRng};
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000,50000")]
+    nodes: Vec<usize>,
+    #[arg(long, default_value_t = 32)]
+    k: usize,
+    /// Computations per fleet size (the median is printed).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+}
+
+fn fleet(n: usize, rng: &mut impl Rng) -> Vec<Candidate> {
+    let clouds = n / 10;
+    (0..n)
+        .map(|i| {
+            let (name, group) = if i < clouds {
+                (format!("c{i:05}"), format!("cloud{}", i % 2 + 1))
+            } else {
+                (format!("e{i:05}"), format!("train{}", (i - clouds) / 10))
+            };
+            let region = rng.gen_range(0..5) as f64 * 50.0;
+            let mut x = [0.0; DIMS];
+            for v in x.iter_mut() {
+                *v = region + rng.gen_range(-20.0..20.0);
+            }
+            Candidate {
+                name,
+                addr: format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256),
+                group,
+                coord: Some(Coord::new(x, rng.gen_range(0.0..3.0), 0.2).unwrap()),
+            }
+        })
+        .collect()
+}
+
+fn main() {
+    let args = Args::parse();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(16);
+    let none = BTreeMap::new();
+    println!(
+        "| nodes | k | all lists (median of {}) | peers per list (min / mean / max) |",
+        args.runs
+    );
+    println!("|---|---|---|---|");
+    for &n in &args.nodes {
+        let mut cands = fleet(n, &mut rng);
+        let mut times = vec![];
+        let mut lists = BTreeMap::new();
+        for r in 0..args.runs {
+            // a change between runs: one node's coordinate moved
+            let i = r % n;
+            let mut x = *cands[i].coord.as_ref().unwrap().vec();
+            x[0] += 1.0;
+            cands[i].coord = Some(Coord::new(x, 1.0, 0.2).unwrap());
+            let t = Instant::now();
+            lists = peer_lists(&cands, args.k, &none, 1);
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        let sizes: Vec<usize> = lists.values().map(Vec::len).collect();
+        println!(
+            "| {n} | {} | {:.1} ms | {} / {:.1} / {} |",
+            args.k,
+            times[times.len() / 2],
+            sizes.iter().min().unwrap_or(&0),
+            sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64,
+            sizes.iter().max().unwrap_or(&0),
+        );
+    }
+}
