@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, Publish, QoS};
+use rumqttc::{
+    AsyncClient, Event as MqttEvent, MqttOptions, Packet, Publish, QoS, SubscribeFilter,
+};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
@@ -117,7 +119,7 @@ pub trait Inbox: Send + 'static {
 #[derive(Debug, Clone, Copy)]
 pub struct Link {
     /// Subscribed (at least once) on every accepted connection.
-    pub filter: &'static str,
+    pub filters: &'static [&'static str],
     /// What the connection is for, in its log lines; `None` for the node telemetry, whose
     /// connection is announced at info level ("connected to the broker").
     pub purpose: Option<&'static str>,
@@ -153,7 +155,7 @@ pub struct Connection {
     pub up: Arc<AtomicBool>,
 }
 
-/// Connects with `options` (requests queued up to `capacity`), subscribes `link.filter` on every
+/// Connects with `options` (requests queued up to `capacity`), subscribes `link.filters` on every
 /// accepted connection and hands each publication to `inbox`, reconnecting after failures.
 pub fn spawn(
     options: MqttOptions,
@@ -188,8 +190,12 @@ pub fn spawn(
                     // on a task of its own: the request waits for this loop to poll again
                     let c = sub.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = c.subscribe(link.filter, QoS::AtLeastOnce).await {
-                            error!("cannot subscribe to {}: {e}", link.filter);
+                        let subs = link
+                            .filters
+                            .iter()
+                            .map(|f| SubscribeFilter::new(f.to_string(), QoS::AtLeastOnce));
+                        if let Err(e) = c.subscribe_many(subs).await {
+                            error!("cannot subscribe to {}: {e}", link.filters.join(", "));
                         }
                     });
                 }

@@ -290,7 +290,7 @@ fn connect_telemetry(
 ) -> anyhow::Result<Connection> {
     let o = conn::mqtt_options(url, client_id, login)?;
     let link = Link {
-        filter: acoa_shared::topics::NODES_WILDCARD,
+        filters: acoa_shared::topics::NODES_TELEMETRY,
         purpose: None,
     };
     Ok(conn::spawn(o, CLIENT_QUEUE, link, inbox))
@@ -307,7 +307,7 @@ fn connect_apps(
 ) -> anyhow::Result<Connection> {
     let o = conn::mqtt_options(url, client_id, login)?;
     let link = Link {
-        filter: acoa_shared::topics::APPS_WILDCARD,
+        filters: &[acoa_shared::topics::APPS_WILDCARD],
         purpose: Some("applications"),
     };
     let inbox = Apps {

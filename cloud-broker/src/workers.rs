@@ -126,7 +126,7 @@ impl Workers {
             cfg.window
         );
         let link = Link {
-            filter: jobs::RESULTS_WILDCARD,
+            filters: &[jobs::RESULTS_WILDCARD],
             purpose: Some("scheduler workers"),
         };
         let client = conn::spawn(o, 1000, link, Results(tx.clone())).client;

@@ -93,7 +93,7 @@ fn a_connection_comes_back_and_subscribes_again_after_the_broker_restarts() {
         let o = conn::mqtt_options(&url, "conn-test", &login).unwrap();
         let (tx, mut rx) = mpsc::channel(16);
         let link = Link {
-            filter: "t/#",
+            filters: &["t/#"],
             purpose: Some("the test"),
         };
         let c = conn::spawn(o, 16, link, Topics(tx));

@@ -4,8 +4,20 @@ pub mod acl;
 
 /// Every topic starts with this.
 pub const PREFIX: &str = "acoa/v1";
-/// What the control plane subscribes to for agent traffic.
+/// Every node topic (the brokers' rules and tests use it).
 pub const NODES_WILDCARD: &str = "acoa/v1/nodes/+/+";
+/// What the control plane subscribes to for agent traffic: what the agents publish, and its own
+/// retained desired states (at start-up they tell what the agents can see). Not the peer lists
+/// it publishes itself (one per node: at a fleet's join, thousands a second would come back to
+/// it for nothing).
+pub const NODES_TELEMETRY: &[&str] = &[
+    "acoa/v1/nodes/+/report",
+    "acoa/v1/nodes/+/links",
+    "acoa/v1/nodes/+/online",
+    "acoa/v1/nodes/+/actual",
+    "acoa/v1/nodes/+/usage",
+    "acoa/v1/nodes/+/desired",
+];
 /// What the control plane subscribes to for application definitions.
 pub const APPS_WILDCARD: &str = "acoa/v1/apps/+";
 
