@@ -59,6 +59,14 @@ pub struct Candidate {
     pub coord: Option<Coord<DIMS>>,
 }
 
+/// A node's stable key for the neighbour selection's random choices (FNV-1a of its name: the
+/// same on every run and build).
+fn name_key(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// One peer of a node's list.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ListEntry {
@@ -83,6 +91,7 @@ pub fn peer_lists(
         .map(|c| Member {
             group: c.group.as_str(),
             coord: c.coord,
+            key: name_key(&c.name),
         })
         .collect();
     let index: HashMap<&str, usize> = cands

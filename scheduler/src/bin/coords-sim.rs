@@ -505,6 +505,7 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
                 .map(|i| Member {
                     group: topo.nodes[i].site,
                     coord: (round > 0).then(|| *agents[i].coordinate()),
+                    key: i as u64,
                 })
                 .collect();
             let seed = r.next_u64();

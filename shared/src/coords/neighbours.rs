@@ -18,7 +18,6 @@
 
 use super::near::{Best, Far, NearIndex};
 use super::vivaldi::Coord;
-use super::SplitMix64;
 use std::collections::HashMap;
 use std::hash::Hash;
 
@@ -29,6 +28,70 @@ pub struct Member<G, const D: usize> {
     pub group: G,
     /// Its reported coordinate, if any.
     pub coord: Option<Coord<D>>,
+    /// A stable identity (the control plane: a hash of the node's name). The random choices
+    /// depend on it, not on the member's position, so that a node's list changes little when
+    /// others join or leave (a fleet joining would otherwise change every list at every step).
+    pub key: u64,
+}
+
+/// A 64-bit mix (SplitMix64's finaliser).
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The members on a hash ring (by their keys): the random slots are the first acceptable member
+/// at or after points drawn from the node's own key. A member joining or leaving changes a pick
+/// only where it lands between the point and the member picked (about `random / n` of the
+/// lists per join), unlike a draw by position.
+struct Ring {
+    order: Vec<(u64, usize)>,
+}
+
+impl Ring {
+    fn build<G, const D: usize>(members: &[Member<G, D>]) -> Ring {
+        let mut order: Vec<(u64, usize)> = members
+            .iter()
+            .enumerate()
+            .map(|(j, m)| (mix64(m.key), j))
+            .collect();
+        order.sort_unstable();
+        Ring { order }
+    }
+
+    /// Up to `count` members that `ok` accepts (and not yet in `chosen`), appended to `chosen`.
+    fn pick(
+        &self,
+        me_key: u64,
+        seed: u64,
+        count: usize,
+        chosen: &mut Vec<usize>,
+        ok: impl Fn(usize) -> bool,
+    ) {
+        let n = self.order.len();
+        if n == 0 {
+            return;
+        }
+        let want = chosen.len() + count;
+        for t in 0..(64 * count.max(1)) as u64 {
+            if chosen.len() >= want {
+                break;
+            }
+            let p = mix64(seed ^ mix64(me_key) ^ mix64(t.wrapping_add(0x5eed)));
+            let start = self.order.partition_point(|(h, _)| *h < p);
+            // the first acceptable member from the point on (a short walk: members of the
+            // node's own group or already chosen are passed over)
+            for s in 0..n.min(64) {
+                let j = self.order[(start + s) % n].1;
+                if ok(j) && !chosen.contains(&j) {
+                    chosen.push(j);
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// How the `k` slots are shared.
@@ -72,7 +135,8 @@ pub fn select_neighbours<G: PartialEq, const D: usize>(
     let group: Vec<usize> = (0..members.len())
         .filter(|&j| j != me && members[j].group == mine.group)
         .collect();
-    select_with(me, members, k, mix, seed, group, |c, near| {
+    let ring = Ring::build(members);
+    select_with(me, members, k, mix, seed, group, &ring, |c, near| {
         let mut best = Best::new(near);
         for (j, m) in members.iter().enumerate() {
             if j == me || m.group == mine.group {
@@ -98,6 +162,7 @@ pub fn select_all_neighbours<G: Eq + Hash, const D: usize>(
     for (j, m) in members.iter().enumerate() {
         groups.entry(&m.group).or_default().push(j);
     }
+    let ring = Ring::build(members);
     let index = NearIndex::build(
         members
             .iter()
@@ -108,15 +173,16 @@ pub fn select_all_neighbours<G: Eq + Hash, const D: usize>(
         .map(|me| {
             let mine = &members[me].group;
             let group: Vec<usize> = groups[mine].iter().copied().filter(|&j| j != me).collect();
-            select_with(me, members, k, mix, seed, group, |c, near| {
+            select_with(me, members, k, mix, seed, group, &ring, |c, near| {
                 index.nearest(c, near, |j| j != me && members[j].group != *mine)
             })
         })
         .collect()
 }
 
-/// The selection, given the other members of `me`'s group (in index order) and how to find
-/// the `near` nearest others (not of the group, not `me`, nearest first).
+/// The selection, given the other members of `me`'s group (in index order), the fleet's hash
+/// ring and how to find the `near` nearest others (not of the group, not `me`, nearest first).
+#[allow(clippy::too_many_arguments)]
 fn select_with<G: PartialEq, const D: usize>(
     me: usize,
     members: &[Member<G, D>],
@@ -124,17 +190,18 @@ fn select_with<G: PartialEq, const D: usize>(
     mix: NeighbourMix,
     seed: u64,
     mut group: Vec<usize>,
+    ring: &Ring,
     nearest: impl FnOnce(&Coord<D>, usize) -> Vec<usize>,
 ) -> Vec<usize> {
     let mine = &members[me];
-    let mut rng = SplitMix64::new(seed ^ (me as u64).wrapping_mul(0xD134_2543_DE82_EF95));
     let mut chosen: Vec<usize> = Vec::with_capacity(k);
 
-    // 1. Own group, a random subset when it is larger than its share.
+    // 1. Own group; when it is larger than its share, the members whose keys hash lowest
+    //    with ours (rendezvous: a member joining the group displaces at most one).
     let take = mix.group_max.min(k).min(group.len());
-    for i in 0..take {
-        let j = i + rng.below(group.len() - i);
-        group.swap(i, j);
+    if take < group.len() {
+        let mine_key = mix64(seed ^ mine.key);
+        group.sort_by_cached_key(|&j| (mix64(mine_key ^ members[j].key), j));
     }
     chosen.extend_from_slice(&group[..take]);
 
@@ -146,18 +213,15 @@ fn select_with<G: PartialEq, const D: usize>(
         chosen.extend(nearest(c, near));
     }
 
-    // 3. Random others to fill up to k (the random share, plus nearest slots left empty).
+    // 3. Random others to fill up to k (the random share, plus nearest slots left empty),
+    //    from the hash ring.
     let want = k.min(take + others);
-    let mut tries = 0;
-    while chosen.len() < want && tries < 64 * k {
-        tries += 1;
-        let j = rng.below(members.len());
-        if j != me && members[j].group != mine.group && !chosen.contains(&j) {
-            chosen.push(j);
-        }
-    }
+    let missing = want.saturating_sub(chosen.len());
+    ring.pick(mine.key, seed, missing, &mut chosen, |j| {
+        j != me && members[j].group != mine.group
+    });
     if chosen.len() < want {
-        // Few others, or unlucky draws: the first ones not yet chosen.
+        // Few others, or a crowded stretch of the ring: the first ones not yet chosen.
         for (j, m) in members.iter().enumerate() {
             if chosen.len() >= want {
                 break;

@@ -227,9 +227,11 @@ fn the_update_filter_holds_still_coordinates_and_follows_a_move() {
 fn members(points: &[(u32, f64)]) -> Vec<Member<u32, 1>> {
     points
         .iter()
-        .map(|&(g, x)| Member {
+        .enumerate()
+        .map(|(i, &(g, x))| Member {
             group: g,
             coord: Some(Coord::new([x], 0.5, 0.2).unwrap()),
+            key: i as u64,
         })
         .collect()
 }
@@ -373,6 +375,7 @@ fn the_whole_fleets_lists_are_each_nodes_own() {
                     group: if i % 3 == 0 { 0 } else { (i / 10) as u64 + 1 },
                     coord: (rng.below(10) != 0)
                         .then(|| Coord::new(x, rng.below(4) as f64, 0.2).unwrap()),
+                    key: i as u64,
                 }
             })
             .collect();
@@ -387,4 +390,34 @@ fn the_whole_fleets_lists_are_each_nodes_own() {
             );
         }
     }
+}
+
+#[test]
+fn a_node_joining_changes_few_lists() {
+    // 2,000 nodes in groups of 10, half without a coordinate (random slots only)
+    let member = |i: usize| Member {
+        group: (i / 10) as u32,
+        coord: (i % 2 == 0)
+            .then(|| Coord::new([(i % 97) as f64, (i % 89) as f64], 1.0, 0.2).unwrap()),
+        key: (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    };
+    let before: Vec<Member<u32, 2>> = (0..2000).map(member).collect();
+    let mut after = before.clone();
+    after.push(member(2000));
+    let k = 32;
+    let mix = NeighbourMix::for_k(k);
+    let a = select_all_neighbours(&before, k, mix, 7);
+    let b = select_all_neighbours(&after, k, mix, 7);
+    let changed = (0..2000)
+        .filter(|&i| {
+            let mut x = a[i].clone();
+            let mut y = b[i].clone();
+            x.sort_unstable();
+            y.sort_unstable();
+            x != y
+        })
+        .count();
+    // a new node takes a random slot of about random/n of the lists, a nearest slot of those
+    // it is nearest to, a group slot of its group's (none here: its group is new)
+    assert!(changed < 100, "{changed} of 2000 lists changed");
 }
