@@ -235,11 +235,7 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
                 (Some(x), Some(y)) => Some(estimate_latency_ms(x, y)),
                 _ => None,
             };
-            let baseline = if in_group {
-                in_group_ms
-            } else {
-                across_median
-            };
+            let baseline = if in_group { in_group_ms } else { across_median };
             match in_group_ms.or(by_coords) {
                 Some(estimate_ms) => out.errors.push(PairError {
                     from: a.to_string(),
