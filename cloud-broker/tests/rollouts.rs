@@ -390,6 +390,16 @@ fn a_revision_whose_workload_adds_delay_on_the_alarm_path_rolls_back_and_the_old
         sim.tick(1000);
         agents.report(&mut sim, &nodes());
     }
+    // the fleet document shows each path's network latency and its service times apart
+    let fleet = cloud_broker::observe::fleet::build(&sim.e.view(), vec![]);
+    let doc = fleet.apps.iter().find(|a| a.name == APP).unwrap();
+    let alarm = doc.paths.iter().find(|p| p.name == "alarm").unwrap();
+    assert!(alarm.latency_ms.is_some(), "{alarm:?}");
+    assert_eq!(
+        alarm.service_ms,
+        Some(1.5),
+        "measurement, level-detection and alarm: 0.5 ms each"
+    );
     // revision 3: level-detection's new image takes 60 ms per message (same node, same
     // placement: only the workload is slower)
     let slow = "localhost/acoa/smoke-level:3";
