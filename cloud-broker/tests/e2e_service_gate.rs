@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use acoa_test_support::{remove_containers_labelled, workload_image, PODMAN_SOCKET};
+use acoa_test_support::{remove_containers_labelled, workload_image};
 use cloud_broker::status::AppStatus;
 use common::*;
 
@@ -52,32 +52,11 @@ fn definition(dir: &Path, prefix: &str, a_image: &str) -> std::path::PathBuf {
     p
 }
 
-struct Agents(Vec<Child>);
-impl Drop for Agents {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        remove_containers_labelled("acoa.app", APP);
-    }
-}
-
+/// Agent `name`, its stats socket on all addresses (a port of its own: the containers are on
+/// Podman's bridge and told its gateway).
 fn start_agent(bin: &Path, dir: &Path, data: &Path, url: &str, name: &str) -> Child {
-    let state = dir.join(format!("{name}-state"));
-    let broker = enroll_agent(bin, &state, data, name, url);
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "node = \"{name}\"\ndatacenter = \"cloud1\"\nlayer = \"cloud\"\narch = \"x86_64\"\nstate_dir = \"{}\"\nreport_period_ms = 500\nruntime = \"podman\"\nimage_allowlist = [\"localhost/acoa/\"]\n[capacity]\ncpu_millis = 4000\nmemory_mb = 4096\ndisk_mb = 10000\n{broker}\n[probe]\nlisten = \"127.0.0.1:{}\"\nperiod_ms = 300\n[podman]\nsocket = \"unix://{PODMAN_SOCKET}\"\n[stats]\nlisten = \"0.0.0.0:{}\"\n",
-            state.display(),
-            free_port(),
-            free_port()
-        ),
-    )
-    .unwrap();
-    spawn_agent(bin, &config, &dir.join(format!("{name}.log")))
+    let stats = format!("[stats]\nlisten = \"0.0.0.0:{}\"\n", free_port());
+    start_podman_agent(bin, dir, data, url, name, &stats)
 }
 
 fn status(data: &Path) -> Option<AppStatus> {
@@ -99,11 +78,14 @@ fn a_revision_whose_container_adds_delay_breaks_the_gate_and_rolls_back_by_itsel
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cp");
     let cp = ControlPlane::start(&data, free_port(), &[]);
-    let mut agents = Agents(vec![]);
+    let mut agents = PodmanAgents {
+        children: vec![],
+        app: APP.into(),
+    };
     for n in ["n1", "n2"] {
         let name = format!("{prefix}{n}");
         agents
-            .0
+            .children
             .push(start_agent(&bin, dir.path(), &data, &cp.url, &name));
         cp.wait_log(&format!("node {name} joined"), Duration::from_secs(30));
     }
