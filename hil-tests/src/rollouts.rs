@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use acoa_shared::model::{Application, Layer, Update};
+use acoa_shared::model::{Application, Component, Layer, Update};
 use anyhow::{bail, Context, Result};
 
 use crate::dynamic::{all_running, placement_of};
@@ -173,11 +173,7 @@ pub fn steps(
         c.image = to;
     }
     let mut worse = good.clone();
-    let comp = worse
-        .components
-        .iter_mut()
-        .find(|c| c.name == bad)
-        .with_context(|| format!("no component {bad}"))?;
+    let comp = component_mut(&mut worse, bad)?;
     comp.image = with_tag(&comp.image, "exits");
     // the workload refuses a bad collector address and exits at once
     acoa_test_support::workload_image(&comp.image, &["ACOA_CONTROL=nowhere"]);
@@ -197,11 +193,7 @@ pub fn steps(
     ];
     if let Some(gate) = base.update.as_ref().and_then(|u| u.gate.as_ref()) {
         let mut slow = good.clone();
-        let comp = slow
-            .components
-            .iter_mut()
-            .find(|c| c.name == far)
-            .with_context(|| format!("no component {far}"))?;
+        let comp = component_mut(&mut slow, far)?;
         comp.requires.layer = Some(Layer::Cloud);
         steps.push(Step {
             label: "gate".into(),
@@ -215,11 +207,7 @@ pub fn steps(
         });
         if let Some((c, ms)) = delay {
             let mut delayed = good.clone();
-            let comp = delayed
-                .components
-                .iter_mut()
-                .find(|x| x.name == c)
-                .with_context(|| format!("no component {c}"))?;
+            let comp = component_mut(&mut delayed, c)?;
             let to = with_tag(&comp.image, "delay");
             delayed_image(&comp.image, &to, ms)?;
             comp.image = to;
@@ -236,6 +224,14 @@ pub fn steps(
         }
     }
     Ok(steps)
+}
+
+/// The component `name` of `app`, to change it.
+fn component_mut<'a>(app: &'a mut Application, name: &str) -> Result<&'a mut Component> {
+    app.components
+        .iter_mut()
+        .find(|c| c.name == name)
+        .with_context(|| format!("no component {name}"))
 }
 
 /// Builds `to`: `from` with `ACOA_DELAY_MS=ms` (the workload holds every message that long).
