@@ -268,16 +268,24 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
     watch_until(&cp, "r2→r5: batch 1/2 started", Duration::from_secs(60));
     // killed once the batch's start is durable (the log line comes before the store's write)
     let history_file = data.join("store/history/roll.json");
-    wait_for(
-        "the batch's start persisted",
-        Duration::from_secs(20),
-        || {
-            let h: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(&history_file).ok()?).ok()?;
-            let steps = h["rollout"]["steps"].as_array()?.clone();
-            steps.iter().any(|s| s["state"] != "waiting").then_some(())
-        },
-    );
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&history_file).unwrap_or_default();
+        let h: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let steps = h["rollout"]["steps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if steps.iter().any(|s| s["state"] != "waiting") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the batch's start not persisted within 20 s; history: {text}\n{}",
+            cp.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
     cp.kill();
     let cp2 = ControlPlane::start_logged(&data, port, &[], &data.join("cp2.log"));
     // batch 1/2, or 2/2 when the first was done before the kill
