@@ -232,19 +232,10 @@ impl Engine {
             let Some((node, container)) = copy_of(c) else {
                 continue;
             };
-            match service.get(&node, &container) {
-                Some(ms) => q.service.push((c.to_string(), ms)),
-                None => {
-                    // a new copy that has not reported yet while the old one did
-                    let old = r
-                        .step(c)
-                        .filter(|s| s.state == StepState::Surge)
-                        .and_then(|s| s.old.as_ref())
-                        .and_then(|o| service.get(&o.node, &o.container.name));
-                    if old.is_some() {
-                        q.unmeasured.push(c.to_string());
-                    }
-                }
+            // a copy that reports nothing (it served no message: beside the old copy, the
+            // traffic may all go to the old one) adds nothing; the old copy's time is not its
+            if let Some(ms) = service.get(&node, &container) {
+                q.service.push((c.to_string(), ms));
             }
         }
         Some(q)

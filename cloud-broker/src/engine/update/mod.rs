@@ -149,9 +149,6 @@ pub struct PathQos {
     pub reliability: f64,
     /// Per component of the path whose serving copy reports one: its service time, ms.
     pub service: Vec<(String, f64)>,
-    /// Components whose serving copy reports no service time yet while the copy it replaces
-    /// did: the gate waits for them (a new copy that has not measured is not a fast one).
-    pub unmeasured: Vec<String>,
 }
 
 impl PathQos {
@@ -161,7 +158,6 @@ impl PathQos {
             network_ms,
             reliability,
             service: vec![],
-            unmeasured: vec![],
         }
     }
 
@@ -613,12 +609,6 @@ impl Rollout {
                     g.path, q.reliability
                 ));
             }
-        }
-        if !q.unmeasured.is_empty() {
-            return Ok(Some(format!(
-                "the gate waits for the service time of the new copy of {} (its old copy reported one)",
-                q.unmeasured.join(", ")
-            )));
         }
         Ok(None)
     }

@@ -466,7 +466,6 @@ fn a_new_copy_whose_service_time_breaks_the_bound_rolls_back_and_says_so() {
         network_ms: 1.1,
         reliability: 1.0,
         service: vec![("a".into(), 60.1), ("b".into(), 0.1)],
-        unmeasured: vec![],
     };
     assert!((q.latency_ms() - 61.3).abs() < 1e-9);
     w.paths.insert("alarm".into(), q);
@@ -487,43 +486,21 @@ fn a_new_copy_whose_service_time_breaks_the_bound_rolls_back_and_says_so() {
 }
 
 #[test]
-fn the_gate_adds_service_times_that_hold_and_waits_for_a_new_copy_that_has_not_measured() {
+fn the_gate_adds_service_times_that_hold() {
     let mut r = three(&gated(10.0));
     let mut w = world();
     r.advance(0, &w);
     all_running(&r, &mut w);
-    // a's new copy has not reported its service time yet; its old copy did
+    // a's new copy takes 2 ms: 3.1 ms in all, within the bound: the batch is done after its
+    // healthy time
     let mut q = PathQos::network(1.1, 1.0);
-    q.unmeasured = vec!["a".into()];
-    w.paths.insert("alarm".into(), q.clone());
-    r.advance(1_000, &w);
-    r.advance(30_000, &w);
-    assert_eq!(r.phase, Phase::Rolling, "not judged on nothing");
-    assert_eq!(
-        r.status().waiting,
-        ["the gate waits for the service time of the new copy of a (its old copy reported one)"]
-    );
-    // it reports 2 ms: 3.1 ms in all, within the bound: the batch is done after its healthy time
-    q.unmeasured.clear();
     q.service = vec![("a".into(), 2.0)];
     w.paths.insert("alarm".into(), q);
-    r.advance(31_000, &w);
-    r.advance(41_000, &w);
-    assert_eq!(r.batch, 1, "{:?}", r.status());
-    // a new copy that never measures fails at the deadline, saying what it waited for
-    let mut r = three(&gated(10.0));
-    let mut q = PathQos::network(1.1, 1.0);
-    q.unmeasured = vec!["a".into()];
-    w.paths.insert("alarm".into(), q);
-    r.advance(0, &w);
-    all_running(&r, &mut w);
     r.advance(1_000, &w);
-    r.advance(60_000, &w);
-    let Phase::RolledBack { reason } = &r.phase else {
-        panic!("{:?}", r.phase)
-    };
-    assert!(
-        reason.starts_with("deadline: ") && reason.contains("service time of the new copy of a"),
-        "{reason}"
+    assert_eq!(
+        r.status().gate.as_deref(),
+        Some("path alarm: 3.1 ms (network 1.1 ms + service 2.0 ms: a 2.0 ms), bound 10 ms")
     );
+    r.advance(11_000, &w);
+    assert_eq!(r.batch, 1, "{:?}", r.status());
 }
