@@ -32,6 +32,7 @@ pub mod observed;
 pub mod records;
 pub mod sched;
 pub mod serve;
+pub mod service_times;
 pub mod status;
 pub mod store;
 pub mod testkit;

@@ -281,6 +281,7 @@ mod tests {
                 .map(|(c, cpu, t)| ComponentSample {
                     app: wire::name("smoke").unwrap(),
                     component: wire::name(c).unwrap(),
+                    container: wire::name(&format!("smoke.{c}")).unwrap(),
                     cpu_millis: *cpu,
                     memory_mb: cpu.map(|_| 10.0),
                     traffic: t
@@ -291,6 +292,7 @@ mod tests {
                             messages_per_s: 1.0,
                         })
                         .collect(),
+                    service: None,
                 })
                 .collect(),
         }

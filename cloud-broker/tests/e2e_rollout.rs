@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use acoa_test_support::{busybox_images, remove_containers_labelled, sh, PODMAN_SOCKET};
+use acoa_test_support::{busybox_images, remove_containers_labelled, sh};
 use common::*;
 
 const GOOD: [&str; 3] = [
@@ -123,31 +123,8 @@ fn watch_until(cp: &ControlPlane, line: &str, timeout: Duration) -> usize {
     }
 }
 
-struct Agents(Vec<Child>);
-impl Drop for Agents {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        remove_containers_labelled("acoa.app", "roll");
-    }
-}
-
 fn start_agent(bin: &Path, dir: &Path, data: &Path, url: &str, name: &str) -> Child {
-    let state = dir.join(format!("{name}-state"));
-    let broker = enroll_agent(bin, &state, data, name, url);
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "node = \"{name}\"\ndatacenter = \"cloud1\"\nlayer = \"cloud\"\narch = \"x86_64\"\nstate_dir = \"{}\"\nreport_period_ms = 500\nruntime = \"podman\"\nimage_allowlist = [\"localhost/acoa/\"]\n[capacity]\ncpu_millis = 4000\nmemory_mb = 4096\ndisk_mb = 10000\n{broker}\n[probe]\nlisten = \"127.0.0.1:{}\"\nperiod_ms = 300\n[podman]\nsocket = \"unix://{PODMAN_SOCKET}\"\n",
-            state.display(),
-            free_port()
-        ),
-    )
-    .unwrap();
-    spawn_agent(bin, &config, &dir.join(format!("{name}.log")))
+    start_podman_agent(bin, dir, data, url, name, "")
 }
 
 /// `apply FILE` on a thread of its own (Podman is watched meanwhile); its success is not
@@ -192,11 +169,14 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
     let port = free_port();
     let mut cp = ControlPlane::start(&data, port, &[]);
     let url = cp.url.clone();
-    let mut agents = Agents(vec![]);
+    let mut agents = PodmanAgents {
+        children: vec![],
+        app: "roll".into(),
+    };
     for n in ["n1", "n2"] {
         let name = format!("{prefix}{n}");
         agents
-            .0
+            .children
             .push(start_agent(&bin, dir.path(), &data, &url, &name));
         cp.wait_log(&format!("node {name} joined"), Duration::from_secs(20));
     }
@@ -288,16 +268,24 @@ fn revisions_roll_out_batch_by_batch_roll_back_by_themselves_and_survive_a_resta
     watch_until(&cp, "r2→r5: batch 1/2 started", Duration::from_secs(60));
     // killed once the batch's start is durable (the log line comes before the store's write)
     let history_file = data.join("store/history/roll.json");
-    wait_for(
-        "the batch's start persisted",
-        Duration::from_secs(20),
-        || {
-            let h: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(&history_file).ok()?).ok()?;
-            let steps = h["rollout"]["steps"].as_array()?.clone();
-            steps.iter().any(|s| s["state"] != "waiting").then_some(())
-        },
-    );
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&history_file).unwrap_or_default();
+        let h: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let steps = h["rollout"]["steps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if steps.iter().any(|s| s["state"] != "waiting") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the batch's start not persisted within 20 s; history: {text}\n{}",
+            cp.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
     cp.kill();
     let cp2 = ControlPlane::start_logged(&data, port, &[], &data.join("cp2.log"));
     // batch 1/2, or 2/2 when the first was done before the kill

@@ -130,6 +130,7 @@ impl Pipeline for EngineSim {
                 .map(|c| ComponentSample {
                     app: wire::name("pipeline").unwrap(),
                     component: wire::name(c).unwrap(),
+                    container: wire::name(&format!("pipeline.{c}")).unwrap(),
                     cpu_millis: Some(100.0),
                     memory_mb: Some(50.0),
                     traffic: traffic
@@ -141,6 +142,7 @@ impl Pipeline for EngineSim {
                             messages_per_s: 10.0,
                         })
                         .collect(),
+                    service: None,
                 })
                 .collect();
             self.feed(Event::Usage(Box::new(ComponentUsage {
@@ -262,9 +264,11 @@ fn usage_of_unplaced_components_and_deleted_apps_is_not_kept() {
         components: [ComponentSample {
             app: wire::name("pipeline").unwrap(),
             component: wire::name("source").unwrap(),
+            container: wire::name("pipeline.source").unwrap(),
             cpu_millis: Some(999.0),
             memory_mb: Some(1.0),
             traffic: Default::default(),
+            service: None,
         }]
         .into_iter()
         .collect(),

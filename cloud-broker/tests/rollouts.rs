@@ -7,7 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use acoa_shared::topics;
-use acoa_shared::wire::{self, ActualState, ContainerState, ContainerStatus};
+use acoa_shared::wire::{
+    self, ActualState, ComponentSample, ComponentUsage, ContainerState, ContainerStatus,
+    ServiceSample,
+};
 use cloud_broker::engine::{Action, EngineConfig, Event};
 use cloud_broker::records::rollback_request;
 use cloud_broker::status::AppStatus;
@@ -28,10 +31,13 @@ fn definition(version: u32) -> Vec<u8> {
 }
 
 /// The agents: each node runs what its desired state says; containers whose image is in
-/// `bad` exit at once.
+/// `bad` exit at once. With `measure`, each node also reports its containers' service times
+/// (as their workloads would): 60 ms per message for an image in `slow`, 0.5 ms for others.
 struct Agents {
     seq: u64,
     bad: BTreeSet<String>,
+    slow: BTreeSet<String>,
+    measure: bool,
 }
 
 impl Agents {
@@ -67,6 +73,35 @@ impl Agents {
                     .unwrap();
             }
             out.extend(sim.feed(Event::Actual(Box::new(a))));
+            if self.measure {
+                let u = ComponentUsage {
+                    node: wire::name(n).unwrap(),
+                    seq: self.seq,
+                    run: 0,
+                    period_ms: 1000,
+                    components: d
+                        .containers
+                        .iter()
+                        .map(|c| ComponentSample {
+                            app: wire::name(&c.app).unwrap(),
+                            component: wire::name(&c.component).unwrap(),
+                            container: wire::name(&c.name).unwrap(),
+                            cpu_millis: None,
+                            memory_mb: None,
+                            traffic: Default::default(),
+                            service: Some(ServiceSample {
+                                mean_ms: if self.slow.contains(&c.image) {
+                                    60.0
+                                } else {
+                                    0.5
+                                },
+                                messages: 10,
+                            }),
+                        })
+                        .collect(),
+                };
+                out.extend(sim.feed(Event::Usage(Box::new(u))));
+            }
         }
         out
     }
@@ -109,6 +144,8 @@ fn placed() -> (Sim, Agents) {
     let mut agents = Agents {
         seq: 0,
         bad: BTreeSet::new(),
+        slow: BTreeSet::new(),
+        measure: false,
     };
     sim.join_cluster(&railway());
     sim.publish(APP, definition(1));
@@ -333,5 +370,71 @@ fn a_revision_that_breaks_the_gate_on_the_alarm_path_rolls_back() {
         sim.assignment(APP),
         before,
         "the placement of revision 2 is back"
+    );
+}
+
+#[test]
+fn a_revision_whose_workload_adds_delay_on_the_alarm_path_rolls_back_and_the_old_copy_does_not_hide_it(
+) {
+    let (mut sim, mut agents) = placed();
+    agents.measure = true;
+    let gate = "update: {healthy_s: 3, deadline_s: 20, gate: {path: alarm, max_latency_ms: 10}}\n";
+    let gated = |text: Vec<u8>| {
+        String::from_utf8(text)
+            .unwrap()
+            .replace(UPDATE, gate)
+            .into_bytes()
+    };
+    sim.publish(APP, gated(definition(1)));
+    for _ in 0..3 {
+        sim.tick(1000);
+        agents.report(&mut sim, &nodes());
+    }
+    // the fleet document shows each path's network latency and its service times apart
+    let fleet = cloud_broker::observe::fleet::build(&sim.e.view(), vec![]);
+    let doc = fleet.apps.iter().find(|a| a.name == APP).unwrap();
+    let alarm = doc.paths.iter().find(|p| p.name == "alarm").unwrap();
+    assert!(alarm.latency_ms.is_some(), "{alarm:?}");
+    assert_eq!(
+        alarm.service_ms,
+        Some(1.5),
+        "measurement, level-detection and alarm: 0.5 ms each"
+    );
+    // revision 3: level-detection's new image takes 60 ms per message (same node, same
+    // placement: only the workload is slower)
+    let slow = "localhost/acoa/smoke-level:3";
+    agents.slow = [slow.to_string()].into();
+    let text = String::from_utf8(gated(definition(1)))
+        .unwrap()
+        .replace("smoke-level:1", "smoke-level:3");
+    let before = sim.assignment(APP);
+    sim.publish(APP, text.into_bytes());
+    let mut side_by_side = false;
+    let (_, seen) = run_until(&mut sim, &mut agents, 30, |s| phase(s) == "rolled-back");
+    for st in &seen {
+        let r = st.rollout.as_ref();
+        side_by_side |= r.is_some_and(|r| {
+            r.components.get("level-detection").map(String::as_str) == Some("new beside old")
+        });
+    }
+    assert!(
+        side_by_side,
+        "the new copy ran beside the old one: {seen:?}"
+    );
+    let st = seen.last().unwrap();
+    let reason = st.rollout.as_ref().unwrap().reason.clone().unwrap();
+    // the old copy (0.5 ms, still reporting beside the new one) does not hide the new one's 60 ms
+    assert!(
+        reason.starts_with("gate broken: path alarm measures ")
+            && reason.contains("level-detection 60.0 ms")
+            && reason.contains("+ service 61.0 ms")
+            && reason.ends_with("above its bound of 10 ms"),
+        "{reason}"
+    );
+    assert_eq!(st.revision, Some(2));
+    assert_eq!(sim.assignment(APP), before);
+    assert_eq!(
+        copies(&sim)["level-detection"],
+        ["localhost/acoa/smoke-level:1"]
     );
 }

@@ -703,7 +703,7 @@ async fn usage_loop(
         tokio::select! {
             _ = interval.tick() => {
                 let list = desired.borrow_and_update().clone();
-                table.set_desired(list.iter().map(|(_, a, c)| (a.as_str(), c.as_str())));
+                table.set_desired(list.iter().map(|(n, a, c)| (n.as_str(), a.as_str(), c.as_str())));
                 let now = Instant::now();
                 let period_ms = now.duration_since(last_tick).as_millis().min(u32::MAX as u128) as u32;
                 last_tick = now;
@@ -728,7 +728,7 @@ async fn usage_loop(
                 let Ok((n, from)) = r else { continue };
                 if desired.has_changed().unwrap_or(false) {
                     let list = desired.borrow_and_update().clone();
-                    table.set_desired(list.iter().map(|(_, a, c)| (a.as_str(), c.as_str())));
+                    table.set_desired(list.iter().map(|(n, a, c)| (n.as_str(), a.as_str(), c.as_str())));
                 }
                 if let Err(e) = table.receive(&buf[..n], Instant::now()) {
                     dropped += 1;

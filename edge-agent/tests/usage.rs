@@ -99,6 +99,7 @@ fn workload_traffic_cpu_and_memory_are_reported() {
     for e in [
         "ACOA_APP=app".to_string(),
         "ACOA_COMPONENT=src".to_string(),
+        "ACOA_CONTAINER=app.src".to_string(),
         format!(":{stats_port}\""),
     ] {
         assert!(envs.contains(&e), "{e} missing in {envs}");

@@ -147,6 +147,26 @@ fn main() {
         seq.extend_from_slice(d(b, m).as_bytes());
     }
     w.put("stats", "sequence", &seq);
+    // v2: the container's name and its cumulative service time; two copies side by side, one
+    // restarted
+    let d2 = |c: &str, us: u64, m: u64| {
+        format!(
+            r#"{{"v":2,"app":"smoke","component":"camera","container":"{c}","sent":[{{"to":"detector","bytes":{},"messages":{m}}}],"service":{{"us":{us},"messages":{m}}}}}"#,
+            m * 100
+        )
+    };
+    w.put("stats", "datagram-v2", d2("smoke.camera", 61_200, 10).as_bytes());
+    let mut seq = d2("smoke.camera", 1000, 10).into_bytes();
+    for (sep, c, us, m) in [
+        (0xFF, "smoke.camera.r2", 600_000, 10),
+        (0xFF, "smoke.camera", 2000, 20),
+        (0xFF, "smoke.camera.r2", 100, 1),
+        (0xFE, "smoke.camera", 3000, 30),
+    ] {
+        seq.push(sep);
+        seq.extend_from_slice(d2(c, us, m).as_bytes());
+    }
+    w.put("stats", "sequence-v2", &seq);
     println!("{} seeds written", w.count);
 }
 
@@ -190,8 +210,10 @@ fn messages() -> Vec<Message> {
              "restarts": 2, "error": "exit 1"}]}}"#,
         r#"{"PeerList": {"node": "n13", "generation": 8, "peers": [{"node": "n14", "addr": "10.0.0.14:7878", "group": true}]}}"#,
         r#"{"ComponentUsage": {"node": "n13", "seq": 9, "run": 1, "period_ms": 1000, "components": [
-            {"app": "smoke", "component": "camera", "cpu_millis": 12.5, "memory_mb": null,
-             "traffic": [{"to": "detector", "bytes_per_s": 1000.0, "messages_per_s": 10.0}]}]}}"#,
+            {"app": "smoke", "component": "camera", "container": "smoke.camera.r2",
+             "cpu_millis": 12.5, "memory_mb": null,
+             "traffic": [{"to": "detector", "bytes_per_s": 1000.0, "messages_per_s": 10.0}],
+             "service": {"mean_ms": 61.25, "messages": 10}}]}}"#,
     ]
     .iter()
     .map(|j| serde_json::from_str(j).expect("a message in json"))

@@ -1,34 +1,46 @@
 //! The workload stats datagrams the agent receives over UDP (`edge_agent::stats`): `parse` on
 //! the whole input, then the input split into datagrams at bytes 0xFF (one second later) and
-//! 0xFE (past the staleness limit) fed to a `Table` that allows every app/component pair that
-//! parses, reading the rates at each split and at the end through `samples`. Nothing panics,
-//! tables stay bounded, rates are finite and >= 0.
+//! 0xFE (past the staleness limit) fed to a `Table` that allows every container that parses
+//! (`{app}.{component}`, and the container a v2 datagram names), reading the rates and service
+//! times at each split and at the end through `samples`. Nothing panics, tables stay bounded,
+//! rates are finite and >= 0, service times finite and within `0..=MAX_SERVICE_MS`.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use acoa_shared::wire::{self, MAX_DOWNSTREAM};
-use edge_agent::stats::{self, Table, MAX_COMPONENTS, MAX_DATAGRAM, STALE};
+use edge_agent::stats::{
+    self, Table, MAX_COMPONENTS, MAX_DATAGRAM, MAX_ENTRIES, MAX_SERVICE_MS, OLD_VERSIONS, STALE,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(d) = stats::parse(data) {
         assert!(data.len() <= MAX_DATAGRAM);
-        assert_eq!(d.v, stats::VERSION);
+        assert!(d.v == stats::VERSION || OLD_VERSIONS.contains(&d.v));
     }
 
     let datagrams: Vec<(u8, &[u8])> = split(data);
-    let mut pairs: Vec<(String, String)> = Vec::new();
+    // (container, app, component)
+    let mut desired: Vec<(String, String, String)> = Vec::new();
     for (_, d) in &datagrams {
         if let Ok(d) = stats::parse(d) {
-            let p = (d.app.to_string(), d.component.to_string());
-            if !pairs.contains(&p) && pairs.len() < MAX_COMPONENTS {
-                pairs.push(p);
+            let (a, c) = (d.app.to_string(), d.component.to_string());
+            let names = [Some(format!("{a}.{c}")), d.container.map(|n| n.to_string())];
+            for n in names.into_iter().flatten() {
+                let x = (n, a.clone(), c.clone());
+                if !desired.contains(&x) && desired.len() < MAX_COMPONENTS {
+                    desired.push(x);
+                }
             }
         }
     }
     let mut table = Table::new();
-    table.set_desired(pairs.iter().map(|(a, c)| (a.as_str(), c.as_str())));
+    table.set_desired(
+        desired
+            .iter()
+            .map(|(n, a, c)| (n.as_str(), a.as_str(), c.as_str())),
+    );
     let start = Instant::now();
     let mut now = start;
     for (sep, d) in &datagrams {
@@ -37,21 +49,29 @@ fuzz_target!(|data: &[u8]| {
             _ => Duration::from_secs(1),
         };
         let _ = table.receive(d, now);
-        assert!(table.len() <= MAX_COMPONENTS);
-        for (a, c) in &pairs {
-            check_rates(&table.rates(a, c, now));
+        assert!(table.len() <= MAX_ENTRIES);
+        for (n, a, c) in &desired {
+            check_rates(&table.rates(n, a, c, now));
+            check_service(table.service(n, a, c, now));
         }
     }
-    let desired: Vec<(String, String, String)> = pairs
-        .iter()
-        .map(|(a, c)| (format!("{a}.{c}"), a.clone(), c.clone()))
-        .collect();
     now += Duration::from_millis(500);
     let samples = stats::samples(&desired, &[], &[], &mut table, now);
     for s in &samples {
         check_rates(&s.traffic);
+        check_service(s.service);
     }
 });
+
+fn check_service(s: Option<wire::ServiceSample>) {
+    if let Some(s) = s {
+        assert!(
+            s.mean_ms.is_finite() && (0.0..=MAX_SERVICE_MS).contains(&s.mean_ms),
+            "service time {} ms",
+            s.mean_ms
+        );
+    }
+}
 
 /// The datagrams of `data`, each with the separator before it (0 for the first).
 fn split(data: &[u8]) -> Vec<(u8, &[u8])> {

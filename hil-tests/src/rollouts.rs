@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use acoa_shared::model::{Application, Layer, Update};
+use acoa_shared::model::{Application, Component, Layer, Update};
 use anyhow::{bail, Context, Result};
 
 use crate::dynamic::{all_running, placement_of};
@@ -150,8 +150,16 @@ pub fn with_tag(image: &str, tag: &str) -> String {
 
 /// The updates: every image under tag `2` (made with `podman tag`); then the component `bad`
 /// with an image that exits at once (built here); then, when the policy has a gate, the
-/// component `far` required on a cloud node, which puts the gate's path across the WAN.
-pub fn steps(base: &Application, bad: &str, far: &str) -> Result<Vec<Step>> {
+/// component `far` required on a cloud node, which puts the gate's path across the WAN; then,
+/// with a gate and `delay` `(component, ms)`, that component's image holding every message
+/// that long (`ACOA_DELAY_MS`, built here on its good image): the nodes and the network stay,
+/// only the workload is slower.
+pub fn steps(
+    base: &Application,
+    bad: &str,
+    far: &str,
+    delay: Option<(&str, f64)>,
+) -> Result<Vec<Step>> {
     let mut good = base.clone();
     for c in &mut good.components {
         let to = with_tag(&c.image, "2");
@@ -165,11 +173,7 @@ pub fn steps(base: &Application, bad: &str, far: &str) -> Result<Vec<Step>> {
         c.image = to;
     }
     let mut worse = good.clone();
-    let comp = worse
-        .components
-        .iter_mut()
-        .find(|c| c.name == bad)
-        .with_context(|| format!("no component {bad}"))?;
+    let comp = component_mut(&mut worse, bad)?;
     comp.image = with_tag(&comp.image, "exits");
     // the workload refuses a bad collector address and exits at once
     acoa_test_support::workload_image(&comp.image, &["ACOA_CONTROL=nowhere"]);
@@ -188,12 +192,8 @@ pub fn steps(base: &Application, bad: &str, far: &str) -> Result<Vec<Step>> {
         },
     ];
     if let Some(gate) = base.update.as_ref().and_then(|u| u.gate.as_ref()) {
-        let mut slow = good;
-        let comp = slow
-            .components
-            .iter_mut()
-            .find(|c| c.name == far)
-            .with_context(|| format!("no component {far}"))?;
+        let mut slow = good.clone();
+        let comp = component_mut(&mut slow, far)?;
         comp.requires.layer = Some(Layer::Cloud);
         steps.push(Step {
             label: "gate".into(),
@@ -205,8 +205,52 @@ pub fn steps(base: &Application, bad: &str, far: &str) -> Result<Vec<Step>> {
             app: slow,
             bad: true,
         });
+        if let Some((c, ms)) = delay {
+            let mut delayed = good.clone();
+            let comp = component_mut(&mut delayed, c)?;
+            let to = with_tag(&comp.image, "delay");
+            delayed_image(&comp.image, &to, ms)?;
+            comp.image = to;
+            steps.push(Step {
+                label: "delay".into(),
+                change: format!(
+                    "{c}'s workload holds every message {ms} ms (same nodes: path {} slower inside a container, gate {} ms)",
+                    gate.path,
+                    gate.max_latency_ms.unwrap_or(f64::NAN)
+                ),
+                app: delayed,
+                bad: true,
+            });
+        }
     }
     Ok(steps)
+}
+
+/// The component `name` of `app`, to change it.
+fn component_mut<'a>(app: &'a mut Application, name: &str) -> Result<&'a mut Component> {
+    app.components
+        .iter_mut()
+        .find(|c| c.name == name)
+        .with_context(|| format!("no component {name}"))
+}
+
+/// Builds `to`: `from` with `ACOA_DELAY_MS=ms` (the workload holds every message that long).
+fn delayed_image(from: &str, to: &str, ms: f64) -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("acoa-delayed-image-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("Containerfile");
+    std::fs::write(&file, format!("FROM {from}\nENV ACOA_DELAY_MS={ms}\n"))?;
+    let st = std::process::Command::new("podman")
+        .args(["build", "-q", "-t", to, "-f"])
+        .arg(&file)
+        .arg(&dir)
+        .status()
+        .context("podman build");
+    let _ = std::fs::remove_dir_all(&dir);
+    if !st?.success() {
+        bail!("podman build of {to} failed");
+    }
+    Ok(())
 }
 
 /// Runs the experiment on `bed`: the control plane and the agents up, `base` placed and

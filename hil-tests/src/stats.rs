@@ -1,13 +1,19 @@
 //! Workload traffic statistics for the node's agent: the sending side of the stats datagram.
 //!
-//! The agent injects `ACOA_AGENT_STATS=ip:port`, `ACOA_APP` and `ACOA_COMPONENT` into every
-//! container it starts. A workload counts what it sends to each downstream component and, about
+//! The agent injects `ACOA_AGENT_STATS=ip:port`, `ACOA_APP`, `ACOA_COMPONENT` and
+//! `ACOA_CONTAINER` into every container it starts. A workload counts what it sends to each
+//! downstream component, and the time it spends on each message it serves (from receiving it,
+//! or at a source from the moment it is due, to forwarding it: its own clock only), and, about
 //! every second, sends the agent one JSON datagram (at most [`MAX_DATAGRAM`] bytes) with the
 //! cumulative counters since it started:
 //!
 //! ```json
-//! {"v":1,"app":"A","component":"C","sent":[{"to":"D","bytes":123456,"messages":789}]}
+//! {"v":2,"app":"A","component":"C","container":"A.C","sent":[{"to":"D","bytes":123456,"messages":789}],"service":{"us":61200,"messages":10}}
 //! ```
+//!
+//! `container` is left out without `ACOA_CONTAINER`, `service` before the first message served
+//! (the agent reads both as "not said"). The container's name tells the agent which copy
+//! measured it when two copies of a component run side by side during a rollout.
 //!
 //! `to` names the downstream component (a channel name of the application is also accepted:
 //! the control plane resolves it to the channel's `to`). [`Reporter`] does this for any workload
@@ -24,6 +30,7 @@ use std::time::{Duration, Instant};
 // The version and limits, one definition for both sides (the agent reads them from
 // `acoa_shared::wire::stats_datagram`): included by path, as this file itself is.
 #[path = "../../shared/src/wire/stats_datagram.rs"]
+#[allow(dead_code)] // the agent's side of the contract (versions it reads, its bounds)
 mod contract;
 /// The datagram's format version, its largest size, and the downstream components counted
 /// (further ones are ignored).
@@ -56,8 +63,15 @@ fn json_str(s: &str) -> String {
     o
 }
 
-/// The datagram of `app`/`component` with the counters `sent`.
-fn encode(app: &str, component: &str, sent: &[Sent]) -> String {
+/// The datagram of `app`/`component` (in `container`) with the counters `sent` and the service
+/// time `service` (microseconds, messages).
+fn encode(
+    app: &str,
+    component: &str,
+    container: Option<&str>,
+    sent: &[Sent],
+    service: Option<(u64, u64)>,
+) -> String {
     let entries: Vec<String> = sent
         .iter()
         .map(|s| {
@@ -69,8 +83,14 @@ fn encode(app: &str, component: &str, sent: &[Sent]) -> String {
             )
         })
         .collect();
+    let container = container
+        .map(|c| format!(",\"container\":{}", json_str(c)))
+        .unwrap_or_default();
+    let service = service
+        .map(|(us, m)| format!(",\"service\":{{\"us\":{us},\"messages\":{m}}}"))
+        .unwrap_or_default();
     format!(
-        "{{\"v\":{VERSION},\"app\":{},\"component\":{},\"sent\":[{}]}}",
+        "{{\"v\":{VERSION},\"app\":{},\"component\":{}{container},\"sent\":[{}]{service}}}",
         json_str(app),
         json_str(component),
         entries.join(",")
@@ -82,7 +102,10 @@ struct Inner {
     agent: SocketAddr,
     app: String,
     component: String,
+    container: Option<String>,
     sent: Vec<Sent>,
+    /// Microseconds spent on the messages served, and their count.
+    service: Option<(u64, u64)>,
     next: Instant,
 }
 
@@ -92,8 +115,8 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// From `ACOA_AGENT_STATS`, `ACOA_APP` and `ACOA_COMPONENT`; a no-op reporter when any of
-    /// them is unset or the address does not resolve.
+    /// From `ACOA_AGENT_STATS`, `ACOA_APP` and `ACOA_COMPONENT` (and `ACOA_CONTAINER` when
+    /// set); a no-op reporter when any of the three is unset or the address does not resolve.
     pub fn from_env() -> Self {
         let var = |n: &str| std::env::var(n).ok().filter(|v| !v.trim().is_empty());
         match (
@@ -108,7 +131,7 @@ impl Reporter {
                     .ok()
                     .and_then(|mut a| a.next())
                 {
-                    Some(a) => Self::new(a, &app, &comp),
+                    Some(a) => Self::new(a, &app, &comp).in_container(var("ACOA_CONTAINER")),
                     None => Self::disabled(),
                 }
             }
@@ -131,10 +154,20 @@ impl Reporter {
                 agent,
                 app: app.to_string(),
                 component: component.to_string(),
+                container: None,
                 sent: Vec::new(),
+                service: None,
                 next: Instant::now() + PERIOD,
             });
         Reporter { inner }
+    }
+
+    /// The reporter of the container named `container` (`ACOA_CONTAINER`).
+    pub fn in_container(mut self, container: Option<String>) -> Self {
+        if let Some(i) = self.inner.as_mut() {
+            i.container = container;
+        }
+        self
     }
 
     /// A reporter that does nothing.
@@ -161,6 +194,16 @@ impl Reporter {
                 messages: 1,
             });
         }
+    }
+
+    /// Counts one message served in `took` (received, or due at a source, to forwarded).
+    pub fn record_service(&mut self, took: Duration) {
+        let Some(i) = self.inner.as_mut() else {
+            return;
+        };
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let (t, m) = i.service.unwrap_or((0, 0));
+        i.service = Some((t.saturating_add(us), m.saturating_add(1)));
     }
 
     /// Sends the counters when a period has passed since the last send; call it often.
@@ -191,7 +234,13 @@ impl Reporter {
         let i = self.inner.as_ref()?;
         let mut n = i.sent.len();
         loop {
-            let text = encode(&i.app, &i.component, &i.sent[..n]);
+            let text = encode(
+                &i.app,
+                &i.component,
+                i.container.as_deref(),
+                &i.sent[..n],
+                i.service,
+            );
             if text.len() <= MAX_DATAGRAM {
                 return Some(text);
             }
@@ -237,7 +286,7 @@ mod tests {
         let mut buf = [0u8; 2048];
         let n = agent.recv(&mut buf).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&buf[..n]).unwrap();
-        assert_eq!(v["v"], 1);
+        assert_eq!(v["v"], 2);
         assert_eq!(v["app"], "smoke");
         assert_eq!(v["component"], "measurement");
         assert_eq!(v["sent"][0]["to"], "level-detection");
@@ -249,6 +298,22 @@ mod tests {
         let n = agent.recv(&mut buf).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&buf[..n]).unwrap();
         assert_eq!(v["sent"][1]["bytes"], 10, "cumulative");
+        assert!(
+            v.get("container").is_none() && v.get("service").is_none(),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn names_its_container_and_sums_its_service_times() {
+        let mut r = Reporter::new("127.0.0.1:9".parse().unwrap(), "smoke", "alarm")
+            .in_container(Some("smoke.alarm.r2".into()));
+        r.record_service(Duration::from_micros(60_000));
+        r.record_service(Duration::from_micros(62_500));
+        let v: serde_json::Value = serde_json::from_str(&r.datagram().unwrap()).unwrap();
+        assert_eq!(v["container"], "smoke.alarm.r2");
+        assert_eq!(v["service"]["us"], 122_500);
+        assert_eq!(v["service"]["messages"], 2);
     }
 
     #[test]

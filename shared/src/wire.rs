@@ -25,13 +25,20 @@ use crate::model::Layer;
 /// Version 5 adds the node's network coordinate ([`LinkMetrics::coord`]) and makes the peer
 /// list per node ([`PeerList::node`], at most [`MAX_PEERS_PER_NODE`] peers, each marked
 /// [`Peer::group`]), retained on the node's own topic: no fleet-wide list any more.
-pub const VERSION: u16 = 5;
+/// Version 6 adds, per component sample, the container it was measured in
+/// ([`ComponentSample::container`]: two copies of a component run side by side during a
+/// rollout) and the workload's own service time per message ([`ComponentSample::service`]).
+pub const VERSION: u16 = 6;
 /// The versions before, each with what it lacks: [`open`] refuses them by name.
 pub const OLD_VERSIONS: &[(u16, &str)] = &[
     (1, "the agents' run counter"),
     (2, "signed presence markers"),
     (3, "the leader's term in desired states and health checks"),
     (4, "network coordinates and per-node peer lists"),
+    (
+        5,
+        "the containers' names and service times in usage messages",
+    ),
 ];
 /// Domain separation for signatures: a signature over ACOA v1 bodies means nothing elsewhere.
 pub const SIGNING_CONTEXT: &[u8] = b"acoa/v1 signed message\0";
@@ -448,6 +455,9 @@ pub struct ComponentUsage {
 pub struct ComponentSample {
     pub app: Name,
     pub component: Name,
+    /// The container measured (wire v6): `{app}.{component}`, or another name while a new copy
+    /// runs beside the old one during a rollout.
+    pub container: Name,
     /// CPU in use, millicores; `None` when the runtime did not say.
     pub cpu_millis: Option<f32>,
     /// Memory in use, MB; `None` when the runtime did not say.
@@ -455,6 +465,29 @@ pub struct ComponentSample {
     /// What it sent, per downstream component (or channel, as the workload names it); empty
     /// when the workload reports nothing.
     pub traffic: heapless::Vec<TrafficSample, MAX_DOWNSTREAM>,
+    /// The workload's own service time per message over the period (wire v6); `None` when the
+    /// workload says nothing of it (stats datagram v1) or served no message yet.
+    pub service: Option<ServiceSample>,
+}
+
+/// How long a workload takes per message, on its own clock: from receiving a message (or, at a
+/// source, from the moment it is due) to forwarding it (clock-free: one container's clock).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ServiceSample {
+    /// The mean over the messages served in the period, ms (at most
+    /// [`stats_datagram::MAX_SERVICE_MS`]).
+    pub mean_ms: f32,
+    /// Messages served in the period (0: the last mean measured, none served since).
+    pub messages: u32,
+}
+
+impl ServiceSample {
+    /// The mean when it is a service time (finite, in `0..=MAX_SERVICE_MS`), else None: what
+    /// a receiver reads from a sample it did not make.
+    pub fn checked_ms(&self) -> Option<f64> {
+        let v = self.mean_ms;
+        (v.is_finite() && (0.0..=stats_datagram::MAX_SERVICE_MS).contains(&v)).then_some(v as f64)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

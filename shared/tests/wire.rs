@@ -153,6 +153,7 @@ fn samples() -> Vec<Message> {
             components: [ComponentSample {
                 app: name("smoke-monitoring").unwrap(),
                 component: name("measurement").unwrap(),
+                container: name("smoke-monitoring.measurement.r2").unwrap(),
                 cpu_millis: Some(120.5),
                 memory_mb: None,
                 traffic: [TrafficSample {
@@ -162,6 +163,10 @@ fn samples() -> Vec<Message> {
                 }]
                 .into_iter()
                 .collect(),
+                service: Some(ServiceSample {
+                    mean_ms: 61.25,
+                    messages: 40,
+                }),
             }]
             .into_iter()
             .collect(),
@@ -218,11 +223,11 @@ fn a_signature_binds_the_key_and_the_body() {
 fn an_unknown_version_is_named() {
     let mut frame = encode(&samples()[0], None).unwrap();
     assert_eq!(frame[0], VERSION as u8);
-    frame[0] = 6;
-    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(6));
+    frame[0] = 7;
+    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(7));
     assert_eq!(
-        WireError::UnknownVersion(6).to_string(),
-        "unknown message version 6 (this build speaks version 5)"
+        WireError::UnknownVersion(7).to_string(),
+        "unknown message version 7 (this build speaks version 6)"
     );
 }
 
@@ -356,4 +361,17 @@ fn a_health_block_converts_to_the_wire_and_back() {
         HealthSpec::from_model(&h).unwrap_err().to_string(),
         "health port is more than 65535"
     );
+}
+
+#[test]
+fn a_service_time_is_read_only_when_it_is_one() {
+    let s = |mean_ms| ServiceSample {
+        mean_ms,
+        messages: 1,
+    };
+    assert_eq!(s(61.25).checked_ms(), Some(61.25));
+    assert_eq!(s(0.0).checked_ms(), Some(0.0));
+    for bad in [f32::NAN, f32::INFINITY, -1.0, 60_001.0] {
+        assert_eq!(s(bad).checked_ms(), None, "{bad}");
+    }
 }

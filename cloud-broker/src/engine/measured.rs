@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 use super::{grades, Action, Engine, PlacementRecord};
 use crate::observed::{rounded, ObservedTable};
 use crate::sched;
+use crate::service_times::ServiceTimes;
 
 /// The name `scheduler:` gives the algorithm whose applications this descheduler moves.
 pub const NETWORK_AWARE: &str = "network-aware";
@@ -35,6 +36,8 @@ pub const NETWORK_AWARE: &str = "network-aware";
 #[derive(Debug, Clone)]
 pub(super) struct Measured {
     pub(super) table: ObservedTable,
+    /// The workloads' service times per container (a rollout's gate reads them).
+    pub(super) service: ServiceTimes,
     last_desched: u64,
     /// Per application: the move proposed at the last evaluations, and how many in a row.
     streaks: BTreeMap<String, (String, String, u32)>,
@@ -59,6 +62,7 @@ impl Measured {
     pub(super) fn new(window: usize, now: u64) -> Self {
         Measured {
             table: ObservedTable::new(window),
+            service: ServiceTimes::new(),
             last_desched: now,
             streaks: BTreeMap::new(),
             for_status: BTreeMap::new(),
@@ -129,6 +133,7 @@ impl Engine {
         if self.measured.table.fold(self.now, u, placed) {
             self.model_version += 1;
         }
+        self.measured.service.fold(self.now, u);
     }
 
     /// Measurements of a lost node or a deleted application go with it.
@@ -136,6 +141,7 @@ impl Engine {
         let mut changed = false;
         if let Some(n) = node {
             changed |= self.measured.table.forget_node(n);
+            self.measured.service.forget_node(n);
         }
         if let Some(a) = app {
             changed |= self.measured.table.forget_app(a);
@@ -171,6 +177,9 @@ impl Engine {
         {
             self.model_version += 1;
         }
+        self.measured
+            .service
+            .expire(now, self.cfg.observed_max_age_ms);
         if now.saturating_sub(self.measured.last_desched) < self.cfg.deschedule_ms {
             return;
         }

@@ -191,33 +191,52 @@ impl Engine {
         w
     }
 
-    /// The measured latency (sum over its channels) and reliability (product) of `path` of
-    /// `app`, between the nodes of the copies that serve now; None while a link of it has no
-    /// measurement.
+    /// The measured QoS of `path` of `app` with the copies that serve now: the network's
+    /// latency (sum over its channels) and reliability (product) between their nodes, and the
+    /// service times their workloads report (each copy its own: a new copy beside the old one
+    /// is read, not the old one); None while a link of it has no measurement.
     fn path_qos(&self, app: &str, r: &Rollout, path: &str) -> Option<PathQos> {
         let a = self.apps.get(app)?;
         let application = &a.rec.application;
         let p = application.paths.iter().find(|p| p.name == path)?;
-        let node_of = |c: &str| -> Option<String> {
+        // (node, container) of the copy of `c` that serves now
+        let copy_of = |c: &str| -> Option<(String, String)> {
             match r.serving(c) {
-                Some(copy) => Some(copy.node.clone()),
-                None => a.rec.placement.as_ref()?.assignment.get(c).cloned(),
+                Some(copy) => Some((copy.node.clone(), copy.container.name.clone())),
+                None => Some((
+                    a.rec.placement.as_ref()?.assignment.get(c)?.clone(),
+                    a.rec.container_name(c),
+                )),
             }
         };
-        let mut q = PathQos {
-            latency_ms: 0.0,
-            reliability: 1.0,
-        };
+        let mut q = PathQos::network(0.0, 1.0);
+        let mut components: Vec<&str> = vec![];
         for ch in &p.channels {
             let ch = application.channels.iter().find(|c| &c.name == ch)?;
-            let (x, y) = (node_of(&ch.from)?, node_of(&ch.to)?);
+            for c in [ch.from.as_str(), ch.to.as_str()] {
+                if !components.contains(&c) {
+                    components.push(c);
+                }
+            }
+            let ((x, _), (y, _)) = (copy_of(&ch.from)?, copy_of(&ch.to)?);
             if x == y {
-                q.latency_ms += LOOPBACK_LATENCY_MS;
+                q.network_ms += LOOPBACK_LATENCY_MS;
                 continue;
             }
             let l = self.links.get(&(x, y))?;
-            q.latency_ms += l.latency_ms;
+            q.network_ms += l.latency_ms;
             q.reliability *= l.success;
+        }
+        let service = &self.measured.service;
+        for c in components {
+            let Some((node, container)) = copy_of(c) else {
+                continue;
+            };
+            // a copy that reports nothing (it served no message: beside the old copy, the
+            // traffic may all go to the old one) adds nothing; the old copy's time is not its
+            if let Some(ms) = service.get(&node, &container) {
+                q.service.push((c.to_string(), ms));
+            }
         }
         Some(q)
     }

@@ -5,6 +5,7 @@
 //! Invariant: a node's state label is [`NodeState::as_str`] of the engine's own judgement, and
 //! [`NODE_STATES`] lists every label (metrics show each, zero included).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use acoa_shared::coords::{Coord, DIMS};
@@ -55,6 +56,8 @@ pub struct AppView {
     pub application: Application,
     pub placement: Option<PlacementRecord>,
     pub status: Option<AppStatus>,
+    /// Per component, the service time its placed copy's workload reports, ms (absent: none).
+    pub service_ms: BTreeMap<String, f64>,
 }
 
 /// The engine as operators see it at one moment.
@@ -114,6 +117,16 @@ impl Engine {
                 application: a.rec.application.clone(),
                 placement: a.rec.placement.clone(),
                 status: self.status_of(name),
+                service_ms: a
+                    .rec
+                    .placement
+                    .iter()
+                    .flat_map(|p| &p.assignment)
+                    .filter_map(|(c, node)| {
+                        let ms = self.measured.service.get(node, &a.rec.container_name(c))?;
+                        Some((c.clone(), ms))
+                    })
+                    .collect(),
             })
             .collect();
         FleetView {

@@ -129,10 +129,14 @@ pub struct ChannelDoc {
 pub struct PathDoc {
     pub name: String,
     pub channels: Vec<String>,
-    /// The longest route of the path's channels on the measured links (absent: a link is
-    /// not measured).
+    /// The longest route of the path's channels on the measured links: its network latency
+    /// (absent: a link is not measured).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<f64>,
+    /// The sum of the service times its components' workloads report (absent: none reports
+    /// one): what a rollout's gate adds to `latency_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_ms: Option<f64>,
     /// `l_min`: the least the path could have on this network.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_optimum_ms: Option<f64>,
@@ -334,10 +338,23 @@ fn app_doc(cluster: &Cluster, a: &AppView, scored: &mut Scored) -> AppDoc {
             let (lat_opt, rel_opt) = scoring
                 .and_then(|s| s.optimum.get(&p.name).copied())
                 .unwrap_or((None, None));
+            let mut comps: Vec<&str> = vec![];
+            for ch in app.channels.iter().filter(|c| p.channels.contains(&c.name)) {
+                for c in [ch.from.as_str(), ch.to.as_str()] {
+                    if !comps.contains(&c) {
+                        comps.push(c);
+                    }
+                }
+            }
+            let service: Vec<f64> = comps
+                .iter()
+                .filter_map(|c| a.service_ms.get(*c).copied())
+                .collect();
             PathDoc {
                 name: p.name.clone(),
                 channels: p.channels.clone(),
                 latency_ms: *latency,
+                service_ms: (!service.is_empty()).then(|| service.iter().sum()),
                 latency_optimum_ms: lat_opt,
                 reliability: *reliability,
                 reliability_optimum: rel_opt,

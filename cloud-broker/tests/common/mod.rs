@@ -533,6 +533,50 @@ pub fn agent_bin_with_podman() -> Option<PathBuf> {
     Some(bin)
 }
 
+/// Real agents with Podman, killed (and the containers of application `app` removed) however
+/// the test ends.
+pub struct PodmanAgents {
+    pub children: Vec<Child>,
+    pub app: String,
+}
+
+impl Drop for PodmanAgents {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        acoa_test_support::remove_containers_labelled("acoa.app", &self.app);
+    }
+}
+
+/// Enrols and starts the agent `name` (a cloud node of 4 CPUs and 4 GB, Podman, reports every
+/// 500 ms, probes on loopback) with its state, configuration and log in `dir`; `extra` is
+/// appended to its configuration (a `[stats]` section, say).
+pub fn start_podman_agent(
+    bin: &Path,
+    dir: &Path,
+    data: &Path,
+    url: &str,
+    name: &str,
+    extra: &str,
+) -> Child {
+    let state = dir.join(format!("{name}-state"));
+    let broker = enroll_agent(bin, &state, data, name, url);
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "node = \"{name}\"\ndatacenter = \"cloud1\"\nlayer = \"cloud\"\narch = \"x86_64\"\nstate_dir = \"{}\"\nreport_period_ms = 500\nruntime = \"podman\"\nimage_allowlist = [\"localhost/acoa/\"]\n[capacity]\ncpu_millis = 4000\nmemory_mb = 4096\ndisk_mb = 10000\n{broker}\n[probe]\nlisten = \"127.0.0.1:{}\"\nperiod_ms = 300\n[podman]\nsocket = \"unix://{}\"\n{extra}",
+            state.display(),
+            free_port(),
+            acoa_test_support::PODMAN_SOCKET
+        ),
+    )
+    .unwrap();
+    spawn_agent(bin, &config, &dir.join(format!("{name}.log")))
+}
+
 /// Polls `f` every 300 ms until it gives a value; fails naming `what` after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let t = Instant::now();

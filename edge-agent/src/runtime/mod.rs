@@ -174,8 +174,9 @@ pub trait Runtime {
     }
 }
 
-/// The environment the agent adds to every container it starts: `ACOA_APP`, `ACOA_COMPONENT`
-/// and, when workload stats are collected, `ACOA_AGENT_STATS` (where to send them).
+/// The environment the agent adds to every container it starts: `ACOA_APP`, `ACOA_COMPONENT`,
+/// `ACOA_CONTAINER` (the container's name, which its stats datagrams give) and, when workload
+/// stats are collected, `ACOA_AGENT_STATS` (where to send them).
 pub fn injected_env(spec: &ContainerSpec, stats: Option<&str>) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = spec
         .env
@@ -183,13 +184,14 @@ pub fn injected_env(spec: &ContainerSpec, stats: Option<&str>) -> Vec<(String, S
         .filter(|e| {
             !matches!(
                 e.name.as_str(),
-                "ACOA_APP" | "ACOA_COMPONENT" | "ACOA_AGENT_STATS"
+                "ACOA_APP" | "ACOA_COMPONENT" | "ACOA_CONTAINER" | "ACOA_AGENT_STATS"
             )
         })
         .map(|e| (e.name.to_string(), e.value.to_string()))
         .collect();
     env.push(("ACOA_APP".into(), spec.app.to_string()));
     env.push(("ACOA_COMPONENT".into(), spec.component.to_string()));
+    env.push(("ACOA_CONTAINER".into(), spec.name.to_string()));
     if let Some(a) = stats {
         env.push(("ACOA_AGENT_STATS".into(), a.to_string()));
     }

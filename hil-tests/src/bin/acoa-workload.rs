@@ -15,7 +15,12 @@
 //!   `ACOA_RATE_HZ`, `ACOA_REPORT=ip:port` (optional)
 //! - `ACOA_AGENT_STATS=ip:port`: set by the agent; the bytes and messages sent on each out
 //!   channel are reported there every second (`hil_tests::stats`, `to` = the channel's name,
-//!   which the control plane resolves to the channel's downstream component)
+//!   which the control plane resolves to the channel's downstream component), with the time
+//!   this component spends on each message (its service time: received, or due at a source, to
+//!   forwarded)
+//! - `ACOA_DELAY_MS`: holds every message that long before forwarding (or, at a source, before
+//!   sending) it: a revision that adds delay on its paths (default 0; without blocking: the
+//!   messages wait in a queue)
 //!
 //! Datagrams (text): data `D1 seq origin_ns trail`; report `R1 app component seq origin_ns
 //! recv_ns trail`; sent `S1 app component seq origin_ns`; config request `C1 app component`,
@@ -39,6 +44,7 @@ mod named_addr;
 #[path = "../workload_ctl.rs"]
 mod workload_ctl;
 
+use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -81,6 +87,37 @@ fn log(app: &str, comp: &str, msg: &str) {
 
 fn main() {
     workload_ctl::main_with("acoa-workload", run);
+}
+
+/// A message held for `ACOA_DELAY_MS`: its datagrams go out at `due`; it was received (or due
+/// at a source) at `since`.
+struct Held {
+    due: Instant,
+    since: Instant,
+    sends: Vec<(String, SocketAddr, String)>,
+}
+
+/// Messages held at most; beyond, a message is dropped (as a full queue would).
+const MAX_HELD: usize = 4096;
+
+/// Holds `h` until it is due (dropped when [`MAX_HELD`] are held).
+fn hold(held: &mut VecDeque<Held>, h: Held) {
+    if held.len() < MAX_HELD {
+        held.push_back(h);
+    }
+}
+
+/// Sends the held messages that are due; each counts as served from its `since`.
+fn send_due(sock: &UdpSocket, held: &mut VecDeque<Held>, stats: &mut stats::Reporter) {
+    while held.front().is_some_and(|h| h.due <= Instant::now()) {
+        let Some(h) = held.pop_front() else { break };
+        for (ch, to, d) in &h.sends {
+            if sock.send_to(d.as_bytes(), to).is_ok() {
+                stats.record(ch, d.len());
+            }
+        }
+        stats.record_service(h.since.elapsed());
+    }
 }
 
 fn ask(ctl: &UdpSocket, control: SocketAddr, app: &str, comp: &str) -> Option<Config> {
@@ -147,6 +184,20 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
                 .join(",")
         ),
     );
+    let delay = match env("ACOA_DELAY_MS") {
+        Some(d) => Duration::from_secs_f64(
+            d.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 60_000.0)
+                .ok_or_else(|| format!("ACOA_DELAY_MS: {d} is not a delay in 0..=60000 ms"))?
+                / 1000.0,
+        ),
+        None => Duration::ZERO,
+    };
+    if !delay.is_zero() {
+        log(app, comp, &format!("holds every message {delay:?}"));
+    }
+    let mut held: VecDeque<Held> = VecDeque::new();
     let mut stats = stats::Reporter::from_env();
     let mut seq: u64 = 0;
     let mut next_emit = Instant::now();
@@ -179,12 +230,18 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
         }
         if cfg.rate_hz > 0.0 && now >= next_emit {
             let origin = now_ns();
-            for (ch, to) in &cfg.out {
-                let d = format!("D1 {seq} {origin} {ch}");
-                if sock.send_to(d.as_bytes(), to).is_ok() {
-                    stats.record(ch, d.len());
-                }
-            }
+            hold(
+                &mut held,
+                Held {
+                    due: now + delay,
+                    since: now,
+                    sends: cfg
+                        .out
+                        .iter()
+                        .map(|(ch, to)| (ch.clone(), *to, format!("D1 {seq} {origin} {ch}")))
+                        .collect(),
+                },
+            );
             if let Some(r) = report {
                 let _ = ctl.send_to(format!("S1 {app} {comp} {seq} {origin}").as_bytes(), r);
             }
@@ -194,16 +251,21 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
                 next_emit = now; // do not burst after a stall
             }
         }
+        send_due(&sock, &mut held, &mut stats);
         stats.tick();
         let mut wait = Duration::from_millis(200);
         if cfg.rate_hz > 0.0 {
             wait = wait.min(next_emit.saturating_duration_since(Instant::now()));
+        }
+        if let Some(h) = held.front() {
+            wait = wait.min(h.due.saturating_duration_since(Instant::now()));
         }
         sock.set_read_timeout(Some(wait.max(Duration::from_micros(100))))
             .map_err(io)?;
         let Ok((n, _from)) = sock.recv_from(&mut buf) else {
             continue;
         };
+        let received = Instant::now();
         let recv = now_ns();
         let text = String::from_utf8_lossy(&buf[..n]);
         let mut w = text.split_whitespace();
@@ -218,12 +280,19 @@ fn run(app: &str, comp: &str) -> Result<(), String> {
                 r,
             );
         }
-        for (ch, to) in &cfg.out {
-            let d = format!("D1 {s} {origin} {trail}/{ch}");
-            if sock.send_to(d.as_bytes(), to).is_ok() {
-                stats.record(ch, d.len());
-            }
-        }
+        hold(
+            &mut held,
+            Held {
+                due: received + delay,
+                since: received,
+                sends: cfg
+                    .out
+                    .iter()
+                    .map(|(ch, to)| (ch.clone(), *to, format!("D1 {s} {origin} {trail}/{ch}")))
+                    .collect(),
+            },
+        );
+        send_due(&sock, &mut held, &mut stats);
     }
 }
 

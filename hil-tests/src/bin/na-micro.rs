@@ -22,7 +22,8 @@
 //!   downstream call was answered in time, else 0); `caller` is `-` for the load generator
 //! - traffic report to `ACOA_AGENT_STATS`, about every second, cumulative since the start (the
 //!   contract of `hil_tests::stats`):
-//!   `{"v":1,"app":"A","component":"C","sent":[{"to":"D","bytes":123,"messages":4}]}`;
+//!   `{"v":2,"app":"A","component":"C","container":"A.C","sent":[{"to":"D","bytes":123,"messages":4}]}`
+//!   (no service time: this program does not measure one);
 //!   requests count towards their callee, answers towards their caller
 //!   (`hil_tests::stats::Reporter`, included by path).
 #![forbid(unsafe_code)]

@@ -1,9 +1,12 @@
 //! `rollouts`: the rollout experiment (the experiment is [`hil_tests::rollouts`]): smoke
-//! monitoring under an update policy on the railway testbed, updated with a good revision and
-//! then a bad one while its paths are measured inside the containers; the report and its plot.
+//! monitoring under an update policy on the railway testbed, updated with a good revision, a bad
+//! one and, with a gate, two that break it (a component moved across the WAN; a workload that
+//! holds every message `--delay-ms`) while its paths are measured inside the containers; the
+//! report and its plot.
 //!
 //! ```text
-//! rollouts [--healthy-s 10] [--batch-size 1] [--bad-component level-detection] [--out DIR]
+//! rollouts [--healthy-s 10] [--batch-size 1] [--bad-component level-detection]
+//!          [--delay-component measurement --delay-ms 50] [--out DIR]
 //! ```
 #![forbid(unsafe_code)]
 
@@ -21,7 +24,7 @@ use hil_tests::rollouts::{self, Options, Run};
 #[derive(clap::Parser, Debug, Clone)]
 #[command(
     name = "rollouts",
-    about = "ACOA testbed: smoke monitoring updated with a good, a bad and a gate-breaking revision while its paths are measured"
+    about = "ACOA testbed: smoke monitoring updated with a good, a bad and two gate-breaking revisions (a component moved across the WAN, a workload that adds delay) while its paths are measured"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -48,6 +51,13 @@ pub struct Args {
     /// The component the third revision requires on a cloud node (a gate breach)
     #[arg(long, default_value = "level-detection")]
     pub gate_component: String,
+    /// The component whose workload the fourth revision slows down (holds every message
+    /// `--delay-ms`), with a gate
+    #[arg(long, default_value = "measurement")]
+    pub delay_component: String,
+    /// How long the fourth revision's workload holds every message, ms (0: no fourth revision)
+    #[arg(long, default_value_t = 50.0)]
+    pub delay_ms: f64,
     /// The path drawn in the plot
     #[arg(long, default_value = "alarm")]
     pub plot_path: String,
@@ -104,7 +114,8 @@ fn main() -> Result<()> {
         hil_tests::partition::remove_app_containers(&app_name)
     })?;
     let bed = Bed::up(&a.bed, names)?;
-    let steps = rollouts::steps(&base, &a.bad_component, &a.gate_component)?;
+    let delay = (a.delay_ms > 0.0).then_some((a.delay_component.as_str(), a.delay_ms));
+    let steps = rollouts::steps(&base, &a.bad_component, &a.gate_component, delay)?;
     std::fs::create_dir_all(&out)?;
     let o = Options {
         rate_hz: a.rate_hz,

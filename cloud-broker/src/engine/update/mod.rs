@@ -124,6 +124,10 @@ pub struct Rollout {
     /// What the running batch waits for, one line each (for the status).
     #[serde(skip)]
     pub waiting: Vec<String>,
+    /// The gate's last reading (for the status): `path alarm: 1.2 ms (network ... + service
+    /// ...), bound 10 ms`.
+    #[serde(skip)]
+    pub gate_reading: Option<String>,
 }
 
 /// A container as an agent reports it.
@@ -135,11 +139,57 @@ pub struct Seen {
     pub error: String,
 }
 
-/// The measured QoS of a path.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The measured QoS of a path: the network's latency and reliability between the nodes of
+/// the copies that serve, and the service times their workloads report.
+#[derive(Debug, Clone, PartialEq)]
 pub struct PathQos {
-    pub latency_ms: f64,
+    /// The sum over its channels of the links' measured latency, ms.
+    pub network_ms: f64,
+    /// The product over its channels of the links' success rates.
     pub reliability: f64,
+    /// Per component of the path whose serving copy reports one: its service time, ms.
+    pub service: Vec<(String, f64)>,
+}
+
+impl PathQos {
+    /// The path's network latency alone (no workload reports a service time).
+    pub fn network(network_ms: f64, reliability: f64) -> Self {
+        PathQos {
+            network_ms,
+            reliability,
+            service: vec![],
+        }
+    }
+
+    /// The service times' sum, ms.
+    pub fn service_ms(&self) -> f64 {
+        self.service.iter().map(|(_, v)| v).sum()
+    }
+
+    /// What the gate compares with its bound: network latency plus service times, ms.
+    pub fn latency_ms(&self) -> f64 {
+        self.network_ms + self.service_ms()
+    }
+
+    /// `61.2 ms (network 1.1 ms + service 60.1 ms: level-detection 60.0 ms, alarm 0.1 ms)`, or
+    /// `1.1 ms` when no workload of the path reports a service time.
+    pub fn describe(&self) -> String {
+        if self.service.is_empty() {
+            return format!("{:.1} ms", self.latency_ms());
+        }
+        let parts: Vec<String> = self
+            .service
+            .iter()
+            .map(|(c, v)| format!("{c} {v:.1} ms"))
+            .collect();
+        format!(
+            "{:.1} ms (network {:.1} ms + service {:.1} ms: {})",
+            self.latency_ms(),
+            self.network_ms,
+            self.service_ms(),
+            parts.join(", ")
+        )
+    }
 }
 
 /// What the control plane sees, as plain values.
@@ -273,6 +323,7 @@ impl Rollout {
             started_at: None,
             healthy_since: None,
             waiting: vec![],
+            gate_reading: None,
         })
     }
 
@@ -515,7 +566,7 @@ impl Rollout {
         }
     }
 
-    fn gate(&self, world: &World) -> Result<Option<String>, String> {
+    fn gate(&mut self, world: &World) -> Result<Option<String>, String> {
         let Some(g) = &self.policy.gate else {
             return Ok(None);
         };
@@ -525,11 +576,29 @@ impl Rollout {
                 g.path
             )));
         };
+        let mut bounds = vec![];
         if let Some(max) = g.max_latency_ms {
-            if q.latency_ms > max {
+            bounds.push(format!("bound {max} ms"));
+        }
+        if let Some(min) = g.min_reliability {
+            bounds.push(format!("reliability {:.4}, bound {min}", q.reliability));
+        }
+        self.gate_reading = Some(format!(
+            "path {}: {}{}",
+            g.path,
+            q.describe(),
+            if bounds.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", bounds.join(", "))
+            }
+        ));
+        if let Some(max) = g.max_latency_ms {
+            if q.latency_ms() > max {
                 return Err(format!(
-                    "gate broken: path {} measures {:.1} ms, above its bound of {max} ms",
-                    g.path, q.latency_ms
+                    "gate broken: path {} measures {}, above its bound of {max} ms",
+                    g.path,
+                    q.describe()
                 ));
             }
         }

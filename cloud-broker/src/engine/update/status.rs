@@ -36,6 +36,7 @@ impl Rollout {
                 })
                 .collect(),
             waiting: self.waiting.clone(),
+            gate: self.gate_reading.clone(),
             reason,
         }
     }
@@ -56,6 +57,10 @@ pub struct RolloutStatus {
     /// What the running batch (or the rollback) waits for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<String>,
+    /// The gate's last reading: the path's latency as the gate adds it up (network latency
+    /// plus the service times the workloads report) against its bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
     /// Why it failed or was rolled back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -289,22 +289,13 @@ fn a_gate_breach_during_the_healthy_time_rolls_back() {
         r.status().waiting,
         ["the gate waits for a measurement of path alarm"]
     );
-    let good = PathQos {
-        latency_ms: 20.0,
-        reliability: 1.0,
-    };
+    let good = PathQos::network(20.0, 1.0);
     w.paths.insert("alarm".into(), good);
     r.advance(2_000, &w);
     r.advance(12_000, &w);
     assert_eq!(r.batch, 1, "the gate held for the healthy time");
     all_running(&r, &mut w);
-    w.paths.insert(
-        "alarm".into(),
-        PathQos {
-            latency_ms: 80.0,
-            reliability: 1.0,
-        },
-    );
+    w.paths.insert("alarm".into(), PathQos::network(80.0, 1.0));
     r.advance(13_000, &w);
     let Phase::RollingBack { reason } = &r.phase else {
         panic!("{:?}", r.phase)
@@ -313,13 +304,7 @@ fn a_gate_breach_during_the_healthy_time_rolls_back() {
         reason,
         "gate broken: path alarm measures 80.0 ms, above its bound of 50 ms"
     );
-    w.paths.insert(
-        "alarm".into(),
-        PathQos {
-            latency_ms: 20.0,
-            reliability: 0.9,
-        },
-    );
+    w.paths.insert("alarm".into(), PathQos::network(20.0, 0.9));
     let mut r = three(&p);
     r.advance(0, &w);
     all_running(&r, &mut w);
@@ -457,4 +442,65 @@ fn added_and_removed_components_are_steps_too() {
     r.advance(2_000, &w);
     assert_eq!(r.phase, Phase::Done);
     assert!(names_on(&r, "n2").is_empty());
+}
+
+fn gated(max_latency_ms: f64) -> Update {
+    let mut p = policy(1, 0, 10, 60);
+    p.gate = Some(model::Gate {
+        path: "alarm".into(),
+        max_latency_ms: Some(max_latency_ms),
+        min_reliability: None,
+    });
+    p
+}
+
+#[test]
+fn a_new_copy_whose_service_time_breaks_the_bound_rolls_back_and_says_so() {
+    let mut r = three(&gated(10.0));
+    let mut w = world();
+    r.advance(0, &w);
+    all_running(&r, &mut w);
+    // the network alone is well within the bound; a's new copy (serving now) takes 60.1 ms
+    // per message, b's copy 0.1 ms
+    let q = PathQos {
+        network_ms: 1.1,
+        reliability: 1.0,
+        service: vec![("a".into(), 60.1), ("b".into(), 0.1)],
+    };
+    assert!((q.latency_ms() - 61.3).abs() < 1e-9);
+    w.paths.insert("alarm".into(), q);
+    let p = r.advance(1_000, &w);
+    let Phase::RolledBack { reason } = &r.phase else {
+        panic!("{:?}", r.phase)
+    };
+    assert_eq!(
+        reason,
+        "gate broken: path alarm measures 61.3 ms (network 1.1 ms + service 60.2 ms: a 60.1 ms, b 0.1 ms), above its bound of 10 ms"
+    );
+    assert!(p.lines[0].contains(reason.as_str()), "{p:?}");
+    assert_eq!(r.status().reason.as_deref(), Some(reason.as_str()));
+    assert_eq!(
+        r.status().gate.as_deref(),
+        Some("path alarm: 61.3 ms (network 1.1 ms + service 60.2 ms: a 60.1 ms, b 0.1 ms), bound 10 ms")
+    );
+}
+
+#[test]
+fn the_gate_adds_service_times_that_hold() {
+    let mut r = three(&gated(10.0));
+    let mut w = world();
+    r.advance(0, &w);
+    all_running(&r, &mut w);
+    // a's new copy takes 2 ms: 3.1 ms in all, within the bound: the batch is done after its
+    // healthy time
+    let mut q = PathQos::network(1.1, 1.0);
+    q.service = vec![("a".into(), 2.0)];
+    w.paths.insert("alarm".into(), q);
+    r.advance(1_000, &w);
+    assert_eq!(
+        r.status().gate.as_deref(),
+        Some("path alarm: 3.1 ms (network 1.1 ms + service 2.0 ms: a 2.0 ms), bound 10 ms")
+    );
+    r.advance(11_000, &w);
+    assert_eq!(r.batch, 1, "{:?}", r.status());
 }
