@@ -397,7 +397,8 @@ fn a_node_joining_changes_few_lists() {
     // 2,000 nodes in groups of 10, half without a coordinate (random slots only)
     let member = |i: usize| Member {
         group: (i / 10) as u32,
-        coord: i.is_multiple_of(2)
+        coord: i
+            .is_multiple_of(2)
             .then(|| Coord::new([(i % 97) as f64, (i % 89) as f64], 1.0, 0.2).unwrap()),
         key: (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
     };
