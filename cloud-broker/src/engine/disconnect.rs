@@ -101,15 +101,28 @@ impl Engine {
     pub(super) fn judge_nodes(&mut self, out: &mut Vec<Action>) {
         let now = self.now;
         let w = self.windows();
-        let names: Vec<String> = self.nodes.keys().cloned().collect();
-        for n in names {
-            let state = self.nodes[&n].state;
-            if state == NodeState::Lost {
-                continue; // only a signed report brings it back
-            }
-            let Some(v) = liveness::classify(&self.evidence, &n, now, self.cfg.liveness, &w) else {
-                continue;
-            };
+        // every verdict first, on one index of the evidence (then the actions, which change
+        // the engine's state but not the evidence the verdicts read)
+        let verdicts: Vec<(String, NodeState, liveness::Verdict)> = {
+            let ix = self.evidence.index();
+            self.nodes
+                .iter()
+                // a lost node: only a signed report brings it back
+                .filter(|(_, node)| node.state != NodeState::Lost)
+                .filter_map(|(n, node)| {
+                    let v = liveness::classify_indexed(
+                        &self.evidence,
+                        &ix,
+                        n,
+                        now,
+                        self.cfg.liveness,
+                        &w,
+                    )?;
+                    Some((n.clone(), node.state, v))
+                })
+                .collect()
+        };
+        for (n, state, v) in verdicts {
             match (state, v.state) {
                 (_, NodeState::Lost) => self.lose(&n, &v.evidence, out),
                 (NodeState::Online, NodeState::Unreachable) => {
