@@ -169,6 +169,14 @@ pub struct EvidenceIndex<'a> {
     groups: HashMap<&'a str, Vec<&'a str>>,
 }
 
+impl EvidenceIndex<'_> {
+    /// The nodes of `node`'s datacenter (itself included); `None` when it is not heard of.
+    fn members_of(&self, ev: &Evidence, node: &str) -> Option<&[&str]> {
+        let dc = ev.heard.get(node)?.datacenter.as_str();
+        self.groups.get(dc).map(Vec::as_slice)
+    }
+}
+
 impl Evidence {
     /// The index of this evidence (see [`EvidenceIndex`]).
     pub fn index(&self) -> EvidenceIndex<'_> {
@@ -324,10 +332,7 @@ fn returning_member(
     now: u64,
     w: &Windows,
 ) -> bool {
-    let Some(dc) = ev.heard.get(node).map(|h| h.datacenter.as_str()) else {
-        return false;
-    };
-    ix.groups.get(dc).into_iter().flatten().any(|m| {
+    ix.members_of(ev, node).into_iter().flatten().any(|m| {
         let Some(h) = ev.heard.get(*m) else {
             return false;
         };
@@ -350,13 +355,13 @@ fn silent_group(
     w: &Windows,
 ) -> Option<String> {
     let dc = &ev.heard.get(node)?.datacenter;
-    let members: Vec<&str> = ix.groups.get(dc.as_str()).cloned().unwrap_or_default();
+    let members = ix.members_of(ev, node)?;
     if members.len() < 2 {
         return None;
     }
     let mut first = since;
     let mut last = since;
-    for m in &members {
+    for m in members {
         let s = ev.silent_since(m, now, w)?;
         first = first.min(s);
         last = last.max(s);
@@ -366,7 +371,7 @@ fn silent_group(
     }
     // A member's last sample before it went silent showed `node` answering.
     let mut reached_by: Vec<(&str, u64)> = Vec::new();
-    for m in &members {
+    for m in members {
         if *m == node {
             continue;
         }
