@@ -141,15 +141,13 @@ fn arm(
     )?;
     tracing::info!("k = {k}: the system runs; {} s of warm-up", a.warmup_s);
     std::thread::sleep(Duration::from_secs(a.warmup_s));
-    let fleet: Fleet = coordbed::get_json(http, "/api/fleet", TOKEN)?;
+    // read once: the document kept is the one measured
+    let doc: serde_json::Value = coordbed::get_json(http, "/api/fleet", TOKEN)?;
     std::fs::write(
         workdir.join("fleet.json"),
-        serde_json::to_string_pretty(&coordbed::get_json::<serde_json::Value>(
-            http,
-            "/api/fleet",
-            TOKEN,
-        )?)?,
+        serde_json::to_string_pretty(&doc)?,
     )?;
+    let fleet: Fleet = serde_json::from_value(doc).context("the fleet document")?;
     let est = coordbed::estimates(&fleet, &bed.cluster);
     tracing::info!(
         "k = {k}: {} of {} pairs measured, {} estimated",
