@@ -408,16 +408,22 @@ impl Drop for Agent {
 
 // ------------------------------------------------------------------ podman
 
-/// Removes the node's containers when the test ends, however it ends.
+/// Removes the node's containers when the test ends, however it ends. Once more a second
+/// later when the first pass found any: a container the killed agent had asked Podman to
+/// create is created after the agent is gone (such leftovers were seen on this machine).
 pub struct Cleanup(pub String);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        remove_all(&self.0);
+        if remove_all(&self.0) {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            remove_all(&self.0);
+        }
     }
 }
 
-pub fn remove_all(node: &str) {
+/// Removes every container of the node; whether there was any.
+pub fn remove_all(node: &str) -> bool {
     let ids = Command::new("podman")
         .args(["ps", "-aq", "--filter", &format!("label=acoa.node={node}")])
         .output()
@@ -430,6 +436,7 @@ pub fn remove_all(node: &str) {
             .args(&ids)
             .output();
     }
+    !ids.is_empty()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -129,8 +129,17 @@ fn state_path(name: &str) -> PathBuf {
     Path::new(STATE_DIR).join(format!("{name}.json"))
 }
 
+/// A process that has exited but whose parent has not collected it yet (a zombie, state `Z`)
+/// is gone for our purposes: waiting for it would wait for its parent.
 fn pid_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // the state follows the command name, which is in parentheses and may hold spaces
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
 }
 
 fn main() -> Result<()> {
