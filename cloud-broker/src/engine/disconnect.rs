@@ -101,15 +101,29 @@ impl Engine {
     pub(super) fn judge_nodes(&mut self, out: &mut Vec<Action>) {
         let now = self.now;
         let w = self.windows();
-        // every verdict first, on one index of the evidence (then the actions, which change
-        // the engine's state but not the evidence the verdicts read)
-        let verdicts: Vec<(String, NodeState, liveness::Verdict)> = {
-            let ix = self.evidence.index();
-            self.nodes
+        // Only a silent node can change state (a node heard within the silence window is
+        // online, and an online verdict changes nothing); under the timer rule every node is
+        // judged by its silence alone. Every verdict first, on one index of the evidence about
+        // the nodes judged (then the actions, which change the engine's state but not the
+        // evidence the verdicts read): in a quiet fleet no index is built at all.
+        let timer = matches!(self.cfg.liveness, liveness::Liveness::Timer { .. });
+        let judged: Vec<&str> = self
+            .nodes
+            .iter()
+            // a lost node: only a signed report brings it back
+            .filter(|(_, node)| node.state != NodeState::Lost)
+            .filter(|(n, _)| timer || self.evidence.silent_since(n, now, &w).is_some())
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let verdicts: Vec<(String, NodeState, liveness::Verdict)> = if judged.is_empty() {
+            Vec::new()
+        } else {
+            let set: std::collections::HashSet<&str> = judged.iter().copied().collect();
+            let ix = self.evidence.index_about(|n| set.contains(n));
+            // in the nodes' order: the actions are deterministic
+            judged
                 .iter()
-                // a lost node: only a signed report brings it back
-                .filter(|(_, node)| node.state != NodeState::Lost)
-                .filter_map(|(n, node)| {
+                .filter_map(|n| {
                     let v = liveness::classify_indexed(
                         &self.evidence,
                         &ix,
@@ -118,7 +132,7 @@ impl Engine {
                         self.cfg.liveness,
                         &w,
                     )?;
-                    Some((n.clone(), node.state, v))
+                    Some((n.to_string(), self.nodes[*n].state, v))
                 })
                 .collect()
         };

@@ -169,28 +169,30 @@ impl Engine {
             self.on_coord(&from, c);
         }
         let now = self.now;
-        for s in &l.links {
-            if s.peer.as_str() != from && self.nodes.contains_key(s.peer.as_str()) {
-                let answered_at = (s.last_answer_ms != wire::NEVER_ANSWERED)
-                    .then(|| now.saturating_sub(u64::from(s.last_answer_ms)));
-                self.evidence.samples.insert(
-                    (from.clone(), s.peer.to_string()),
-                    Witnessed {
-                        at: now,
-                        answered_at,
-                    },
-                );
-            }
+        // the peers this control plane knows, looked up once per sample (5,000 nodes each
+        // reporting 32 peers a second: 160,000 samples a second)
+        let known: Vec<bool> = l
+            .links
+            .iter()
+            .map(|s| s.peer.as_str() != from && self.nodes.contains_key(s.peer.as_str()))
+            .collect();
+        for (s, _) in l.links.iter().zip(&known).filter(|(_, k)| **k) {
+            let answered_at = (s.last_answer_ms != wire::NEVER_ANSWERED)
+                .then(|| now.saturating_sub(u64::from(s.last_answer_ms)));
+            self.evidence.samples.insert(
+                (from.clone(), s.peer.to_string()),
+                Witnessed {
+                    at: now,
+                    answered_at,
+                },
+            );
         }
         if !self.nodes.get(&from).is_some_and(|n| n.online) {
             return;
         }
         self.heard_by_links(&from);
-        for s in &l.links {
-            let to = s.peer.to_string();
-            if !self.nodes.contains_key(&to) {
-                continue; // unknown peers are not remembered: memory stays bounded
-            }
+        // unknown peers are not remembered: memory stays bounded
+        for (s, _) in l.links.iter().zip(&known).filter(|(_, k)| **k) {
             let (lat, jit, suc) = (s.latency_ms as f64, s.jitter_ms as f64, s.success as f64);
             if !(lat.is_finite() && lat >= 0.0 && jit.is_finite() && (0.0..=1.0).contains(&suc)) {
                 continue;
@@ -202,19 +204,22 @@ impl Engine {
                 samples: s.samples,
                 at: self.now,
             };
-            self.on_measured(&from, &to);
-            let k = (from.clone(), to);
-            match self.links.get(&k) {
-                Some(old)
-                    if old.latency_ms == e.latency_ms
-                        && old.success == e.success
-                        && old.jitter_ms == e.jitter_ms
-                        && old.samples == e.samples =>
-                {
-                    self.links.insert(k, e);
+            let to = s.peer.as_str();
+            self.on_measured(&from, to);
+            match self.links.entry((from.clone(), to.to_string())) {
+                std::collections::hash_map::Entry::Occupied(mut old) => {
+                    let o = old.get();
+                    let same = o.latency_ms == e.latency_ms
+                        && o.success == e.success
+                        && o.jitter_ms == e.jitter_ms
+                        && o.samples == e.samples;
+                    old.insert(e);
+                    if !same {
+                        self.model_version += 1;
+                    }
                 }
-                _ => {
-                    self.links.insert(k, e);
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(e);
                     self.model_version += 1;
                 }
             }

@@ -180,12 +180,22 @@ impl EvidenceIndex<'_> {
 impl Evidence {
     /// The index of this evidence (see [`EvidenceIndex`]).
     pub fn index(&self) -> EvidenceIndex<'_> {
+        self.index_about(|_| true)
+    }
+
+    /// The index for judging the nodes `about` accepts: the witnesses of those only (what
+    /// [`classify_indexed`] reads of a node is its own witnesses; of the others their datacenter
+    /// and what was heard of them). The engine judges only its silent nodes with it: in a quiet
+    /// fleet it indexes nothing.
+    pub fn index_about<'a>(&'a self, about: impl Fn(&str) -> bool) -> EvidenceIndex<'a> {
         let mut witnesses: HashMap<&str, Vec<(&str, &Witnessed)>> = HashMap::new();
-        for ((by, about), s) in &self.samples {
-            witnesses
-                .entry(about.as_str())
-                .or_default()
-                .push((by.as_str(), s));
+        for ((by, of), s) in &self.samples {
+            if about(of) {
+                witnesses
+                    .entry(of.as_str())
+                    .or_default()
+                    .push((by.as_str(), s));
+            }
         }
         let mut groups: HashMap<&str, Vec<&str>> = HashMap::new();
         for (n, h) in &self.heard {
