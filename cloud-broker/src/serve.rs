@@ -165,6 +165,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     spawn_ticks(opts.tick_ms, ctl_tx.clone());
+    let ctl_tx_peers = ctl_tx.clone();
     brokers::spawn_republish(&mut apps, &urls, ctl_tx.clone());
     let subscribed = telemetry
         .iter_mut()
@@ -180,6 +181,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         store,
         publisher: Publishers::new(&urls, &apps),
         placer,
+        events: ctl_tx_peers,
     };
     let engine = Engine::new(opts.engine.clone(), key, snapshot, 0).with_term(term);
     let observer = crate::observe::Observer::start(&opts.observe).await?;
@@ -396,6 +398,8 @@ struct Outbox {
     /// The applications connections.
     publisher: Publishers,
     placer: Placer,
+    /// The engine's control events (computations done off the loop come back there).
+    events: mpsc::Sender<Event>,
 }
 
 /// How long the store is left alone after a failed write before it is tried again.
@@ -449,6 +453,19 @@ impl Outbox {
                 self.publisher.publish(&topic, payload, retain).await;
             }
             Action::Schedule(job) => self.placer.submit(job).await,
+            Action::ComputePeers(job) => {
+                let events = self.events.clone();
+                tokio::task::spawn_blocking(move || {
+                    let t = Instant::now();
+                    let r = job.run();
+                    debug!(
+                        "peer lists of {} nodes computed in {} ms",
+                        r.lists.len(),
+                        t.elapsed().as_millis()
+                    );
+                    let _ = events.blocking_send(Event::PeersComputed(Box::new(r)));
+                });
+            }
         }
     }
 }

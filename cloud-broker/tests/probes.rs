@@ -390,3 +390,84 @@ fn a_fleet_of_600_nodes_places_on_an_estimated_pair() {
     assert!(p["b"].starts_with("n058"), "{p:?}");
     assert_eq!(st.links["a-to-b"], "estimated", "{:?}", st.links);
 }
+
+#[test]
+fn a_large_fleets_peer_lists_are_computed_off_the_loop_and_give_the_same_lists() {
+    let c = railway();
+    // inline (the railway's 20 nodes are under the default threshold)
+    let mut inline = Sim::new(lost_when_silent());
+    inline.join_cluster(&c);
+    let expected = peer_lists_published(&inline.tick(1000), &inline.key);
+    assert_eq!(expected.len(), c.nodes.len());
+
+    // off the loop: the tick asks for the computation and publishes nothing itself
+    let cfg = EngineConfig {
+        peers_offload_from: 1,
+        ..lost_when_silent()
+    };
+    let mut sim = Sim::new(cfg);
+    sim.join_cluster(&c);
+    sim.now += 1000;
+    let acts = sim.e.handle(sim.now, Event::Tick);
+    assert!(peer_lists_published(&acts, &sim.key).is_empty());
+    let jobs: Vec<_> = acts
+        .iter()
+        .filter_map(|a| match a {
+            Action::ComputePeers(j) => Some(j.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(jobs.len(), 1, "one computation asked for");
+    // while it computes, membership changes do not start another
+    sim.now += 1000;
+    sim.e.handle(sim.now, will_of("n05"));
+    sim.now += 1000;
+    let acts = sim.e.handle(sim.now, Event::Tick);
+    assert!(!acts.iter().any(|a| matches!(a, Action::ComputePeers(_))));
+    // its result: the same lists as inline, for the nodes not lost since
+    let acts = sim
+        .e
+        .handle(sim.now, Event::PeersComputed(Box::new(jobs[0].run())));
+    let lists = peer_lists_published(&acts, &sim.key);
+    assert_eq!(
+        lists.len(),
+        c.nodes.len() - 1,
+        "n05 was lost meanwhile: no list"
+    );
+    assert!(!lists.contains_key("n05"));
+    for (n, pl) in &lists {
+        let names = |l: &wire::PeerList| -> Vec<String> {
+            l.peers.iter().map(|p| p.node.to_string()).collect()
+        };
+        assert_eq!(names(pl), names(&expected[n]), "{n}");
+    }
+    // the change made meanwhile is the next round's: now a new computation
+    sim.now += 1000;
+    let acts = sim.e.handle(sim.now, Event::Tick);
+    let next: Vec<_> = acts
+        .iter()
+        .filter_map(|a| match a {
+            Action::ComputePeers(j) => Some(j.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        next.len(),
+        1,
+        "the membership change asks for another round"
+    );
+    // a result that is not the last asked for is ignored
+    let stale = jobs[0].run();
+    assert!(peer_lists_published(
+        &sim.e.handle(sim.now, Event::PeersComputed(Box::new(stale))),
+        &sim.key
+    )
+    .is_empty());
+    let acts = sim
+        .e
+        .handle(sim.now, Event::PeersComputed(Box::new(next[0].run())));
+    assert!(
+        !peer_lists_published(&acts, &sim.key).is_empty(),
+        "the lists without n05's will changed"
+    );
+}

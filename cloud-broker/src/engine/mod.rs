@@ -79,6 +79,9 @@ pub struct EngineConfig {
     pub peers_k: usize,
     /// Moved coordinates change the neighbour sets at most this often.
     pub peers_refresh_ms: u64,
+    /// With at least this many nodes to list, the peer lists are computed off the decision
+    /// loop ([`Action::ComputePeers`]; seconds at 50,000 nodes), below it in the tick.
+    pub peers_offload_from: usize,
     /// Link samples older than this are forgotten.
     pub link_max_age_ms: u64,
     /// How often the ingest statistics line is logged (0: never).
@@ -107,6 +110,7 @@ impl Default for EngineConfig {
             peers_debounce_ms: 500,
             peers_k: 32,
             peers_refresh_ms: 30_000,
+            peers_offload_from: 2_000,
             link_max_age_ms: 60_000,
             stats_every_ms: 10_000,
             deschedule_ms: 10_000,
@@ -160,6 +164,8 @@ pub enum Event {
     StoreWritable,
     /// The broker accepted a new connection of ours: it may have lost the retained documents.
     BrokerReconnected,
+    /// The peer lists an [`Action::ComputePeers`] asked for.
+    PeersComputed(Box<probes::PeersComputed>),
     /// Time passes.
     Tick,
 }
@@ -175,6 +181,9 @@ pub enum Action {
         retain: bool,
     },
     Schedule(Box<Job>),
+    /// Compute these peer lists off the loop ([`probes::PeersJob::run`]) and hand the result
+    /// back as an [`Event::PeersComputed`].
+    ComputePeers(Box<probes::PeersJob>),
 }
 
 #[derive(Debug, Clone)]
@@ -412,6 +421,7 @@ impl Engine {
             Event::StoreFailed { app, reason } => self.on_store_failed(app, reason, &mut out),
             Event::StoreWritable => self.on_store_writable(&mut out),
             Event::BrokerReconnected => self.republish(&mut out),
+            Event::PeersComputed(r) => self.on_peers_computed(*r, &mut out),
             Event::Tick => self.on_tick(&mut out),
         }
         out
@@ -476,9 +486,10 @@ impl Engine {
         }
         let refresh = self.probes.moved
             && now.saturating_sub(self.probes.last_refresh) >= self.cfg.peers_refresh_ms;
-        if refresh
+        if (refresh
             || (self.peers_dirty
-                && now.saturating_sub(self.last_peers_pub) >= self.cfg.peers_debounce_ms)
+                && now.saturating_sub(self.last_peers_pub) >= self.cfg.peers_debounce_ms))
+            && !self.peers_computing()
         {
             self.publish_peers(out);
         }

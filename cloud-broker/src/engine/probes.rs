@@ -128,6 +128,39 @@ pub fn peer_lists(
     out
 }
 
+/// A computation of every peer list, handed to the I/O loop ([`Action::ComputePeers`]) when
+/// the fleet is large: the same pure [`peer_lists`], off the decision loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeersJob {
+    /// Which computation this is (the engine takes only the result of the last one asked).
+    pub id: u64,
+    pub cands: Vec<Candidate>,
+    pub k: usize,
+    pub targets: BTreeMap<String, BTreeSet<String>>,
+    pub seed: u64,
+}
+
+impl PeersJob {
+    /// The lists (CPU only: seconds at 50,000 nodes).
+    pub fn run(&self) -> PeersComputed {
+        PeersComputed {
+            id: self.id,
+            lists: peer_lists(&self.cands, self.k, &self.targets, self.seed),
+        }
+    }
+}
+
+/// The result of a [`PeersJob`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeersComputed {
+    pub id: u64,
+    pub lists: BTreeMap<String, Vec<ListEntry>>,
+}
+
+/// How long a computation handed out may take before the engine asks for another (one that
+/// never came back must not stop the lists for good).
+const PEERS_JOB_GIVE_UP_MS: u64 = 60_000;
+
 /// What the engine keeps of probing: the coordinates, the lists sent, the targeted pairs.
 #[derive(Debug, Default)]
 pub(super) struct Probes {
@@ -146,6 +179,10 @@ pub(super) struct Probes {
     /// A coordinate moved since the lists were computed.
     pub(super) moved: bool,
     pub(super) last_refresh: u64,
+    /// The computation handed out and not back yet: its id and when it was asked for.
+    pub(super) computing: Option<(u64, u64)>,
+    /// The last computation's id.
+    pub(super) last_job: u64,
 }
 
 impl Probes {
@@ -207,19 +244,60 @@ impl Engine {
             .collect()
     }
 
-    /// Publishes the peer lists that changed (one generation for the round).
+    /// Whether a peer-list computation handed out is still under way.
+    pub(super) fn peers_computing(&self) -> bool {
+        self.probes
+            .computing
+            .is_some_and(|(_, at)| self.now.saturating_sub(at) < PEERS_JOB_GIVE_UP_MS)
+    }
+
+    /// Computes the peer lists and publishes those that changed (one generation for the
+    /// round): here for a small fleet; for one of `peers_offload_from` nodes or more, hands
+    /// the computation to the I/O loop and publishes when it comes back
+    /// ([`Engine::on_peers_computed`]). Changes meanwhile make the next round.
     pub(super) fn publish_peers(&mut self, out: &mut Vec<Action>) {
         self.peers_dirty = false;
         self.probes.moved = false;
         self.last_peers_pub = self.now;
         self.probes.last_refresh = self.now;
         let cands = self.candidates();
-        let lists = peer_lists(
-            &cands,
-            self.cfg.peers_k,
-            &self.probes.targets(),
-            NEIGHBOUR_SEED,
-        );
+        self.probes.last_job += 1;
+        let job = PeersJob {
+            id: self.probes.last_job,
+            k: self.cfg.peers_k,
+            targets: self.probes.targets(),
+            seed: NEIGHBOUR_SEED,
+            cands,
+        };
+        if job.cands.len() >= self.cfg.peers_offload_from {
+            self.probes.computing = Some((job.id, self.now));
+            out.push(Action::ComputePeers(Box::new(job)));
+        } else {
+            let lists = job.run().lists;
+            self.publish_lists(lists, out);
+        }
+    }
+
+    /// The lists of a computation handed out: published if it is the last one asked for.
+    pub(super) fn on_peers_computed(&mut self, r: PeersComputed, out: &mut Vec<Action>) {
+        if self.probes.computing.map(|(id, _)| id) != Some(r.id) {
+            return; // superseded (one that took too long) or not ours
+        }
+        self.probes.computing = None;
+        // a node lost while they were computed keeps no list
+        let lists = r
+            .lists
+            .into_iter()
+            .filter(|(n, _)| {
+                self.nodes
+                    .get(n)
+                    .is_some_and(|node| node.state != NodeState::Lost)
+            })
+            .collect();
+        self.publish_lists(lists, out);
+    }
+
+    fn publish_lists(&mut self, lists: BTreeMap<String, Vec<ListEntry>>, out: &mut Vec<Action>) {
         self.probes.sent.retain(|n, _| lists.contains_key(n));
         let changed: Vec<(&String, &Vec<ListEntry>)> = lists
             .iter()

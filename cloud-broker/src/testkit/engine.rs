@@ -106,6 +106,8 @@ impl EngineSim {
                         queue.push(Event::Scheduled(Box::new(run_job(j))))
                     }
                     Action::Schedule(j) => self.pending_jobs.push((**j).clone()),
+                    // as the I/O loop does, off the decision (here: at once)
+                    Action::ComputePeers(j) => queue.push(Event::PeersComputed(Box::new(j.run()))),
                     _ => {}
                 }
                 all.push(a);
