@@ -54,6 +54,29 @@ pub enum Dropped {
         last_run: u64,
         last_seq: u64,
     },
+    #[error(
+        "{kind} from node `{node}` shed: the control plane's ingest is behind (a queue of {queue} \
+         full); the node's next one replaces it"
+    )]
+    Shed {
+        kind: &'static str,
+        node: String,
+        queue: usize,
+    },
+}
+
+/// Periodic telemetry, superseded by the node's next message of its kind (link metrics every
+/// report period, node reports and usage at the latest every `report_max_interval_s`): what
+/// the control plane may shed when its ingest is behind rather than stall its broker
+/// connection (a connection that is not read misses its keep-alive and is dropped by the
+/// broker, with everything else on it). Presence, actual and desired states are never shed.
+pub fn sheddable(topic: &str) -> Option<&'static str> {
+    match topics::parse(topic)? {
+        topics::Topic::Links(_) => Some("link metrics"),
+        topics::Topic::Report(_) => Some("node report"),
+        topics::Topic::Usage(_) => Some("component usage"),
+        _ => None,
+    }
 }
 
 /// The signed telemetry kinds whose freshness is checked, one watermark each per node.

@@ -53,9 +53,34 @@ fn node_of(topic: &str) -> &str {
 
 /// Node telemetry: each publication to the ingest task of its node. A clone feeds the same
 /// tasks (the connections to several brokers share them, and so their freshness watermarks).
+/// When a task's queue is full, periodic telemetry is shed ([`crate::ingest::sheddable`]) so
+/// that the broker connection keeps being read; the rest waits for room.
 #[derive(Clone)]
 pub struct Telemetry {
     tasks: Vec<mpsc::Sender<Publish>>,
+    shed: Arc<ShedLog>,
+}
+
+/// How often a line says how many messages were shed.
+const SHED_LOG: Duration = Duration::from_secs(10);
+
+/// Messages shed since the last line, and when that line was.
+struct ShedLog(std::sync::Mutex<(u64, std::time::Instant)>);
+
+impl ShedLog {
+    fn shed(&self, d: &crate::ingest::Dropped) {
+        crate::observe::count_drop(d);
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.0 += 1;
+        if g.1.elapsed() >= SHED_LOG {
+            warn!(
+                "{} messages shed in {} s: {d}",
+                g.0,
+                g.1.elapsed().as_secs()
+            );
+            *g = (0, std::time::Instant::now());
+        }
+    }
 }
 
 impl Telemetry {
@@ -77,7 +102,14 @@ impl Telemetry {
         let tasks = (0..n)
             .map(|_| spawn_ingest_task(keys.clone(), control_plane, events.clone(), copies))
             .collect();
-        Telemetry { tasks }
+        // the first line comes with the first message shed
+        let long_ago = std::time::Instant::now()
+            .checked_sub(SHED_LOG)
+            .unwrap_or_else(std::time::Instant::now);
+        Telemetry {
+            tasks,
+            shed: Arc::new(ShedLog(std::sync::Mutex::new((0, long_ago)))),
+        }
     }
 }
 
@@ -143,7 +175,21 @@ impl Inbox for Telemetry {
         let mut h = DefaultHasher::new();
         node_of(&p.topic).hash(&mut h);
         let t = (h.finish() as usize) % self.tasks.len();
-        self.tasks[t].send(p).await.is_ok()
+        match self.tasks[t].try_send(p) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::TrySendError::Full(p)) => match crate::ingest::sheddable(&p.topic) {
+                Some(kind) => {
+                    self.shed.shed(&crate::ingest::Dropped::Shed {
+                        kind,
+                        node: node_of(&p.topic).to_string(),
+                        queue: INGEST_QUEUE,
+                    });
+                    true
+                }
+                None => self.tasks[t].send(p).await.is_ok(),
+            },
+        }
     }
 }
 
@@ -260,5 +306,59 @@ mod tests {
             assert_eq!(node_of(&t), "n7", "{t}");
         }
         assert_eq!(node_of("elsewhere/x"), "elsewhere/x");
+    }
+
+    /// An engine that does not keep up must not stall the broker connection: with every ingest
+    /// queue full, link metrics are shed (the connection goes on being read) while a presence
+    /// waits for room.
+    #[tokio::test]
+    async fn a_full_ingest_queue_sheds_periodic_telemetry_and_waits_for_the_rest() {
+        use acoa_shared::wire::{self, LinkMetrics, Message};
+        let node_key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let cp = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+        let mut keys = Keys::new();
+        keys.insert("n1".into(), Some(node_key.verifying_key()));
+        // an engine that reads nothing
+        let (events, _engine) = mpsc::channel::<Event>(1);
+        let mut t = Telemetry::spawn(
+            Arc::new(RwLock::new(keys)),
+            cp.verifying_key(),
+            events,
+            false,
+        );
+        let links = |seq: u64| {
+            let l = LinkMetrics {
+                node: wire::name("n1").unwrap(),
+                seq,
+                run: 1,
+                links: Default::default(),
+                coord: None,
+            };
+            let payload =
+                wire::encode(&Message::LinkMetrics(Box::new(l)), Some(&node_key)).unwrap();
+            Publish::new(topics::links("n1"), rumqttc::QoS::AtMostOnce, payload)
+        };
+        // far more than the queue holds: every call returns at once
+        let all = tokio::time::timeout(Duration::from_secs(30), async {
+            for seq in 1..=(INGEST_QUEUE as u64 * 2 + 10) {
+                assert!(t.publish(links(seq)).await);
+            }
+        })
+        .await;
+        assert!(all.is_ok(), "publishing blocked on a full ingest queue");
+        // the ingest task takes what the engine has room for (one), then waits on it: fill
+        // the room that made in its queue
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for seq in 0..10 {
+            assert!(t.publish(links(INGEST_QUEUE as u64 * 3 + seq)).await);
+        }
+        // a presence is not shed: it waits for room (none comes here)
+        let presence = Publish::new(
+            topics::online("n1"),
+            rumqttc::QoS::AtLeastOnce,
+            b"x".to_vec(),
+        );
+        let waited = tokio::time::timeout(Duration::from_millis(300), t.publish(presence)).await;
+        assert!(waited.is_err(), "a presence was shed");
     }
 }

@@ -20,6 +20,7 @@ pub const DROP_REASONS: &[&str] = &[
     "wrong-node",
     "bad-marker",
     "replay",
+    "shed",
 ];
 
 /// Why a publication was dropped, as a label.
@@ -32,6 +33,7 @@ pub fn drop_reason(d: &Dropped) -> &'static str {
         Dropped::WrongNode { .. } => "wrong-node",
         Dropped::BadMarker { .. } => "bad-marker",
         Dropped::Stale { .. } => "replay",
+        Dropped::Shed { .. } => "shed",
     }
 }
 
@@ -95,5 +97,11 @@ mod tests {
         };
         assert!(DROP_REASONS.contains(&drop_reason(&d)));
         assert!(DROP_REASONS.contains(&drop_reason(&Dropped::UnknownTopic("x".into()))));
+        let shed = Dropped::Shed {
+            kind: "link metrics",
+            node: "n1".into(),
+            queue: 1,
+        };
+        assert!(DROP_REASONS.contains(&drop_reason(&shed)));
     }
 }
