@@ -54,6 +54,9 @@ struct Args {
     /// Applications published one after another (latency samples).
     #[arg(long, default_value_t = 40)]
     apps: usize,
+    /// A simulated agent sends its link metrics every this many milliseconds (the agent's
+    /// `report_period_ms`); the control plane is started with a node timeout and evidence
+    /// window of three periods (at least 10 s).
     #[arg(long, default_value_t = 1000)]
     period_ms: u64,
     /// The control plane binary (default: next to this example's directory).
@@ -359,12 +362,17 @@ async fn bench(
     let mut mosq: Vec<Mosq> = Vec::new();
     // where the simulated agents connect (node i to broker i % len)
     let mut agent_brokers = vec![("127.0.0.1".to_string(), port)];
+    // the silence after which a node is judged, and the evidence window: three periods of
+    // the simulated agents' messages (as a fleet reporting every `period_ms` would be run)
+    let window_ms = (3 * args.period_ms).max(10_000);
     let mut serve_args = vec![
         "serve".to_string(),
         "--stats-every-ms".into(),
         "5000".into(),
         "--node-timeout-ms".into(),
-        "10000".into(),
+        window_ms.to_string(),
+        "--evidence-window-ms".into(),
+        window_ms.to_string(),
         "--reevaluate-ms".into(),
         "3600000".into(),
     ];
