@@ -136,15 +136,20 @@ impl Engine {
                 })
                 .collect()
         };
+        let mut lost = Vec::new();
         for (n, state, v) in verdicts {
             match (state, v.state) {
-                (_, NodeState::Lost) => self.lose(&n, &v.evidence, out),
+                (_, NodeState::Lost) => {
+                    self.lose(&n, &v.evidence, out);
+                    lost.push(n);
+                }
                 (NodeState::Online, NodeState::Unreachable) => {
                     self.set_unreachable(&n, &v.evidence, out)
                 }
                 _ => {}
             }
         }
+        self.drop_links_of(&lost);
         let late: Vec<String> = self
             .returning
             .iter()

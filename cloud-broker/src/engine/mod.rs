@@ -413,6 +413,7 @@ impl Engine {
             } => self.on_app_checked(app, payload, checked, &mut out),
             Event::NodeRemoved(n) => {
                 self.lose(&n, "removed from the inventory", &mut out);
+                self.drop_links_of(std::slice::from_ref(&n));
                 self.nodes.remove(&n);
                 self.evidence.forget(&n);
             }
