@@ -1,0 +1,521 @@
+//! What the control plane does after a placement that rests on estimates (issue 16), in
+//! simulation: the pairs its channels use that are only estimated are probed (targeted probes,
+//! `Engine::target_placement` in cloud-broker/src/engine/probes.rs); when they are measured
+//! the application is evaluated again (`Purpose::Reevaluate`), and the placement in force
+//! changes by the control plane's rule. Two rules ([`Rule`]):
+//!
+//! - [`Rule::System`], the descheduler's rule as the engine has it (cloud-broker/src/engine:
+//!   `jobs::finish_job`, `commit::reevaluated`, `links::favour_current`,
+//!   `links::relative_gain`, `EngineConfig::default()`): a search from scratch on the updated
+//!   model gives the best placement; the current and the best are scored on the network seen in
+//!   the current placement's favour (every link the current placement uses, either direction,
+//!   at its optimistic confidence bound, every other measured link at its pessimistic one; a
+//!   used estimated pair at latency x (1 - r), r the larger coordinate error of its ends,
+//!   clamped to 10-100 %; every other estimate x (1 + the largest r of any node)); if the best
+//!   beats the current by more than the hysteresis (5 %) for `sustain` (3) evaluations in a
+//!   row, one component moves (the single move that scores best on that network and beats the
+//!   current, else the best placement's first difference), and the next evaluation may move
+//!   another. The simulation's network does not change between evaluations, so a gain that
+//!   holds once holds `sustain` times: the moves of one round are made back to back on the
+//!   round's network (the new pairs they use are probed in the next round). Not modelled: the
+//!   check that a moved component still fits the node's free resources (`Engine::fits`; the
+//!   simulation places every application alone, on an empty ledger), the quantization of
+//!   measured latencies to 0.1 ms.
+//! - [`Rule::Adopt`], what the control plane could do instead (not implemented there): the
+//!   fresh search's placement replaces the one in force whenever it scores higher on the
+//!   updated model, with no hysteresis. That is probing a placement's estimated pairs before
+//!   committing to it, round after round, until the placement rests on measured links.
+//!
+//! A measured link's confidence bounds (cloud-broker `links::LinkBounds::measured`): latency
+//! ± max(z · jitter / √samples, half the probers' 0.1 ms step), never below the 0.5 ms floor;
+//! success the Wilson interval over `samples` probes; z = 1, samples = the 20 probes a
+//! simulated link is measured over.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use acoa_scheduler::{place_on, score_on, Infra, Ledger, LinkQ, Options, Outcome as Placed};
+use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary, MeasuredLink};
+use acoa_shared::model::{Application, CoordDoc, EstimatedNode, LinkEstimates, Node};
+
+/// `EngineConfig::default().hysteresis`.
+pub const HYSTERESIS: f64 = 0.05;
+/// cloud-broker `links::SCORE_RESOLUTION`: score differences below it are rounding.
+const SCORE_RESOLUTION: f64 = 1e-6;
+/// cloud-broker `links::CONFIDENCE_Z`, `LATENCY_STEP_MS`, `LATENCY_FLOOR_MS`.
+const CONFIDENCE_Z: f64 = 1.0;
+const LATENCY_STEP_MS: f64 = 0.1;
+const LATENCY_FLOOR_MS: f64 = 0.5;
+/// Probes a simulated link is measured over.
+const SAMPLES: u32 = 20;
+
+/// How the placement in force changes when its targeted links are measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Rule {
+    /// The control plane's descheduler rule (hysteresis, favour of the current placement,
+    /// one component at a time).
+    System,
+    /// The fresh search's placement whenever it scores higher on the updated model.
+    Adopt,
+}
+
+/// One directed link as measured: its quality and jitter (ms).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Meas {
+    pub q: LinkQ,
+    pub jitter_ms: f64,
+}
+
+/// Directed measured links by (from, to) node index (loopbacks included).
+pub type Links = BTreeMap<(u32, u32), Meas>;
+
+/// The simulated fleet as the control plane knows it: nodes (indexed as in an [`Infra`]
+/// built from them: names sort as indices), each node's site and reported coordinate.
+pub struct Fleet<'a> {
+    pub nodes: &'a [Node],
+    pub site: Vec<usize>,
+    /// Position, height, error.
+    pub coords: &'a [(Vec<f64>, f64, f64)],
+}
+
+impl Fleet<'_> {
+    /// What the estimates are made from, out of `links` as the control plane builds it
+    /// (`Engine::link_estimates`): per node its coordinate and the medians of the measured
+    /// links it is an end of, per site the median of its measured internal links.
+    pub fn estimates(&self, links: &Links) -> LinkEstimates {
+        let n = self.nodes.len();
+        let mut ends: Vec<Vec<MeasuredLink>> = vec![Vec::new(); n];
+        let mut internal: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+        for (&(a, b), m) in links {
+            let (a, b) = (a as usize, b as usize);
+            if a == b {
+                continue;
+            }
+            let l = MeasuredLink {
+                latency_ms: m.q.latency_ms,
+                jitter_ms: m.jitter_ms,
+                success: m.q.success,
+            };
+            ends[a].push(l);
+            ends[b].push(l);
+            if self.site[a] == self.site[b] {
+                internal
+                    .entry(self.site[a])
+                    .or_default()
+                    .push(m.q.latency_ms);
+            }
+        }
+        let mut est = LinkEstimates::default();
+        for (i, l) in ends.into_iter().enumerate() {
+            let Some(s) = EndpointSummary::from_links(l) else {
+                continue;
+            };
+            let (v, h, e) = &self.coords[i];
+            est.nodes.insert(
+                self.nodes[i].name.clone(),
+                EstimatedNode {
+                    coord: Some(CoordDoc {
+                        position: [v[0], v[1], v[2]],
+                        height_ms: *h,
+                        error: *e,
+                    }),
+                    median_jitter_ms: s.median_jitter_ms,
+                    median_success: s.median_success,
+                },
+            );
+        }
+        for (site, l) in internal {
+            if let Some(m) = estimate_in_group_ms(l) {
+                let member = self.site.iter().position(|s| *s == site).expect("a member");
+                est.groups.insert(self.nodes[member].datacenter.clone(), m);
+            }
+        }
+        est
+    }
+
+    /// The live model: `links` measured, every other pair estimated.
+    pub fn view(&self, links: &Links) -> (Infra, LinkEstimates) {
+        let est = self.estimates(links);
+        let infra = Infra::new(
+            self.nodes.to_vec(),
+            links.iter().map(|(&(a, b), m)| (a, b, m.q)),
+        )
+        .with_estimates(&est);
+        (infra, est)
+    }
+
+    /// The network seen in `current`'s favour (cloud-broker `links::favour_current`, on
+    /// this simulation's values).
+    pub fn favour(
+        &self,
+        links: &Links,
+        est: &LinkEstimates,
+        app: &Application,
+        current: &BTreeMap<String, String>,
+    ) -> Infra {
+        let used: BTreeSet<(u32, u32)> = channel_pairs(self.nodes, app, current)
+            .into_iter()
+            .flat_map(|(a, b)| [(a, b), (b, a)])
+            .collect();
+        let mut out: Vec<(u32, u32, LinkQ)> = links
+            .iter()
+            .map(|(&(a, b), m)| {
+                let q = if a == b {
+                    m.q
+                } else {
+                    let (lat, succ) = bounds(m);
+                    if used.contains(&(a, b)) {
+                        LinkQ {
+                            latency_ms: lat.0,
+                            success: succ.1,
+                        }
+                    } else {
+                        LinkQ {
+                            latency_ms: lat.1,
+                            success: succ.0,
+                        }
+                    }
+                };
+                (a, b, q)
+            })
+            .collect();
+        for &(a, b) in &used {
+            if a == b || links.contains_key(&(a, b)) {
+                continue;
+            }
+            let (na, nb) = (&self.nodes[a as usize], &self.nodes[b as usize]);
+            if let Some(v) = est.view(na, nb) {
+                let r = est.uncertainty(&na.name).max(est.uncertainty(&nb.name));
+                out.push((
+                    a,
+                    b,
+                    LinkQ {
+                        latency_ms: v.latency_ms.value() * (1.0 - r),
+                        success: v.success.value(),
+                    },
+                ));
+            }
+        }
+        Infra::new(self.nodes.to_vec(), out)
+            .with_estimates(&est.scaled(1.0 + est.max_uncertainty()))
+    }
+}
+
+/// The node-index pairs of `app`'s channels under `assignment` (names as in `nodes`, whose
+/// index is the name's order).
+fn channel_pairs(
+    nodes: &[Node],
+    app: &Application,
+    assignment: &BTreeMap<String, String>,
+) -> Vec<(u32, u32)> {
+    let at = |c: &str| {
+        let name = assignment.get(c)?;
+        nodes
+            .binary_search_by(|n| n.name.as_str().cmp(name))
+            .ok()
+            .map(|i| i as u32)
+    };
+    app.channels
+        .iter()
+        .filter_map(|c| Some((at(&c.from)?, at(&c.to)?)))
+        .collect()
+}
+
+/// The confidence bounds of a measured link: ((optimistic, pessimistic) latency,
+/// (pessimistic, optimistic) success).
+pub fn bounds(m: &Meas) -> ((f64, f64), (f64, f64)) {
+    let lat = m.q.latency_ms;
+    let e = (CONFIDENCE_Z * m.jitter_ms.max(0.0) / f64::from(SAMPLES).sqrt())
+        .max(LATENCY_STEP_MS / 2.0);
+    (
+        ((lat - e).max(LATENCY_FLOOR_MS).min(lat), lat + e),
+        wilson(m.q.success, SAMPLES, CONFIDENCE_Z),
+    )
+}
+
+/// Wilson score interval of a success rate `p` over `n` probes at `z` standard errors
+/// (cloud-broker `links::wilson_interval`, which this crate cannot call).
+fn wilson(p: f64, n: u32, z: f64) -> (f64, f64) {
+    if n == 0 || !p.is_finite() {
+        return (0.0, 1.0);
+    }
+    let (n, p) = (f64::from(n), p.clamp(0.0, 1.0));
+    let den = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / den;
+    let half = z / den * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    ((centre - half).clamp(0.0, p), (centre + half).clamp(p, 1.0))
+}
+
+/// cloud-broker `links::relative_gain`.
+pub fn relative_gain(current: f64, best: f64) -> f64 {
+    let diff = best - current;
+    if diff <= SCORE_RESOLUTION {
+        return 0.0;
+    }
+    diff / current.max(SCORE_RESOLUTION)
+}
+
+/// [`Rule::System`]: the placement in force after the evaluations of one round on `links`
+/// (`best`: the search's placement on the live model).
+pub fn system_rule(
+    fleet: &Fleet,
+    links: &Links,
+    est: &LinkEstimates,
+    app: &Application,
+    current: &BTreeMap<String, String>,
+    best: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut cur = current.clone();
+    for _ in 0..app.components.len() {
+        let fav = fleet.favour(links, est, app, &cur);
+        let score = |a: &BTreeMap<String, String>| score_on(&fav, app, a).ok().map(|x| x.0);
+        let (Some(c), Some(b)) = (score(&cur), score(best)) else {
+            break; // the current placement does not score: nothing moves
+        };
+        if relative_gain(c, b) <= HYSTERESIS {
+            break;
+        }
+        let mut moves: Vec<(String, String, f64)> = best
+            .iter()
+            .filter(|(k, n)| cur.get(*k) != Some(*n))
+            .filter_map(|(k, n)| {
+                let mut a = cur.clone();
+                a.insert(k.clone(), n.clone());
+                Some((k.clone(), n.clone(), score(&a)?))
+            })
+            .collect();
+        moves.sort_by(|x, y| y.2.total_cmp(&x.2).then_with(|| x.0.cmp(&y.0)));
+        let pick = moves
+            .into_iter()
+            .find(|m| m.2 > c)
+            .map(|(k, n, _)| (k, n))
+            .or_else(|| {
+                best.iter()
+                    .find(|(k, n)| cur.get(*k) != Some(*n))
+                    .map(|(k, n)| (k.clone(), n.clone()))
+            });
+        let Some((k, n)) = pick else { break };
+        cur.insert(k, n);
+    }
+    cur
+}
+
+/// [`Rule::Adopt`]: `best` if it scores higher than `current` on `model` (or `current` does
+/// not score there).
+pub fn adopt_rule(
+    model: &Infra,
+    app: &Application,
+    current: &BTreeMap<String, String>,
+    best: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let score = |a: &BTreeMap<String, String>| score_on(model, app, a).ok().map(|x| x.0);
+    match (score(current), score(best)) {
+        (Some(c), Some(b)) if b > c + SCORE_RESOLUTION => best.clone(),
+        (None, Some(_)) => best.clone(),
+        _ => current.clone(),
+    }
+}
+
+/// The placement in force after one round.
+#[derive(Debug, Clone)]
+pub struct Round {
+    pub assignment: BTreeMap<String, String>,
+    /// Whether the round changed it.
+    pub changed: bool,
+    /// Its channels on estimated links (on the round's model).
+    pub on_estimates: usize,
+    /// Targeted pairs measured so far.
+    pub probed: usize,
+    /// Whether the round's search was proven optimal (no search: false).
+    pub proven: bool,
+}
+
+/// Up to `rounds` rounds after `first` was placed on `base`: the estimated pairs the placement
+/// in force uses are measured (`measure`, the pair's simulated measurement), the application
+/// evaluated again by `rule`. Ends early when a round measures nothing new and changes nothing
+/// (later rounds would be the same; the first placement was searched on `base`).
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    fleet: &Fleet,
+    base: &Links,
+    measure: &dyn Fn(u32, u32) -> Meas,
+    app: &Application,
+    first: &BTreeMap<String, String>,
+    rule: Rule,
+    rounds: usize,
+    opts: &Options,
+) -> Vec<Round> {
+    let mut links = base.clone();
+    let mut cur = first.clone();
+    let mut probed = 0;
+    let mut out: Vec<Round> = Vec::new();
+    for _ in 0..rounds {
+        let targeted: Vec<(u32, u32)> = channel_pairs(fleet.nodes, app, &cur)
+            .into_iter()
+            .filter(|&(a, b)| a != b && !links.contains_key(&(a, b)))
+            .collect();
+        // nothing new measured and nothing changed: the model is the one of the last search
+        if targeted.is_empty() && out.last().is_none_or(|r| !r.changed) {
+            break;
+        }
+        for (a, b) in targeted {
+            links.insert((a, b), measure(a, b));
+            probed += 1;
+        }
+        let (model, est) = fleet.view(&links);
+        let (next, proven) = match place_on(&model, app, &Ledger::new(), opts) {
+            Ok(r) => match &r.outcome {
+                Placed::Placed(p) => {
+                    let next = match rule {
+                        Rule::System => system_rule(fleet, &links, &est, app, &cur, &p.assignment),
+                        Rule::Adopt => adopt_rule(&model, app, &cur, &p.assignment),
+                    };
+                    (next, r.proven)
+                }
+                _ => (cur.clone(), false),
+            },
+            Err(_) => (cur.clone(), false),
+        };
+        let changed = next != cur;
+        cur = next;
+        out.push(Round {
+            on_estimates: model.estimated_channels(app, &cur),
+            assignment: cur.clone(),
+            changed,
+            probed,
+            proven,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acoa_shared::model::parse_application;
+    use acoa_shared::model::{Capacity, Layer, Usage};
+
+    fn node(i: usize, dc: &str) -> Node {
+        Node {
+            name: format!("n{i:05}"),
+            datacenter: dc.into(),
+            layer: Layer::Edge,
+            arch: "aarch64".into(),
+            hardware: vec![],
+            software: vec![],
+            capacity: Capacity::default(),
+            usage: Usage::default(),
+        }
+    }
+
+    fn meas(latency_ms: f64) -> Meas {
+        Meas {
+            q: LinkQ {
+                latency_ms,
+                success: 1.0,
+            },
+            jitter_ms: 0.0,
+        }
+    }
+
+    /// src pinned to n00000, sink free; one channel, a response-time path.
+    fn app() -> Application {
+        parse_application(
+            "application: t\ncomponents:\n- {name: src, image: i, requires: {node: n00000}}\n- {name: sink, image: i}\nchannels:\n- {name: c, from: src, to: sink}\npaths:\n- {name: p, channels: [c]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n",
+        )
+        .unwrap()
+    }
+
+    fn at(sink: &str) -> BTreeMap<String, String> {
+        [("src", "n00000"), ("sink", sink)]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn bounds_span_the_jitter_and_the_probes() {
+        let ((lo, hi), (s_lo, s_hi)) = bounds(&meas(10.0));
+        assert!((lo - 9.95).abs() < 1e-12 && (hi - 10.05).abs() < 1e-12); // half a step
+        assert_eq!(s_hi, 1.0);
+        assert!(s_lo < 1.0 && s_lo > 0.9, "{s_lo}");
+        let mut m = meas(10.0);
+        m.jitter_ms = 2.0 * f64::from(SAMPLES).sqrt();
+        assert_eq!(bounds(&m).0, (8.0, 12.0));
+        assert_eq!(bounds(&meas(0.5)).0 .0, 0.5); // never below the floor
+        assert_eq!(relative_gain(0.5, 0.52), 0.52 / 0.5 - 1.0);
+        assert_eq!(relative_gain(0.5, 0.4), 0.0);
+    }
+
+    /// Three nodes: the sink on n00001 (10 ms) or n00002 (9 ms / 10.6 ms): the system rule
+    /// moves only for a gain above the hysteresis on the network in the current's favour, the
+    /// adopt rule for any gain.
+    #[test]
+    fn the_system_rule_moves_only_past_the_hysteresis() {
+        let nodes: Vec<Node> = (0..3).map(|i| node(i, "a")).collect();
+        let coords = vec![(vec![0.0; 3], 1.0, 0.2); 3];
+        let fleet = Fleet {
+            nodes: &nodes,
+            site: vec![0, 1, 2],
+            coords: &coords,
+        };
+        let app = app();
+        for (far, moves) in [(9.0, true), (9.8, false)] {
+            let links: Links = [
+                ((0, 0), meas(0.05)),
+                ((1, 1), meas(0.05)),
+                ((2, 2), meas(0.05)),
+                ((0, 1), meas(10.0)),
+                ((0, 2), meas(far)),
+            ]
+            .into_iter()
+            .collect();
+            let (model, est) = fleet.view(&links);
+            let (cur, best) = (at("n00001"), at("n00002"));
+            let s = system_rule(&fleet, &links, &est, &app, &cur, &best);
+            assert_eq!(s == best, moves, "far {far}");
+            // any gain is taken by the adopt rule, none the other way round
+            assert_eq!(adopt_rule(&model, &app, &cur, &best), best);
+            assert_eq!(adopt_rule(&model, &app, &best, &cur), best);
+        }
+    }
+
+    /// The network in the current placement's favour: its used links optimistic, others
+    /// pessimistic, a used estimated pair at x (1 - r), the other estimates x (1 + max r).
+    #[test]
+    fn the_favoured_network_leans_towards_the_current_placement() {
+        let nodes: Vec<Node> = (0..4).map(|i| node(i, "a")).collect();
+        let coords = vec![
+            (vec![0.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![10.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![0.0, 10.0, 0.0], 1.0, 0.3),
+            (vec![0.0, 0.0, 10.0], 1.0, 0.2),
+        ];
+        let fleet = Fleet {
+            nodes: &nodes,
+            site: vec![0, 1, 2, 3],
+            coords: &coords,
+        };
+        let links: Links = [
+            ((0, 1), meas(10.0)),
+            ((1, 3), meas(12.0)),
+            ((2, 3), meas(14.0)),
+        ]
+        .into_iter()
+        .collect();
+        let near = |x: f64, y: f64| assert!((x - y).abs() < 1e-9, "{x} against {y}");
+        let (model, est) = fleet.view(&links);
+        let app = app();
+        // the sink on n00002: (0, 2) is estimated and used
+        let fav = fleet.favour(&links, &est, &app, &at("n00002"));
+        let e02 = model.link(0, 2).unwrap().latency_ms;
+        near(fav.link(0, 2).unwrap().latency_ms, e02 * 0.7);
+        near(fav.link(2, 0).unwrap().latency_ms, e02 * 0.7);
+        near(fav.link(0, 1).unwrap().latency_ms, 10.05);
+        let e03 = model.link(0, 3).unwrap().latency_ms;
+        near(fav.link(0, 3).unwrap().latency_ms, e03 * 1.3);
+        // the sink on n00001: (0, 1) measured and used
+        let fav = fleet.favour(&links, &est, &app, &at("n00001"));
+        near(fav.link(0, 1).unwrap().latency_ms, 9.95);
+        near(fav.link(1, 3).unwrap().latency_ms, 12.05);
+    }
+}
