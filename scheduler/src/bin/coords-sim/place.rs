@@ -21,7 +21,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use acoa_scheduler::rng::SplitMix64 as Rng;
-use acoa_scheduler::{place_on, score_on, synth, Infra, Ledger, LinkQ, Options, Outcome as Placed};
+use acoa_scheduler::{
+    place_on, score_all_on, score_on, synth, Infra, Ledger, LinkQ, Options, Outcome as Placed,
+};
 use acoa_shared::model::Node;
 
 use super::rounds::{self, Fleet, Links, Meas, Round};
@@ -170,6 +172,7 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
         vec![vec![Tally::default(); args.place_rounds + 1]; args.place_rules.len()];
     let measure = |a: u32, b: u32| meas(a as usize, b as usize);
     for i in 0..args.place {
+        let started = Instant::now();
         let comps = [5, 10, 20][i % 3];
         let app = synth::application(comps, topo.sites.len(), 7 + i as u64);
         let t = Instant::now();
@@ -195,11 +198,6 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
         };
         proven.0 += ra.proven as usize;
         proven.1 += rb.proven as usize;
-        let diff = |a: &BTreeMap<String, String>| {
-            let (s, _) = score_on(&truth, &app, a).expect("scored on all pairs");
-            (pa.score - s) / pa.score
-        };
-        diffs.push(diff(&pb.assignment));
         let first = Round {
             assignment: pb.assignment.clone(),
             changed: false,
@@ -207,30 +205,54 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
             probed: 0,
             proven: rb.proven,
         };
-        for (rule, t) in args.place_rules.iter().zip(tally.iter_mut()) {
-            let done = rounds::run(
-                &fleet,
-                &base,
-                &measure,
-                &app,
-                &pb.assignment,
-                *rule,
-                args.place_rounds,
-                &budgeted(args.place_budget_ms),
-            );
+        let runs: Vec<Vec<Round>> = args
+            .place_rules
+            .iter()
+            .map(|rule| {
+                rounds::run(
+                    &fleet,
+                    &base,
+                    &measure,
+                    &app,
+                    &pb.assignment,
+                    *rule,
+                    args.place_rounds,
+                    &budgeted(args.place_budget_ms),
+                )
+            })
+            .collect();
+        // every placement in force scored on all pairs at once (one l_min search)
+        let in_force: Vec<BTreeMap<String, String>> = std::iter::once(&first)
+            .chain(runs.iter().flatten())
+            .map(|r| r.assignment.clone())
+            .collect();
+        let diff: Vec<f64> = score_all_on(&truth, &app, &in_force, None)
+            .into_iter()
+            .map(|s| (pa.score - s.expect("scored on all pairs").0) / pa.score)
+            .collect();
+        diffs.push(diff[0]);
+        let mut at = 1;
+        for (run, t) in runs.iter().zip(tally.iter_mut()) {
             for (j, t) in t.iter_mut().enumerate() {
-                let (r, searched) = match j {
-                    0 => (&first, true),
-                    _ => match done.get(j - 1) {
-                        Some(r) => (r, true),
-                        None => (done.last().unwrap_or(&first), false),
+                // after the last round run, the placement stays (nothing new to measure)
+                let (r, d, searched) = match j.checked_sub(1).map(|i| (i, run.get(i))) {
+                    None => (&first, diff[0], true),
+                    Some((i, Some(r))) => (r, diff[at + i], true),
+                    Some(_) => match run.last() {
+                        Some(r) => (r, diff[at + run.len() - 1], false),
+                        None => (&first, diff[0], false),
                     },
                 };
-                t.add(r, diff(&r.assignment), searched && j > 0 && r.changed);
+                t.add(r, d, searched && j > 0 && r.changed);
                 t.searched += usize::from(searched);
                 t.proven += usize::from(searched && r.proven);
             }
+            at += run.len();
         }
+        eprintln!(
+            "{n} nodes, k {k}: application {i} ({comps} components) in {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
         let rc = place_on(
             &latency_only,
             &app,

@@ -26,14 +26,19 @@
 //!   updated model, with no hysteresis. That is probing a placement's estimated pairs before
 //!   committing to it, round after round, until the placement rests on measured links.
 //!
+//! The scores a rule compares on one network are computed together (`score_all_on`: one
+//! l_min search, stopped after the search's time budget: on estimated links an unbounded one
+//! ran for minutes), so they compare with one another.
+//!
 //! A measured link's confidence bounds (cloud-broker `links::LinkBounds::measured`): latency
 //! ± max(z · jitter / √samples, half the probers' 0.1 ms step), never below the 0.5 ms floor;
 //! success the Wilson interval over `samples` probes; z = 1, samples = the 20 probes a
 //! simulated link is measured over.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
-use acoa_scheduler::{place_on, score_on, Infra, Ledger, LinkQ, Options, Outcome as Placed};
+use acoa_scheduler::{place_on, score_all_on, Infra, Ledger, LinkQ, Options, Outcome as Placed};
 use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary, MeasuredLink};
 use acoa_shared::model::{Application, CoordDoc, EstimatedNode, LinkEstimates, Node};
 
@@ -263,38 +268,46 @@ pub fn system_rule(
     app: &Application,
     current: &BTreeMap<String, String>,
     best: &BTreeMap<String, String>,
+    budget: Option<Duration>,
 ) -> BTreeMap<String, String> {
     let mut cur = current.clone();
     for _ in 0..app.components.len() {
         let fav = fleet.favour(links, est, app, &cur);
-        let score = |a: &BTreeMap<String, String>| score_on(&fav, app, a).ok().map(|x| x.0);
-        let (Some(c), Some(b)) = (score(&cur), score(best)) else {
+        // the current, the best, and the best's components moved one at a time
+        let moved: Vec<(String, String)> = best
+            .iter()
+            .filter(|(k, n)| cur.get(*k) != Some(*n))
+            .map(|(k, n)| (k.clone(), n.clone()))
+            .collect();
+        let mut all = vec![cur.clone(), best.clone()];
+        all.extend(moved.iter().map(|(k, n)| {
+            let mut a = cur.clone();
+            a.insert(k.clone(), n.clone());
+            a
+        }));
+        let scores: Vec<Option<f64>> = score_all_on(&fav, app, &all, budget)
+            .into_iter()
+            .map(|s| s.ok().map(|x| x.0))
+            .collect();
+        let (Some(c), Some(b)) = (scores[0], scores[1]) else {
             break; // the current placement does not score: nothing moves
         };
         if relative_gain(c, b) <= HYSTERESIS {
             break;
         }
-        let mut moves: Vec<(String, String, f64)> = best
+        let mut moves: Vec<(&(String, String), f64)> = moved
             .iter()
-            .filter(|(k, n)| cur.get(*k) != Some(*n))
-            .filter_map(|(k, n)| {
-                let mut a = cur.clone();
-                a.insert(k.clone(), n.clone());
-                Some((k.clone(), n.clone(), score(&a)?))
-            })
+            .zip(&scores[2..])
+            .filter_map(|(m, s)| Some((m, (*s)?)))
             .collect();
-        moves.sort_by(|x, y| y.2.total_cmp(&x.2).then_with(|| x.0.cmp(&y.0)));
+        moves.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0 .0.cmp(&y.0 .0)));
         let pick = moves
             .into_iter()
-            .find(|m| m.2 > c)
-            .map(|(k, n, _)| (k, n))
-            .or_else(|| {
-                best.iter()
-                    .find(|(k, n)| cur.get(*k) != Some(*n))
-                    .map(|(k, n)| (k.clone(), n.clone()))
-            });
+            .find(|m| m.1 > c)
+            .map(|(m, _)| m)
+            .or(moved.first());
         let Some((k, n)) = pick else { break };
-        cur.insert(k, n);
+        cur.insert(k.clone(), n.clone());
     }
     cur
 }
@@ -306,9 +319,13 @@ pub fn adopt_rule(
     app: &Application,
     current: &BTreeMap<String, String>,
     best: &BTreeMap<String, String>,
+    budget: Option<Duration>,
 ) -> BTreeMap<String, String> {
-    let score = |a: &BTreeMap<String, String>| score_on(model, app, a).ok().map(|x| x.0);
-    match (score(current), score(best)) {
+    let s = score_all_on(model, app, &[current.clone(), best.clone()], budget);
+    match (
+        s[0].as_ref().ok().map(|x| x.0),
+        s[1].as_ref().ok().map(|x| x.0),
+    ) {
         (Some(c), Some(b)) if b > c + SCORE_RESOLUTION => best.clone(),
         (None, Some(_)) => best.clone(),
         _ => current.clone(),
@@ -366,8 +383,18 @@ pub fn run(
             Ok(r) => match &r.outcome {
                 Placed::Placed(p) => {
                     let next = match rule {
-                        Rule::System => system_rule(fleet, &links, &est, app, &cur, &p.assignment),
-                        Rule::Adopt => adopt_rule(&model, app, &cur, &p.assignment),
+                        Rule::System => system_rule(
+                            fleet,
+                            &links,
+                            &est,
+                            app,
+                            &cur,
+                            &p.assignment,
+                            opts.time_budget,
+                        ),
+                        Rule::Adopt => {
+                            adopt_rule(&model, app, &cur, &p.assignment, opts.time_budget)
+                        }
                     };
                     (next, r.proven)
                 }
@@ -471,11 +498,11 @@ mod tests {
             .collect();
             let (model, est) = fleet.view(&links);
             let (cur, best) = (at("n00001"), at("n00002"));
-            let s = system_rule(&fleet, &links, &est, &app, &cur, &best);
+            let s = system_rule(&fleet, &links, &est, &app, &cur, &best, None);
             assert_eq!(s == best, moves, "far {far}");
             // any gain is taken by the adopt rule, none the other way round
-            assert_eq!(adopt_rule(&model, &app, &cur, &best), best);
-            assert_eq!(adopt_rule(&model, &app, &best, &cur), best);
+            assert_eq!(adopt_rule(&model, &app, &cur, &best, None), best);
+            assert_eq!(adopt_rule(&model, &app, &best, &cur, None), best);
         }
     }
 
