@@ -102,7 +102,8 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     place_rounds: usize,
     /// How a re-evaluation changes the placement in force: `system` (the control plane's
-    /// descheduler rule), `adopt` (the fresh search's placement whenever it scores higher).
+    /// descheduler rule), `adopt` (the fresh search's placement whenever it scores higher),
+    /// `pessimistic` (adopt, searching on pessimistic estimates).
     #[arg(
         long,
         value_enum,

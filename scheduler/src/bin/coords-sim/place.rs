@@ -26,7 +26,7 @@ use acoa_scheduler::{
 };
 use acoa_shared::model::Node;
 
-use super::rounds::{self, Fleet, Links, Meas, Round};
+use super::rounds::{self, Fleet, Links, Meas, Round, Rule};
 use super::{quantile, Args, Kind, Outcome, Topology};
 
 pub fn header(args: &Args) {
@@ -205,25 +205,54 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
             probed: 0,
             proven: rb.proven,
         };
-        let runs: Vec<Vec<Round>> = args
+        // per rule: its first placement (the pessimistic one searches its own) and its rounds
+        let runs: Vec<(Round, Vec<Round>)> = args
             .place_rules
             .iter()
-            .map(|rule| {
-                rounds::run(
+            .map(|&rule| {
+                let first = match rule {
+                    Rule::Pessimistic => {
+                        let (model, _) = fleet.view_as(&base, rule);
+                        match place_on(
+                            &model,
+                            &app,
+                            &Ledger::new(),
+                            &budgeted(args.place_budget_ms),
+                        ) {
+                            Ok(r) => match r.outcome {
+                                Placed::Placed(p) => Round {
+                                    on_estimates: model.estimated_channels(&app, &p.assignment),
+                                    assignment: p.assignment,
+                                    changed: false,
+                                    probed: 0,
+                                    proven: r.proven,
+                                },
+                                _ => first.clone(),
+                            },
+                            Err(_) => first.clone(),
+                        }
+                    }
+                    Rule::System | Rule::Adopt => first.clone(),
+                };
+                let done = rounds::run(
                     &fleet,
                     &base,
                     &measure,
                     &app,
-                    &pb.assignment,
-                    *rule,
+                    &first.assignment,
+                    rule,
                     args.place_rounds,
                     &budgeted(args.place_budget_ms),
-                )
+                );
+                (first, done)
             })
             .collect();
         // every placement in force scored on all pairs at once (one l_min search)
         let in_force: Vec<BTreeMap<String, String>> = std::iter::once(&first)
-            .chain(runs.iter().flatten())
+            .chain(
+                runs.iter()
+                    .flat_map(|(f, run)| std::iter::once(f).chain(run)),
+            )
             .map(|r| r.assignment.clone())
             .collect();
         let diff: Vec<f64> = score_all_on(&truth, &app, &in_force, None)
@@ -232,22 +261,22 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
             .collect();
         diffs.push(diff[0]);
         let mut at = 1;
-        for (run, t) in runs.iter().zip(tally.iter_mut()) {
+        for ((first, run), t) in runs.iter().zip(tally.iter_mut()) {
             for (j, t) in t.iter_mut().enumerate() {
                 // after the last round run, the placement stays (nothing new to measure)
                 let (r, d, searched) = match j.checked_sub(1).map(|i| (i, run.get(i))) {
-                    None => (&first, diff[0], true),
-                    Some((i, Some(r))) => (r, diff[at + i], true),
+                    None => (first, diff[at], true),
+                    Some((i, Some(r))) => (r, diff[at + 1 + i], true),
                     Some(_) => match run.last() {
-                        Some(r) => (r, diff[at + run.len() - 1], false),
-                        None => (&first, diff[0], false),
+                        Some(r) => (r, diff[at + run.len()], false),
+                        None => (first, diff[at], false),
                     },
                 };
                 t.add(r, d, searched && j > 0 && r.changed);
                 t.searched += usize::from(searched);
                 t.proven += usize::from(searched && r.proven);
             }
-            at += run.len();
+            at += 1 + run.len();
         }
         eprintln!(
             "{n} nodes, k {k}: application {i} ({comps} components) in {:.0} s",

@@ -2,7 +2,7 @@
 //! simulation: the pairs its channels use that are only estimated are probed (targeted probes,
 //! `Engine::target_placement` in cloud-broker/src/engine/probes.rs); when they are measured
 //! the application is evaluated again (`Purpose::Reevaluate`), and the placement in force
-//! changes by the control plane's rule. Two rules ([`Rule`]):
+//! changes by a rule ([`Rule`]):
 //!
 //! - [`Rule::System`], the descheduler's rule as the engine has it (cloud-broker/src/engine:
 //!   `jobs::finish_job`, `commit::reevaluated`, `links::favour_current`,
@@ -25,6 +25,11 @@
 //!   fresh search's placement replaces the one in force whenever it scores higher on the
 //!   updated model, with no hysteresis. That is probing a placement's estimated pairs before
 //!   committing to it, round after round, until the placement rests on measured links.
+//! - [`Rule::Pessimistic`]: [`Rule::Adopt`] with the search (the first placement too) on
+//!   pessimistic estimates, every estimated latency x (1 + the largest coordinate error of
+//!   any node, `LinkEstimates::max_uncertainty`), against the winner's curse: an estimated
+//!   pair is chosen only when it looks better than a measured one by more than the
+//!   coordinates' error.
 //!
 //! The scores a rule compares on one network are computed together (`score_all_on`: one
 //! l_min search, stopped after the search's time budget: on estimated links an unbounded one
@@ -61,6 +66,10 @@ pub enum Rule {
     System,
     /// The fresh search's placement whenever it scores higher on the updated model.
     Adopt,
+    /// [`Rule::Adopt`] on a model whose estimates are pessimistic: every estimated latency
+    /// x (1 + the largest coordinate error of any node), the factor `favour_current` applies
+    /// to the estimates a placement does not use (from the first placement on).
+    Pessimistic,
 }
 
 /// One directed link as measured: its quality and jitter (ms).
@@ -137,14 +146,25 @@ impl Fleet<'_> {
         est
     }
 
-    /// The live model: `links` measured, every other pair estimated.
+    /// The live model: `links` measured, every other pair estimated (and the estimates'
+    /// inputs).
     pub fn view(&self, links: &Links) -> (Infra, LinkEstimates) {
+        self.view_as(links, Rule::System)
+    }
+
+    /// [`Fleet::view`] as `rule` searches it: [`Rule::Pessimistic`] with every estimated
+    /// latency x (1 + the largest coordinate error r of any node, 10-100 %).
+    pub fn view_as(&self, links: &Links, rule: Rule) -> (Infra, LinkEstimates) {
         let est = self.estimates(links);
+        let searched = match rule {
+            Rule::Pessimistic => est.scaled(1.0 + est.max_uncertainty()),
+            Rule::System | Rule::Adopt => est.clone(),
+        };
         let infra = Infra::new(
             self.nodes.to_vec(),
             links.iter().map(|(&(a, b), m)| (a, b, m.q)),
         )
-        .with_estimates(&est);
+        .with_estimates(&searched);
         (infra, est)
     }
 
@@ -378,7 +398,7 @@ pub fn run(
             links.insert((a, b), measure(a, b));
             probed += 1;
         }
-        let (model, est) = fleet.view(&links);
+        let (model, est) = fleet.view_as(&links, rule);
         let (next, proven) = match place_on(&model, app, &Ledger::new(), opts) {
             Ok(r) => match &r.outcome {
                 Placed::Placed(p) => {
@@ -392,7 +412,7 @@ pub fn run(
                             &p.assignment,
                             opts.time_budget,
                         ),
-                        Rule::Adopt => {
+                        Rule::Adopt | Rule::Pessimistic => {
                             adopt_rule(&model, app, &cur, &p.assignment, opts.time_budget)
                         }
                     };
@@ -507,7 +527,8 @@ mod tests {
     }
 
     /// The network in the current placement's favour: its used links optimistic, others
-    /// pessimistic, a used estimated pair at x (1 - r), the other estimates x (1 + max r).
+    /// pessimistic, a used estimated pair at x (1 - r), the other estimates x (1 + max r);
+    /// the pessimistic rule's model: estimates x (1 + max r), measured links as measured.
     #[test]
     fn the_favoured_network_leans_towards_the_current_placement() {
         let nodes: Vec<Node> = (0..4).map(|i| node(i, "a")).collect();
@@ -544,5 +565,10 @@ mod tests {
         let fav = fleet.favour(&links, &est, &app, &at("n00001"));
         near(fav.link(0, 1).unwrap().latency_ms, 9.95);
         near(fav.link(1, 3).unwrap().latency_ms, 12.05);
+        // the pessimistic rule's search: every estimate x (1 + max r), measured links as they are
+        let (pess, _) = fleet.view_as(&links, Rule::Pessimistic);
+        near(pess.link(0, 2).unwrap().latency_ms, e02 * 1.3);
+        near(pess.link(0, 3).unwrap().latency_ms, e03 * 1.3);
+        near(pess.link(0, 1).unwrap().latency_ms, 10.0);
     }
 }
