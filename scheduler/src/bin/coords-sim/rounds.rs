@@ -435,23 +435,17 @@ pub fn run(
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sim"))]
 mod tests {
     use super::*;
+    use acoa_scheduler::rng::SplitMix64 as Rng;
+    use acoa_scheduler::synth;
     use acoa_shared::model::parse_application;
-    use acoa_shared::model::{Capacity, Layer, Usage};
 
+    /// An edge node of the benchmark's kind (the test applications ask nothing of it).
     fn node(i: usize, dc: &str) -> Node {
-        Node {
-            name: format!("n{i:05}"),
-            datacenter: dc.into(),
-            layer: Layer::Edge,
-            arch: "aarch64".into(),
-            hardware: vec![],
-            software: vec![],
-            capacity: Capacity::default(),
-            usage: Usage::default(),
-        }
+        let mut r = Rng::new(i as u64);
+        synth::node(format!("n{i:05}"), dc.into(), false, |_| false, &mut r)
     }
 
     fn meas(latency_ms: f64) -> Meas {
