@@ -103,7 +103,8 @@ struct Args {
     place_rounds: usize,
     /// How a re-evaluation changes the placement in force: `system` (the control plane's
     /// descheduler rule), `adopt` (the fresh search's placement whenever it scores higher),
-    /// `pessimistic` (adopt, searching on pessimistic estimates).
+    /// `pessimistic` (adopt, searching on pessimistic estimates), `probe` (a search's
+    /// placement is adopted only after its pairs were probed, if better on measured links).
     #[arg(
         long,
         value_enum,

@@ -232,7 +232,7 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
                             Err(_) => first.clone(),
                         }
                     }
-                    Rule::System | Rule::Adopt => first.clone(),
+                    Rule::System | Rule::Adopt | Rule::Probe => first.clone(),
                 };
                 let done = rounds::run(
                     &fleet,

@@ -30,6 +30,11 @@
 //!   any node, `LinkEstimates::max_uncertainty`), against the winner's curse: an estimated
 //!   pair is chosen only when it looks better than a measured one by more than the
 //!   coordinates' error.
+//! - [`Rule::Probe`]: probing candidates before adopting them. Each round the estimated pairs
+//!   of the placement in force and of the last search's placement (the candidate) are
+//!   measured; the candidate replaces the placement in force if it then scores higher (both
+//!   on measured links only, so no estimate decides), and a new search on the updated model
+//!   gives the next candidate. The placement in force never moves onto an estimate.
 //!
 //! The scores a rule compares on one network are computed together (`score_all_on`: one
 //! l_min search, stopped after the search's time budget: on estimated links an unbounded one
@@ -70,6 +75,10 @@ pub enum Rule {
     /// x (1 + the largest coordinate error of any node), the factor `favour_current` applies
     /// to the estimates a placement does not use (from the first placement on).
     Pessimistic,
+    /// Probe before adopting: each round's search result is a candidate whose estimated
+    /// pairs are probed in the next round; it replaces the placement in force only then, if
+    /// it scores higher with both on measured links.
+    Probe,
 }
 
 /// One directed link as measured: its quality and jitter (ms).
@@ -158,7 +167,7 @@ impl Fleet<'_> {
         let est = self.estimates(links);
         let searched = match rule {
             Rule::Pessimistic => est.scaled(1.0 + est.max_uncertainty()),
-            Rule::System | Rule::Adopt => est.clone(),
+            Rule::System | Rule::Adopt | Rule::Probe => est.clone(),
         };
         let infra = Infra::new(
             self.nodes.to_vec(),
@@ -383,15 +392,21 @@ pub fn run(
 ) -> Vec<Round> {
     let mut links = base.clone();
     let mut cur = first.clone();
+    // Rule::Probe: the last search's placement, not adopted yet
+    let mut candidate: Option<BTreeMap<String, String>> = None;
     let mut probed = 0;
     let mut out: Vec<Round> = Vec::new();
     for _ in 0..rounds {
-        let targeted: Vec<(u32, u32)> = channel_pairs(fleet.nodes, app, &cur)
-            .into_iter()
-            .filter(|&(a, b)| a != b && !links.contains_key(&(a, b)))
-            .collect();
+        let mut targeted: BTreeSet<(u32, u32)> = BTreeSet::new();
+        for a in std::iter::once(&cur).chain(&candidate) {
+            targeted.extend(
+                channel_pairs(fleet.nodes, app, a)
+                    .into_iter()
+                    .filter(|&(a, b)| a != b && !links.contains_key(&(a, b))),
+            );
+        }
         // nothing new measured and nothing changed: the model is the one of the last search
-        if targeted.is_empty() && out.last().is_none_or(|r| !r.changed) {
+        if targeted.is_empty() && candidate.is_none() && out.last().is_none_or(|r| !r.changed) {
             break;
         }
         for (a, b) in targeted {
@@ -399,10 +414,14 @@ pub fn run(
             probed += 1;
         }
         let (model, est) = fleet.view_as(&links, rule);
-        let (next, proven) = match place_on(&model, app, &Ledger::new(), opts) {
-            Ok(r) => match &r.outcome {
-                Placed::Placed(p) => {
-                    let next = match rule {
+        let mut next = cur.clone();
+        if let Some(c) = candidate.take() {
+            next = adopt_rule(&model, app, &cur, &c, opts.time_budget);
+        }
+        let proven = match place_on(&model, app, &Ledger::new(), opts) {
+            Ok(r) => {
+                if let Placed::Placed(p) = &r.outcome {
+                    next = match rule {
                         Rule::System => system_rule(
                             fleet,
                             &links,
@@ -415,12 +434,19 @@ pub fn run(
                         Rule::Adopt | Rule::Pessimistic => {
                             adopt_rule(&model, app, &cur, &p.assignment, opts.time_budget)
                         }
+                        // a candidate on measured links only is compared at once
+                        Rule::Probe if model.estimated_channels(app, &p.assignment) == 0 => {
+                            adopt_rule(&model, app, &next, &p.assignment, opts.time_budget)
+                        }
+                        Rule::Probe => {
+                            candidate = (p.assignment != next).then(|| p.assignment.clone());
+                            next
+                        }
                     };
-                    (next, r.proven)
                 }
-                _ => (cur.clone(), false),
-            },
-            Err(_) => (cur.clone(), false),
+                r.proven
+            }
+            Err(_) => false,
         };
         let changed = next != cur;
         cur = next;
@@ -460,9 +486,14 @@ mod tests {
 
     /// src pinned to n00000, sink free; one channel, a response-time path.
     fn app() -> Application {
-        parse_application(
-            "application: t\ncomponents:\n- {name: src, image: i, requires: {node: n00000}}\n- {name: sink, image: i}\nchannels:\n- {name: c, from: src, to: sink}\npaths:\n- {name: p, channels: [c]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n",
-        )
+        app_where("")
+    }
+
+    /// [`app`] with the sink's requirements `req` (YAML flow mapping entries).
+    fn app_where(req: &str) -> Application {
+        parse_application(&format!(
+            "application: t\ncomponents:\n- {{name: src, image: i, requires: {{node: n00000}}}}\n- {{name: sink, image: i, requires: {{{req}}}}}\nchannels:\n- {{name: c, from: src, to: sink}}\npaths:\n- {{name: p, channels: [c]}}\ncriteria:\n- {{type: min-e2e-response-time, path: p, weight: 1.0}}\n",
+        ))
         .unwrap()
     }
 
@@ -564,5 +595,44 @@ mod tests {
         near(pess.link(0, 2).unwrap().latency_ms, e02 * 1.3);
         near(pess.link(0, 3).unwrap().latency_ms, e03 * 1.3);
         near(pess.link(0, 1).unwrap().latency_ms, 10.0);
+    }
+
+    /// The sink in datacenter b: n00001 measured at 10 ms, n00002 and n00003 estimated at 7
+    /// and 8 ms but 12 and 15 ms in truth. From the first placement on n00002, the adopt rule
+    /// moves onto n00003's estimate before its probe shows it worse; the probe rule keeps
+    /// n00002 until then; both end on n00001.
+    #[test]
+    fn the_probe_rule_adopts_a_candidate_only_once_measured() {
+        let nodes: Vec<Node> = (0..4)
+            .map(|i| node(i, ["a", "b"][usize::from(i > 0)]))
+            .collect();
+        let coords = vec![
+            (vec![0.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![-20.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![5.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![6.0, 0.0, 0.0], 1.0, 0.2),
+        ];
+        let fleet = Fleet {
+            nodes: &nodes,
+            site: vec![0, 1, 1, 1],
+            coords: &coords,
+        };
+        let mut base: Links = (0..4).map(|i| ((i, i), meas(0.05))).collect();
+        base.insert((0, 1), meas(10.0));
+        base.insert((2, 3), meas(1.0));
+        let truth = |a: u32, b: u32| meas([0.0, 10.0, 12.0, 15.0][(a + b) as usize]);
+        let app = app_where("datacenter: b");
+        let (model, _) = fleet.view(&base);
+        assert!(model.link(0, 2).unwrap().latency_ms < model.link(0, 3).unwrap().latency_ms);
+        let first = at("n00002");
+        let opts = Options::default();
+        let sinks = |rule| -> Vec<String> {
+            run(&fleet, &base, &truth, &app, &first, rule, 4, &opts)
+                .into_iter()
+                .map(|r| r.assignment["sink"].clone())
+                .collect()
+        };
+        assert_eq!(sinks(Rule::Adopt), ["n00003", "n00001", "n00001"]);
+        assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
     }
 }
