@@ -8,6 +8,10 @@
 //! estimated latency, tells how much of the difference the latency estimate makes (the rest
 //! is the success rule's: the product of the endpoints' medians, pessimistic by design).
 //!
+//! After (b), `--place-rounds` rounds of targeted probes and re-evaluation by each rule of
+//! `--place-rules` (`rounds.rs`), each placement in force scored on (a) again: a second table,
+//! per rule and round.
+//!
 //! The fleet's nodes get the benchmark's attributes by their site's kind: cloud sites are the
 //! cloud layer (x86_64, fast-cpu, half with a database), stations and trains edge sites
 //! (aarch64, every device on the site's first node and a quarter of the others, a tenth
