@@ -411,6 +411,45 @@ pub fn score_on(
     score_known(infra, app, assignment, None)
 }
 
+/// [`score_on`] of several deployments of `app` on one `infra`, in their order: for `qos` the
+/// model is compiled and l_min searched once (what scoring one deployment costs most),
+/// instead of once per deployment; the same results as [`score_on`] each. `budget`: the l_min
+/// search stops after it (then l_min is the shortest route found, not proven the least: the
+/// scores compare with one another, not with [`score_on`]'s); `None`: no limit.
+pub fn score_all_on(
+    infra: &Infra,
+    app: &Application,
+    assignments: &[BTreeMap<String, String>],
+    budget: Option<Duration>,
+) -> Vec<Result<(f64, Vec<CriterionGrade>), ScheduleError>> {
+    if !matches!(Algorithm::of(app), Ok(Algorithm::Qos)) {
+        return assignments
+            .iter()
+            .map(|a| score_on(infra, app, a))
+            .collect();
+    }
+    let ledger = Ledger::new();
+    let constraints = filter::default_constraints();
+    let model = Model::compile(infra, app, &ledger, &constraints);
+    let resolved: Vec<Result<Vec<u32>, ScheduleError>> = assignments
+        .iter()
+        .map(|a| resolve(infra, &model, a))
+        .collect();
+    let ok: Vec<&[u32]> = resolved.iter().filter_map(|r| r.as_deref().ok()).collect();
+    let limits = search::Limits {
+        deadline: budget.map(|b| Instant::now() + b),
+        max_nodes: None,
+    };
+    let mut scored = qos::score_all(infra, app, &model, &ok, limits).into_iter();
+    resolved
+        .into_iter()
+        .map(|r| match r {
+            Ok(_) => scored.next().expect("one score per resolved deployment"),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
 /// [`score_on`], taking a `topsis` or `network-aware` score already known as the score.
 fn score_known(
     infra: &Infra,

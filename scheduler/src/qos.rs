@@ -381,13 +381,34 @@ pub(crate) fn score(
     model: &Model<'_>,
     a: &[u32],
 ) -> Result<(f64, Vec<CriterionGrade>), ScheduleError> {
-    if let Some(ch) = model.missing_link(a) {
-        let c = &model.chans[ch];
-        return Err(ScheduleError::MissingLink {
-            channel: c.name.clone(),
-            from: infra.node(a[c.from]).name.clone(),
-            to: infra.node(a[c.to]).name.clone(),
-        });
+    score_all(infra, app, model, &[a], search::Limits::default())
+        .pop()
+        .expect("one deployment, one score")
+}
+
+/// [`score`] of several deployments on one model: l_min is searched once (and not at all
+/// when every deployment misses a link), within `limits` (cut short, it is the shortest route
+/// found, not proven the least).
+pub(crate) fn score_all(
+    infra: &Infra,
+    app: &Application,
+    model: &Model<'_>,
+    all: &[&[u32]],
+    limits: search::Limits,
+) -> Vec<Result<(f64, Vec<CriterionGrade>), ScheduleError>> {
+    let missing = |a: &[u32]| {
+        model.missing_link(a).map(|ch| {
+            let c = &model.chans[ch];
+            ScheduleError::MissingLink {
+                channel: c.name.clone(),
+                from: infra.node(a[c.from]).name.clone(),
+                to: infra.node(a[c.to]).name.clone(),
+            }
+        })
+    };
+    let missed: Vec<Option<ScheduleError>> = all.iter().map(|a| missing(a)).collect();
+    if missed.iter().all(Option::is_some) {
+        return missed.into_iter().flatten().map(Err).collect();
     }
     // The same spaces as `place_on`, so that l_min (exact to within the search's EPS)
     // comes out bit for bit the same.
@@ -399,18 +420,22 @@ pub(crate) fn score(
                     model.comps.iter().map(|c| c.req_cand.clone()).collect(),
                 )
             });
-    let (lmin, _, _) = lmin_search(app, model, &space, search::Limits::default());
-    if let Some((c, _)) = app
+    let (lmin, _, _) = lmin_search(app, model, &space, limits);
+    let no_reference = app
         .criteria
         .iter()
         .zip(&lmin)
         .find(|(c, l)| c.kind == CriterionKind::MinE2eResponseTime && l.is_none())
-    {
-        return Err(ScheduleError::NoReference(
-            c.path.clone().unwrap_or_default(),
-        ));
-    }
+        .map(|(c, _)| ScheduleError::NoReference(c.path.clone().unwrap_or_default()));
     let objective = Objective::for_app(app, model, &space, &lmin);
-    let p = make_placement(app, model, &space, &objective, a, 0);
-    Ok((p.score, p.criteria))
+    all.iter()
+        .zip(missed)
+        .map(|(a, missed)| {
+            if let Some(e) = missed.or_else(|| no_reference.clone()) {
+                return Err(e);
+            }
+            let p = make_placement(app, model, &space, &objective, a, 0);
+            Ok((p.score, p.criteria))
+        })
+        .collect()
 }

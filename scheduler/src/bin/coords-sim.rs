@@ -31,8 +31,19 @@ mod place {
         eprintln!("--place needs the feature `sim` (the benchmark's synthetic applications)");
         std::process::exit(2);
     }
-    pub fn compare(_: &super::Topology, _: usize, _: &super::Outcome, _: &super::Args) {}
+    pub fn rounds_header() {}
+    pub fn compare(
+        _: &super::Topology,
+        _: usize,
+        _: &super::Outcome,
+        _: &super::Args,
+    ) -> Vec<String> {
+        Vec::new()
+    }
 }
+#[path = "coords-sim/rounds.rs"]
+#[cfg_attr(not(feature = "sim"), allow(dead_code))]
+mod rounds;
 
 #[derive(Parser, Debug)]
 #[command(about = "Accuracy of Vivaldi network coordinates on a simulated railway fleet")]
@@ -86,6 +97,21 @@ struct Args {
     /// Time budget of each placement search, ms.
     #[arg(long, default_value_t = 10_000)]
     place_budget_ms: u64,
+    /// After the placement on k measured pairs plus estimates: at most this many rounds of
+    /// targeted probes (its estimated pairs measured) and re-evaluation (`coords-sim/rounds.rs`).
+    #[arg(long, default_value_t = 3)]
+    place_rounds: usize,
+    /// How a re-evaluation changes the placement in force: `system` (the control plane's
+    /// descheduler rule), `adopt` (the fresh search's placement whenever it scores higher),
+    /// `pessimistic` (adopt, searching on pessimistic estimates), `probe` (a search's
+    /// placement is adopted only after its pairs were probed, if better on measured links).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "system,adopt"
+    )]
+    place_rules: Vec<rounds::Rule>,
     /// Vivaldi cc and ce.
     #[arg(long, default_value_t = 0.25)]
     cc: f64,
@@ -623,6 +649,7 @@ fn main() -> Result<()> {
         println!("| nodes | sites (lines, stations) | TIV pairs | k | rounds | samples/node | median rel. error | p90 rel. error | median (system coords) | pairs probed | app-coord updates/node | time (s) |");
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     }
+    let mut round_rows = Vec::new();
     for &n in &args.nodes {
         let started = Instant::now();
         let topo = Topology::build(n, args.detours, args.seed);
@@ -636,7 +663,7 @@ fn main() -> Result<()> {
                 _ => simulate::<5>(&topo, k, &args),
             };
             if args.place > 0 {
-                place::compare(&topo, k, &o, &args);
+                round_rows.extend(place::compare(&topo, k, &o, &args));
                 continue;
             }
             println!(
@@ -657,6 +684,13 @@ fn main() -> Result<()> {
                 o.seconds,
                 built
             );
+        }
+    }
+    if !round_rows.is_empty() {
+        println!("\nAfter the placement on k measured pairs plus estimates: rounds of targeted probes and re-evaluation (round 0: the first placement)\n");
+        place::rounds_header();
+        for r in round_rows {
+            println!("{r}");
         }
     }
     Ok(())

@@ -8,6 +8,10 @@
 //! estimated latency, tells how much of the difference the latency estimate makes (the rest
 //! is the success rule's: the product of the endpoints' medians, pessimistic by design).
 //!
+//! After (b), `--place-rounds` rounds of targeted probes and re-evaluation by each rule of
+//! `--place-rules` (`rounds.rs`), each placement in force scored on (a) again: a second table,
+//! per rule and round.
+//!
 //! The fleet's nodes get the benchmark's attributes by their site's kind: cloud sites are the
 //! cloud layer (x86_64, fast-cpu, half with a database), stations and trains edge sites
 //! (aarch64, every device on the site's first node and a quarter of the others, a tenth
@@ -21,10 +25,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use acoa_scheduler::rng::SplitMix64 as Rng;
-use acoa_scheduler::{place_on, score_on, synth, Infra, Ledger, LinkQ, Options, Outcome as Placed};
-use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary, MeasuredLink};
-use acoa_shared::model::{CoordDoc, EstimatedNode, LinkEstimates, Node};
+use acoa_scheduler::{
+    place_on, score_all_on, score_on, synth, Infra, Ledger, LinkQ, Options, Outcome as Placed,
+};
+use acoa_shared::model::Node;
 
+use super::rounds::{self, Fleet, Links, Meas, Round, Rule};
 use super::{quantile, Args, Kind, Outcome, Topology};
 
 pub fn header(args: &Args) {
@@ -87,7 +93,7 @@ fn budgeted(ms: u64) -> Options {
     }
 }
 
-pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) {
+pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<String> {
     let n = topo.nodes.len();
     let mut r = Rng::new(args.seed ^ 0x9ace);
     let mut seen_site = vec![false; topo.sites.len()];
@@ -124,68 +130,26 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) {
         }),
     );
     // (b) the last peer lists' links (and loopbacks), plus the estimates' inputs from them
-    let mut measured: Vec<(u32, u32, LinkQ)> = (0..n as u32)
-        .map(|a| (a, a, all[a as usize * n + a as usize].0))
-        .collect();
-    let mut ends: Vec<Vec<MeasuredLink>> = vec![Vec::new(); n];
-    let mut internal: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let meas = |a: usize, b: usize| {
+        let (q, jitter_ms) = all[a * n + b];
+        Meas { q, jitter_ms }
+    };
+    let mut base: Links = (0..n).map(|a| ((a as u32, a as u32), meas(a, a))).collect();
     for (a, peers) in o.peers.iter().enumerate() {
         for &b in peers {
-            let (q, jitter) = all[a * n + b];
-            measured.push((a as u32, b as u32, q));
-            let m = MeasuredLink {
-                latency_ms: q.latency_ms,
-                jitter_ms: jitter,
-                success: q.success,
-            };
-            ends[a].push(m);
-            ends[b].push(m);
-            if topo.nodes[a].site == topo.nodes[b].site {
-                internal
-                    .entry(topo.nodes[a].site)
-                    .or_default()
-                    .push(q.latency_ms);
-            }
+            base.insert((a as u32, b as u32), meas(a, b));
         }
     }
-    let mut est = LinkEstimates::default();
-    for (i, l) in ends.into_iter().enumerate() {
-        let Some(s) = EndpointSummary::from_links(l) else {
-            continue;
-        };
-        let (v, h, e) = &o.coords[i];
-        est.nodes.insert(
-            nodes[i].name.clone(),
-            EstimatedNode {
-                coord: Some(CoordDoc {
-                    position: [v[0], v[1], v[2]],
-                    height_ms: *h,
-                    error: *e,
-                }),
-                median_jitter_ms: s.median_jitter_ms,
-                median_success: s.median_success,
-            },
-        );
-    }
-    for (site, l) in internal {
-        if let Some(m) = estimate_in_group_ms(l) {
-            est.groups.insert(
-                nodes[topo
-                    .nodes
-                    .iter()
-                    .position(|x| x.site == site)
-                    .expect("a member")]
-                .datacenter
-                .clone(),
-                m,
-            );
-        }
-    }
-    let sparse = Infra::new(nodes.clone(), measured).with_estimates(&est);
+    let fleet = Fleet {
+        nodes: &nodes,
+        site: topo.nodes.iter().map(|x| x.site).collect(),
+        coords: &o.coords,
+    };
+    let (sparse, _) = fleet.view(&base);
     // (c), to tell the two rules apart: every pair with its measured success rate, the
     // unmeasured ones at their estimated latency
     let latency_only = Infra::new(
-        nodes,
+        nodes.clone(),
         (0..n as u32).flat_map(|a| {
             let (all, sparse) = (&all, &sparse);
             (0..n as u32).map(move |b| {
@@ -205,11 +169,14 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) {
             })
         }),
     );
-    drop(all);
     let mut diffs_c = Vec::new();
     let (mut diffs, mut proven, mut same, mut on_est, mut chans) = (Vec::new(), (0, 0), 0, 0, 0);
     let (mut t_a, mut t_b) = (0.0, 0.0);
+    let mut tally: Vec<Vec<Tally>> =
+        vec![vec![Tally::default(); args.place_rounds + 1]; args.place_rules.len()];
+    let measure = |a: u32, b: u32| meas(a as usize, b as usize);
     for i in 0..args.place {
+        let started = Instant::now();
         let comps = [5, 10, 20][i % 3];
         let app = synth::application(comps, topo.sites.len(), 7 + i as u64);
         let t = Instant::now();
@@ -235,8 +202,90 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) {
         };
         proven.0 += ra.proven as usize;
         proven.1 += rb.proven as usize;
-        let (sb, _) = score_on(&truth, &app, &pb.assignment).expect("scored on all pairs");
-        diffs.push((pa.score - sb) / pa.score);
+        let first = Round {
+            assignment: pb.assignment.clone(),
+            changed: false,
+            on_estimates: sparse.estimated_channels(&app, &pb.assignment),
+            probed: 0,
+            proven: rb.proven,
+        };
+        // per rule: its first placement (the pessimistic one searches its own) and its rounds
+        let runs: Vec<(Round, Vec<Round>)> = args
+            .place_rules
+            .iter()
+            .map(|&rule| {
+                let first = match rule {
+                    Rule::Pessimistic => {
+                        let (model, _) = fleet.view_as(&base, rule);
+                        match place_on(
+                            &model,
+                            &app,
+                            &Ledger::new(),
+                            &budgeted(args.place_budget_ms),
+                        ) {
+                            Ok(r) => match r.outcome {
+                                Placed::Placed(p) => Round {
+                                    on_estimates: model.estimated_channels(&app, &p.assignment),
+                                    assignment: p.assignment,
+                                    changed: false,
+                                    probed: 0,
+                                    proven: r.proven,
+                                },
+                                _ => first.clone(),
+                            },
+                            Err(_) => first.clone(),
+                        }
+                    }
+                    Rule::System | Rule::Adopt | Rule::Probe => first.clone(),
+                };
+                let done = rounds::run(
+                    &fleet,
+                    &base,
+                    &measure,
+                    &app,
+                    &first.assignment,
+                    rule,
+                    args.place_rounds,
+                    &budgeted(args.place_budget_ms),
+                );
+                (first, done)
+            })
+            .collect();
+        // every placement in force scored on all pairs at once (one l_min search)
+        let in_force: Vec<BTreeMap<String, String>> = std::iter::once(&first)
+            .chain(
+                runs.iter()
+                    .flat_map(|(f, run)| std::iter::once(f).chain(run)),
+            )
+            .map(|r| r.assignment.clone())
+            .collect();
+        let diff: Vec<f64> = score_all_on(&truth, &app, &in_force, None)
+            .into_iter()
+            .map(|s| (pa.score - s.expect("scored on all pairs").0) / pa.score)
+            .collect();
+        diffs.push(diff[0]);
+        let mut at = 1;
+        for ((first, run), t) in runs.iter().zip(tally.iter_mut()) {
+            for (j, t) in t.iter_mut().enumerate() {
+                // after the last round run, the placement stays (nothing new to measure)
+                let (r, d, searched) = match j.checked_sub(1).map(|i| (i, run.get(i))) {
+                    None => (first, diff[at], true),
+                    Some((i, Some(r))) => (r, diff[at + 1 + i], true),
+                    Some(_) => match run.last() {
+                        Some(r) => (r, diff[at + run.len()], false),
+                        None => (first, diff[at], false),
+                    },
+                };
+                t.add(r, d, searched && j > 0 && r.changed);
+                t.searched += usize::from(searched);
+                t.proven += usize::from(searched && r.proven);
+            }
+            at += 1 + run.len();
+        }
+        eprintln!(
+            "{n} nodes, k {k}: application {i} ({comps} components) in {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
         let rc = place_on(
             &latency_only,
             &app,
@@ -253,12 +302,7 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) {
         on_est += sparse.estimated_channels(&app, &pb.assignment);
     }
     let placed = diffs.len();
-    let (median, p95, max) = if placed == 0 {
-        (f64::NAN, f64::NAN, f64::NAN)
-    } else {
-        let max = diffs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (quantile(&mut diffs, 0.5), quantile(&mut diffs, 0.95), max)
-    };
+    let (median, p95, max) = spread(&mut diffs);
     let (mc, pc) = if diffs_c.is_empty() {
         (f64::NAN, f64::NAN)
     } else {
@@ -277,4 +321,57 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) {
         100.0 * mc,
         100.0 * pc
     );
+    let mut rows = Vec::new();
+    for (rule, t) in args.place_rules.iter().zip(tally.iter_mut()) {
+        for (j, t) in t.iter_mut().enumerate() {
+            let (median, p95, max) = spread(&mut t.diffs);
+            rows.push(format!(
+                "| {n} | {k} | {rule:?} | {j} | {:.2} % | {:.2} % | {:.2} % | {} of {placed} | {} of {chans} | {} | {} of {} |",
+                100.0 * median,
+                100.0 * p95,
+                100.0 * max,
+                t.changed,
+                t.on_est,
+                t.probed,
+                t.proven,
+                t.searched
+            ));
+        }
+    }
+    rows
+}
+
+/// Header of the rounds' table ([`compare`]'s rows).
+pub fn rounds_header() {
+    println!("| nodes | k | rule | round | median rel. score difference | p95 | max | placements changed in the round | channels on estimated links | targeted pairs measured (total) | searches proven |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+}
+
+/// One round over the applications, for one rule.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    diffs: Vec<f64>,
+    changed: usize,
+    on_est: usize,
+    probed: usize,
+    proven: usize,
+    searched: usize,
+}
+
+impl Tally {
+    fn add(&mut self, r: &Round, diff: f64, changed: bool) {
+        self.diffs.push(diff);
+        self.changed += usize::from(changed);
+        self.on_est += r.on_estimates;
+        self.probed += r.probed;
+    }
+}
+
+/// Median, p95 and max of `v` (NaN when empty).
+fn spread(v: &mut [f64]) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (quantile(v, 0.5), quantile(v, 0.95), max)
 }
