@@ -174,9 +174,15 @@ impl Engine {
         let known: Vec<bool> = l
             .links
             .iter()
-            .map(|s| s.peer.as_str() != from && self.nodes.contains_key(s.peer.as_str()))
+            .map(|s| self.nodes.contains_key(s.peer.as_str()))
             .collect();
-        for (s, _) in l.links.iter().zip(&known).filter(|(_, k)| **k) {
+        // a node's sample of its own loopback is a link of the model, not evidence about a peer
+        for (s, _) in l
+            .links
+            .iter()
+            .zip(&known)
+            .filter(|(s, k)| **k && s.peer.as_str() != from)
+        {
             let answered_at = (s.last_answer_ms != wire::NEVER_ANSWERED)
                 .then(|| now.saturating_sub(u64::from(s.last_answer_ms)));
             self.evidence.samples.insert(
