@@ -64,21 +64,50 @@ pub struct Telemetry {
 /// How often a line says how many messages were shed.
 const SHED_LOG: Duration = Duration::from_secs(10);
 
-/// Messages shed since the last line, and when that line was.
-struct ShedLog(std::sync::Mutex<(u64, std::time::Instant)>);
+/// A count of like events logged as one line at most every `every`: [`Tally::add`] counts one
+/// and, when a line is due, gives the count and the seconds it covers (then starts again).
+struct Tally {
+    count: u64,
+    since: std::time::Instant,
+    every: Duration,
+}
+
+impl Tally {
+    /// `first_at_once`: the first event gets its line at once (else after `every`).
+    fn new(every: Duration, first_at_once: bool) -> Tally {
+        let now = std::time::Instant::now();
+        let since = if first_at_once {
+            now.checked_sub(every).unwrap_or(now)
+        } else {
+            now
+        };
+        Tally {
+            count: 0,
+            since,
+            every,
+        }
+    }
+
+    fn add(&mut self) -> Option<(u64, u64)> {
+        self.count += 1;
+        if self.since.elapsed() < self.every {
+            return None;
+        }
+        let line = (self.count, self.since.elapsed().as_secs());
+        *self = Tally::new(self.every, false);
+        Some(line)
+    }
+}
+
+/// The messages shed, shared by the connections to every broker.
+struct ShedLog(std::sync::Mutex<Tally>);
 
 impl ShedLog {
     fn shed(&self, d: &crate::ingest::Dropped) {
         crate::observe::count_drop(d);
         let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        g.0 += 1;
-        if g.1.elapsed() >= SHED_LOG {
-            warn!(
-                "{} messages shed in {} s: {d}",
-                g.0,
-                g.1.elapsed().as_secs()
-            );
-            *g = (0, std::time::Instant::now());
+        if let Some((n, secs)) = g.add() {
+            warn!("{n} messages shed in {secs} s: {d}");
         }
     }
 }
@@ -102,13 +131,10 @@ impl Telemetry {
         let tasks = (0..n)
             .map(|_| spawn_ingest_task(keys.clone(), control_plane, events.clone(), copies))
             .collect();
-        // the first line comes with the first message shed
-        let long_ago = std::time::Instant::now()
-            .checked_sub(SHED_LOG)
-            .unwrap_or_else(std::time::Instant::now);
         Telemetry {
             tasks,
-            shed: Arc::new(ShedLog(std::sync::Mutex::new((0, long_ago)))),
+            // the first line comes with the first message shed
+            shed: Arc::new(ShedLog(std::sync::Mutex::new(Tally::new(SHED_LOG, true)))),
         }
     }
 }
@@ -122,8 +148,8 @@ fn spawn_ingest_task(
     let (tx, mut rx) = mpsc::channel::<Publish>(INGEST_QUEUE);
     tokio::spawn(async move {
         let mut fresh = Freshness::default();
-        // with several brokers: (copies dropped since the last line, when that line was)
-        let mut copies_log = (0u64, std::time::Instant::now());
+        // with several brokers: the copies dropped since the last line
+        let mut copies_log = Tally::new(COPIES_LOG, false);
         while let Some(p) = rx.recv().await {
             let r = {
                 let k = keys.read().expect("keys lock");
@@ -134,14 +160,10 @@ fn spawn_ingest_task(
                     Ok(()) => Ok(Some(ev)),
                     Err(d) if copies => {
                         debug!("{d}");
-                        copies_log.0 += 1;
-                        if copies_log.1.elapsed() >= COPIES_LOG {
+                        if let Some((n, secs)) = copies_log.add() {
                             info!(
-                                "{} messages not newer than the last accepted dropped in {} s (copies through another broker, or replays); the last: {d}",
-                                copies_log.0,
-                                copies_log.1.elapsed().as_secs()
+                                "{n} messages not newer than the last accepted dropped in {secs} s (copies through another broker, or replays); the last: {d}"
                             );
-                            copies_log = (0, std::time::Instant::now());
                         }
                         continue;
                     }
