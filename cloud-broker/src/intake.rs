@@ -53,8 +53,14 @@ fn node_of(topic: &str) -> &str {
 
 /// Node telemetry: each publication to the ingest task of its node. A clone feeds the same
 /// tasks (the connections to several brokers share them, and so their freshness watermarks).
-/// When a task's queue is full, periodic telemetry is shed ([`crate::ingest::sheddable`]) so
-/// that the broker connection keeps being read; the rest waits for room.
+///
+/// Shedding, when the engine is behind: an ingest task that finds the engine's queue full
+/// sheds verified, fresh periodic telemetry ([`Event::periodic`]) and tells the engine on its
+/// control queue which nodes it heard that way ([`Event::HeardShed`]: a node whose messages
+/// are shed is not judged silent for it). When a task's own queue is full (verifying is
+/// behind), periodic telemetry is shed unverified ([`crate::ingest::sheddable`]), which proves
+/// nothing about its node. Either way the broker connection keeps being read; the rest waits
+/// for room.
 #[derive(Clone)]
 pub struct Telemetry {
     tasks: Vec<mpsc::Sender<Publish>>,
@@ -63,6 +69,8 @@ pub struct Telemetry {
 
 /// How often a line says how many messages were shed.
 const SHED_LOG: Duration = Duration::from_secs(10);
+/// How often an ingest task that sheds tells the engine which nodes it heard meanwhile.
+const HEARD_SHED_EVERY: Duration = Duration::from_millis(250);
 
 /// A count of like events logged as one line at most every `every`: [`Tally::add`] counts one
 /// and, when a line is due, gives the count and the seconds it covers (then starts again).
@@ -121,36 +129,98 @@ impl Telemetry {
     pub fn spawn(
         keys: Arc<RwLock<Keys>>,
         control_plane: VerifyingKey,
-        events: mpsc::Sender<Event>,
+        sinks: Sinks,
         copies: bool,
     ) -> Telemetry {
         let n = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
             .clamp(1, MAX_INGEST_TASKS);
+        // the first line comes with the first message shed
+        let shed = Arc::new(ShedLog(std::sync::Mutex::new(Tally::new(SHED_LOG, true))));
         let tasks = (0..n)
-            .map(|_| spawn_ingest_task(keys.clone(), control_plane, events.clone(), copies))
+            .map(|_| {
+                let (keys, sinks, shed) = (keys.clone(), sinks.clone(), shed.clone());
+                spawn_ingest_task(keys, control_plane, sinks, shed, copies)
+            })
             .collect();
-        Telemetry {
-            tasks,
-            // the first line comes with the first message shed
-            shed: Arc::new(ShedLog(std::sync::Mutex::new(Tally::new(SHED_LOG, true)))),
+        Telemetry { tasks, shed }
+    }
+}
+
+/// Where the ingest tasks send what they verified.
+#[derive(Clone)]
+pub struct Sinks {
+    /// The engine's telemetry queue.
+    pub events: mpsc::Sender<Event>,
+    /// The engine's control queue (read before telemetry): the nodes heard through shed
+    /// messages ([`Event::HeardShed`]).
+    pub control: mpsc::Sender<Event>,
+}
+
+/// The nodes an ingest task heard through messages it shed, sent to the engine at most every
+/// [`HEARD_SHED_EVERY`]. Bounded: only nodes of the inventory (their messages were verified).
+struct HeardShed {
+    nodes: std::collections::HashSet<String>,
+    sent_at: std::time::Instant,
+}
+
+impl HeardShed {
+    fn new() -> HeardShed {
+        HeardShed {
+            nodes: Default::default(),
+            sent_at: std::time::Instant::now(),
         }
+    }
+
+    /// When the nodes heard are due to be sent.
+    fn due(&self) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.sent_at + HEARD_SHED_EVERY)
+    }
+
+    /// Sends the nodes heard when due; when the control queue is full they wait for the next
+    /// time (nothing blocks).
+    fn flush(&mut self, control: &mpsc::Sender<Event>) {
+        if self.nodes.is_empty() || self.sent_at.elapsed() < HEARD_SHED_EVERY {
+            return;
+        }
+        let nodes: Vec<String> = self.nodes.iter().cloned().collect();
+        if control.try_send(Event::HeardShed(nodes)).is_ok() {
+            self.nodes.clear();
+        }
+        self.sent_at = std::time::Instant::now();
     }
 }
 
 fn spawn_ingest_task(
     keys: Arc<RwLock<Keys>>,
     control_plane: VerifyingKey,
-    events: mpsc::Sender<Event>,
+    sinks: Sinks,
+    shed: Arc<ShedLog>,
     copies: bool,
 ) -> mpsc::Sender<Publish> {
     let (tx, mut rx) = mpsc::channel::<Publish>(INGEST_QUEUE);
+    let Sinks { events, control } = sinks;
     tokio::spawn(async move {
         let mut fresh = Freshness::default();
         // with several brokers: the copies dropped since the last line
         let mut copies_log = Tally::new(COPIES_LOG, false);
-        while let Some(p) = rx.recv().await {
+        let mut heard = HeardShed::new();
+        loop {
+            // the nodes heard are sent when due even when nothing more comes
+            let p = if heard.nodes.is_empty() {
+                rx.recv().await
+            } else {
+                tokio::select! {
+                    p = rx.recv() => p,
+                    _ = tokio::time::sleep_until(heard.due()) => {
+                        heard.flush(&control);
+                        continue;
+                    }
+                }
+            };
+            let Some(p) = p else { return };
+            heard.flush(&control);
             let r = {
                 let k = keys.read().expect("keys lock");
                 classify(&p.topic, &p.payload, &k, &control_plane)
@@ -176,6 +246,20 @@ fn spawn_ingest_task(
                 other => other,
             };
             match r {
+                Ok(Some(ev)) if ev.periodic().is_some() => match events.try_send(ev) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Closed(_)) => return,
+                    Err(mpsc::error::TrySendError::Full(ev)) => {
+                        let (kind, node) = ev.periodic().expect("periodic, matched above");
+                        shed.shed(&crate::ingest::Dropped::Shed {
+                            kind,
+                            node: node.to_string(),
+                            queue: events.max_capacity(),
+                        });
+                        heard.nodes.insert(node.to_string());
+                        heard.flush(&control);
+                    }
+                },
                 Ok(Some(ev)) => {
                     if events.send(ev).await.is_err() {
                         return;
@@ -330,27 +414,31 @@ mod tests {
         assert_eq!(node_of("elsewhere/x"), "elsewhere/x");
     }
 
-    /// An engine that does not keep up must not stall the broker connection: with every ingest
-    /// queue full, link metrics are shed (the connection goes on being read) while a presence
-    /// waits for room.
+    /// An engine that does not keep up must not stall the broker connection: with the
+    /// engine's queue full, verified link metrics are shed (the connection goes on being read)
+    /// and the engine is told on its control queue that their node was heard; a presence is
+    /// never shed, it waits for room.
     #[tokio::test]
-    async fn a_full_ingest_queue_sheds_periodic_telemetry_and_waits_for_the_rest() {
-        use acoa_shared::wire::{self, LinkMetrics, Message};
+    async fn a_full_engine_queue_sheds_periodic_telemetry_says_who_was_heard_and_waits_for_the_rest(
+    ) {
+        use acoa_shared::wire::{self, LinkMetrics, Message, Presence};
         let node_key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
         let cp = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
         let mut keys = Keys::new();
         keys.insert("n1".into(), Some(node_key.verifying_key()));
-        // an engine that reads nothing
-        let (events, _engine) = mpsc::channel::<Event>(1);
+        keys.insert("n2".into(), Some(node_key.verifying_key()));
+        // an engine that reads nothing until told
+        let (events, mut engine) = mpsc::channel::<Event>(1);
+        let (control, mut engine_control) = mpsc::channel::<Event>(16);
         let mut t = Telemetry::spawn(
             Arc::new(RwLock::new(keys)),
             cp.verifying_key(),
-            events,
+            Sinks { events, control },
             false,
         );
-        let links = |seq: u64| {
+        let links = |node: &str, seq: u64| {
             let l = LinkMetrics {
-                node: wire::name("n1").unwrap(),
+                node: wire::name(node).unwrap(),
                 seq,
                 run: 1,
                 links: Default::default(),
@@ -358,29 +446,51 @@ mod tests {
             };
             let payload =
                 wire::encode(&Message::LinkMetrics(Box::new(l)), Some(&node_key)).unwrap();
-            Publish::new(topics::links("n1"), rumqttc::QoS::AtMostOnce, payload)
+            Publish::new(topics::links(node), rumqttc::QoS::AtMostOnce, payload)
         };
-        // far more than the queue holds: every call returns at once
+        // far more than every queue holds: every call returns at once
         let all = tokio::time::timeout(Duration::from_secs(30), async {
             for seq in 1..=(INGEST_QUEUE as u64 * 2 + 10) {
-                assert!(t.publish(links(seq)).await);
+                assert!(t.publish(links("n1", seq)).await);
             }
         })
         .await;
-        assert!(all.is_ok(), "publishing blocked on a full ingest queue");
-        // the ingest task takes what the engine has room for (one), then waits on it: fill
-        // the room that made in its queue
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        for seq in 0..10 {
-            assert!(t.publish(links(INGEST_QUEUE as u64 * 3 + seq)).await);
+        assert!(all.is_ok(), "publishing blocked on a full queue");
+        // n1 was heard, though what it said was shed; n2 too, once its message is verified
+        tokio::time::sleep(HEARD_SHED_EVERY).await;
+        assert!(t.publish(links("n1", INGEST_QUEUE as u64 * 3)).await);
+        assert!(t.publish(links("n2", 1)).await);
+        let mut heard = std::collections::BTreeSet::new();
+        while heard.len() < 2 {
+            let ev = tokio::time::timeout(Duration::from_secs(5), engine_control.recv()).await;
+            match ev {
+                Ok(Some(Event::HeardShed(nodes))) => heard.extend(nodes),
+                other => panic!("expected the nodes heard, got {other:?}"),
+            }
         }
-        // a presence is not shed: it waits for room (none comes here)
-        let presence = Publish::new(
-            topics::online("n1"),
-            rumqttc::QoS::AtLeastOnce,
-            b"x".to_vec(),
-        );
-        let waited = tokio::time::timeout(Duration::from_millis(300), t.publish(presence)).await;
-        assert!(waited.is_err(), "a presence was shed");
+        assert_eq!(heard, ["n1".to_string(), "n2".to_string()].into());
+        // one message took the engine's room: the first one, not shed
+        match engine.recv().await {
+            Some(Event::Links(l)) => assert_eq!((l.node.as_str(), l.seq), ("n1", 1)),
+            other => panic!("expected the first link metrics, got {other:?}"),
+        }
+        // a presence is not shed: it waits for room, and gets it
+        let presence = Presence {
+            node: wire::name("n1").unwrap(),
+            run: 1,
+            conn: 1,
+            online: true,
+        };
+        let payload = wire::encode(&Message::Presence(presence), Some(&node_key)).unwrap();
+        let p = Publish::new(topics::online("n1"), rumqttc::QoS::AtLeastOnce, payload);
+        assert!(t.publish(p).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut presence_came = false;
+        while let Ok(Some(ev)) =
+            tokio::time::timeout(Duration::from_millis(500), engine.recv()).await
+        {
+            presence_came |= matches!(ev, Event::Online { online: true, .. });
+        }
+        assert!(presence_came, "a presence was shed");
     }
 }

@@ -131,7 +131,11 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         announce(&opts, &urls.join(","), &key.verifying_key());
         // one set of ingest tasks for every broker: a copy through another broker is dropped
         // as not fresh by the same watermark
-        let inbox = Telemetry::spawn(keys.clone(), key.verifying_key(), ev_tx, urls.len() > 1);
+        let sinks = crate::intake::Sinks {
+            events: ev_tx,
+            control: ctl_tx.clone(),
+        };
+        let inbox = Telemetry::spawn(keys.clone(), key.verifying_key(), sinks, urls.len() > 1);
         let telemetry = urls
             .iter()
             .map(|u| connect_telemetry(u, &client_id("acoa-control-plane"), &login, inbox.clone()))

@@ -388,3 +388,40 @@ fn on_return_best_keeps_the_copy_of_the_better_score_and_says_both_scores() {
         .iter()
         .any(|c| c.component.as_str() == "storage"));
 }
+
+/// An overloaded control plane sheds a node's periodic telemetry after verifying it and says
+/// it heard the node ([`Event::HeardShed`]): the node stays online although nothing it said
+/// reached the engine (its peers no longer reach it either: the shed messages are the only
+/// evidence). When they stop it is judged as usual; a lost node does not return by them.
+#[test]
+fn a_node_heard_only_through_shed_messages_is_not_judged_silent_and_a_lost_one_does_not_return_by_them(
+) {
+    let mut r = Railway::new(EngineConfig::default());
+    r.place("{tolerate_s: 600}");
+    let victim = r.placement()["storage"].clone();
+    let v = victim.as_str();
+    let nobody_reaches = |_: &str, to: &str| to != v;
+    for s in 1..=20 {
+        r.second(&[v], nobody_reaches);
+        r.feed(Event::HeardShed(vec![victim.clone(), "not-a-node".into()]));
+        assert_eq!(r.e.node_state(v), Some(NodeState::Online), "second {s}");
+    }
+    assert!(r.e.stats.heard_shed >= 40);
+    // nothing more of it, not even shed: lost after the evidence window, as a crash
+    let mut lost = false;
+    for _ in 1..=15 {
+        r.second(&[v], nobody_reaches);
+        if r.e.node_state(v) == Some(NodeState::Lost) {
+            lost = true;
+            break;
+        }
+    }
+    assert!(lost, "not lost once its shed messages stopped too");
+    r.feed(Event::HeardShed(vec![victim.clone()]));
+    r.second(&[v], nobody_reaches);
+    assert_eq!(
+        r.e.node_state(v),
+        Some(NodeState::Lost),
+        "a shed message revived it"
+    );
+}

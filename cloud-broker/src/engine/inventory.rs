@@ -140,12 +140,13 @@ impl Engine {
         }
     }
 
-    /// An online node's link metrics count as hearing from it: agents send their node report
+    /// An online node's link metrics count as hearing from it (so does any of its verified
+    /// periodic telemetry the ingest shed, [`super::Event::HeardShed`]): agents send their node report
     /// only when it changed, when no link metrics went out in a period, or every
     /// `report_max_interval_s`, their link metrics every period. A node already silent (its
     /// last will came, or the silence window passed) returns only by a report, which its
     /// agent sends on every new connection.
-    fn heard_by_links(&mut self, node: &str) {
+    pub(super) fn heard_by_links(&mut self, node: &str) {
         let (now, w) = (self.now, self.windows());
         let Some(h) = self.evidence.heard.get_mut(node) else {
             return;

@@ -166,8 +166,27 @@ pub enum Event {
     BrokerReconnected,
     /// The peer lists an [`Action::ComputePeers`] asked for.
     PeersComputed(Box<probes::PeersComputed>),
+    /// Verified, fresh periodic telemetry of these nodes that the ingest shed because the
+    /// engine's queue was full ([`Event::periodic`]): the nodes were heard (one online and not
+    /// yet silent stays so), what they said is lost and their next message replaces it.
+    HeardShed(Vec<String>),
     /// Time passes.
     Tick,
+}
+
+impl Event {
+    /// For periodic telemetry that the next message of its kind supersedes (node reports,
+    /// link metrics, component usage): what it is and which node sent it. The ingest may shed
+    /// these when the engine is behind ([`crate::ingest::sheddable`] names the same kinds by
+    /// topic); nothing else is ever shed.
+    pub fn periodic(&self) -> Option<(&'static str, &str)> {
+        match self {
+            Event::Report(r) => Some(("node report", r.node.as_str())),
+            Event::Links(l) => Some(("link metrics", l.node.as_str())),
+            Event::Usage(u) => Some(("component usage", u.node.as_str())),
+            _ => None,
+        }
+    }
 }
 
 /// What the I/O loop must do, in order.
@@ -242,6 +261,8 @@ pub struct Stats {
     pub collisions: u64,
     pub desired_published: u64,
     pub jobs: u64,
+    /// Nodes heard through telemetry the ingest shed ([`Event::HeardShed`]).
+    pub heard_shed: u64,
 }
 
 /// The control plane's state and decisions.
@@ -423,6 +444,14 @@ impl Engine {
             Event::StoreWritable => self.on_store_writable(&mut out),
             Event::BrokerReconnected => self.republish(&mut out),
             Event::PeersComputed(r) => self.on_peers_computed(*r, &mut out),
+            Event::HeardShed(nodes) => {
+                self.stats.heard_shed += nodes.len() as u64;
+                for n in &nodes {
+                    if self.is_online(n) {
+                        self.heard_by_links(n);
+                    }
+                }
+            }
             Event::Tick => self.on_tick(&mut out),
         }
         out
@@ -552,12 +581,13 @@ impl Engine {
             let d = |a: u64, b: u64| (a - b) as f64 / secs;
             let online = self.nodes.values().filter(|n| n.online).count();
             info!(
-                "stats: ingest {:.0} msg/s (reports {:.0}/s, links {:.0}/s, actual {:.0}/s); {} nodes online of {}; {} links; {} applications; {} desired states published; {} collisions",
+                "stats: ingest {:.0} msg/s (reports {:.0}/s, links {:.0}/s, actual {:.0}/s; {:.0} nodes/s heard through shed messages); {} nodes online of {}; {} links; {} applications; {} desired states published; {} collisions",
                 d(self.stats.reports + self.stats.links + self.stats.actuals,
                   self.stats_at_last.reports + self.stats_at_last.links + self.stats_at_last.actuals),
                 d(self.stats.reports, self.stats_at_last.reports),
                 d(self.stats.links, self.stats_at_last.links),
                 d(self.stats.actuals, self.stats_at_last.actuals),
+                d(self.stats.heard_shed, self.stats_at_last.heard_shed),
                 online,
                 self.nodes.len(),
                 self.links.len(),
