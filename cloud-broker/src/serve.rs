@@ -154,7 +154,10 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         }
     };
     let term = leadership.as_ref().map_or(0, |l| l.term);
-    let snapshot = store.load()?;
+    let snapshot = match &leadership {
+        Some(l) => load_as_leader(store.as_ref(), l.term).await,
+        None => store.load()?,
+    };
     let (urls, mut telemetry) = match started {
         Some(s) => s,
         None => listen(ev_tx)?,
@@ -198,6 +201,36 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         let _ = c.client.disconnect().await;
     }
     Ok(())
+}
+
+/// How long a new leader waits before it reads the store again after a failed read.
+const LOAD_RETRY: Duration = Duration::from_millis(500);
+/// How often the same failure to read the store is logged again.
+const LOAD_LOG_AGAIN: Duration = Duration::from_secs(30);
+
+/// The records of an etcd store, read by the replica that just won term `term`. etcd answers
+/// its election and then may not answer a read (members rejoining after a lost quorum elect
+/// again): the read is tried again until it succeeds. Meanwhile the lease is watched as ever,
+/// so a leader that cannot keep it starts again as a standby instead of waiting here.
+async fn load_as_leader(store: &dyn Store, term: u64) -> crate::records::Snapshot {
+    let mut logged: Option<Instant> = None;
+    loop {
+        match store.load() {
+            Ok(s) => {
+                if logged.is_some() {
+                    info!("leading (term {term}): the store is read");
+                }
+                return s;
+            }
+            Err(e) => {
+                if logged.is_none_or(|at| at.elapsed() >= LOAD_LOG_AGAIN) {
+                    warn!("leading (term {term}), but the store cannot be read yet: {e}; trying again");
+                    logged = Some(Instant::now());
+                }
+                tokio::time::sleep(LOAD_RETRY).await;
+            }
+        }
+    }
 }
 
 /// A replica of an etcd store waits until it leads: a hot standby (`telemetry` given) notes

@@ -491,6 +491,18 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         self.kill();
+        // a failing test shows what the control plane said last (CI keeps nothing else)
+        if std::thread::panicking() {
+            let text = self.log_text();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(80)..];
+            eprintln!(
+                "--- last {} lines of {} ---\n{}",
+                tail.len(),
+                self.log.display(),
+                tail.join("\n")
+            );
+        }
     }
 }
 
