@@ -424,10 +424,13 @@ fn a_large_fleets_peer_lists_are_computed_off_the_loop_and_give_the_same_lists()
     sim.now += 1000;
     let acts = sim.e.handle(sim.now, Event::Tick);
     assert!(!acts.iter().any(|a| matches!(a, Action::ComputePeers(_))));
-    // its result: the same lists as inline, for the nodes not lost since
+    // its result: the same lists as inline, for the nodes not lost since, every one signed
+    // by the computation (all are new)
+    let result = jobs[0].run();
+    assert_eq!(result.signed.len(), c.nodes.len());
     let acts = sim
         .e
-        .handle(sim.now, Event::PeersComputed(Box::new(jobs[0].run())));
+        .handle(sim.now, Event::PeersComputed(Box::new(result)));
     let lists = peer_lists_published(&acts, &sim.key);
     assert_eq!(
         lists.len(),
@@ -463,11 +466,26 @@ fn a_large_fleets_peer_lists_are_computed_off_the_loop_and_give_the_same_lists()
         &sim.key
     )
     .is_empty());
-    let acts = sim
-        .e
-        .handle(sim.now, Event::PeersComputed(Box::new(next[0].run())));
+    // the loop publishes the bytes the computation signed (signatures are deterministic:
+    // one is marked to tell)
+    let mut r = next[0].run();
+    let (marked, bytes) = r.signed.iter_mut().next().expect("a list changed");
+    *bytes = b"as the computation signed it".to_vec();
+    let marked = marked.clone();
+    let acts = sim.e.handle(sim.now, Event::PeersComputed(Box::new(r)));
     assert!(
-        !peer_lists_published(&acts, &sim.key).is_empty(),
+        acts.iter()
+            .any(|a| matches!(a, Action::Publish { topic, payload, .. }
+            if *topic == acoa_shared::topics::peers(&marked)
+                && payload.as_slice() == b"as the computation signed it")),
+        "{marked}'s list was signed again on the loop"
+    );
+    let others: Vec<Action> = acts
+        .into_iter()
+        .filter(|a| !matches!(a, Action::Publish { topic, .. } if *topic == acoa_shared::topics::peers(&marked)))
+        .collect();
+    assert!(
+        !peer_lists_published(&others, &sim.key).is_empty(),
         "the lists without n05's will changed"
     );
 }

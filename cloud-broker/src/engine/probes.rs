@@ -30,6 +30,7 @@
 //! targets and seed give the same lists.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use acoa_shared::coords::{
     estimate_in_group_ms, select_all_neighbours, Coord, EndpointSummary, LinkView, MeasuredLink,
@@ -38,6 +39,7 @@ use acoa_shared::coords::{
 use acoa_shared::model::{self, CoordDoc, EstimatedNode, LinkEstimates};
 use acoa_shared::topics;
 use acoa_shared::wire::{self, Message, Peer, PeerList, WireCoord, MAX_PEERS_PER_NODE};
+use ed25519_dalek::SigningKey;
 use tracing::{error, info};
 
 use super::liveness::NodeState;
@@ -129,7 +131,9 @@ pub fn peer_lists(
 }
 
 /// A computation of every peer list, handed to the I/O loop ([`Action::ComputePeers`]) when
-/// the fleet is large: the same pure [`peer_lists`], off the decision loop.
+/// the fleet is large: the same pure [`peer_lists`], and the lists that changed since those
+/// sent framed and signed for the round's generation (signing is most of a round's CPU at
+/// 20,000 nodes), off the decision loop. A small fleet's job runs on the loop.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeersJob {
     /// Which computation this is (the engine takes only the result of the last one asked).
@@ -138,23 +142,59 @@ pub struct PeersJob {
     pub k: usize,
     pub targets: BTreeMap<String, BTreeSet<String>>,
     pub seed: u64,
+    /// The generation the round's changed lists carry.
+    pub generation: u64,
+    /// The lists sent before (a snapshot: no list is sent while a job is out).
+    pub sent: Arc<Sent>,
+    /// The control plane's key, to sign the lists.
+    pub key: SigningKey,
 }
 
+/// Per node, the peer list last published and its generation.
+pub type Sent = BTreeMap<String, (u64, Vec<ListEntry>)>;
+
 impl PeersJob {
-    /// The lists (CPU only: seconds at 50,000 nodes).
+    /// The lists, and the changed ones signed (CPU only: seconds at 50,000 nodes).
     pub fn run(&self) -> PeersComputed {
+        let lists = peer_lists(&self.cands, self.k, &self.targets, self.seed);
+        let mut signed = BTreeMap::new();
+        for (node, list) in changed(&lists, &self.sent) {
+            match frame(node, self.generation, list).and_then(|m| wire::encode(&m, Some(&self.key)))
+            {
+                Ok(bytes) => {
+                    signed.insert(node.clone(), bytes);
+                }
+                Err(e) => error!("peer list of node {node} cannot be encoded: {e}"),
+            }
+        }
         PeersComputed {
             id: self.id,
-            lists: peer_lists(&self.cands, self.k, &self.targets, self.seed),
+            generation: self.generation,
+            lists,
+            signed,
         }
     }
+}
+
+/// The lists of `lists` that differ from those `sent`.
+fn changed<'a>(
+    lists: &'a BTreeMap<String, Vec<ListEntry>>,
+    sent: &'a Sent,
+) -> impl Iterator<Item = (&'a String, &'a Vec<ListEntry>)> {
+    lists
+        .iter()
+        .filter(|(n, l)| sent.get(*n).is_none_or(|(_, s)| s != *l))
 }
 
 /// The result of a [`PeersJob`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeersComputed {
     pub id: u64,
+    /// The generation `signed` carries.
+    pub generation: u64,
     pub lists: BTreeMap<String, Vec<ListEntry>>,
+    /// The lists that changed, framed and signed: what is published.
+    pub signed: BTreeMap<String, Vec<u8>>,
 }
 
 /// How long a computation handed out may take before the engine asks for another (one that
@@ -166,8 +206,8 @@ const PEERS_JOB_GIVE_UP_MS: u64 = 60_000;
 pub(super) struct Probes {
     /// Each node's last reported coordinate.
     pub(super) coords: HashMap<String, Coord<DIMS>>,
-    /// Per node, the list last published and its generation.
-    pub(super) sent: BTreeMap<String, (u64, Vec<ListEntry>)>,
+    /// Per node, the list last published and its generation (shared with a job out).
+    pub(super) sent: Arc<Sent>,
     /// Per application, the directed pairs its placement uses that were only estimated when
     /// it was placed: their first node is asked to probe the second.
     pub(super) targeted: BTreeMap<String, BTreeSet<(String, String)>>,
@@ -268,13 +308,16 @@ impl Engine {
             targets: self.probes.targets(),
             seed: NEIGHBOUR_SEED,
             cands,
+            generation: self.meta.peer_generation + 1,
+            sent: self.probes.sent.clone(),
+            key: self.key.clone(),
         };
         if job.cands.len() >= self.cfg.peers_offload_from {
             self.probes.computing = Some((job.id, self.now));
             out.push(Action::ComputePeers(Box::new(job)));
         } else {
-            let lists = job.run().lists;
-            self.publish_lists(lists, out);
+            let r = job.run();
+            self.publish_lists(r, out);
         }
     }
 
@@ -285,31 +328,46 @@ impl Engine {
         }
         self.probes.computing = None;
         // a node lost while they were computed keeps no list
-        let lists = r
-            .lists
-            .into_iter()
-            .filter(|(n, _)| {
-                self.nodes
-                    .get(n)
-                    .is_some_and(|node| node.state != NodeState::Lost)
-            })
-            .collect();
-        self.publish_lists(lists, out);
+        let mut r = r;
+        r.lists.retain(|n, _| {
+            self.nodes
+                .get(n)
+                .is_some_and(|node| node.state != NodeState::Lost)
+        });
+        self.publish_lists(r, out);
     }
 
-    fn publish_lists(&mut self, lists: BTreeMap<String, Vec<ListEntry>>, out: &mut Vec<Action>) {
-        self.probes.sent.retain(|n, _| lists.contains_key(n));
-        let changed: Vec<(&String, &Vec<ListEntry>)> = lists
-            .iter()
-            .filter(|(n, l)| self.probes.sent.get(*n).is_none_or(|(_, s)| s != *l))
-            .collect();
+    /// Publishes the lists of `r` that changed: signed by its job, or here when its generation
+    /// is no longer above the last published (a round published meanwhile).
+    fn publish_lists(&mut self, r: PeersComputed, out: &mut Vec<Action>) {
+        let PeersComputed {
+            lists,
+            mut signed,
+            generation,
+            ..
+        } = r;
+        let sent = Arc::make_mut(&mut self.probes.sent);
+        sent.retain(|n, _| lists.contains_key(n));
+        let changed: Vec<(&String, &Vec<ListEntry>)> = changed(&lists, sent).collect();
         if changed.is_empty() {
             return;
         }
-        let generation = self.meta.peer_generation + 1;
+        let fresh = generation > self.meta.peer_generation;
+        let generation = if fresh {
+            generation
+        } else {
+            signed.clear();
+            self.meta.peer_generation + 1
+        };
         let mut published = 0usize;
         for (node, list) in &changed {
-            match frame(node, generation, list).and_then(|m| wire::encode(&m, Some(&self.key))) {
+            let bytes = match signed.remove(*node) {
+                Some(b) => Ok(b),
+                None => {
+                    frame(node, generation, list).and_then(|m| wire::encode(&m, Some(&self.key)))
+                }
+            };
+            match bytes {
                 Ok(bytes) => {
                     out.push(Action::Publish {
                         topic: topics::peers(node),
@@ -332,14 +390,15 @@ impl Engine {
             .into_iter()
             .map(|(n, l)| (n.clone(), l.clone()))
             .collect();
+        let sent = Arc::make_mut(&mut self.probes.sent);
         for (n, l) in changed {
-            self.probes.sent.insert(n, (generation, l));
+            sent.insert(n, (generation, l));
         }
     }
 
     /// Every peer list sent, published again unchanged (a new broker session).
     pub(super) fn republish_peers(&self, out: &mut Vec<Action>) {
-        for (node, (generation, list)) in &self.probes.sent {
+        for (node, (generation, list)) in self.probes.sent.iter() {
             if let Ok(bytes) =
                 frame(node, *generation, list).and_then(|m| wire::encode(&m, Some(&self.key)))
             {
