@@ -103,25 +103,44 @@ pub struct Freshness {
     pub stale: u64,
 }
 
+/// The freshness key of signed telemetry: its kind (and the kind's name), node, run and
+/// sequence number; `None` for other events.
+fn sequenced(ev: &Event) -> Option<(Kind, &'static str, &str, u64, u64)> {
+    Some(match ev {
+        Event::Report(r) => (Kind::Report, "node report", r.node.as_str(), r.run, r.seq),
+        Event::Links(l) => (Kind::Links, "link metrics", l.node.as_str(), l.run, l.seq),
+        Event::Actual(a) => (Kind::Actual, "actual state", a.node.as_str(), a.run, a.seq),
+        Event::Usage(u) => (
+            Kind::Usage,
+            "component usage",
+            u.node.as_str(),
+            u.run,
+            u.seq,
+        ),
+        Event::Online {
+            node, run, conn, ..
+        } => (Kind::Presence, "presence", node.as_str(), *run, *conn),
+        _ => return None,
+    })
+}
+
 impl Freshness {
+    /// Whether `ev` would be the first message of its kind accepted from its node's agent run
+    /// (a node's first report of a run is how it joins, or returns after a restart).
+    pub fn first_of_run(&self, ev: &Event) -> bool {
+        let Some((kind, _, node, run, _)) = sequenced(ev) else {
+            return false;
+        };
+        self.last
+            .get(&(node.to_string(), kind))
+            .is_none_or(|(last_run, _)| *last_run != run)
+    }
+
     /// `Ok` and remembers `ev` when it is newer than what was accepted before of its kind from
     /// its node; events other than signed telemetry always pass.
     pub fn check(&mut self, ev: &Event) -> Result<(), Dropped> {
-        let (kind, name, node, run, seq) = match ev {
-            Event::Report(r) => (Kind::Report, "node report", r.node.as_str(), r.run, r.seq),
-            Event::Links(l) => (Kind::Links, "link metrics", l.node.as_str(), l.run, l.seq),
-            Event::Actual(a) => (Kind::Actual, "actual state", a.node.as_str(), a.run, a.seq),
-            Event::Usage(u) => (
-                Kind::Usage,
-                "component usage",
-                u.node.as_str(),
-                u.run,
-                u.seq,
-            ),
-            Event::Online {
-                node, run, conn, ..
-            } => (Kind::Presence, "presence", node.as_str(), *run, *conn),
-            _ => return Ok(()),
+        let Some((kind, name, node, run, seq)) = sequenced(ev) else {
+            return Ok(());
         };
         let key = (node.to_string(), kind);
         let last = self.last.get(&key).copied();

@@ -225,6 +225,9 @@ fn spawn_ingest_task(
                 let k = keys.read().expect("keys lock");
                 classify(&p.topic, &p.payload, &k, &control_plane)
             };
+            // a node's first report of an agent run is how it joins (or returns after a
+            // restart): never shed
+            let joins = matches!(&r, Ok(Some(ev @ Event::Report(_))) if fresh.first_of_run(ev));
             let r = match r {
                 Ok(Some(ev)) => match fresh.check(&ev) {
                     Ok(()) => Ok(Some(ev)),
@@ -246,7 +249,7 @@ fn spawn_ingest_task(
                 other => other,
             };
             match r {
-                Ok(Some(ev)) if ev.periodic().is_some() => match events.try_send(ev) {
+                Ok(Some(ev)) if ev.periodic().is_some() && !joins => match events.try_send(ev) {
                     Ok(()) => {}
                     Err(mpsc::error::TrySendError::Closed(_)) => return,
                     Err(mpsc::error::TrySendError::Full(ev)) => {
@@ -412,6 +415,55 @@ mod tests {
             assert_eq!(node_of(&t), "n7", "{t}");
         }
         assert_eq!(node_of("elsewhere/x"), "elsewhere/x");
+    }
+
+    /// A node joins by its first report of an agent run: that one waits for room in the
+    /// engine's queue instead of being shed; the node's next report is periodic again.
+    #[tokio::test]
+    async fn a_nodes_first_report_of_a_run_is_never_shed() {
+        use acoa_shared::wire::{self, Message};
+        let node_key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let cp = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+        let c = crate::testkit::engine::railway();
+        let mut keys = Keys::new();
+        for n in &c.nodes {
+            keys.insert(n.name.clone(), Some(node_key.verifying_key()));
+        }
+        let (events, mut engine) = mpsc::channel::<Event>(1);
+        let (control, _engine_control) = mpsc::channel::<Event>(16);
+        let mut t = Telemetry::spawn(
+            Arc::new(RwLock::new(keys)),
+            cp.verifying_key(),
+            Sinks { events, control },
+            false,
+        );
+        let report = |n: &acoa_shared::model::Node, seq: u64| {
+            let mut r = crate::testkit::engine::first_report(n);
+            r.seq = seq;
+            let payload = wire::encode(&Message::NodeReport(Box::new(r)), Some(&node_key)).unwrap();
+            Publish::new(topics::report(&n.name), rumqttc::QoS::AtMostOnce, payload)
+        };
+        // the engine's room taken by the first node's report; every node's first report then
+        // waits, and each node's second one is shed
+        for n in &c.nodes {
+            assert!(t.publish(report(n, 1)).await);
+            assert!(t.publish(report(n, 2)).await);
+        }
+        let mut first = std::collections::BTreeSet::new();
+        while let Ok(Some(ev)) =
+            tokio::time::timeout(Duration::from_millis(500), engine.recv()).await
+        {
+            if let Event::Report(r) = ev {
+                if r.seq == 1 {
+                    first.insert(r.node.to_string());
+                }
+            }
+        }
+        assert_eq!(
+            first.len(),
+            c.nodes.len(),
+            "a first report was shed: {first:?}"
+        );
     }
 
     /// An engine that does not keep up must not stall the broker connection: with the
