@@ -697,3 +697,40 @@ fn placed_topsis_and_network_aware_applications_are_not_searched_again() {
     let acts = sim.tick(1000);
     assert_eq!(jobs(&acts), ["qos-copy"]);
 }
+
+/// An application published before its nodes: the first join places it again at once; while
+/// the rest of the fleet joins in the same second, nothing more is searched for it; the tick a
+/// second later places it again once, for every node that joined meanwhile.
+#[test]
+fn a_fleet_joining_places_a_waiting_application_again_once_a_second_not_once_a_join() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    sim.run_jobs = false;
+    sim.feed(Event::StartupDone);
+    sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
+    let searches = |acts: &[Action]| {
+        acts.iter()
+            .filter(|a| matches!(a, Action::Schedule(_)))
+            .count()
+    };
+    // the publication's own search, answered: nothing fits an empty fleet
+    assert_eq!(sim.pending_jobs.len(), 1);
+    let job = sim.pending_jobs.remove(0);
+    sim.feed(Event::Scheduled(Box::new(run_job(&job))));
+    let mut joined = 0;
+    for n in &c.nodes {
+        let acts = sim.feed(Event::Report(Box::new(
+            cloud_broker::testkit::engine::first_report(n),
+        )));
+        joined += searches(&acts);
+        // each search answered at once (what a fast scheduler would do)
+        for j in std::mem::take(&mut sim.pending_jobs) {
+            sim.feed(Event::Scheduled(Box::new(run_job(&j))));
+        }
+    }
+    assert_eq!(joined, 1, "one search for 20 joins within the second");
+    let acts = sim.tick(1000);
+    assert_eq!(searches(&acts), 1, "the joins since, answered on the tick");
+    let text = format!("{:?}", sim.pending_jobs[0]);
+    assert!(text.contains("19 nodes joined (n02 first)"), "{text}");
+}

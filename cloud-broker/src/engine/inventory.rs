@@ -42,6 +42,9 @@ pub(super) struct LinkEntry {
     pub(super) at: u64,
 }
 
+/// How often unplaced applications are placed again while nodes keep joining.
+const JOIN_RETRY_MS: u64 = 1000;
+
 impl Engine {
     pub(super) fn on_report(&mut self, r: NodeReport, out: &mut Vec<Action>) {
         self.stats.reports += 1;
@@ -125,18 +128,45 @@ impl Engine {
             self.model_version += 1;
             self.peers_dirty = true;
             // A node that joins may make unplaced applications feasible.
-            let waiting: Vec<String> = self
-                .apps
-                .iter()
-                .filter(|(_, a)| a.rec.placement.is_none() || a.unplaced.is_some())
-                .map(|(n, _)| n.clone())
-                .collect();
-            for app in waiting {
-                self.request(&app, Purpose::Place(format!("node {name} joined")), out);
+            match &mut self.joins_pending {
+                Some((_, count)) => *count += 1,
+                None => self.joins_pending = Some((name.clone(), 1)),
             }
+            self.retry_for_joins(out);
         }
         if returned {
             self.node_returned(&name, out);
+        }
+    }
+
+    /// The unplaced applications placed again for the nodes that joined: at once for the first
+    /// join after a quiet [`JOIN_RETRY_MS`], then at most once every [`JOIN_RETRY_MS`] (from the
+    /// tick) while nodes keep joining. A fleet joining by the thousand must not start a search
+    /// per application per join, each on a new cluster.
+    pub(super) fn retry_for_joins(&mut self, out: &mut Vec<Action>) {
+        if self.joins_pending.is_none()
+            || self
+                .last_join_retry
+                .is_some_and(|at| self.now.saturating_sub(at) < JOIN_RETRY_MS)
+        {
+            return;
+        }
+        let Some((first, count)) = self.joins_pending.take() else {
+            return;
+        };
+        self.last_join_retry = Some(self.now);
+        let why = match count {
+            1 => format!("node {first} joined"),
+            _ => format!("{count} nodes joined ({first} first)"),
+        };
+        let waiting: Vec<String> = self
+            .apps
+            .iter()
+            .filter(|(_, a)| a.rec.placement.is_none() || a.unplaced.is_some())
+            .map(|(n, _)| n.clone())
+            .collect();
+        for app in waiting {
+            self.request(&app, Purpose::Place(why.clone()), out);
         }
     }
 

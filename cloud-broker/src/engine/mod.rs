@@ -291,6 +291,11 @@ pub struct Engine {
     next_job: u64,
     meta: Meta,
     peers_dirty: bool,
+    /// Joins not yet answered by a retry of the unplaced applications (the first node that
+    /// joined, and how many), and when they were last retried for a join
+    /// ([`Engine::retry_for_joins`]).
+    joins_pending: Option<(String, usize)>,
+    last_join_retry: Option<u64>,
     /// Coordinates, peer lists sent, targeted probes (`probes`).
     probes: probes::Probes,
     last_peers_pub: u64,
@@ -347,6 +352,8 @@ impl Engine {
             next_job: 1,
             meta: snap.meta,
             peers_dirty: false,
+            joins_pending: None,
+            last_join_retry: None,
             probes: probes::Probes::default(),
             last_peers_pub: 0,
             last_reeval: now,
@@ -499,6 +506,7 @@ impl Engine {
     fn on_tick(&mut self, out: &mut Vec<Action>) {
         let now = self.now;
         self.judge_nodes(out);
+        self.retry_for_joins(out);
         let max_age = self.cfg.link_max_age_ms;
         let before = self.links.len();
         // the last measurements of an unreachable node's links stand until it returns
