@@ -55,15 +55,7 @@ impl Drop for Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            let text = self.log_text();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(30)..];
-            eprintln!(
-                "--- last {} lines of agent {} ---\n{}",
-                tail.len(),
-                self.node,
-                tail.join("\n")
-            );
+            print_tail(&format!("agent {}", self.node), &self.log_text(), 30);
         }
         remove_containers_labelled("acoa.node", &self.node);
     }

@@ -493,17 +493,20 @@ impl Drop for ControlPlane {
         self.kill();
         // a failing test shows what the control plane said last (CI keeps nothing else)
         if std::thread::panicking() {
-            let text = self.log_text();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(80)..];
-            eprintln!(
-                "--- last {} lines of {} ---\n{}",
-                tail.len(),
-                self.log.display(),
-                tail.join("\n")
-            );
+            print_tail(&self.log.display().to_string(), &self.log_text(), 80);
         }
     }
+}
+
+/// Prints the last `n` lines of `text` (a process's log, named `what`) to the test's output.
+pub fn print_tail(what: &str, text: &str, n: usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(n)..];
+    eprintln!(
+        "--- last {} lines of {what} ---\n{}",
+        tail.len(),
+        tail.join("\n")
+    );
 }
 
 pub fn scenario(name: &str) -> PathBuf {
