@@ -28,6 +28,9 @@ use crate::engine::Event;
 use crate::identity::DataDir;
 use crate::ingest::{classify, Freshness, Keys};
 
+mod waiting;
+use waiting::{Offer, Waiting};
+
 /// Publications queued for one ingest task.
 const INGEST_QUEUE: usize = 4096;
 /// The most ingest tasks (one per core up to this).
@@ -57,13 +60,19 @@ fn node_of(topic: &str) -> &str {
 /// Shedding, when the engine is behind: an ingest task that finds the engine's queue full
 /// sheds verified, fresh periodic telemetry ([`Event::periodic`]) and tells the engine on its
 /// control queue which nodes it heard that way ([`Event::HeardShed`]: a node whose messages
-/// are shed is not judged silent for it). When a task's own queue is full (verifying is
-/// behind), periodic telemetry is shed unverified ([`crate::ingest::sheddable`]), which proves
-/// nothing about its node. Either way the broker connection keeps being read; the rest waits
-/// for room.
+/// are shed is not judged silent for it). Periodic telemetry that waits for room in a task's
+/// own queue (verifying is behind) and is replaced by its node's next message of the kind is
+/// shed unverified ([`crate::ingest::sheddable`]), which proves nothing about its node. Either
+/// way the broker connection keeps being read.
+///
+/// A publication that finds its task's queue full waits off the connection ([`Waiting`]: the
+/// latest per topic, in order; a periodic one it replaces counts as shed), and so does every
+/// later one of that task until the queue took them all.
 #[derive(Clone)]
 pub struct Telemetry {
     tasks: Vec<mpsc::Sender<Publish>>,
+    /// Per task, what waits for room in its queue.
+    waiting: Vec<Arc<Waiting>>,
     shed: Arc<ShedLog>,
 }
 
@@ -138,13 +147,18 @@ impl Telemetry {
             .clamp(1, MAX_INGEST_TASKS);
         // the first line comes with the first message shed
         let shed = Arc::new(ShedLog(std::sync::Mutex::new(Tally::new(SHED_LOG, true))));
-        let tasks = (0..n)
+        let tasks: Vec<mpsc::Sender<Publish>> = (0..n)
             .map(|_| {
                 let (keys, sinks, shed) = (keys.clone(), sinks.clone(), shed.clone());
                 spawn_ingest_task(keys, control_plane, sinks, shed, copies)
             })
             .collect();
-        Telemetry { tasks, shed }
+        let waiting = tasks.iter().map(|t| Waiting::spawn(t.clone())).collect();
+        Telemetry {
+            tasks,
+            waiting,
+            shed,
+        }
     }
 }
 
@@ -284,20 +298,36 @@ impl Inbox for Telemetry {
         let mut h = DefaultHasher::new();
         node_of(&p.topic).hash(&mut h);
         let t = (h.finish() as usize) % self.tasks.len();
-        match self.tasks[t].try_send(p) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-            Err(mpsc::error::TrySendError::Full(p)) => match crate::ingest::sheddable(&p.topic) {
-                Some(kind) => {
-                    self.shed.shed(&crate::ingest::Dropped::Shed {
-                        kind,
-                        node: node_of(&p.topic).to_string(),
-                        queue: INGEST_QUEUE,
-                    });
-                    true
+        // behind what waits, or straight into the queue when it has room
+        let p = if self.waiting[t].busy() {
+            p
+        } else {
+            match self.tasks[t].try_send(p) {
+                Ok(()) => return true,
+                Err(mpsc::error::TrySendError::Closed(_)) => return false,
+                Err(mpsc::error::TrySendError::Full(p)) => p,
+            }
+        };
+        let shed = |topic: &str| {
+            let kind = crate::ingest::sheddable(topic)?;
+            self.shed.shed(&crate::ingest::Dropped::Shed {
+                kind,
+                node: node_of(topic).to_string(),
+                queue: INGEST_QUEUE,
+            });
+            Some(())
+        };
+        let topic = p.topic.clone();
+        match self.waiting[t].offer(p) {
+            Offer::Waits { replaced } => {
+                if replaced {
+                    shed(&topic);
                 }
-                None => self.tasks[t].send(p).await.is_ok(),
-            },
+                true
+            }
+            // more waits than the fleet's topics: periodic telemetry is shed, the rest waits
+            // on the connection
+            Offer::Full(p) => shed(&topic).is_some() || self.tasks[t].send(*p).await.is_ok(),
         }
     }
 }
@@ -415,6 +445,56 @@ mod tests {
             assert_eq!(node_of(&t), "n7", "{t}");
         }
         assert_eq!(node_of("elsewhere/x"), "elsewhere/x");
+    }
+
+    /// Presences are never shed, and a connection never waits for them either: with every
+    /// queue full they wait off the connection, the latest per node, and reach the engine in
+    /// order once it reads.
+    #[tokio::test]
+    async fn a_full_ingest_queue_never_holds_the_connection_and_keeps_the_latest_presence() {
+        use acoa_shared::wire::{self, Message, Presence};
+        let node_key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let cp = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+        let mut keys = Keys::new();
+        keys.insert("n1".into(), Some(node_key.verifying_key()));
+        let (events, mut engine) = mpsc::channel::<Event>(1);
+        let (control, _engine_control) = mpsc::channel::<Event>(16);
+        let mut t = Telemetry::spawn(
+            Arc::new(RwLock::new(keys)),
+            cp.verifying_key(),
+            Sinks { events, control },
+            false,
+        );
+        let last = INGEST_QUEUE as u64 + 2000;
+        let all = tokio::time::timeout(Duration::from_secs(30), async {
+            for conn in 1..=last {
+                let m = Message::Presence(Presence {
+                    node: wire::name("n1").unwrap(),
+                    run: 1,
+                    conn,
+                    online: conn % 2 == 0,
+                });
+                let payload = wire::encode(&m, Some(&node_key)).unwrap();
+                let p = Publish::new(topics::online("n1"), rumqttc::QoS::AtLeastOnce, payload);
+                assert!(t.publish(p).await);
+            }
+        })
+        .await;
+        assert!(all.is_ok(), "the connection waited on a full queue");
+        let mut conns = vec![];
+        while let Ok(Some(ev)) =
+            tokio::time::timeout(Duration::from_millis(1000), engine.recv()).await
+        {
+            if let Event::Online { conn, .. } = ev {
+                conns.push(conn);
+            }
+        }
+        assert_eq!(
+            conns.last(),
+            Some(&last),
+            "the latest presence did not come"
+        );
+        assert!(conns.windows(2).all(|w| w[0] < w[1]), "out of order");
     }
 
     /// A node joins by its first report of an agent run: that one waits for room in the
