@@ -432,6 +432,33 @@ async fn off_runtime<T: Send + 'static>(
 mod tests {
     use super::*;
 
+    /// Ingest for the enrolled `nodes` (all with one key, returned) in front of an engine that
+    /// reads nothing until the test does: room for one event, and its control queue.
+    fn ingest_for(
+        nodes: &[&str],
+    ) -> (
+        Telemetry,
+        mpsc::Receiver<Event>,
+        mpsc::Receiver<Event>,
+        ed25519_dalek::SigningKey,
+    ) {
+        let node_key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let cp = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+        let mut keys = Keys::new();
+        for n in nodes {
+            keys.insert(n.to_string(), Some(node_key.verifying_key()));
+        }
+        let (events, engine) = mpsc::channel::<Event>(1);
+        let (control, engine_control) = mpsc::channel::<Event>(16);
+        let t = Telemetry::spawn(
+            Arc::new(RwLock::new(keys)),
+            cp.verifying_key(),
+            Sinks { events, control },
+            false,
+        );
+        (t, engine, engine_control, node_key)
+    }
+
     #[test]
     fn a_nodes_topics_go_to_one_task_and_other_topics_by_themselves() {
         for t in [
@@ -453,18 +480,7 @@ mod tests {
     #[tokio::test]
     async fn a_full_ingest_queue_never_holds_the_connection_and_keeps_the_latest_presence() {
         use acoa_shared::wire::{self, Message, Presence};
-        let node_key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
-        let cp = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
-        let mut keys = Keys::new();
-        keys.insert("n1".into(), Some(node_key.verifying_key()));
-        let (events, mut engine) = mpsc::channel::<Event>(1);
-        let (control, _engine_control) = mpsc::channel::<Event>(16);
-        let mut t = Telemetry::spawn(
-            Arc::new(RwLock::new(keys)),
-            cp.verifying_key(),
-            Sinks { events, control },
-            false,
-        );
+        let (mut t, mut engine, _engine_control, node_key) = ingest_for(&["n1"]);
         let last = INGEST_QUEUE as u64 + 2000;
         let all = tokio::time::timeout(Duration::from_secs(30), async {
             for conn in 1..=last {
@@ -502,21 +518,9 @@ mod tests {
     #[tokio::test]
     async fn a_nodes_first_report_of_a_run_is_never_shed() {
         use acoa_shared::wire::{self, Message};
-        let node_key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
-        let cp = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
         let c = crate::testkit::engine::railway();
-        let mut keys = Keys::new();
-        for n in &c.nodes {
-            keys.insert(n.name.clone(), Some(node_key.verifying_key()));
-        }
-        let (events, mut engine) = mpsc::channel::<Event>(1);
-        let (control, _engine_control) = mpsc::channel::<Event>(16);
-        let mut t = Telemetry::spawn(
-            Arc::new(RwLock::new(keys)),
-            cp.verifying_key(),
-            Sinks { events, control },
-            false,
-        );
+        let names: Vec<&str> = c.nodes.iter().map(|n| n.name.as_str()).collect();
+        let (mut t, mut engine, _engine_control, node_key) = ingest_for(&names);
         let report = |n: &acoa_shared::model::Node, seq: u64| {
             let mut r = crate::testkit::engine::first_report(n);
             r.seq = seq;
@@ -554,20 +558,7 @@ mod tests {
     async fn a_full_engine_queue_sheds_periodic_telemetry_says_who_was_heard_and_waits_for_the_rest(
     ) {
         use acoa_shared::wire::{self, LinkMetrics, Message, Presence};
-        let node_key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
-        let cp = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
-        let mut keys = Keys::new();
-        keys.insert("n1".into(), Some(node_key.verifying_key()));
-        keys.insert("n2".into(), Some(node_key.verifying_key()));
-        // an engine that reads nothing until told
-        let (events, mut engine) = mpsc::channel::<Event>(1);
-        let (control, mut engine_control) = mpsc::channel::<Event>(16);
-        let mut t = Telemetry::spawn(
-            Arc::new(RwLock::new(keys)),
-            cp.verifying_key(),
-            Sinks { events, control },
-            false,
-        );
+        let (mut t, mut engine, mut engine_control, node_key) = ingest_for(&["n1", "n2"]);
         let links = |node: &str, seq: u64| {
             let l = LinkMetrics {
                 node: wire::name(node).unwrap(),
