@@ -734,3 +734,33 @@ fn a_fleet_joining_places_a_waiting_application_again_once_a_second_not_once_a_j
     let text = format!("{:?}", sim.pending_jobs[0]);
     assert!(text.contains("19 nodes joined (n02 first)"), "{text}");
 }
+
+/// Links nobody measured for `link_max_age_ms` are forgotten, looked for once a second (a pass
+/// over every link), not on every tick: gone within a second past their age, kept before it.
+#[test]
+fn old_links_are_forgotten_within_a_second_past_their_age() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig {
+        link_max_age_ms: 5000,
+        ..reevaluating()
+    });
+    sim.join_cluster(&c);
+    let measured = sim.e.cluster().links.len();
+    assert!(measured > 0);
+    // reports keep the nodes online; no link metrics come any more
+    let mut gone_at = None;
+    for step in 1..=40u64 {
+        sim.now += 200;
+        for n in &c.nodes {
+            let mut r = cloud_broker::testkit::engine::first_report(n);
+            r.seq = step + 1;
+            sim.feed(Event::Report(Box::new(r)));
+        }
+        sim.feed(Event::Tick);
+        if sim.e.cluster().links.len() < measured && gone_at.is_none() {
+            gone_at = Some(sim.now);
+        }
+    }
+    let at = gone_at.expect("old links forgotten");
+    assert!((5000..=6200).contains(&at), "forgotten at {at} ms");
+}
