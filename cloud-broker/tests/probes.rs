@@ -391,6 +391,16 @@ fn a_fleet_of_600_nodes_places_on_an_estimated_pair() {
     assert_eq!(st.links["a-to-b"], "estimated", "{:?}", st.links);
 }
 
+/// The peer-list computations `acts` hand to the I/O loop.
+fn peer_jobs(acts: &[Action]) -> Vec<cloud_broker::engine::probes::PeersJob> {
+    acts.iter()
+        .filter_map(|a| match a {
+            Action::ComputePeers(j) => Some((**j).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn a_large_fleets_peer_lists_are_computed_off_the_loop_and_give_the_same_lists() {
     let c = railway();
@@ -410,13 +420,7 @@ fn a_large_fleets_peer_lists_are_computed_off_the_loop_and_give_the_same_lists()
     sim.now += 1000;
     let acts = sim.e.handle(sim.now, Event::Tick);
     assert!(peer_lists_published(&acts, &sim.key).is_empty());
-    let jobs: Vec<_> = acts
-        .iter()
-        .filter_map(|a| match a {
-            Action::ComputePeers(j) => Some(j.clone()),
-            _ => None,
-        })
-        .collect();
+    let jobs = peer_jobs(&acts);
     assert_eq!(jobs.len(), 1, "one computation asked for");
     // while it computes, membership changes do not start another
     sim.now += 1000;
@@ -447,13 +451,7 @@ fn a_large_fleets_peer_lists_are_computed_off_the_loop_and_give_the_same_lists()
     // the change made meanwhile is the next round's: now a new computation
     sim.now += 1000;
     let acts = sim.e.handle(sim.now, Event::Tick);
-    let next: Vec<_> = acts
-        .iter()
-        .filter_map(|a| match a {
-            Action::ComputePeers(j) => Some(j.clone()),
-            _ => None,
-        })
-        .collect();
+    let next = peer_jobs(&acts);
     assert_eq!(
         next.len(),
         1,
