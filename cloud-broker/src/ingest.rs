@@ -79,6 +79,16 @@ pub fn sheddable(topic: &str) -> Option<&'static str> {
     }
 }
 
+/// For a verified event, what [`sheddable`] names by topic: periodic telemetry that the
+/// node's next message of its kind supersedes, with its kind and node. The ingest may shed
+/// these when the engine is behind; nothing else is ever shed.
+pub fn periodic(ev: &Event) -> Option<(&'static str, &str)> {
+    match sequenced(ev)? {
+        (Kind::Report | Kind::Links | Kind::Usage, name, node, _, _) => Some((name, node)),
+        _ => None,
+    }
+}
+
 /// The signed telemetry kinds whose freshness is checked, one watermark each per node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {

@@ -26,7 +26,7 @@ use crate::broker::Logins;
 use crate::conn::Inbox;
 use crate::engine::Event;
 use crate::identity::DataDir;
-use crate::ingest::{classify, Freshness, Keys};
+use crate::ingest::{classify, periodic, Freshness, Keys};
 
 mod waiting;
 use waiting::{Offer, Waiting};
@@ -58,7 +58,7 @@ fn node_of(topic: &str) -> &str {
 /// tasks (the connections to several brokers share them, and so their freshness watermarks).
 ///
 /// Shedding, when the engine is behind: an ingest task that finds the engine's queue full
-/// sheds verified, fresh periodic telemetry ([`Event::periodic`]) and tells the engine on its
+/// sheds verified, fresh periodic telemetry ([`crate::ingest::periodic`]) and tells the engine on its
 /// control queue which nodes it heard that way ([`Event::HeardShed`]: a node whose messages
 /// are shed is not judged silent for it). Periodic telemetry that waits for room in a task's
 /// own queue (verifying is behind) and is replaced by its node's next message of the kind is
@@ -263,18 +263,17 @@ fn spawn_ingest_task(
                 other => other,
             };
             match r {
-                Ok(Some(ev)) if ev.periodic().is_some() && !joins => match events.try_send(ev) {
+                Ok(Some(ev)) if periodic(&ev).is_some() && !joins => match events.try_send(ev) {
                     Ok(()) => {}
                     Err(mpsc::error::TrySendError::Closed(_)) => return,
                     Err(mpsc::error::TrySendError::Full(ev)) => {
-                        let (kind, node) = ev.periodic().expect("periodic, matched above");
+                        let (kind, node) = periodic(&ev).expect("periodic, matched above");
                         shed.shed(&crate::ingest::Dropped::Shed {
                             kind,
                             node: node.to_string(),
                             queue: events.max_capacity(),
                         });
                         heard.nodes.insert(node.to_string());
-                        heard.flush(&control);
                     }
                 },
                 Ok(Some(ev)) => {

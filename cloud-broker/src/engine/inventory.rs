@@ -144,10 +144,9 @@ impl Engine {
     /// tick) while nodes keep joining. A fleet joining by the thousand must not start a search
     /// per application per join, each on a new cluster.
     pub(super) fn retry_for_joins(&mut self, out: &mut Vec<Action>) {
-        if self.joins_pending.is_none()
-            || self
-                .last_join_retry
-                .is_some_and(|at| self.now.saturating_sub(at) < JOIN_RETRY_MS)
+        if self
+            .last_join_retry
+            .is_some_and(|at| self.now.saturating_sub(at) < JOIN_RETRY_MS)
         {
             return;
         }

@@ -167,7 +167,7 @@ pub enum Event {
     /// The peer lists an [`Action::ComputePeers`] asked for.
     PeersComputed(Box<probes::PeersComputed>),
     /// Verified, fresh periodic telemetry of these nodes that the ingest shed because the
-    /// engine's queue was full ([`Event::periodic`]): the nodes were heard (one online and not
+    /// engine's queue was full ([`crate::ingest::periodic`]): the nodes were heard (one online and not
     /// yet silent stays so), what they said is lost and their next message replaces it.
     HeardShed(Vec<String>),
     /// Time passes.
@@ -176,21 +176,6 @@ pub enum Event {
 
 /// How often old links are looked for.
 const LINK_EXPIRY_EVERY_MS: u64 = 1000;
-
-impl Event {
-    /// For periodic telemetry that the next message of its kind supersedes (node reports,
-    /// link metrics, component usage): what it is and which node sent it. The ingest may shed
-    /// these when the engine is behind ([`crate::ingest::sheddable`] names the same kinds by
-    /// topic); nothing else is ever shed.
-    pub fn periodic(&self) -> Option<(&'static str, &str)> {
-        match self {
-            Event::Report(r) => Some(("node report", r.node.as_str())),
-            Event::Links(l) => Some(("link metrics", l.node.as_str())),
-            Event::Usage(u) => Some(("component usage", u.node.as_str())),
-            _ => None,
-        }
-    }
-}
 
 /// What the I/O loop must do, in order.
 #[derive(Debug, Clone, PartialEq)]
