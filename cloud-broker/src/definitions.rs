@@ -143,12 +143,14 @@ async fn read(
             r
         })
     };
+    // A read that finished but took longer than the budget is refused as well: whether the
+    // timer or the read is seen first must not decide the outcome.
     let checked = match tokio::time::timeout(budget, job).await {
-        Ok(Ok(r)) => r,
+        Ok(Ok(r)) if t.elapsed() <= budget => r,
         Ok(Err(e)) => Err(format!("the definition could not be read: {e}")),
-        Err(_) => {
+        Ok(Ok(_)) | Err(_) => {
             warn!(
-                "application {app}: definition {d} ({} bytes) still being read after {} ms: refused",
+                "application {app}: definition {d} ({} bytes) took longer than {} ms to read: refused",
                 payload.len(),
                 budget.as_millis()
             );
