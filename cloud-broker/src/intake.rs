@@ -382,9 +382,12 @@ pub fn spawn_inventory_watch(
                 continue;
             }
             let first = last.is_none();
-            last = Some(m);
             match off_runtime(&dd, DataDir::inventory).await {
                 Ok(inv) => {
+                    // only a version whose inventory was read is done with: one that could
+                    // not be read (etcd losing its quorum between the two reads) is read
+                    // again, or the keys stay as they were for good
+                    last = Some(m);
                     let new = inv.keys();
                     let removed: Vec<String> = {
                         let mut k = keys.write().expect("keys lock");
@@ -409,7 +412,13 @@ pub fn spawn_inventory_watch(
                         info!("inventory reloaded: {} nodes", inv.nodes.len());
                     }
                 }
-                Err(e) => error!("inventory not reloaded: {e}"),
+                Err(e) => {
+                    error!(
+                        "inventory not reloaded: {e}; read again in {} ms",
+                        INVENTORY_POLL.as_millis()
+                    );
+                    tokio::time::sleep(INVENTORY_POLL).await;
+                }
             }
         }
     });
@@ -430,6 +439,50 @@ async fn off_runtime<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The watch reads the inventory's version, then the inventory: when the second read
+    /// fails (etcd losing its quorum in between; here a file that cannot be parsed) the same
+    /// version is read again until its inventory comes, not taken as done (CI: a replica that
+    /// led after the quorum came back dropped every node's messages as unknown).
+    #[tokio::test]
+    async fn an_inventory_that_could_not_be_read_is_read_again_at_the_same_version() {
+        use crate::identity::{Inventory, NodeEntry};
+        let dir = tempfile::tempdir().unwrap();
+        let dd = DataDir::new(dir.path());
+        let mut inv = Inventory::default();
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        inv.nodes.insert(
+            "n1".into(),
+            NodeEntry {
+                password: "pw".into(),
+                public_key: Some(acoa_shared::wire::keys::public_hex(&key.verifying_key())),
+            },
+        );
+        dd.save_inventory(&inv).unwrap();
+        let path = dd.inventory_path();
+        let good = std::fs::read(&path).unwrap();
+        let at = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let write = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            let f = std::fs::File::options().write(true).open(&path).unwrap();
+            f.set_modified(at).unwrap(); // the same version both times
+        };
+        write(b"{ not json");
+        let keys = Arc::new(RwLock::new(Keys::new()));
+        let (tx, _rx) = mpsc::channel(16);
+        spawn_inventory_watch(dd.clone(), keys.clone(), None, tx);
+        tokio::time::sleep(INVENTORY_POLL * 2).await;
+        assert!(keys.read().unwrap().is_empty());
+        write(&good);
+        let t = std::time::Instant::now();
+        while !keys.read().unwrap().contains_key("n1") {
+            assert!(
+                t.elapsed() < INVENTORY_POLL * 10,
+                "the inventory was not read again"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 
     /// Ingest for the enrolled `nodes` (all with one key, returned) in front of an engine that
     /// reads nothing until the test does: room for one event, and its control queue.
