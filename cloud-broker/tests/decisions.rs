@@ -764,3 +764,67 @@ fn old_links_are_forgotten_within_a_second_past_their_age() {
     let at = gone_at.expect("old links forgotten");
     assert!((5000..=6200).contains(&at), "forgotten at {at} ms");
 }
+
+/// New metrics of a link already measured reach the live model the placements read at most
+/// once a `LINK_MODEL_EVERY_MS` (building it is O(links): seconds at 50,000 nodes, and every
+/// link report changes some metric); a link measured for the first time reaches it at once.
+#[test]
+fn a_links_new_metrics_reach_the_live_model_once_a_second_and_a_new_link_at_once() {
+    use cloud_broker::engine::LINK_MODEL_EVERY_MS;
+    let mut c = railway();
+    // one pair nobody measures at first
+    let (a, b) = (
+        c.nodes[0].name.clone(),
+        c.nodes[c.nodes.len() - 1].name.clone(),
+    );
+    c.links.retain(|x| !(x.from == a && x.to == b));
+    let mut sim = Sim::new(EngineConfig::default());
+    sim.join_cluster(&c);
+    let l = c.links.iter().find(|l| l.from != l.to).unwrap().clone();
+    let latency = |sim: &mut Sim, from: &str, to: &str| {
+        let m = sim.e.cluster();
+        m.links
+            .iter()
+            .find(|x| x.from == from && x.to == to)
+            .map(|x| x.latency_ms)
+    };
+    let before = latency(&mut sim, &l.from, &l.to).unwrap();
+    let slower = |ms: f64| {
+        let mut m = link_metrics(
+            &l.from,
+            samples_of(&c, &l.from).into_iter().map(|mut s| {
+                if s.peer.as_str() == l.to {
+                    s.latency_ms = ms as f32;
+                }
+                s
+            }),
+        );
+        m.seq = 2; // after the join's
+        m
+    };
+    sim.now += 100;
+    sim.feed(Event::Links(Box::new(slower(before + 40.0))));
+    assert_eq!(
+        latency(&mut sim, &l.from, &l.to),
+        Some(before),
+        "taken at once"
+    );
+    sim.tick(LINK_MODEL_EVERY_MS); // the engine's clock moves with its events
+    let after = latency(&mut sim, &l.from, &l.to).unwrap();
+    assert!(
+        (after - (before + 40.0)).abs() < 1e-6,
+        "{after}: not taken a second on"
+    );
+    // a pair nobody measured before: in the model at once
+    assert_eq!(latency(&mut sim, &a, &b), None);
+    let mut first = samples_of(&c, &a);
+    let mut s = first[0].clone();
+    s.peer = acoa_shared::wire::name(&b).unwrap();
+    s.latency_ms = 7.0;
+    first.push(s);
+    sim.now += 10;
+    let mut m = link_metrics(&a, first);
+    m.seq = 3;
+    sim.feed(Event::Links(Box::new(m)));
+    assert_eq!(latency(&mut sim, &a, &b), Some(7.0));
+}

@@ -3,9 +3,11 @@
 //! nodes; the live [`Cluster`] and its links' confidence bounds (the peer lists: `probes`).
 //!
 //! Invariant: `model_version` grows whenever anything [`Engine::cluster`] shows changes (a
-//! node's properties, usage or liveness, a link's metrics, the measurements), so that the
-//! cached live model and bounds are those of the current version; memory stays bounded (links
-//! only between known nodes, forgotten with their node or when too old).
+//! node's properties, usage or liveness, a new link, the measurements), so that the cached
+//! live model and bounds are those of the current version; new metrics of a link already
+//! measured make it grow too, at most once every [`LINK_MODEL_EVERY_MS`] (the model is
+//! O(links) to build: at 50,000 nodes every link report would rebuild it). Memory stays
+//! bounded (links only between known nodes, forgotten with their node or when too old).
 
 use std::sync::Arc;
 
@@ -15,7 +17,7 @@ use tracing::{info, warn};
 
 use super::links::{quantize_latency, LinkBounds, LOOPBACK_LATENCY_MS};
 use super::liveness::{Heard, NodeState, Witnessed};
-use super::{ms, Action, Engine, Purpose};
+use super::{ms, Action, Engine, Purpose, LINK_MODEL_EVERY_MS, LINK_MODEL_LINKS_PER_MS};
 use crate::records::{NodeInfo, PersistOp};
 
 /// A node of the inventory, as last reported.
@@ -215,8 +217,9 @@ impl Engine {
         {
             let answered_at = (s.last_answer_ms != wire::NEVER_ANSWERED)
                 .then(|| now.saturating_sub(u64::from(s.last_answer_ms)));
-            self.evidence.samples.insert(
-                (from.clone(), s.peer.to_string()),
+            self.evidence.witness(
+                &from,
+                s.peer.as_str(),
                 Witnessed {
                     at: now,
                     answered_at,
@@ -251,7 +254,8 @@ impl Engine {
                         && o.samples == e.samples;
                     old.insert(e);
                     if !same {
-                        self.model_version += 1;
+                        // taken into the model on its next build a second on
+                        self.links_moved = true;
                     }
                 }
                 std::collections::hash_map::Entry::Vacant(v) => {
@@ -322,6 +326,7 @@ impl Engine {
     /// The live infrastructure model: online nodes, their measured links (loopbacks filled
     /// in) and what the other pairs are estimated from (`probes`: [`Engine::estimates`]).
     pub fn cluster(&mut self) -> Arc<Cluster> {
+        self.settle_links();
         if let Some((v, c)) = &self.cluster_cache {
             if *v == self.model_version {
                 return c.clone();
@@ -365,7 +370,8 @@ impl Engine {
                 });
             }
         }
-        links.sort_by(|a, b| (&a.from, &a.to).cmp(&(&b.from, &b.to)));
+        // each pair once: no stable sort needed
+        links.sort_unstable_by(|a, b| (&a.from, &a.to).cmp(&(&b.from, &b.to)));
         let observed = self
             .apps
             .iter()
@@ -382,7 +388,18 @@ impl Engine {
             estimates: (!estimates.is_empty()).then_some(estimates),
         });
         self.cluster_cache = Some((self.model_version, c.clone()));
+        self.model_built_at = self.now;
         c
+    }
+
+    /// Takes the links' new metrics into the model if it was built [`LINK_MODEL_EVERY_MS`]
+    /// ago or more (longer with many links: [`LINK_MODEL_LINKS_PER_MS`]).
+    fn settle_links(&mut self) {
+        let every = LINK_MODEL_EVERY_MS.max(self.links.len() as u64 / LINK_MODEL_LINKS_PER_MS);
+        if self.links_moved && self.now.saturating_sub(self.model_built_at) >= every {
+            self.links_moved = false;
+            self.model_version += 1;
+        }
     }
 
     /// Confidence bounds of the live model's links, aligned with [`Engine::cluster`]'s.
@@ -406,8 +423,9 @@ impl Engine {
             .map(|l| match self.links.get(&(l.from.clone(), l.to.clone())) {
                 // a node's own loopback carries no network: what its prober loses there is
                 // the host's scheduling, not a link's quality
+                // (the model's metrics, not newer ones it has not taken yet)
                 Some(e) if l.from != l.to => {
-                    LinkBounds::measured(e.latency_ms, e.jitter_ms, e.success, e.samples)
+                    LinkBounds::measured(l.latency_ms, l.jitter_ms, l.success, e.samples)
                 }
                 _ => LinkBounds::exact(l.latency_ms, l.success),
             })

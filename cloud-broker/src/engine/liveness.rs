@@ -9,7 +9,7 @@
 //! heard of each node, the peers' latest samples and the time); the engine keeps those values
 //! and acts on the [`Verdict`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// What the control plane makes of a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -147,25 +147,26 @@ pub struct Verdict {
     pub evidence: String,
 }
 
-/// The evidence the control plane keeps: what it heard of each node and, per (witness,
-/// node), the witness's latest sample about the node.
+/// The evidence the control plane keeps: what it heard of each node and, per node, its
+/// witnesses' latest samples about it. Kept by the node they are about, so that judging a
+/// node reads its own witnesses without an index of every sample (at 50,000 nodes the index
+/// rebuilt on each tick was most of the decision loop).
 #[derive(Debug, Clone, Default)]
 pub struct Evidence {
-    pub heard: BTreeMap<String, Heard>,
-    pub samples: HashMap<(String, String), Witnessed>,
+    /// Looked up for every witness of every silent node on each tick: hashed, not ordered.
+    pub heard: HashMap<String, Heard>,
+    /// Per node, the peers that measure it and their latest sample, in the order they came.
+    about: HashMap<String, Vec<(String, Witnessed)>>,
 }
 
 fn secs(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)
 }
 
-/// Who measures whom and who is in which datacenter, built once for a judgement of the whole
-/// fleet ([`Evidence::index`]): without it each silent node's judgement scanned every sample
-/// and every node (at 5,000 nodes with a fleet joining, seconds of CPU per tick).
+/// Who is in which datacenter, built once for a judgement of many nodes
+/// ([`Evidence::index_about`]): without it each silent node's judgement scanned every node.
 pub struct EvidenceIndex<'a> {
-    /// Per node, the peers that measure it and their samples.
-    witnesses: HashMap<&'a str, Vec<(&'a str, &'a Witnessed)>>,
-    /// Per datacenter, its nodes (in name order).
+    /// Per datacenter of a node judged, its nodes (in name order).
     groups: HashMap<&'a str, Vec<&'a str>>,
 }
 
@@ -183,28 +184,58 @@ impl Evidence {
         self.index_about(|_| true)
     }
 
-    /// The index for judging the nodes `about` accepts: the witnesses of those only (what
-    /// [`classify_indexed`] reads of a node is its own witnesses; of the others their datacenter
-    /// and what was heard of them). The engine judges only its silent nodes with it: in a quiet
-    /// fleet it indexes nothing.
+    /// The index for judging the nodes `about` accepts: the datacenters of those only (what
+    /// [`classify_indexed`] reads of the other nodes is their datacenter and what was heard of
+    /// them). The engine judges only its silent nodes with it: in a quiet fleet it indexes
+    /// nothing.
     pub fn index_about<'a>(&'a self, about: impl Fn(&str) -> bool) -> EvidenceIndex<'a> {
-        let mut witnesses: HashMap<&str, Vec<(&str, &Witnessed)>> = HashMap::new();
-        for ((by, of), s) in &self.samples {
-            if about(of) {
-                witnesses
-                    .entry(of.as_str())
-                    .or_default()
-                    .push((by.as_str(), s));
+        let mut groups: HashMap<&str, Vec<&str>> = self
+            .heard
+            .iter()
+            .filter(|(n, _)| about(n))
+            .map(|(_, h)| (h.datacenter.as_str(), Vec::new()))
+            .collect();
+        for (n, h) in &self.heard {
+            if let Some(g) = groups.get_mut(h.datacenter.as_str()) {
+                g.push(n.as_str());
             }
         }
-        let mut groups: HashMap<&str, Vec<&str>> = HashMap::new();
-        for (n, h) in &self.heard {
-            groups
-                .entry(h.datacenter.as_str())
-                .or_default()
-                .push(n.as_str());
+        for g in groups.values_mut() {
+            g.sort_unstable();
         }
-        EvidenceIndex { witnesses, groups }
+        EvidenceIndex { groups }
+    }
+
+    /// `by`'s latest sample about `of`.
+    pub fn witness(&mut self, by: &str, of: &str, sample: Witnessed) {
+        match self.about.get_mut(of) {
+            Some(ws) => match ws.iter_mut().find(|(b, _)| b == by) {
+                Some((_, s)) => *s = sample,
+                None => ws.push((by.to_string(), sample)),
+            },
+            None => {
+                self.about
+                    .insert(of.to_string(), vec![(by.to_string(), sample)]);
+            }
+        }
+    }
+
+    /// The peers that measure `of`, with their latest samples.
+    pub fn witnesses_of(&self, of: &str) -> &[(String, Witnessed)] {
+        self.about.get(of).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// `by`'s latest sample about `of`, if any.
+    pub fn sample(&self, by: &str, of: &str) -> Option<&Witnessed> {
+        self.witnesses_of(of)
+            .iter()
+            .find(|(b, _)| b == by)
+            .map(|(_, s)| s)
+    }
+
+    /// How many samples are kept.
+    pub fn samples(&self) -> usize {
+        self.about.values().map(Vec::len).sum()
     }
 
     /// Whether `node` is silent at `now`, and since when (its last message).
@@ -216,7 +247,11 @@ impl Evidence {
     /// Forgets a node and every sample by or about it.
     pub fn forget(&mut self, node: &str) {
         self.heard.remove(node);
-        self.samples.retain(|(a, b), _| a != node && b != node);
+        self.about.remove(node);
+        self.about.retain(|_, ws| {
+            ws.retain(|(by, _)| by != node);
+            !ws.is_empty()
+        });
     }
 }
 
@@ -275,8 +310,8 @@ pub fn classify_indexed(
     // Peers the control plane hears that reached it after it went silent, recently.
     let mut reach: Vec<(&str, u64)> = Vec::new();
     let mut measured = false;
-    for (by, s) in ix.witnesses.get(node).into_iter().flatten() {
-        let by = *by;
+    for (by, s) in ev.witnesses_of(node) {
+        let by = by.as_str();
         if by == node || ev.silent_since(by, now, w).is_some() {
             continue;
         }
@@ -385,7 +420,7 @@ fn silent_group(
         if *m == node {
             continue;
         }
-        let Some(s) = ev.samples.get(&(m.to_string(), node.to_string())) else {
+        let Some(s) = ev.sample(m, node) else {
             continue;
         };
         let m_since = ev.heard[*m].last_heard;

@@ -184,13 +184,19 @@ impl Engine {
             return;
         }
         self.measured.last_desched = now;
-        let cluster = self.cluster();
         let names: Vec<String> = self.apps.keys().cloned().collect();
         self.measured
             .streaks
             .retain(|a, _| self.apps.contains_key(a));
+        // the live model (O(links)) only when an application is network-aware
+        let mut cluster = None;
         for app in names {
-            let shown = cluster.observed.get(&app).map(rounded);
+            let shown = self
+                .apps
+                .get(&app)
+                .and_then(|a| self.measured.table.observed(&a.rec.application))
+                .as_ref()
+                .map(rounded);
             if self.measured.for_status.get(&app) != shown.as_ref() {
                 match shown {
                     Some(o) => self.measured.for_status.insert(app.clone(), o),
@@ -198,7 +204,10 @@ impl Engine {
                 };
                 self.update_status(&app, out);
             }
-            self.deschedule_app(&app, &cluster, out);
+            if self.is_network_aware(&app) {
+                let c = cluster.get_or_insert_with(|| self.cluster()).clone();
+                self.deschedule_app(&app, &c, out);
+            }
         }
     }
 

@@ -27,8 +27,9 @@ fn heard(nodes: &[(&str, &str, u64)]) -> Evidence {
 
 /// `by`'s sample about `about` came at `at`; `about` last answered `ago` ms before it.
 fn saw(ev: &mut Evidence, by: &str, about: &str, at: u64, ago: Option<u64>) {
-    ev.samples.insert(
-        (by.into(), about.into()),
+    ev.witness(
+        by,
+        about,
         Witnessed {
             at,
             answered_at: ago.map(|a| at - a),
@@ -282,6 +283,6 @@ fn forgetting_a_node_drops_its_samples_both_ways() {
     saw(&mut ev, "a", "b", 0, None);
     saw(&mut ev, "b", "a", 0, None);
     ev.forget("a");
-    assert!(ev.samples.is_empty());
+    assert_eq!(ev.samples(), 0);
     assert_eq!(ev.heard.len(), 1);
 }
