@@ -561,15 +561,18 @@ impl Engine {
         self.probes.measured_apps.remove(app);
     }
 
-    /// `from` measured its link to `to`: an application waiting for it may be evaluated again.
-    pub(super) fn on_measured(&mut self, from: &str, to: &str) {
+    /// `from` measured its links to `to`: an application waiting for them may be evaluated again.
+    pub(super) fn on_measured(&mut self, from: &str, to: &[&str]) {
         if self.probes.awaiting.is_empty() {
             return;
         }
-        let key = (from.to_string(), to.to_string());
+        // once per report, over the pairs awaited (a few per application), not once per
+        // sample over every application's set
         let mut done = Vec::new();
         for (app, left) in self.probes.awaiting.iter_mut() {
-            if left.remove(&key) && left.is_empty() {
+            let before = left.len();
+            left.retain(|(a, b)| !(a == from && to.contains(&b.as_str())));
+            if left.len() < before && left.is_empty() {
                 done.push(app.clone());
             }
         }
