@@ -62,7 +62,7 @@ fn node(i: usize) -> Node {
 fn links(i: usize, n: usize) -> Event {
     let train = i / TRAIN * TRAIN;
     let own = (train..(train + TRAIN).min(n)).filter(|&j| j != i);
-    let spread = (1..)
+    let spread = (1..=n) // bounded: a fleet of one train has no other
         .map(|s| (i + s * 7919) % n)
         .filter(|&j| j / TRAIN != i / TRAIN);
     let peers = own.chain(spread).take(PEERS);

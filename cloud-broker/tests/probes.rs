@@ -487,3 +487,28 @@ fn a_large_fleets_peer_lists_are_computed_off_the_loop_and_give_the_same_lists()
         "the lists without n05's will changed"
     );
 }
+
+/// A round of peer lists computes every list (O(fleet)) and a joining fleet changes lists with
+/// every join: the debounce grows with the fleet, a millisecond per
+/// `PEERS_DEBOUNCE_NODES_PER_MS` nodes beyond `peers_debounce_ms` (at 30,000 nodes joining,
+/// rounds every 500 ms were a third of the control plane's CPU).
+#[test]
+fn a_larger_fleets_peer_lists_wait_longer_for_more_joins() {
+    use cloud_broker::engine::PEERS_DEBOUNCE_NODES_PER_MS;
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig {
+        peers_debounce_ms: 0,
+        ..Default::default()
+    });
+    sim.join_cluster(&c);
+    let wait = c.nodes.len() as u64 / PEERS_DEBOUNCE_NODES_PER_MS;
+    assert!(wait >= 2, "{wait}");
+    let acts = sim.tick(wait - 1);
+    assert!(
+        peer_lists_published(&acts, &sim.key).is_empty(),
+        "lists {} ms after the joins",
+        wait - 1
+    );
+    let acts = sim.tick(1);
+    assert_eq!(peer_lists_published(&acts, &sim.key).len(), c.nodes.len());
+}

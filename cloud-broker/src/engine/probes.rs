@@ -6,8 +6,8 @@
 //!   option `--peers-k`, 32 by default), plus the peers the placements ask it to probe
 //!   (targeted probes, beyond `k`, up to [`wire::MAX_PEERS_PER_NODE`]). Signed and published
 //!   retained on the node's own topic, only for the nodes whose list changed, debounced:
-//!   membership changes after `peers_debounce_ms`, coordinate moves at most every
-//!   `peers_refresh_ms`.
+//!   membership changes after `peers_debounce_ms` (a millisecond per 10 nodes in a larger
+//!   fleet), coordinate moves at most every `peers_refresh_ms`.
 //! - The sparse link source ([`Engine::link_view`]): a pair's own measurement where one exists,
 //!   else an estimate marked as one (`acoa_shared::coords::estimate`: latency from the two
 //!   coordinates, or the median of the group's measured internal links for two nodes of one
@@ -282,6 +282,14 @@ impl Engine {
                 coord: self.probes.coords.get(&n.info.name).copied(),
             })
             .collect()
+    }
+
+    /// How long membership changes are gathered before a round of peer lists:
+    /// `peers_debounce_ms`, longer in a large fleet ([`super::PEERS_DEBOUNCE_NODES_PER_MS`]).
+    pub(super) fn peers_debounce_ms(&self) -> u64 {
+        self.cfg
+            .peers_debounce_ms
+            .max(self.nodes.len() as u64 / super::PEERS_DEBOUNCE_NODES_PER_MS)
     }
 
     /// Whether a peer-list computation handed out is still under way.
