@@ -85,7 +85,7 @@ impl Engine {
         if !self.is_online(node) {
             return;
         }
-        if let Some(h) = self.evidence.heard.get_mut(node) {
+        if let Some(h) = self.evidence.heard_mut(node) {
             if h.will_at.is_none() {
                 h.will_at = Some(now);
                 info!(
@@ -103,39 +103,28 @@ impl Engine {
         let w = self.windows();
         // Only a silent node can change state (a node heard within the silence window is
         // online, and an online verdict changes nothing); under the timer rule every node is
-        // judged by its silence alone. Every verdict first, on one index of the evidence about
-        // the nodes judged (then the actions, which change the engine's state but not the
-        // evidence the verdicts read): in a quiet fleet no index is built at all.
+        // judged by its silence alone. Every verdict first (then the actions, which change the
+        // engine's state but not the evidence the verdicts read), in the nodes' name order:
+        // the actions are deterministic.
         let timer = matches!(self.cfg.liveness, liveness::Liveness::Timer { .. });
-        let judged: Vec<&str> = self
-            .nodes
-            .iter()
-            // a lost node: only a signed report brings it back
-            .filter(|(_, node)| node.state != NodeState::Lost)
-            .filter(|(n, _)| timer || self.evidence.silent_since(n, now, &w).is_some())
-            .map(|(n, _)| n.as_str())
-            .collect();
-        let verdicts: Vec<(String, NodeState, liveness::Verdict)> = if judged.is_empty() {
-            Vec::new()
+        let mut judged: Vec<&str> = if timer {
+            self.nodes.keys().map(String::as_str).collect()
         } else {
-            let set: std::collections::HashSet<&str> = judged.iter().copied().collect();
-            let ix = self.evidence.index_about(|n| set.contains(n));
-            // in the nodes' order: the actions are deterministic
-            judged
-                .iter()
-                .filter_map(|n| {
-                    let v = liveness::classify_indexed(
-                        &self.evidence,
-                        &ix,
-                        n,
-                        now,
-                        self.cfg.liveness,
-                        &w,
-                    )?;
-                    Some((n.to_string(), self.nodes[*n].state, v))
-                })
-                .collect()
+            self.evidence.silent_nodes(now, &w).collect()
         };
+        judged.sort_unstable();
+        let verdicts: Vec<(String, NodeState, liveness::Verdict)> = judged
+            .iter()
+            .filter_map(|n| {
+                // a lost node: only a signed report brings it back
+                let state = self.nodes.get(*n)?.state;
+                if state == NodeState::Lost {
+                    return None;
+                }
+                let v = liveness::classify(&self.evidence, n, now, self.cfg.liveness, &w)?;
+                Some((n.to_string(), state, v))
+            })
+            .collect();
         let mut lost = Vec::new();
         for (n, state, v) in verdicts {
             match (state, v.state) {

@@ -62,7 +62,7 @@ impl Engine {
         let now = self.now;
         let mut joined = false;
         let mut returned = false;
-        let will = self.evidence.heard.get(&name).and_then(|h| h.will_at);
+        let will = self.evidence.heard(&name).and_then(|h| h.will_at);
         if let (Some(at), true) = (will, self.is_online(&name)) {
             info!(
                 "node {name}: a signed report {} after its connection's last will: it is back",
@@ -70,13 +70,8 @@ impl Engine {
             );
         }
         let windows = self.windows();
-        let heard = Heard::on_message(
-            self.evidence.heard.get(&name),
-            &info.datacenter,
-            now,
-            &windows,
-        );
-        self.evidence.heard.insert(name.clone(), heard);
+        let heard = Heard::on_message(self.evidence.heard(&name), &info.datacenter, now, &windows);
+        self.evidence.hear(&name, heard);
         match self.nodes.get_mut(&name) {
             Some(n) => {
                 if n.info != info {
@@ -179,7 +174,7 @@ impl Engine {
     /// agent sends on every new connection.
     pub(super) fn heard_by_links(&mut self, node: &str) {
         let (now, w) = (self.now, self.windows());
-        let Some(h) = self.evidence.heard.get_mut(node) else {
+        let Some(h) = self.evidence.heard_mut(node) else {
             return;
         };
         if h.is_silent(now, &w) {
@@ -209,23 +204,24 @@ impl Engine {
             .map(|s| self.nodes.contains_key(s.peer.as_str()))
             .collect();
         // a node's sample of its own loopback is a link of the model, not evidence about a peer
-        for (s, _) in l
-            .links
-            .iter()
-            .zip(&known)
-            .filter(|(s, k)| **k && s.peer.as_str() != from)
-        {
-            let answered_at = (s.last_answer_ms != wire::NEVER_ANSWERED)
-                .then(|| now.saturating_sub(u64::from(s.last_answer_ms)));
-            self.evidence.witness(
-                &from,
-                s.peer.as_str(),
-                Witnessed {
-                    at: now,
-                    answered_at,
-                },
-            );
-        }
+        self.evidence.witness_all(
+            &from,
+            l.links
+                .iter()
+                .zip(&known)
+                .filter(|(s, k)| **k && s.peer.as_str() != from)
+                .map(|(s, _)| {
+                    let answered_at = (s.last_answer_ms != wire::NEVER_ANSWERED)
+                        .then(|| now.saturating_sub(u64::from(s.last_answer_ms)));
+                    (
+                        s.peer.as_str(),
+                        Witnessed {
+                            at: now,
+                            answered_at,
+                        },
+                    )
+                }),
+        );
         if !self.nodes.get(&from).is_some_and(|n| n.online) {
             return;
         }

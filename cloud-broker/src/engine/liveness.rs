@@ -147,111 +147,211 @@ pub struct Verdict {
     pub evidence: String,
 }
 
+/// A node's place in the evidence's tables.
+type Id = u32;
+
+/// One node the evidence knows of.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    name: String,
+    heard: Option<Heard>,
+    /// The peers that measure it and their latest sample, in the order they came.
+    about: Vec<(Id, Witnessed)>,
+}
+
 /// The evidence the control plane keeps: what it heard of each node and, per node, its
 /// witnesses' latest samples about it. Kept by the node they are about, so that judging a
-/// node reads its own witnesses without an index of every sample (at 50,000 nodes the index
-/// rebuilt on each tick was most of the decision loop).
+/// node reads its own witnesses without an index of every sample, and by a number per node
+/// (looked up once per message): a witness is a number, judging a silent node's 32 witnesses
+/// reads 32 slots of one table instead of hashing and comparing 64 names (at 50,000 nodes,
+/// hashing and comparing names was most of the decision loop). The datacenters' members are
+/// kept as the nodes are heard: no index is built to judge.
 #[derive(Debug, Clone, Default)]
 pub struct Evidence {
-    /// Looked up for every witness of every silent node on each tick: hashed, not ordered.
-    pub heard: HashMap<String, Heard>,
-    /// Per node, the peers that measure it and their latest sample, in the order they came.
-    about: HashMap<String, Vec<(String, Witnessed)>>,
+    ids: HashMap<String, Id>,
+    slots: Vec<Slot>,
+    /// Slots of forgotten nodes, taken again first.
+    free: Vec<Id>,
+    /// Per datacenter, the nodes heard in it.
+    groups: HashMap<String, Vec<Id>>,
 }
 
 fn secs(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)
 }
 
-/// Who is in which datacenter, built once for a judgement of many nodes
-/// ([`Evidence::index_about`]): without it each silent node's judgement scanned every node.
-pub struct EvidenceIndex<'a> {
-    /// Per datacenter of a node judged, its nodes (in name order).
-    groups: HashMap<&'a str, Vec<&'a str>>,
-}
-
-impl EvidenceIndex<'_> {
-    /// The nodes of `node`'s datacenter (itself included); `None` when it is not heard of.
-    fn members_of(&self, ev: &Evidence, node: &str) -> Option<&[&str]> {
-        let dc = ev.heard.get(node)?.datacenter.as_str();
-        self.groups.get(dc).map(Vec::as_slice)
-    }
-}
-
 impl Evidence {
-    /// The index of this evidence (see [`EvidenceIndex`]).
-    pub fn index(&self) -> EvidenceIndex<'_> {
-        self.index_about(|_| true)
+    fn id(&self, node: &str) -> Option<Id> {
+        self.ids.get(node).copied()
     }
 
-    /// The index for judging the nodes `about` accepts: the datacenters of those only (what
-    /// [`classify_indexed`] reads of the other nodes is their datacenter and what was heard of
-    /// them). The engine judges only its silent nodes with it: in a quiet fleet it indexes
-    /// nothing.
-    pub fn index_about<'a>(&'a self, about: impl Fn(&str) -> bool) -> EvidenceIndex<'a> {
-        let mut groups: HashMap<&str, Vec<&str>> = self
+    fn intern(&mut self, node: &str) -> Id {
+        if let Some(id) = self.id(node) {
+            return id;
+        }
+        let slot = Slot {
+            name: node.to_string(),
+            ..Slot::default()
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = slot;
+                id
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as Id
+            }
+        };
+        self.ids.insert(node.to_string(), id);
+        id
+    }
+
+    fn slot(&self, id: Id) -> &Slot {
+        &self.slots[id as usize]
+    }
+
+    fn heard_of(&self, id: Id) -> Option<&Heard> {
+        self.slot(id).heard.as_ref()
+    }
+
+    /// What was last heard of `node`.
+    pub fn heard(&self, node: &str) -> Option<&Heard> {
+        self.heard_of(self.id(node)?)
+    }
+
+    /// What was last heard of `node`, to change its times (its datacenter changes only
+    /// through [`Evidence::hear`]: the datacenters' members follow it).
+    pub fn heard_mut(&mut self, node: &str) -> Option<&mut Heard> {
+        let id = self.id(node)?;
+        self.slots[id as usize].heard.as_mut()
+    }
+
+    /// What is now known of `node` (replaces what was).
+    pub fn hear(&mut self, node: &str, heard: Heard) {
+        let id = self.intern(node);
+        let slot = &mut self.slots[id as usize];
+        let moved = slot
             .heard
-            .iter()
-            .filter(|(n, _)| about(n))
-            .map(|(_, h)| (h.datacenter.as_str(), Vec::new()))
-            .collect();
-        for (n, h) in &self.heard {
-            if let Some(g) = groups.get_mut(h.datacenter.as_str()) {
-                g.push(n.as_str());
+            .as_ref()
+            .is_none_or(|h| h.datacenter != heard.datacenter);
+        if moved {
+            if let Some(old) = slot.heard.as_ref().map(|h| h.datacenter.clone()) {
+                self.leave_group(&old, id);
+            }
+            self.groups
+                .entry(heard.datacenter.clone())
+                .or_default()
+                .push(id);
+        }
+        self.slots[id as usize].heard = Some(heard);
+    }
+
+    fn leave_group(&mut self, dc: &str, id: Id) {
+        if let Some(g) = self.groups.get_mut(dc) {
+            g.retain(|m| *m != id);
+            if g.is_empty() {
+                self.groups.remove(dc);
             }
         }
-        for g in groups.values_mut() {
-            g.sort_unstable();
-        }
-        EvidenceIndex { groups }
+    }
+
+    /// How many nodes were heard of.
+    pub fn nodes_heard(&self) -> usize {
+        self.slots.iter().filter(|s| s.heard.is_some()).count()
+    }
+
+    /// The nodes heard of that are silent at `now`, in no particular order.
+    pub fn silent_nodes<'a>(&'a self, now: u64, w: &'a Windows) -> impl Iterator<Item = &'a str> {
+        self.slots
+            .iter()
+            .filter(move |s| s.heard.as_ref().is_some_and(|h| h.is_silent(now, w)))
+            .map(|s| s.name.as_str())
     }
 
     /// `by`'s latest sample about `of`.
     pub fn witness(&mut self, by: &str, of: &str, sample: Witnessed) {
-        match self.about.get_mut(of) {
-            Some(ws) => match ws.iter_mut().find(|(b, _)| b == by) {
-                Some((_, s)) => *s = sample,
-                None => ws.push((by.to_string(), sample)),
-            },
-            None => {
-                self.about
-                    .insert(of.to_string(), vec![(by.to_string(), sample)]);
-            }
+        let by = self.intern(by);
+        self.witness_id(by, of, sample);
+    }
+
+    /// `by`'s latest samples about the nodes named (`by` looked up once).
+    pub fn witness_all<'s>(
+        &mut self,
+        by: &str,
+        samples: impl IntoIterator<Item = (&'s str, Witnessed)>,
+    ) {
+        let by = self.intern(by);
+        for (of, s) in samples {
+            self.witness_id(by, of, s);
+        }
+    }
+
+    fn witness_id(&mut self, by: Id, of: &str, sample: Witnessed) {
+        let of = self.intern(of);
+        let ws = &mut self.slots[of as usize].about;
+        match ws.iter_mut().find(|(b, _)| *b == by) {
+            Some((_, s)) => *s = sample,
+            None => ws.push((by, sample)),
         }
     }
 
     /// The peers that measure `of`, with their latest samples.
-    pub fn witnesses_of(&self, of: &str) -> &[(String, Witnessed)] {
-        self.about.get(of).map(Vec::as_slice).unwrap_or_default()
+    pub fn witnesses_of(&self, of: &str) -> impl Iterator<Item = (&str, &Witnessed)> {
+        self.id(of)
+            .map(|id| self.slot(id).about.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|(by, s)| (self.slot(*by).name.as_str(), s))
     }
 
     /// `by`'s latest sample about `of`, if any.
     pub fn sample(&self, by: &str, of: &str) -> Option<&Witnessed> {
-        self.witnesses_of(of)
+        self.sample_id(self.id(by)?, self.id(of)?)
+    }
+
+    fn sample_id(&self, by: Id, of: Id) -> Option<&Witnessed> {
+        self.slot(of)
+            .about
             .iter()
-            .find(|(b, _)| b == by)
+            .find(|(b, _)| *b == by)
             .map(|(_, s)| s)
     }
 
     /// How many samples are kept.
     pub fn samples(&self) -> usize {
-        self.about.values().map(Vec::len).sum()
+        self.slots.iter().map(|s| s.about.len()).sum()
     }
 
     /// Whether `node` is silent at `now`, and since when (its last message).
     pub fn silent_since(&self, node: &str, now: u64, w: &Windows) -> Option<u64> {
-        let h = self.heard.get(node)?;
+        self.silent_since_id(self.id(node)?, now, w)
+    }
+
+    fn silent_since_id(&self, id: Id, now: u64, w: &Windows) -> Option<u64> {
+        let h = self.heard_of(id)?;
         h.is_silent(now, w).then_some(h.last_heard)
+    }
+
+    /// The nodes heard in `id`'s datacenter (itself included); `None` when it is not heard of.
+    fn members_of(&self, id: Id) -> Option<&[Id]> {
+        let dc = self.heard_of(id)?.datacenter.as_str();
+        self.groups.get(dc).map(Vec::as_slice)
     }
 
     /// Forgets a node and every sample by or about it.
     pub fn forget(&mut self, node: &str) {
-        self.heard.remove(node);
-        self.about.remove(node);
-        self.about.retain(|_, ws| {
-            ws.retain(|(by, _)| by != node);
-            !ws.is_empty()
-        });
+        let Some(id) = self.ids.remove(node) else {
+            return;
+        };
+        if let Some(dc) = self.slot(id).heard.as_ref().map(|h| h.datacenter.clone()) {
+            self.leave_group(&dc, id);
+        }
+        self.slots[id as usize] = Slot::default();
+        for s in &mut self.slots {
+            s.about.retain(|(by, _)| *by != id);
+        }
+        self.free.push(id);
     }
 }
 
@@ -265,19 +365,8 @@ pub fn classify(
     mode: Liveness,
     w: &Windows,
 ) -> Option<Verdict> {
-    classify_indexed(ev, &ev.index(), node, now, mode, w)
-}
-
-/// [`classify`] with the evidence's index built once for many nodes.
-pub fn classify_indexed(
-    ev: &Evidence,
-    ix: &EvidenceIndex<'_>,
-    node: &str,
-    now: u64,
-    mode: Liveness,
-    w: &Windows,
-) -> Option<Verdict> {
-    let h = ev.heard.get(node)?;
+    let id = ev.id(node)?;
+    let h = ev.heard_of(id)?;
     if let Liveness::Timer { lost_after_ms } = mode {
         let silent = now.saturating_sub(h.last_heard);
         return Some(if silent > lost_after_ms {
@@ -296,7 +385,7 @@ pub fn classify_indexed(
             }
         });
     }
-    let Some(since) = ev.silent_since(node, now, w) else {
+    let Some(since) = ev.silent_since_id(id, now, w) else {
         return Some(Verdict {
             state: NodeState::Online,
             evidence: format!("heard {} ago", secs(now.saturating_sub(h.last_heard))),
@@ -310,19 +399,16 @@ pub fn classify_indexed(
     // Peers the control plane hears that reached it after it went silent, recently.
     let mut reach: Vec<(&str, u64)> = Vec::new();
     let mut measured = false;
-    for (by, s) in ev.witnesses_of(node) {
-        let by = by.as_str();
-        if by == node || ev.silent_since(by, now, w).is_some() {
-            continue;
-        }
-        if !ev.heard.contains_key(by) {
+    for (by, s) in &ev.slot(id).about {
+        let by = *by;
+        if by == id || ev.heard_of(by).is_none() || ev.silent_since_id(by, now, w).is_some() {
             continue;
         }
         // a peer that never had an answer of it cannot tell
         measured |= s.answered_at.is_some();
         if let Some(t) = s.answered_at {
             if t > since && now.saturating_sub(t) <= w.evidence_ms {
-                reach.push((by, t));
+                reach.push((ev.slot(by).name.as_str(), t));
             }
         }
     }
@@ -339,7 +425,7 @@ pub fn classify_indexed(
             ),
         });
     }
-    if let Some(group) = silent_group(ev, ix, node, since, now, w) {
+    if let Some(group) = silent_group(ev, id, since, now, w) {
         return Some(Verdict {
             state: NodeState::Unreachable,
             evidence: format!("{why_silent}; {group}"),
@@ -348,7 +434,7 @@ pub fn classify_indexed(
     if measured && now.saturating_sub(since) <= w.evidence_ms {
         return None;
     }
-    if returning_member(ev, ix, node, since, now, w) {
+    if returning_member(ev, id, since, now, w) {
         // its group was cut off with it and a member is just back: the member's first samples
         // say whether it still answers (a train leaving a tunnel, its nodes back one by one)
         return None;
@@ -369,16 +455,9 @@ pub fn classify_indexed(
 
 /// Whether a member of `node`'s datacenter went silent together with it (within the together
 /// window of `since`) and came back within the evidence window: its samples are yet to come.
-fn returning_member(
-    ev: &Evidence,
-    ix: &EvidenceIndex<'_>,
-    node: &str,
-    since: u64,
-    now: u64,
-    w: &Windows,
-) -> bool {
-    ix.members_of(ev, node).into_iter().flatten().any(|m| {
-        let Some(h) = ev.heard.get(*m) else {
+fn returning_member(ev: &Evidence, node: Id, since: u64, now: u64, w: &Windows) -> bool {
+    ev.members_of(node).into_iter().flatten().any(|m| {
+        let Some(h) = ev.heard_of(*m) else {
             return false;
         };
         *m != node
@@ -391,23 +470,16 @@ fn returning_member(
 
 /// Whether `node`'s whole datacenter (two nodes or more) went silent together while its
 /// members still reached it: the evidence of a group cut off from the cloud.
-fn silent_group(
-    ev: &Evidence,
-    ix: &EvidenceIndex<'_>,
-    node: &str,
-    since: u64,
-    now: u64,
-    w: &Windows,
-) -> Option<String> {
-    let dc = &ev.heard.get(node)?.datacenter;
-    let members = ix.members_of(ev, node)?;
+fn silent_group(ev: &Evidence, node: Id, since: u64, now: u64, w: &Windows) -> Option<String> {
+    let dc = &ev.heard_of(node)?.datacenter;
+    let members = ev.members_of(node)?;
     if members.len() < 2 {
         return None;
     }
     let mut first = since;
     let mut last = since;
     for m in members {
-        let s = ev.silent_since(m, now, w)?;
+        let s = ev.silent_since_id(*m, now, w)?;
         first = first.min(s);
         last = last.max(s);
     }
@@ -420,13 +492,15 @@ fn silent_group(
         if *m == node {
             continue;
         }
-        let Some(s) = ev.sample(m, node) else {
+        let Some(s) = ev.sample_id(*m, node) else {
             continue;
         };
-        let m_since = ev.heard[*m].last_heard;
+        let Some(m_since) = ev.heard_of(*m).map(|h| h.last_heard) else {
+            continue;
+        };
         if let Some(t) = s.answered_at {
             if m_since.saturating_sub(t) <= w.evidence_ms {
-                reached_by.push((m, m_since.saturating_sub(t)));
+                reached_by.push((ev.slot(*m).name.as_str(), m_since.saturating_sub(t)));
             }
         }
     }

@@ -379,8 +379,8 @@ impl Engine {
             returning: BTreeMap::new(),
         };
         for (name, info) in snap.nodes {
-            e.evidence.heard.insert(
-                name.clone(),
+            e.evidence.hear(
+                &name,
                 liveness::Heard {
                     datacenter: info.datacenter.clone(),
                     last_heard: now,

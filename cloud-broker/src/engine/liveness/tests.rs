@@ -12,8 +12,8 @@ fn w() -> Windows {
 fn heard(nodes: &[(&str, &str, u64)]) -> Evidence {
     let mut ev = Evidence::default();
     for (n, dc, at) in nodes {
-        ev.heard.insert(
-            n.to_string(),
+        ev.hear(
+            n,
             Heard {
                 datacenter: dc.to_string(),
                 last_heard: *at,
@@ -116,7 +116,7 @@ fn a_crash_seen_by_its_peers_is_lost_once_their_answers_age_out() {
         None,
         "silent, measured, not decided"
     );
-    ev.heard.get_mut("n14").unwrap().last_heard = t0 + 10_000;
+    ev.heard_mut("n14").unwrap().last_heard = t0 + 10_000;
     saw(&mut ev, "n14", "n13", t0 + 10_000, Some(10_500));
     assert_eq!(classify_at(&ev, t0 + 10_001), Some(NodeState::Lost));
 }
@@ -138,7 +138,7 @@ fn nobody_measuring_it_means_lost_at_once() {
 #[test]
 fn a_signed_last_will_makes_it_silent_at_once() {
     let mut ev = heard(&[("n13", "station", T - 500), ("n14", "station", T - 100)]);
-    ev.heard.get_mut("n13").unwrap().will_at = Some(T - 50);
+    ev.heard_mut("n13").unwrap().will_at = Some(T - 50);
     saw(&mut ev, "n14", "n13", T - 100, Some(200));
     let v = classify(&ev, "n13", T, Liveness::Evidence, &w()).unwrap();
     assert_eq!(v.state, NodeState::Unreachable);
@@ -154,7 +154,7 @@ fn a_whole_train_silent_together_is_unreachable_even_if_the_station_cannot_reach
         ("s1", "station", T - 100),
     ]);
     for (a, b) in [("n1", "n2"), ("n2", "n3"), ("n3", "n1"), ("n2", "n1")] {
-        let at = ev.heard[a].last_heard;
+        let at = ev.heard(a).unwrap().last_heard;
         saw(&mut ev, a, b, at, Some(700));
     }
     // The station lost them too (the tunnel cuts every link out of the train).
@@ -185,7 +185,7 @@ fn a_train_leaving_its_tunnel_one_node_at_a_time_is_not_lost_meanwhile() {
         ("s1", "station", T - 100),
     ]);
     for (a, b) in [("n1", "n2"), ("n2", "n3"), ("n3", "n1"), ("n2", "n1")] {
-        let at = ev.heard[a].last_heard;
+        let at = ev.heard(a).unwrap().last_heard;
         saw(&mut ev, a, b, at, Some(700));
     }
     for n in ["n1", "n2", "n3"] {
@@ -193,7 +193,7 @@ fn a_train_leaving_its_tunnel_one_node_at_a_time_is_not_lost_meanwhile() {
     }
     assert_eq!(state(&ev, "n1"), Some(NodeState::Unreachable));
     // n3 is back first; its samples about n1 and n2 have not come yet
-    let prev = ev.heard.get("n3").cloned();
+    let prev = ev.heard("n3").cloned();
     let back = Heard::on_message(prev.as_ref(), "train1", T - 50, &w());
     assert_eq!(
         back.back,
@@ -202,7 +202,7 @@ fn a_train_leaving_its_tunnel_one_node_at_a_time_is_not_lost_meanwhile() {
             silent_since: T - 29_200
         })
     );
-    ev.heard.insert("n3".into(), back);
+    ev.hear("n3", back);
     for n in ["n1", "n2"] {
         assert_eq!(
             state(&ev, n),
@@ -218,11 +218,11 @@ fn a_train_leaving_its_tunnel_one_node_at_a_time_is_not_lost_meanwhile() {
     saw(&mut ev, "n3", "n2", T, Some(29_000));
     let later = T - 50 + w().evidence_ms + 1;
     let mut ev2 = ev.clone();
-    ev2.heard.get_mut("n3").unwrap().last_heard = later;
+    ev2.heard_mut("n3").unwrap().last_heard = later;
     let v = classify(&ev2, "n2", later, Liveness::Evidence, &w()).unwrap();
     assert_eq!(v.state, NodeState::Lost, "{}", v.evidence);
     // a message without a silence before it is no return
-    let again = Heard::on_message(Some(&ev.heard["s1"]), "station", T + 500, &w());
+    let again = Heard::on_message(ev.heard("s1"), "station", T + 500, &w());
     assert_eq!(again.back, None);
 }
 
@@ -284,5 +284,48 @@ fn forgetting_a_node_drops_its_samples_both_ways() {
     saw(&mut ev, "b", "a", 0, None);
     ev.forget("a");
     assert_eq!(ev.samples(), 0);
-    assert_eq!(ev.heard.len(), 1);
+    assert_eq!(ev.nodes_heard(), 1);
+}
+
+#[test]
+fn a_forgotten_nodes_place_taken_again_carries_nothing_of_it() {
+    let mut ev = heard(&[("a", "x", T), ("b", "x", T)]);
+    saw(&mut ev, "b", "a", T, Some(0));
+    saw(&mut ev, "a", "b", T, Some(0));
+    ev.forget("a");
+    // "c" takes the table's place of "a": no sample by or about "a" is its
+    ev.hear(
+        "c",
+        Heard {
+            datacenter: "y".into(),
+            last_heard: T,
+            will_at: None,
+            back: None,
+        },
+    );
+    assert_eq!(ev.witnesses_of("c").count(), 0);
+    assert_eq!(ev.witnesses_of("b").count(), 0);
+    assert_eq!(ev.sample("c", "b"), None);
+    assert!(ev.heard("a").is_none());
+    assert_eq!(ev.nodes_heard(), 2);
+    saw(&mut ev, "c", "b", T, Some(0));
+    assert_eq!(
+        ev.witnesses_of("b").map(|(by, _)| by).collect::<Vec<_>>(),
+        ["c"]
+    );
+}
+
+#[test]
+fn a_node_heard_in_another_datacenter_leaves_its_old_group() {
+    // n1 and n2 of train1 went silent together, n1 reached by n2 before: a group cut off
+    let mut ev = heard(&[("n1", "train1", T - 12_000), ("n2", "train1", T - 12_000)]);
+    saw(&mut ev, "n2", "n1", T - 12_000, Some(500));
+    assert_eq!(state(&ev, "n1"), Some(NodeState::Unreachable));
+    // n2 was heard in a station since (then went silent there): n1 is alone in train1
+    let mut moved = ev.heard("n2").unwrap().clone();
+    moved.datacenter = "station".into();
+    ev.hear("n2", moved);
+    let v = classify(&ev, "n1", T, Liveness::Evidence, &w()).unwrap();
+    assert_eq!(v.state, NodeState::Lost, "{}", v.evidence);
+    assert_eq!(ev.silent_nodes(T, &w()).count(), 2);
 }
