@@ -425,3 +425,25 @@ fn a_node_heard_only_through_shed_messages_is_not_judged_silent_and_a_lost_one_d
         "a shed message revived it"
     );
 }
+
+#[test]
+fn an_unreachable_node_is_judged_again_once_a_second_not_on_every_tick() {
+    let mut r = Railway::new(EngineConfig::default());
+    r.place("{tolerate_s: 600}");
+    let v = r.placement()["storage"].clone();
+    r.seconds(6, &[&v], |_, _| true);
+    assert_eq!(r.e.node_state(&v), Some(NodeState::Unreachable));
+    // ticks 200 ms apart and no message (within the silence window): only v is silent
+    let before = r.e.stats.judged;
+    for _ in 0..10 {
+        r.now += 200;
+        r.feed(Event::Tick);
+    }
+    let judged = r.e.stats.judged - before;
+    assert!(
+        (2..=3).contains(&judged),
+        "judged {judged} times over 10 ticks in 2 s"
+    );
+    // still unreachable: its peers reach it
+    assert_eq!(r.e.node_state(&v), Some(NodeState::Unreachable));
+}

@@ -107,24 +107,33 @@ impl Engine {
         // engine's state but not the evidence the verdicts read), in the nodes' name order:
         // the actions are deterministic.
         let timer = matches!(self.cfg.liveness, liveness::Liveness::Timer { .. });
+        let unreachable_too =
+            now.saturating_sub(self.last_unreachable_judged) >= super::UNREACHABLE_JUDGED_EVERY_MS;
+        if unreachable_too {
+            self.last_unreachable_judged = now;
+        }
         let mut judged: Vec<&str> = if timer {
             self.nodes.keys().map(String::as_str).collect()
         } else {
             self.evidence.silent_nodes(now, &w).collect()
         };
         judged.sort_unstable();
+        let mut computed = 0;
         let verdicts: Vec<(String, NodeState, liveness::Verdict)> = judged
             .iter()
             .filter_map(|n| {
                 // a lost node: only a signed report brings it back
                 let state = self.nodes.get(*n)?.state;
-                if state == NodeState::Lost {
+                if state == NodeState::Lost || (state == NodeState::Unreachable && !unreachable_too)
+                {
                     return None;
                 }
+                computed += 1;
                 let v = liveness::classify(&self.evidence, n, now, self.cfg.liveness, &w)?;
                 Some((n.to_string(), state, v))
             })
             .collect();
+        self.stats.judged += computed;
         let mut lost = Vec::new();
         for (n, state, v) in verdicts {
             match (state, v.state) {

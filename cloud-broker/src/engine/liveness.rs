@@ -168,7 +168,8 @@ struct Slot {
 /// kept as the nodes are heard: no index is built to judge.
 #[derive(Debug, Clone, Default)]
 pub struct Evidence {
-    ids: HashMap<String, Id>,
+    /// Looked up once per message and per witness sample: a fast seeded hasher.
+    ids: HashMap<String, Id, foldhash::fast::RandomState>,
     slots: Vec<Slot>,
     /// Slots of forgotten nodes, taken again first.
     free: Vec<Id>,

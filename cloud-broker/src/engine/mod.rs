@@ -36,6 +36,7 @@ mod durable;
 mod inventory;
 mod jobs;
 mod links;
+mod linktable;
 pub mod liveness;
 mod measured;
 pub mod probes;
@@ -46,7 +47,7 @@ pub mod view;
 
 use commit::reservations_of;
 pub use commit::validate;
-use inventory::{LinkEntry, LiveNode};
+use inventory::LiveNode;
 pub(crate) use jobs::grades;
 pub use jobs::{finish_job, run_job, search_job, Compared, Job, JobOutcome, JobResult, Purpose};
 pub use links::{
@@ -178,6 +179,12 @@ pub enum Event {
 /// How often old links are looked for.
 const LINK_EXPIRY_EVERY_MS: u64 = 1000;
 
+/// How often a node already unreachable is judged again (it becomes lost as its peers' last
+/// answers age past the evidence window, seconds): a silent node not yet unreachable is
+/// judged on every tick. With tens of thousands of nodes cut off at once, judging them all
+/// five times a second was most of the decision loop.
+pub const UNREACHABLE_JUDGED_EVERY_MS: u64 = 1000;
+
 /// Nodes per millisecond of the peer lists' debounce beyond `peers_debounce_ms`: a round
 /// computes every list and signs the changed ones (O(fleet)), and while a fleet joins every
 /// join changes lists; 3 s at 30,000 nodes, 5 s at 50,000 (at 30,000 nodes joining, rounds
@@ -266,6 +273,8 @@ pub struct Stats {
     pub jobs: u64,
     /// Nodes heard through telemetry the ingest shed ([`Event::HeardShed`]).
     pub heard_shed: u64,
+    /// Verdicts on silent nodes computed ([`UNREACHABLE_JUDGED_EVERY_MS`]).
+    pub judged: u64,
 }
 
 /// The control plane's state and decisions.
@@ -276,7 +285,7 @@ pub struct Engine {
     term: u64,
     now: u64,
     nodes: BTreeMap<String, LiveNode>,
-    links: HashMap<(String, String), LinkEntry>,
+    links: linktable::LinkTable,
     model_version: u64,
     cluster_cache: Option<(u64, Arc<Cluster>)>,
     bounds_cache: Option<(u64, Arc<Vec<LinkBounds>>)>,
@@ -301,6 +310,8 @@ pub struct Engine {
     last_join_retry: Option<u64>,
     /// When old links were last looked for ([`Engine::expire_links`]).
     last_link_expiry: u64,
+    /// When the unreachable nodes were last judged ([`UNREACHABLE_JUDGED_EVERY_MS`]).
+    last_unreachable_judged: u64,
     /// Metrics of measured links changed since the live model was built, and when it was
     /// ([`LINK_MODEL_EVERY_MS`]).
     links_moved: bool,
@@ -345,7 +356,7 @@ impl Engine {
             term: 0,
             now,
             nodes: BTreeMap::new(),
-            links: HashMap::new(),
+            links: linktable::LinkTable::default(),
             model_version: 0,
             cluster_cache: None,
             bounds_cache: None,
@@ -364,6 +375,7 @@ impl Engine {
             joins_pending: None,
             last_join_retry: None,
             last_link_expiry: 0,
+            last_unreachable_judged: 0,
             links_moved: false,
             model_built_at: 0,
             probes: probes::Probes::default(),
@@ -526,8 +538,8 @@ impl Engine {
         let max_age = self.cfg.link_max_age_ms;
         if !self
             .links
-            .values()
-            .any(|e| now.saturating_sub(e.at) > max_age)
+            .iter()
+            .any(|(_, _, e)| now.saturating_sub(e.at) > max_age)
         {
             return;
         }
@@ -538,10 +550,8 @@ impl Engine {
             .filter(|n| n.state == NodeState::Unreachable)
             .map(|n| n.info.name.as_str())
             .collect();
-        self.links.retain(|(a, b), e| {
-            now.saturating_sub(e.at) <= max_age
-                || cut_off.contains(a.as_str())
-                || cut_off.contains(b.as_str())
+        self.links.retain(|a, b, e| {
+            now.saturating_sub(e.at) <= max_age || cut_off.contains(a) || cut_off.contains(b)
         });
         if self.links.len() != before {
             self.model_version += 1;

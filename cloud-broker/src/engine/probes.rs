@@ -460,11 +460,11 @@ impl Engine {
             .collect();
         let mut ends: Vec<Vec<MeasuredLink>> = vec![Vec::new(); names.len()];
         let mut groups: Vec<Vec<f64>> = vec![Vec::new(); dc_ids.len()];
-        for ((a, b), e) in &self.links {
+        for (a, b, e) in self.links.iter() {
             if a == b {
                 continue;
             }
-            let (Some(&ia), Some(&ib)) = (ids.get(a.as_str()), ids.get(b.as_str())) else {
+            let (Some(&ia), Some(&ib)) = (ids.get(a), ids.get(b)) else {
                 continue; // links are only between known nodes
             };
             let m = MeasuredLink {
@@ -535,7 +535,7 @@ impl Engine {
         let pairs: BTreeSet<(String, String)> = self
             .channel_pairs(app, assignment)
             .into_iter()
-            .filter(|(_, x, y)| x != y && !self.links.contains_key(&(x.clone(), y.clone())))
+            .filter(|(_, x, y)| x != y && !self.links.contains(x, y))
             .map(|(_, x, y)| (x, y))
             .collect();
         if self.probes.targeted.get(app) == Some(&pairs) {
@@ -612,7 +612,7 @@ impl Engine {
             .map(|(c, x, y)| {
                 let state = if x == y {
                     "local"
-                } else if self.links.contains_key(&(x, y)) {
+                } else if self.links.contains(&x, &y) {
                     "measured"
                 } else {
                     "estimated"
@@ -627,8 +627,8 @@ impl Engine {
         EndpointSummary::from_links(
             self.links
                 .iter()
-                .filter(|((a, b), _)| a != b && (a == node || b == node))
-                .map(|(_, e)| MeasuredLink {
+                .filter(|(a, b, _)| a != b && (*a == node || *b == node))
+                .map(|(_, _, e)| MeasuredLink {
                     latency_ms: e.latency_ms,
                     jitter_ms: e.jitter_ms,
                     success: e.success,
@@ -642,14 +642,11 @@ impl Engine {
     /// for an estimate: a caller that asks for many keeps what it needs.
     pub fn link_view(&self, from: &str, to: &str) -> Option<LinkView> {
         let (na, nb) = (self.nodes.get(from)?, self.nodes.get(to)?);
-        let measured = self
-            .links
-            .get(&(from.to_string(), to.to_string()))
-            .map(|e| MeasuredLink {
-                latency_ms: e.latency_ms,
-                jitter_ms: e.jitter_ms,
-                success: e.success,
-            });
+        let measured = self.links.get(from, to).map(|e| MeasuredLink {
+            latency_ms: e.latency_ms,
+            jitter_ms: e.jitter_ms,
+            success: e.success,
+        });
         if measured.is_some() {
             return LinkView::of_pair::<DIMS>(measured, None, None, None);
         }
@@ -659,18 +656,18 @@ impl Engine {
                 estimate_in_group_ms(
                     self.links
                         .iter()
-                        .filter(|((a, b), _)| {
+                        .filter(|(a, b, _)| {
                             a != b
                                 && self
                                     .nodes
-                                    .get(a)
+                                    .get(*a)
                                     .is_some_and(|n| &n.info.datacenter == group)
                                 && self
                                     .nodes
-                                    .get(b)
+                                    .get(*b)
                                     .is_some_and(|n| &n.info.datacenter == group)
                         })
-                        .map(|(_, e)| e.latency_ms),
+                        .map(|(_, _, e)| e.latency_ms),
                 )
             })
             .flatten();

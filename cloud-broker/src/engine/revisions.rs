@@ -223,7 +223,7 @@ impl Engine {
                 q.network_ms += LOOPBACK_LATENCY_MS;
                 continue;
             }
-            let l = self.links.get(&(x, y))?;
+            let l = self.links.get(&x, &y)?;
             q.network_ms += l.latency_ms;
             q.reliability *= l.success;
         }

@@ -98,9 +98,9 @@ impl Engine {
         let mut links: Vec<LinkView> = self
             .links
             .iter()
-            .map(|((a, b), e)| LinkView {
-                from: a.clone(),
-                to: b.clone(),
+            .map(|(a, b, e)| LinkView {
+                from: a.to_string(),
+                to: b.to_string(),
                 latency_ms: e.latency_ms,
                 jitter_ms: e.jitter_ms,
                 success: e.success,
