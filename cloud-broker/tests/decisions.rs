@@ -828,3 +828,36 @@ fn a_links_new_metrics_reach_the_live_model_once_a_second_and_a_new_link_at_once
     sim.feed(Event::Links(Box::new(m)));
     assert_eq!(latency(&mut sim, &a, &b), Some(7.0));
 }
+
+#[test]
+fn the_live_models_links_are_in_name_order_with_every_online_nodes_loopback_once() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    sim.join_cluster(&c);
+    let m = sim.e.cluster();
+    let pairs: Vec<(&str, &str)> = m
+        .links
+        .iter()
+        .map(|l| (l.from.as_str(), l.to.as_str()))
+        .collect();
+    let mut sorted = pairs.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(pairs, sorted, "in (from, to) order, each pair once");
+    for n in &m.nodes {
+        let own = pairs
+            .iter()
+            .filter(|(a, b)| *a == n.name && *b == n.name)
+            .count();
+        assert_eq!(own, 1, "{}: its loopback once", n.name);
+    }
+    // every measured link of the cluster is there
+    for l in c.links.iter().filter(|l| l.from != l.to) {
+        assert!(
+            pairs.contains(&(l.from.as_str(), l.to.as_str())),
+            "{} -> {}",
+            l.from,
+            l.to
+        );
+    }
+}

@@ -346,31 +346,35 @@ impl Engine {
                 usage: n.usage,
             })
             .collect();
-        let mut links: Vec<Link> = self
-            .links
+        let estimates = self.estimates(&nodes);
+        // the measured links in name order, each node's loopback merged in where it measured
+        // none (nodes are in name order): no sort of names here
+        let loopback = |n: &str| Link {
+            from: n.to_string(),
+            to: n.to_string(),
+            latency_ms: LOOPBACK_LATENCY_MS,
+            jitter_ms: 0.0,
+            success: 1.0,
+        };
+        let mut links: Vec<Link> = Vec::with_capacity(self.links.len() + nodes.len());
+        let mut loops = nodes
             .iter()
-            .map(|(a, b, e)| Link {
+            .map(|n| n.name.as_str())
+            .filter(|n| !self.links.contains(n, n))
+            .peekable();
+        for (a, b, e) in self.links.in_name_order() {
+            while let Some(n) = loops.next_if(|n| (*n, *n) < (a, b)) {
+                links.push(loopback(n));
+            }
+            links.push(Link {
                 from: a.to_string(),
                 to: b.to_string(),
                 latency_ms: e.latency_ms,
                 jitter_ms: e.jitter_ms,
                 success: e.success,
-            })
-            .collect();
-        let estimates = self.estimates(&nodes);
-        for n in &nodes {
-            if !self.links.contains(&n.name, &n.name) {
-                links.push(Link {
-                    from: n.name.clone(),
-                    to: n.name.clone(),
-                    latency_ms: LOOPBACK_LATENCY_MS,
-                    jitter_ms: 0.0,
-                    success: 1.0,
-                });
-            }
+            });
         }
-        // each pair once: no stable sort needed
-        links.sort_unstable_by(|a, b| (&a.from, &a.to).cmp(&(&b.from, &b.to)));
+        links.extend(loops.map(loopback));
         let observed = self
             .apps
             .iter()

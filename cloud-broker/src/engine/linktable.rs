@@ -96,6 +96,29 @@ impl LinkTable {
             .map(|((a, b), e)| (self.name(*a), self.name(*b), e))
     }
 
+    /// Every link in the order of (from, to) names: the names ranked once (thousands), the
+    /// links sorted by their ranks (millions): numbers compared, not names.
+    pub(super) fn in_name_order(&self) -> Vec<(&str, &str, &LinkEntry)> {
+        let mut order: Vec<Id> = (0..self.names.len() as Id)
+            .filter(|i| self.names[*i as usize].1 > 0)
+            .collect();
+        order.sort_unstable_by(|a, b| self.name(*a).cmp(self.name(*b)));
+        let mut rank = vec![0u64; self.names.len()];
+        for (r, id) in order.iter().enumerate() {
+            rank[*id as usize] = r as u64;
+        }
+        let mut links: Vec<(u64, Id, Id, &LinkEntry)> = self
+            .map
+            .iter()
+            .map(|(&(a, b), e)| ((rank[a as usize] << 32) | rank[b as usize], a, b, e))
+            .collect();
+        links.sort_unstable_by_key(|l| l.0);
+        links
+            .into_iter()
+            .map(|(_, a, b, e)| (self.name(a), self.name(b), e))
+            .collect()
+    }
+
     /// Keeps the links `keep` accepts.
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&str, &str, &LinkEntry) -> bool) {
         let names = &self.names;
@@ -168,6 +191,16 @@ mod tests {
         let mut all: Vec<(&str, &str)> = t.iter().map(|(a, b, _)| (a, b)).collect();
         all.sort();
         assert_eq!(all, [("a", "b"), ("b", "a")]);
+        // in name order, whatever the order names were first seen in
+        t.from("c").insert("a", e(1.0));
+        t.from("a").insert("c", e(1.0));
+        t.from("0").insert("c", e(1.0));
+        let ordered: Vec<(&str, &str)> =
+            t.in_name_order().iter().map(|(a, b, _)| (*a, *b)).collect();
+        assert_eq!(
+            ordered,
+            [("0", "c"), ("a", "b"), ("a", "c"), ("b", "a"), ("c", "a")]
+        );
         let mut from_a = t.from("a");
         from_a.get_mut("b").unwrap().latency_ms = 4.0;
         assert_eq!(t.get("a", "b").map(|l| l.latency_ms), Some(4.0));
