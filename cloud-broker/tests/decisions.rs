@@ -861,3 +861,54 @@ fn the_live_models_links_are_in_name_order_with_every_online_nodes_loopback_once
         );
     }
 }
+
+/// Placing the waiting applications again for joins builds the live model again (O(links):
+/// seconds at 50,000 nodes): with many links it waits as long as the model takes new link
+/// metrics (a millisecond per hundred links, `LINK_MODEL_LINKS_PER_MS`), not a second.
+#[test]
+fn with_many_links_the_retry_for_joins_waits_as_long_as_the_live_model() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig {
+        stats_every_ms: 0,
+        ..EngineConfig::default()
+    });
+    sim.run_jobs = false;
+    sim.feed(Event::StartupDone);
+    sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
+    let job = sim.pending_jobs.remove(0);
+    sim.feed(Event::Scheduled(Box::new(run_job(&job))));
+    let searches = |sim: &mut Sim| {
+        let n = sim.pending_jobs.len();
+        for j in std::mem::take(&mut sim.pending_jobs) {
+            sim.feed(Event::Scheduled(Box::new(run_job(&j))));
+        }
+        n
+    };
+    // 2,000 nodes join, each then measuring 60 others: 120,000 links, a model every 1.2 s
+    const N: usize = 2000;
+    let name = |i: usize| format!("b{i:04}");
+    for i in 0..N {
+        let mut n = c.nodes[0].clone();
+        n.name = name(i);
+        n.datacenter = "bulk".into();
+        let r =
+            cloud_broker::testkit::report_of(&n, 1, &format!("10.1.{}.{}:7878", i / 250, i % 250));
+        sim.feed(Event::Report(Box::new(r)));
+    }
+    assert_eq!(searches(&mut sim), 1, "the first join at once");
+    for i in 0..N {
+        let samples = (1..=60).map(|d| acoa_shared::wire::LinkSample {
+            peer: acoa_shared::wire::name(&name((i + d) % N)).unwrap(),
+            latency_ms: 5.0,
+            jitter_ms: 0.5,
+            success: 1.0,
+            samples: 20,
+            last_answer_ms: 0,
+        });
+        sim.feed(Event::Links(Box::new(link_metrics(&name(i), samples))));
+    }
+    sim.tick(1000);
+    assert_eq!(searches(&mut sim), 0, "a second on: the model is not due");
+    sim.tick(200);
+    assert_eq!(searches(&mut sim), 1, "1.2 s on: the joins since, once");
+}

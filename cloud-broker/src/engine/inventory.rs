@@ -138,12 +138,15 @@ impl Engine {
 
     /// The unplaced applications placed again for the nodes that joined: at once for the first
     /// join after a quiet [`JOIN_RETRY_MS`], then at most once every [`JOIN_RETRY_MS`] (from the
-    /// tick) while nodes keep joining. A fleet joining by the thousand must not start a search
+    /// tick) while nodes keep joining, or as seldom as the live model takes new link metrics
+    /// when that is longer (each retry builds it again: seconds at 50,000 nodes). A fleet joining by the thousand must not start a search
     /// per application per join, each on a new cluster.
     pub(super) fn retry_for_joins(&mut self, out: &mut Vec<Action>) {
+        // each retry builds the live model again: no more often than it takes link metrics
+        let every = JOIN_RETRY_MS.max(self.model_every_ms());
         if self
             .last_join_retry
-            .is_some_and(|at| self.now.saturating_sub(at) < JOIN_RETRY_MS)
+            .is_some_and(|at| self.now.saturating_sub(at) < every)
         {
             return;
         }
@@ -395,10 +398,16 @@ impl Engine {
         c
     }
 
+    /// How often the live model takes new link metrics: [`LINK_MODEL_EVERY_MS`], longer with
+    /// many links ([`LINK_MODEL_LINKS_PER_MS`]).
+    fn model_every_ms(&self) -> u64 {
+        LINK_MODEL_EVERY_MS.max(self.links.len() as u64 / LINK_MODEL_LINKS_PER_MS)
+    }
+
     /// Takes the links' new metrics into the model if it was built [`LINK_MODEL_EVERY_MS`]
     /// ago or more (longer with many links: [`LINK_MODEL_LINKS_PER_MS`]).
     fn settle_links(&mut self) {
-        let every = LINK_MODEL_EVERY_MS.max(self.links.len() as u64 / LINK_MODEL_LINKS_PER_MS);
+        let every = self.model_every_ms();
         if self.links_moved && self.now.saturating_sub(self.model_built_at) >= every {
             self.links_moved = false;
             self.model_version += 1;
