@@ -46,8 +46,8 @@ fn fleet(n: usize, rng: &mut impl Rng) -> Vec<Candidate> {
                 *v = region + rng.gen_range(-20.0..20.0);
             }
             Candidate {
-                name,
-                addr: format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256),
+                name: name.into(),
+                addr: format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256).into(),
                 group,
                 coord: Some(Coord::new(x, rng.gen_range(0.0..3.0), 0.2).unwrap()),
             }

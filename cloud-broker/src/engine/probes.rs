@@ -53,9 +53,10 @@ const NEIGHBOUR_SEED: u64 = 0x16_c00d;
 /// One node as the peer lists see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
-    pub name: String,
+    /// Shared by every list that names it (50,000 lists of 32 peers: 1.6 million entries).
+    pub name: Arc<str>,
     /// Where it answers probes.
-    pub addr: String,
+    pub addr: Arc<str>,
     /// Its datacenter (or train).
     pub group: String,
     pub coord: Option<Coord<DIMS>>,
@@ -72,8 +73,9 @@ fn name_key(name: &str) -> u64 {
 /// One peer of a node's list.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ListEntry {
-    pub peer: String,
-    pub addr: String,
+    /// The candidate's own name and address, shared ([`Candidate`]).
+    pub peer: Arc<str>,
+    pub addr: Arc<str>,
     /// Of the node's own group.
     pub group: bool,
 }
@@ -99,14 +101,14 @@ pub fn peer_lists(
     let index: HashMap<&str, usize> = cands
         .iter()
         .enumerate()
-        .map(|(i, c)| (c.name.as_str(), i))
+        .map(|(i, c)| (&*c.name, i))
         .collect();
     let mix = NeighbourMix::for_k(k);
     let neighbours = select_all_neighbours(&members, k, mix, seed);
     let mut out = BTreeMap::new();
     for ((i, c), sel) in cands.iter().enumerate().zip(neighbours) {
         let mut chosen: BTreeSet<usize> = sel.into_iter().collect();
-        for t in targeted.get(&c.name).into_iter().flatten() {
+        for t in targeted.get(&*c.name).into_iter().flatten() {
             if chosen.len() >= MAX_PEERS_PER_NODE {
                 break;
             }
@@ -125,7 +127,7 @@ pub fn peer_lists(
             })
             .collect();
         list.sort();
-        out.insert(c.name.clone(), list);
+        out.insert(c.name.to_string(), list);
     }
     out
 }
@@ -276,8 +278,8 @@ impl Engine {
             .values()
             .filter(|n| n.state != NodeState::Lost && !n.info.probe_addr.is_empty())
             .map(|n| Candidate {
-                name: n.info.name.clone(),
-                addr: n.info.probe_addr.clone(),
+                name: n.info.name.as_str().into(),
+                addr: n.info.probe_addr.as_str().into(),
                 group: n.info.datacenter.clone(),
                 coord: self.probes.coords.get(&n.info.name).copied(),
             })
@@ -424,7 +426,7 @@ impl Engine {
         self.probes
             .sent
             .get(node)
-            .map(|(_, l)| l.iter().map(|e| e.peer.clone()).collect())
+            .map(|(_, l)| l.iter().map(|e| e.peer.to_string()).collect())
     }
 
     /// The status `app` would have published now (its links measured or estimated as of now).
@@ -687,7 +689,7 @@ mod tests {
     fn cand(name: &str, group: &str, x: f64) -> Candidate {
         Candidate {
             name: name.into(),
-            addr: format!("10.0.0.1:{}", 7000 + name.len()),
+            addr: format!("10.0.0.1:{}", 7000 + name.len()).into(),
             group: group.into(),
             coord: Some(Coord::new([x, 0.0, 0.0], 1.0, 0.2).unwrap()),
         }
@@ -703,7 +705,7 @@ mod tests {
         assert_eq!(lists.len(), 200);
         for (n, l) in &lists {
             assert_eq!(l.len(), 8, "{n}");
-            assert!(l.iter().all(|e| &e.peer != n));
+            assert!(l.iter().all(|e| *e.peer != **n));
             let group = l.iter().filter(|e| e.group).count();
             assert_eq!(group, 2, "a quarter of k for the node's own group: {n}");
         }
@@ -713,8 +715,8 @@ mod tests {
         let t = BTreeMap::from([("n0".to_string(), BTreeSet::from([far.clone(), "n0".into()]))]);
         let with = peer_lists(&cands, 8, &t, 1);
         let l = &with["n0"];
-        assert!(l.iter().any(|e| e.peer == far));
-        assert!(l.len() <= 9 && l.iter().all(|e| e.peer != "n0"));
+        assert!(l.iter().any(|e| *e.peer == *far));
+        assert!(l.len() <= 9 && l.iter().all(|e| &*e.peer != "n0"));
         assert_eq!(with["n1"], lists["n1"], "other lists unchanged");
         // k above the wire's bound is cut to it
         let big = peer_lists(&cands, 1000, &none, 1);
