@@ -79,7 +79,17 @@ pub enum Rule {
     /// pairs are probed in the next round; it replaces the placement in force only then, if
     /// it scores higher with both on measured links.
     Probe,
+    /// Probe several candidates per round: [`Rule::Probe`], plus per component the
+    /// [`MULTI_WIDTH`] nodes whose single move from the search's placement scores best on the
+    /// live model, the pairs between the candidates of components a channel joins probed in
+    /// the next round; the placement in force changes only to a placement on measured links
+    /// (a candidate once probed, or the search's best on the measured links alone).
+    Multi,
 }
+
+/// [`Rule::Multi`]: candidate nodes per component (the search's own node included), so at
+/// most `MULTI_WIDTH`^2 pairs per channel and round.
+pub const MULTI_WIDTH: usize = 8;
 
 /// One directed link as measured: its quality and jitter (ms).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -167,7 +177,7 @@ impl Fleet<'_> {
         let est = self.estimates(links);
         let searched = match rule {
             Rule::Pessimistic => est.scaled(1.0 + est.max_uncertainty()),
-            Rule::System | Rule::Adopt | Rule::Probe => est.clone(),
+            Rule::System | Rule::Adopt | Rule::Probe | Rule::Multi => est.clone(),
         };
         let infra = Infra::new(
             self.nodes.to_vec(),
@@ -373,6 +383,8 @@ pub struct Round {
     pub probed: usize,
     /// Whether the round's search was proven optimal (no search: false).
     pub proven: bool,
+    /// The pairs the round measured (targeted probes).
+    pub targeted: Vec<(u32, u32)>,
 }
 
 /// Up to `rounds` rounds after `first` was placed on `base`: the estimated pairs the placement
@@ -390,6 +402,9 @@ pub fn run(
     rounds: usize,
     opts: &Options,
 ) -> Vec<Round> {
+    if rule == Rule::Multi {
+        return run_multi(fleet, base, measure, app, first, rounds, opts);
+    }
     let mut links = base.clone();
     let mut cur = first.clone();
     // Rule::Probe: the last search's placement, not adopted yet
@@ -409,7 +424,7 @@ pub fn run(
         if targeted.is_empty() && candidate.is_none() && out.last().is_none_or(|r| !r.changed) {
             break;
         }
-        for (a, b) in targeted {
+        for &(a, b) in &targeted {
             links.insert((a, b), measure(a, b));
             probed += 1;
         }
@@ -431,7 +446,7 @@ pub fn run(
                             &p.assignment,
                             opts.time_budget,
                         ),
-                        Rule::Adopt | Rule::Pessimistic => {
+                        Rule::Adopt | Rule::Pessimistic | Rule::Multi => {
                             adopt_rule(&model, app, &cur, &p.assignment, opts.time_budget)
                         }
                         // a candidate on measured links only is compared at once
@@ -456,6 +471,190 @@ pub fn run(
             changed,
             probed,
             proven,
+            targeted: targeted.into_iter().collect(),
+        });
+    }
+    out
+}
+
+/// The single moves from `around`: per component every other node of the fleet (those that do
+/// not satisfy the component are left out when scored), as (component, node, placement).
+fn single_moves(
+    fleet: &Fleet,
+    app: &Application,
+    around: &BTreeMap<String, String>,
+) -> Vec<(usize, u32, BTreeMap<String, String>)> {
+    let mut out = Vec::new();
+    for (c, comp) in app.components.iter().enumerate() {
+        for (i, n) in fleet.nodes.iter().enumerate() {
+            if around.get(&comp.name) == Some(&n.name) {
+                continue;
+            }
+            let mut a = around.clone();
+            a.insert(comp.name.clone(), n.name.clone());
+            out.push((c, i as u32, a));
+        }
+    }
+    out
+}
+
+/// [`Rule::Multi`]'s probes around `around`: per component its node and the `width - 1` nodes
+/// whose single move scores best (`scores`, one per move of [`single_moves`]), and every pair
+/// between the candidates of a channel's ends (from -> to) that is not measured in `links`.
+fn neighbourhood(
+    fleet: &Fleet,
+    links: &Links,
+    app: &Application,
+    around: &BTreeMap<String, String>,
+    moves: &[(usize, u32, BTreeMap<String, String>)],
+    scores: &[Option<f64>],
+    width: usize,
+) -> BTreeSet<(u32, u32)> {
+    let index = |name: &str| {
+        fleet
+            .nodes
+            .binary_search_by(|n| n.name.as_str().cmp(name))
+            .ok()
+            .map(|i| i as u32)
+    };
+    let mut ranked: Vec<Vec<(f64, u32)>> = vec![Vec::new(); app.components.len()];
+    for ((c, n, _), s) in moves.iter().zip(scores) {
+        if let Some(s) = s {
+            ranked[*c].push((*s, *n));
+        }
+    }
+    let cands: BTreeMap<&str, Vec<u32>> = app
+        .components
+        .iter()
+        .zip(ranked)
+        .map(|(comp, mut r)| {
+            r.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+            let own = around.get(&comp.name).and_then(|n| index(n));
+            let c: Vec<u32> = own
+                .into_iter()
+                .chain(r.into_iter().map(|x| x.1))
+                .take(width)
+                .collect();
+            (comp.name.as_str(), c)
+        })
+        .collect();
+    let mut out = BTreeSet::new();
+    for ch in &app.channels {
+        let (Some(from), Some(to)) = (cands.get(ch.from.as_str()), cands.get(ch.to.as_str()))
+        else {
+            continue;
+        };
+        for &a in from {
+            for &b in to {
+                if a != b && !links.contains_key(&(a, b)) {
+                    out.insert((a, b));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// [`run`] for [`Rule::Multi`]. Each round: the estimated pairs of the placement in force, of
+/// the candidate (the last search's placement) and of the neighbourhood around it are
+/// measured; two searches run on the updated model, one on every pair (measured plus
+/// estimates), one on the measured links alone; the placement in force becomes the best of
+/// itself, the candidate and the measured-links search's placement, scored together on the
+/// model (all on measured links: no estimate decides); the first search's placement is the
+/// next candidate and its single moves give the next neighbourhood.
+fn run_multi(
+    fleet: &Fleet,
+    base: &Links,
+    measure: &dyn Fn(u32, u32) -> Meas,
+    app: &Application,
+    first: &BTreeMap<String, String>,
+    rounds: usize,
+    opts: &Options,
+) -> Vec<Round> {
+    let mut links = base.clone();
+    let mut cur = first.clone();
+    let mut candidate: Option<BTreeMap<String, String>> = None;
+    let mut pending: BTreeSet<(u32, u32)> = BTreeSet::new();
+    let mut probed = 0;
+    let mut out: Vec<Round> = Vec::new();
+    for _ in 0..rounds {
+        let mut targeted = std::mem::take(&mut pending);
+        for a in std::iter::once(&cur).chain(&candidate) {
+            targeted.extend(channel_pairs(fleet.nodes, app, a));
+        }
+        targeted.retain(|&(a, b)| a != b && !links.contains_key(&(a, b)));
+        if targeted.is_empty() && candidate.is_none() && out.last().is_none_or(|r| !r.changed) {
+            break;
+        }
+        for &(a, b) in &targeted {
+            links.insert((a, b), measure(a, b));
+        }
+        probed += targeted.len();
+        let (model, _) = fleet.view(&links);
+        let measured = Infra::new(
+            fleet.nodes.to_vec(),
+            links.iter().map(|(&(a, b), m)| (a, b, m.q)),
+        );
+        let placed = |infra: &Infra| match place_on(infra, app, &Ledger::new(), opts) {
+            Ok(r) => match r.outcome {
+                Placed::Placed(p) => (Some(p.assignment), r.proven),
+                Placed::Infeasible(_) => (None, r.proven),
+            },
+            Err(_) => (None, false),
+        };
+        let (searched, proven) = placed(&model);
+        let (on_measured, _) = placed(&measured);
+        // the placements that rest on measured links, then the single moves around the search's
+        let options: Vec<BTreeMap<String, String>> = std::iter::once(cur.clone())
+            .chain(
+                candidate
+                    .take()
+                    .into_iter()
+                    .chain(on_measured)
+                    .chain(searched.clone())
+                    .filter(|a| model.estimated_channels(app, a) == 0),
+            )
+            .collect();
+        let around = searched.clone().unwrap_or_else(|| cur.clone());
+        let moves = single_moves(fleet, app, &around);
+        let all: Vec<BTreeMap<String, String>> = options
+            .iter()
+            .cloned()
+            .chain(moves.iter().map(|m| m.2.clone()))
+            .collect();
+        let scores: Vec<Option<f64>> = score_all_on(&model, app, &all, opts.time_budget)
+            .into_iter()
+            .map(|s| s.ok().map(|x| x.0))
+            .collect();
+        let mut next = cur.clone();
+        let mut best = scores[0];
+        for (a, s) in options.iter().zip(&scores).skip(1) {
+            if let Some(s) = *s {
+                if best.is_none_or(|b| s > b + SCORE_RESOLUTION) {
+                    best = Some(s);
+                    next = a.clone();
+                }
+            }
+        }
+        candidate = searched.filter(|p| *p != next && model.estimated_channels(app, p) > 0);
+        pending = neighbourhood(
+            fleet,
+            &links,
+            app,
+            &around,
+            &moves,
+            &scores[options.len()..],
+            MULTI_WIDTH,
+        );
+        let changed = next != cur;
+        cur = next;
+        out.push(Round {
+            on_estimates: model.estimated_channels(app, &cur),
+            assignment: cur.clone(),
+            changed,
+            probed,
+            proven,
+            targeted: targeted.into_iter().collect(),
         });
     }
     out
