@@ -35,6 +35,15 @@
 //!   measured; the candidate replaces the placement in force if it then scores higher (both
 //!   on measured links only, so no estimate decides), and a new search on the updated model
 //!   gives the next candidate. The placement in force never moves onto an estimate.
+//! - [`Rule::Multi`]: [`Rule::Probe`] with several candidates per round, so that the measured
+//!   neighbourhood of the optimum grows fast. Each round two searches run on the updated
+//!   model: one on measured links plus estimates (its placement is the candidate), one on the
+//!   measured links alone. The placement in force becomes the best of itself, the candidate
+//!   probed in this round and the measured-links search's placement, all scored together on
+//!   measured links (no estimate decides). Around the candidate, per component its node and
+//!   the [`MULTI_WIDTH`] - 1 nodes whose single move scores best on the model; the pairs
+//!   between the candidate nodes of the two ends of each channel (at most [`MULTI_WIDTH`]^2
+//!   per channel) are probed in the next round with the candidate's.
 //!
 //! The scores a rule compares on one network are computed together (`score_all_on`: one
 //! l_min search, stopped after the search's time budget: on estimated links an unbounded one
@@ -477,8 +486,10 @@ pub fn run(
     out
 }
 
-/// The single moves from `around`: per component every other node of the fleet (those that do
-/// not satisfy the component are left out when scored), as (component, node, placement).
+/// The single moves from `around`: per component every other node of the fleet but those a
+/// pin (`requires.node`) excludes (nodes that fail another requirement are left out when
+/// scored; free resources are not checked, as in `score_all_on`), as (component, node,
+/// placement).
 fn single_moves(
     fleet: &Fleet,
     app: &Application,
@@ -487,7 +498,9 @@ fn single_moves(
     let mut out = Vec::new();
     for (c, comp) in app.components.iter().enumerate() {
         for (i, n) in fleet.nodes.iter().enumerate() {
-            if around.get(&comp.name) == Some(&n.name) {
+            if around.get(&comp.name) == Some(&n.name)
+                || comp.requires.node.as_ref().is_some_and(|p| *p != n.name)
+            {
                 continue;
             }
             let mut a = around.clone();
@@ -833,5 +846,72 @@ mod tests {
         };
         assert_eq!(sinks(Rule::Adopt), ["n00003", "n00001", "n00001"]);
         assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
+    }
+
+    /// The sink in datacenter b: n00001 measured at 10 ms; n00002 and n00003 estimated at 7
+    /// and 8 ms but 12 and 15 ms in truth; n00004 estimated at 11 ms (worse than n00001) but
+    /// 5 ms in truth. From the first placement on n00002, the probe rule ends on n00001 and
+    /// never probes n00004; the multi rule takes n00001 in round 1 (the search on the measured
+    /// links alone), probes the neighbourhood of the search's candidate n00003 (n00004 among
+    /// its single moves) and ends on n00004 in round 2, every move onto a measured link.
+    #[test]
+    fn the_multi_rule_probes_the_neighbourhood_and_adopts_only_measured() {
+        let nodes: Vec<Node> = (0..5)
+            .map(|i| node(i, ["a", "b"][usize::from(i > 0)]))
+            .collect();
+        let coords = vec![
+            (vec![0.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![-20.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![5.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![6.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![9.0, 0.0, 0.0], 1.0, 0.2),
+        ];
+        let fleet = Fleet {
+            nodes: &nodes,
+            site: vec![0, 1, 1, 1, 1],
+            coords: &coords,
+        };
+        let mut base: Links = (0..5).map(|i| ((i, i), meas(0.05))).collect();
+        base.insert((0, 1), meas(10.0));
+        base.insert((2, 3), meas(1.0));
+        base.insert((3, 4), meas(1.0));
+        let probed = std::cell::RefCell::new(Vec::new());
+        let truth = |a: u32, b: u32| {
+            probed.borrow_mut().push((a, b));
+            assert_eq!(a, 0, "only the channel's pairs are probed");
+            meas([0.0, 10.0, 12.0, 15.0, 5.0][b as usize])
+        };
+        let app = app_where("datacenter: b");
+        let (model, _) = fleet.view(&base);
+        let e = |b| model.link(0, b).unwrap().latency_ms;
+        assert!(
+            e(2) < e(3) && e(3) < 10.0 && e(4) > 10.0,
+            "{} {} {}",
+            e(2),
+            e(3),
+            e(4)
+        );
+        let first = at("n00002");
+        let opts = Options::default();
+        let sinks = |rule| -> Vec<String> {
+            run(&fleet, &base, &truth, &app, &first, rule, 4, &opts)
+                .into_iter()
+                .map(|r| r.assignment["sink"].clone())
+                .collect()
+        };
+        assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
+        assert!(!probed.borrow().contains(&(0, 4)));
+        probed.borrow_mut().clear();
+        let rounds = run(&fleet, &base, &truth, &app, &first, Rule::Multi, 4, &opts);
+        let got: Vec<&str> = rounds
+            .iter()
+            .map(|r| r.assignment["sink"].as_str())
+            .collect();
+        assert_eq!(got, ["n00001", "n00004", "n00004"]);
+        // round 1 the placement's pair, round 2 the candidate's and its neighbourhood's
+        let targeted: Vec<&[(u32, u32)]> = rounds.iter().map(|r| r.targeted.as_slice()).collect();
+        assert_eq!(targeted, [&[(0, 2)][..], &[(0, 3), (0, 4)], &[]]);
+        assert_eq!(rounds.last().unwrap().probed, 3);
+        assert!(rounds.iter().all(|r| r.on_estimates == 0));
     }
 }
