@@ -114,6 +114,10 @@ struct Args {
         default_value = "system,adopt"
     )]
     place_rules: Vec<rounds::Rule>,
+    /// `--place-rules multi`: candidate nodes per component (at most this squared pairs probed
+    /// per channel and round).
+    #[arg(long, default_value_t = rounds::MULTI_WIDTH)]
+    place_multi_width: usize,
     /// Vivaldi cc and ce.
     #[arg(long, default_value_t = 0.25)]
     cc: f64,

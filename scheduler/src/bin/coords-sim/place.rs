@@ -248,6 +248,7 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
                     &first.assignment,
                     rule,
                     args.place_rounds,
+                    args.place_multi_width,
                     &budgeted(args.place_budget_ms),
                 );
                 (first, done)

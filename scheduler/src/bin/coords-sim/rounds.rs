@@ -97,7 +97,7 @@ pub enum Rule {
 }
 
 /// [`Rule::Multi`]: candidate nodes per component (the search's own node included), so at
-/// most `MULTI_WIDTH`^2 pairs per channel and round.
+/// most `MULTI_WIDTH`^2 pairs per channel and round (the default of `--place-multi-width`).
 pub const MULTI_WIDTH: usize = 8;
 
 /// One directed link as measured: its quality and jitter (ms).
@@ -399,7 +399,8 @@ pub struct Round {
 /// Up to `rounds` rounds after `first` was placed on `base`: the estimated pairs the placement
 /// in force uses are measured (`measure`, the pair's simulated measurement), the application
 /// evaluated again by `rule`. Ends early when a round measures nothing new and changes nothing
-/// (later rounds would be the same; the first placement was searched on `base`).
+/// (later rounds would be the same; the first placement was searched on `base`). `width`:
+/// [`Rule::Multi`]'s candidate nodes per component.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     fleet: &Fleet,
@@ -409,10 +410,11 @@ pub fn run(
     first: &BTreeMap<String, String>,
     rule: Rule,
     rounds: usize,
+    width: usize,
     opts: &Options,
 ) -> Vec<Round> {
     if rule == Rule::Multi {
-        return run_multi(fleet, base, measure, app, first, rounds, opts);
+        return run_multi(fleet, base, measure, app, first, rounds, width, opts);
     }
     let mut links = base.clone();
     let mut cur = first.clone();
@@ -575,6 +577,7 @@ fn neighbourhood(
 /// itself, the candidate and the measured-links search's placement, scored together on the
 /// model (all on measured links: no estimate decides); the first search's placement is the
 /// next candidate and its single moves give the next neighbourhood.
+#[allow(clippy::too_many_arguments)]
 fn run_multi(
     fleet: &Fleet,
     base: &Links,
@@ -582,6 +585,7 @@ fn run_multi(
     app: &Application,
     first: &BTreeMap<String, String>,
     rounds: usize,
+    width: usize,
     opts: &Options,
 ) -> Vec<Round> {
     let mut links = base.clone();
@@ -657,7 +661,7 @@ fn run_multi(
             &around,
             &moves,
             &scores[options.len()..],
-            MULTI_WIDTH,
+            width,
         );
         let changed = next != cur;
         cur = next;
@@ -839,10 +843,20 @@ mod tests {
         let first = at("n00002");
         let opts = Options::default();
         let sinks = |rule| -> Vec<String> {
-            run(&fleet, &base, &truth, &app, &first, rule, 4, &opts)
-                .into_iter()
-                .map(|r| r.assignment["sink"].clone())
-                .collect()
+            run(
+                &fleet,
+                &base,
+                &truth,
+                &app,
+                &first,
+                rule,
+                4,
+                MULTI_WIDTH,
+                &opts,
+            )
+            .into_iter()
+            .map(|r| r.assignment["sink"].clone())
+            .collect()
         };
         assert_eq!(sinks(Rule::Adopt), ["n00003", "n00001", "n00001"]);
         assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
@@ -894,15 +908,35 @@ mod tests {
         let first = at("n00002");
         let opts = Options::default();
         let sinks = |rule| -> Vec<String> {
-            run(&fleet, &base, &truth, &app, &first, rule, 4, &opts)
-                .into_iter()
-                .map(|r| r.assignment["sink"].clone())
-                .collect()
+            run(
+                &fleet,
+                &base,
+                &truth,
+                &app,
+                &first,
+                rule,
+                4,
+                MULTI_WIDTH,
+                &opts,
+            )
+            .into_iter()
+            .map(|r| r.assignment["sink"].clone())
+            .collect()
         };
         assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
         assert!(!probed.borrow().contains(&(0, 4)));
         probed.borrow_mut().clear();
-        let rounds = run(&fleet, &base, &truth, &app, &first, Rule::Multi, 4, &opts);
+        let rounds = run(
+            &fleet,
+            &base,
+            &truth,
+            &app,
+            &first,
+            Rule::Multi,
+            4,
+            MULTI_WIDTH,
+            &opts,
+        );
         let got: Vec<&str> = rounds
             .iter()
             .map(|r| r.assignment["sink"].as_str())
