@@ -104,7 +104,9 @@ struct Args {
     /// How a re-evaluation changes the placement in force: `system` (the control plane's
     /// descheduler rule), `adopt` (the fresh search's placement whenever it scores higher),
     /// `pessimistic` (adopt, searching on pessimistic estimates), `probe` (a search's
-    /// placement is adopted only after its pairs were probed, if better on measured links).
+    /// placement is adopted only after its pairs were probed, if better on measured links),
+    /// `multi` (probe, with the pairs between each channel's 8 best candidate nodes per
+    /// component probed too, and a search on the measured links alone).
     #[arg(
         long,
         value_enum,
@@ -112,6 +114,10 @@ struct Args {
         default_value = "system,adopt"
     )]
     place_rules: Vec<rounds::Rule>,
+    /// `--place-rules multi`: candidate nodes per component (at most this squared pairs probed
+    /// per channel and round).
+    #[arg(long, default_value_t = rounds::MULTI_WIDTH)]
+    place_multi_width: usize,
     /// Vivaldi cc and ce.
     #[arg(long, default_value_t = 0.25)]
     cc: f64,

@@ -208,6 +208,7 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
             on_estimates: sparse.estimated_channels(&app, &pb.assignment),
             probed: 0,
             proven: rb.proven,
+            targeted: Vec::new(),
         };
         // per rule: its first placement (the pessimistic one searches its own) and its rounds
         let runs: Vec<(Round, Vec<Round>)> = args
@@ -230,13 +231,14 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
                                     changed: false,
                                     probed: 0,
                                     proven: r.proven,
+                                    targeted: Vec::new(),
                                 },
                                 _ => first.clone(),
                             },
                             Err(_) => first.clone(),
                         }
                     }
-                    Rule::System | Rule::Adopt | Rule::Probe => first.clone(),
+                    Rule::System | Rule::Adopt | Rule::Probe | Rule::Multi => first.clone(),
                 };
                 let done = rounds::run(
                     &fleet,
@@ -246,6 +248,7 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
                     &first.assignment,
                     rule,
                     args.place_rounds,
+                    args.place_multi_width,
                     &budgeted(args.place_budget_ms),
                 );
                 (first, done)
@@ -277,6 +280,19 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
                     },
                 };
                 t.add(r, d, searched && j > 0 && r.changed);
+                // the targeted pairs of rounds 1..=j, per node (either end)
+                let mut per_node: BTreeMap<u32, usize> = BTreeMap::new();
+                let pairs = run.iter().take(j).flat_map(|r| &r.targeted);
+                for &(a, b) in pairs.clone() {
+                    for x in [a, b] {
+                        *per_node.entry(x).or_default() += 1;
+                        *t.per_node.entry(x).or_default() += 1;
+                    }
+                }
+                t.app_max = t.app_max.max(pairs.count());
+                t.node_app_max = t
+                    .node_app_max
+                    .max(per_node.values().copied().max().unwrap_or(0));
                 t.searched += usize::from(searched);
                 t.proven += usize::from(searched && r.proven);
             }
@@ -326,13 +342,16 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
         for (j, t) in t.iter_mut().enumerate() {
             let (median, p95, max) = spread(&mut t.diffs);
             rows.push(format!(
-                "| {n} | {k} | {rule:?} | {j} | {:.2} % | {:.2} % | {:.2} % | {} of {placed} | {} of {chans} | {} | {} of {} |",
+                "| {n} | {k} | {rule:?} | {j} | {:.2} % | {:.2} % | {:.2} % | {} of {placed} | {} of {chans} | {} | {} | {} / {} | {} of {} |",
                 100.0 * median,
                 100.0 * p95,
                 100.0 * max,
                 t.changed,
                 t.on_est,
                 t.probed,
+                t.app_max,
+                t.node_app_max,
+                t.per_node.values().copied().max().unwrap_or(0),
                 t.proven,
                 t.searched
             ));
@@ -343,8 +362,8 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
 
 /// Header of the rounds' table ([`compare`]'s rows).
 pub fn rounds_header() {
-    println!("| nodes | k | rule | round | median rel. score difference | p95 | max | placements changed in the round | channels on estimated links | targeted pairs measured (total) | searches proven |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| nodes | k | rule | round | median rel. score difference | p95 | max | placements changed in the round | channels on estimated links | targeted pairs measured (total) | most of one application | most of one node: one application / all | searches proven |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
 }
 
 /// One round over the applications, for one rule.
@@ -356,6 +375,12 @@ struct Tally {
     probed: usize,
     proven: usize,
     searched: usize,
+    /// Targeted pairs so far: the most of one application.
+    app_max: usize,
+    /// ... the most a node is an end of, for one application.
+    node_app_max: usize,
+    /// ... per node, over every application.
+    per_node: BTreeMap<u32, usize>,
 }
 
 impl Tally {

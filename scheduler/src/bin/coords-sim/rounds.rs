@@ -35,6 +35,15 @@
 //!   measured; the candidate replaces the placement in force if it then scores higher (both
 //!   on measured links only, so no estimate decides), and a new search on the updated model
 //!   gives the next candidate. The placement in force never moves onto an estimate.
+//! - [`Rule::Multi`]: [`Rule::Probe`] with several candidates per round, so that the measured
+//!   neighbourhood of the optimum grows fast. Each round two searches run on the updated
+//!   model: one on measured links plus estimates (its placement is the candidate), one on the
+//!   measured links alone. The placement in force becomes the best of itself, the candidate
+//!   probed in this round and the measured-links search's placement, all scored together on
+//!   measured links (no estimate decides). Around the candidate, per component its node and
+//!   the [`MULTI_WIDTH`] - 1 nodes whose single move scores best on the model; the pairs
+//!   between the candidate nodes of the two ends of each channel (at most [`MULTI_WIDTH`]^2
+//!   per channel) are probed in the next round with the candidate's.
 //!
 //! The scores a rule compares on one network are computed together (`score_all_on`: one
 //! l_min search, stopped after the search's time budget: on estimated links an unbounded one
@@ -79,7 +88,17 @@ pub enum Rule {
     /// pairs are probed in the next round; it replaces the placement in force only then, if
     /// it scores higher with both on measured links.
     Probe,
+    /// Probe several candidates per round: [`Rule::Probe`], plus per component the
+    /// [`MULTI_WIDTH`] nodes whose single move from the search's placement scores best on the
+    /// live model, the pairs between the candidates of components a channel joins probed in
+    /// the next round; the placement in force changes only to a placement on measured links
+    /// (a candidate once probed, or the search's best on the measured links alone).
+    Multi,
 }
+
+/// [`Rule::Multi`]: candidate nodes per component (the search's own node included), so at
+/// most `MULTI_WIDTH`^2 pairs per channel and round (the default of `--place-multi-width`).
+pub const MULTI_WIDTH: usize = 8;
 
 /// One directed link as measured: its quality and jitter (ms).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -167,7 +186,7 @@ impl Fleet<'_> {
         let est = self.estimates(links);
         let searched = match rule {
             Rule::Pessimistic => est.scaled(1.0 + est.max_uncertainty()),
-            Rule::System | Rule::Adopt | Rule::Probe => est.clone(),
+            Rule::System | Rule::Adopt | Rule::Probe | Rule::Multi => est.clone(),
         };
         let infra = Infra::new(
             self.nodes.to_vec(),
@@ -373,12 +392,15 @@ pub struct Round {
     pub probed: usize,
     /// Whether the round's search was proven optimal (no search: false).
     pub proven: bool,
+    /// The pairs the round measured (targeted probes).
+    pub targeted: Vec<(u32, u32)>,
 }
 
 /// Up to `rounds` rounds after `first` was placed on `base`: the estimated pairs the placement
 /// in force uses are measured (`measure`, the pair's simulated measurement), the application
 /// evaluated again by `rule`. Ends early when a round measures nothing new and changes nothing
-/// (later rounds would be the same; the first placement was searched on `base`).
+/// (later rounds would be the same; the first placement was searched on `base`). `width`:
+/// [`Rule::Multi`]'s candidate nodes per component.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     fleet: &Fleet,
@@ -388,8 +410,12 @@ pub fn run(
     first: &BTreeMap<String, String>,
     rule: Rule,
     rounds: usize,
+    width: usize,
     opts: &Options,
 ) -> Vec<Round> {
+    if rule == Rule::Multi {
+        return run_multi(fleet, base, measure, app, first, rounds, width, opts);
+    }
     let mut links = base.clone();
     let mut cur = first.clone();
     // Rule::Probe: the last search's placement, not adopted yet
@@ -409,7 +435,7 @@ pub fn run(
         if targeted.is_empty() && candidate.is_none() && out.last().is_none_or(|r| !r.changed) {
             break;
         }
-        for (a, b) in targeted {
+        for &(a, b) in &targeted {
             links.insert((a, b), measure(a, b));
             probed += 1;
         }
@@ -431,7 +457,7 @@ pub fn run(
                             &p.assignment,
                             opts.time_budget,
                         ),
-                        Rule::Adopt | Rule::Pessimistic => {
+                        Rule::Adopt | Rule::Pessimistic | Rule::Multi => {
                             adopt_rule(&model, app, &cur, &p.assignment, opts.time_budget)
                         }
                         // a candidate on measured links only is compared at once
@@ -456,6 +482,196 @@ pub fn run(
             changed,
             probed,
             proven,
+            targeted: targeted.into_iter().collect(),
+        });
+    }
+    out
+}
+
+/// The single moves from `around`: per component every other node of the fleet but those a
+/// pin (`requires.node`) excludes (nodes that fail another requirement are left out when
+/// scored; free resources are not checked, as in `score_all_on`), as (component, node,
+/// placement).
+fn single_moves(
+    fleet: &Fleet,
+    app: &Application,
+    around: &BTreeMap<String, String>,
+) -> Vec<(usize, u32, BTreeMap<String, String>)> {
+    let mut out = Vec::new();
+    for (c, comp) in app.components.iter().enumerate() {
+        for (i, n) in fleet.nodes.iter().enumerate() {
+            if around.get(&comp.name) == Some(&n.name)
+                || comp.requires.node.as_ref().is_some_and(|p| *p != n.name)
+            {
+                continue;
+            }
+            let mut a = around.clone();
+            a.insert(comp.name.clone(), n.name.clone());
+            out.push((c, i as u32, a));
+        }
+    }
+    out
+}
+
+/// [`Rule::Multi`]'s probes around `around`: per component its node and the `width - 1` nodes
+/// whose single move scores best (`scores`, one per move of [`single_moves`]), and every pair
+/// between the candidates of a channel's ends (from -> to) that is not measured in `links`.
+fn neighbourhood(
+    fleet: &Fleet,
+    links: &Links,
+    app: &Application,
+    around: &BTreeMap<String, String>,
+    moves: &[(usize, u32, BTreeMap<String, String>)],
+    scores: &[Option<f64>],
+    width: usize,
+) -> BTreeSet<(u32, u32)> {
+    let index = |name: &str| {
+        fleet
+            .nodes
+            .binary_search_by(|n| n.name.as_str().cmp(name))
+            .ok()
+            .map(|i| i as u32)
+    };
+    let mut ranked: Vec<Vec<(f64, u32)>> = vec![Vec::new(); app.components.len()];
+    for ((c, n, _), s) in moves.iter().zip(scores) {
+        if let Some(s) = s {
+            ranked[*c].push((*s, *n));
+        }
+    }
+    let cands: BTreeMap<&str, Vec<u32>> = app
+        .components
+        .iter()
+        .zip(ranked)
+        .map(|(comp, mut r)| {
+            r.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+            let own = around.get(&comp.name).and_then(|n| index(n));
+            let c: Vec<u32> = own
+                .into_iter()
+                .chain(r.into_iter().map(|x| x.1))
+                .take(width)
+                .collect();
+            (comp.name.as_str(), c)
+        })
+        .collect();
+    let mut out = BTreeSet::new();
+    for ch in &app.channels {
+        let (Some(from), Some(to)) = (cands.get(ch.from.as_str()), cands.get(ch.to.as_str()))
+        else {
+            continue;
+        };
+        for &a in from {
+            for &b in to {
+                if a != b && !links.contains_key(&(a, b)) {
+                    out.insert((a, b));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// [`run`] for [`Rule::Multi`]. Each round: the estimated pairs of the placement in force, of
+/// the candidate (the last search's placement) and of the neighbourhood around it are
+/// measured; two searches run on the updated model, one on every pair (measured plus
+/// estimates), one on the measured links alone; the placement in force becomes the best of
+/// itself, the candidate and the measured-links search's placement, scored together on the
+/// model (all on measured links: no estimate decides); the first search's placement is the
+/// next candidate and its single moves give the next neighbourhood.
+#[allow(clippy::too_many_arguments)]
+fn run_multi(
+    fleet: &Fleet,
+    base: &Links,
+    measure: &dyn Fn(u32, u32) -> Meas,
+    app: &Application,
+    first: &BTreeMap<String, String>,
+    rounds: usize,
+    width: usize,
+    opts: &Options,
+) -> Vec<Round> {
+    let mut links = base.clone();
+    let mut cur = first.clone();
+    let mut candidate: Option<BTreeMap<String, String>> = None;
+    let mut pending: BTreeSet<(u32, u32)> = BTreeSet::new();
+    let mut probed = 0;
+    let mut out: Vec<Round> = Vec::new();
+    for _ in 0..rounds {
+        let mut targeted = std::mem::take(&mut pending);
+        for a in std::iter::once(&cur).chain(&candidate) {
+            targeted.extend(channel_pairs(fleet.nodes, app, a));
+        }
+        targeted.retain(|&(a, b)| a != b && !links.contains_key(&(a, b)));
+        if targeted.is_empty() && candidate.is_none() && out.last().is_none_or(|r| !r.changed) {
+            break;
+        }
+        for &(a, b) in &targeted {
+            links.insert((a, b), measure(a, b));
+        }
+        probed += targeted.len();
+        let (model, _) = fleet.view(&links);
+        let measured = Infra::new(
+            fleet.nodes.to_vec(),
+            links.iter().map(|(&(a, b), m)| (a, b, m.q)),
+        );
+        let placed = |infra: &Infra| match place_on(infra, app, &Ledger::new(), opts) {
+            Ok(r) => match r.outcome {
+                Placed::Placed(p) => (Some(p.assignment), r.proven),
+                Placed::Infeasible(_) => (None, r.proven),
+            },
+            Err(_) => (None, false),
+        };
+        let (searched, proven) = placed(&model);
+        let (on_measured, _) = placed(&measured);
+        // the placements that rest on measured links, then the single moves around the search's
+        let options: Vec<BTreeMap<String, String>> = std::iter::once(cur.clone())
+            .chain(
+                candidate
+                    .take()
+                    .into_iter()
+                    .chain(on_measured)
+                    .chain(searched.clone())
+                    .filter(|a| model.estimated_channels(app, a) == 0),
+            )
+            .collect();
+        let around = searched.clone().unwrap_or_else(|| cur.clone());
+        let moves = single_moves(fleet, app, &around);
+        let all: Vec<BTreeMap<String, String>> = options
+            .iter()
+            .cloned()
+            .chain(moves.iter().map(|m| m.2.clone()))
+            .collect();
+        let scores: Vec<Option<f64>> = score_all_on(&model, app, &all, opts.time_budget)
+            .into_iter()
+            .map(|s| s.ok().map(|x| x.0))
+            .collect();
+        let mut next = cur.clone();
+        let mut best = scores[0];
+        for (a, s) in options.iter().zip(&scores).skip(1) {
+            if let Some(s) = *s {
+                if best.is_none_or(|b| s > b + SCORE_RESOLUTION) {
+                    best = Some(s);
+                    next = a.clone();
+                }
+            }
+        }
+        candidate = searched.filter(|p| *p != next && model.estimated_channels(app, p) > 0);
+        pending = neighbourhood(
+            fleet,
+            &links,
+            app,
+            &around,
+            &moves,
+            &scores[options.len()..],
+            width,
+        );
+        let changed = next != cur;
+        cur = next;
+        out.push(Round {
+            on_estimates: model.estimated_channels(app, &cur),
+            assignment: cur.clone(),
+            changed,
+            probed,
+            proven,
+            targeted: targeted.into_iter().collect(),
         });
     }
     out
@@ -627,12 +843,109 @@ mod tests {
         let first = at("n00002");
         let opts = Options::default();
         let sinks = |rule| -> Vec<String> {
-            run(&fleet, &base, &truth, &app, &first, rule, 4, &opts)
-                .into_iter()
-                .map(|r| r.assignment["sink"].clone())
-                .collect()
+            run(
+                &fleet,
+                &base,
+                &truth,
+                &app,
+                &first,
+                rule,
+                4,
+                MULTI_WIDTH,
+                &opts,
+            )
+            .into_iter()
+            .map(|r| r.assignment["sink"].clone())
+            .collect()
         };
         assert_eq!(sinks(Rule::Adopt), ["n00003", "n00001", "n00001"]);
         assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
+    }
+
+    /// The sink in datacenter b: n00001 measured at 10 ms; n00002 and n00003 estimated at 7
+    /// and 8 ms but 12 and 15 ms in truth; n00004 estimated at 11 ms (worse than n00001) but
+    /// 5 ms in truth. From the first placement on n00002, the probe rule ends on n00001 and
+    /// never probes n00004; the multi rule takes n00001 in round 1 (the search on the measured
+    /// links alone), probes the neighbourhood of the search's candidate n00003 (n00004 among
+    /// its single moves) and ends on n00004 in round 2, every move onto a measured link.
+    #[test]
+    fn the_multi_rule_probes_the_neighbourhood_and_adopts_only_measured() {
+        let nodes: Vec<Node> = (0..5)
+            .map(|i| node(i, ["a", "b"][usize::from(i > 0)]))
+            .collect();
+        let coords = vec![
+            (vec![0.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![-20.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![5.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![6.0, 0.0, 0.0], 1.0, 0.2),
+            (vec![9.0, 0.0, 0.0], 1.0, 0.2),
+        ];
+        let fleet = Fleet {
+            nodes: &nodes,
+            site: vec![0, 1, 1, 1, 1],
+            coords: &coords,
+        };
+        let mut base: Links = (0..5).map(|i| ((i, i), meas(0.05))).collect();
+        base.insert((0, 1), meas(10.0));
+        base.insert((2, 3), meas(1.0));
+        base.insert((3, 4), meas(1.0));
+        let probed = std::cell::RefCell::new(Vec::new());
+        let truth = |a: u32, b: u32| {
+            probed.borrow_mut().push((a, b));
+            assert_eq!(a, 0, "only the channel's pairs are probed");
+            meas([0.0, 10.0, 12.0, 15.0, 5.0][b as usize])
+        };
+        let app = app_where("datacenter: b");
+        let (model, _) = fleet.view(&base);
+        let e = |b| model.link(0, b).unwrap().latency_ms;
+        assert!(
+            e(2) < e(3) && e(3) < 10.0 && e(4) > 10.0,
+            "{} {} {}",
+            e(2),
+            e(3),
+            e(4)
+        );
+        let first = at("n00002");
+        let opts = Options::default();
+        let sinks = |rule| -> Vec<String> {
+            run(
+                &fleet,
+                &base,
+                &truth,
+                &app,
+                &first,
+                rule,
+                4,
+                MULTI_WIDTH,
+                &opts,
+            )
+            .into_iter()
+            .map(|r| r.assignment["sink"].clone())
+            .collect()
+        };
+        assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
+        assert!(!probed.borrow().contains(&(0, 4)));
+        probed.borrow_mut().clear();
+        let rounds = run(
+            &fleet,
+            &base,
+            &truth,
+            &app,
+            &first,
+            Rule::Multi,
+            4,
+            MULTI_WIDTH,
+            &opts,
+        );
+        let got: Vec<&str> = rounds
+            .iter()
+            .map(|r| r.assignment["sink"].as_str())
+            .collect();
+        assert_eq!(got, ["n00001", "n00004", "n00004"]);
+        // round 1 the placement's pair, round 2 the candidate's and its neighbourhood's
+        let targeted: Vec<&[(u32, u32)]> = rounds.iter().map(|r| r.targeted.as_slice()).collect();
+        assert_eq!(targeted, [&[(0, 2)][..], &[(0, 3), (0, 4)], &[]]);
+        assert_eq!(rounds.last().unwrap().probed, 3);
+        assert!(rounds.iter().all(|r| r.on_estimates == 0));
     }
 }
