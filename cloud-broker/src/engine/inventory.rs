@@ -139,8 +139,9 @@ impl Engine {
     /// The unplaced applications placed again for the nodes that joined: at once for the first
     /// join after a quiet [`JOIN_RETRY_MS`], then at most once every [`JOIN_RETRY_MS`] (from the
     /// tick) while nodes keep joining, or as seldom as the live model takes new link metrics
-    /// when that is longer (each retry builds it again: seconds at 50,000 nodes). A fleet joining by the thousand must not start a search
-    /// per application per join, each on a new cluster.
+    /// when that is longer (each retry builds it again: seconds at 50,000 nodes). A fleet
+    /// joining by the thousand must not start a search per application per join, each on a
+    /// new cluster.
     pub(super) fn retry_for_joins(&mut self, out: &mut Vec<Action>) {
         // each retry builds the live model again: no more often than it takes link metrics
         let every = JOIN_RETRY_MS.max(self.model_every_ms());

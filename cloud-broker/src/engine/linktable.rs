@@ -81,10 +81,10 @@ impl LinkTable {
     }
 
     /// `from`'s links, its name looked up once ([`From`]).
-    pub(super) fn from<'a>(&'a mut self, from: &str) -> From<'a> {
+    pub(super) fn from<'a>(&'a mut self, from: &'a str) -> From<'a> {
         From {
             id: self.id(from),
-            name: from.to_string(),
+            name: from,
             table: self,
         }
     }
@@ -94,6 +94,17 @@ impl LinkTable {
         self.map
             .iter()
             .map(|((a, b), e)| (self.name(*a), self.name(*b), e))
+    }
+
+    /// The names by number (a free number: "") and every link by the numbers of its ends: a
+    /// pass over the links that keeps something per node looks no name up per link.
+    pub(super) fn numbered(&self) -> (Vec<&str>, impl Iterator<Item = (usize, usize, &LinkEntry)>) {
+        let names = self.names.iter().map(|(n, _)| n.as_str()).collect();
+        let links = self
+            .map
+            .iter()
+            .map(|(&(a, b), e)| (a as usize, b as usize, e));
+        (names, links)
     }
 
     /// Every link in the order of (from, to) names: the names ranked once (thousands), the
@@ -140,7 +151,7 @@ impl LinkTable {
 /// One node's links ([`LinkTable::from`]).
 pub(super) struct From<'a> {
     table: &'a mut LinkTable,
-    name: String,
+    name: &'a str,
     id: Option<Id>,
 }
 
@@ -156,7 +167,7 @@ impl From<'_> {
             *o = e;
             return;
         }
-        let a = self.table.hold(&self.name);
+        let a = self.table.hold(self.name);
         self.id = Some(a);
         let b = self.table.hold(to);
         self.table.map.insert((a, b), e);
