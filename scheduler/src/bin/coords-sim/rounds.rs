@@ -720,6 +720,22 @@ mod tests {
             .collect()
     }
 
+    /// Where the sink of `app` is after each of 4 rounds of `rule` from `first`.
+    fn sinks_by(
+        fleet: &Fleet,
+        base: &Links,
+        truth: &dyn Fn(u32, u32) -> Meas,
+        app: &Application,
+        first: &BTreeMap<String, String>,
+        rule: Rule,
+    ) -> Vec<String> {
+        let opts = Options::default();
+        run(fleet, base, truth, app, first, rule, 4, MULTI_WIDTH, &opts)
+            .into_iter()
+            .map(|r| r.assignment["sink"].clone())
+            .collect()
+    }
+
     #[test]
     fn bounds_span_the_jitter_and_the_probes() {
         let ((lo, hi), (s_lo, s_hi)) = bounds(&meas(10.0));
@@ -841,23 +857,7 @@ mod tests {
         let (model, _) = fleet.view(&base);
         assert!(model.link(0, 2).unwrap().latency_ms < model.link(0, 3).unwrap().latency_ms);
         let first = at("n00002");
-        let opts = Options::default();
-        let sinks = |rule| -> Vec<String> {
-            run(
-                &fleet,
-                &base,
-                &truth,
-                &app,
-                &first,
-                rule,
-                4,
-                MULTI_WIDTH,
-                &opts,
-            )
-            .into_iter()
-            .map(|r| r.assignment["sink"].clone())
-            .collect()
-        };
+        let sinks = |rule| sinks_by(&fleet, &base, &truth, &app, &first, rule);
         assert_eq!(sinks(Rule::Adopt), ["n00003", "n00001", "n00001"]);
         assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
     }
@@ -906,23 +906,7 @@ mod tests {
             e(4)
         );
         let first = at("n00002");
-        let opts = Options::default();
-        let sinks = |rule| -> Vec<String> {
-            run(
-                &fleet,
-                &base,
-                &truth,
-                &app,
-                &first,
-                rule,
-                4,
-                MULTI_WIDTH,
-                &opts,
-            )
-            .into_iter()
-            .map(|r| r.assignment["sink"].clone())
-            .collect()
-        };
+        let sinks = |rule| sinks_by(&fleet, &base, &truth, &app, &first, rule);
         assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
         assert!(!probed.borrow().contains(&(0, 4)));
         probed.borrow_mut().clear();
@@ -935,7 +919,7 @@ mod tests {
             Rule::Multi,
             4,
             MULTI_WIDTH,
-            &opts,
+            &Options::default(),
         );
         let got: Vec<&str> = rounds
             .iter()
