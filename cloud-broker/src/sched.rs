@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 pub use acoa_scheduler::{
-    algorithms, score, CriterionGrade, Infeasible, Ledger, Outcome, Placement, ScheduleError,
+    algorithms, score, score_on, CriterionGrade, Infeasible, Ledger, Outcome, Placement,
+    ScheduleError,
 };
 use acoa_shared::model::{Application, Cluster};
 
@@ -20,11 +21,19 @@ pub fn place(
     app: &Application,
     ledger: &Ledger,
 ) -> Result<Outcome, ScheduleError> {
-    let infra = acoa_scheduler::Infra::from_cluster(cluster);
+    place_on(&acoa_scheduler::Infra::from_cluster(cluster), app, ledger)
+}
+
+/// [`place`] on a prepared view of the cluster.
+pub fn place_on(
+    infra: &acoa_scheduler::Infra,
+    app: &Application,
+    ledger: &Ledger,
+) -> Result<Outcome, ScheduleError> {
     let opts = acoa_scheduler::Options {
         time_budget: Some(TIME_BUDGET),
         count_budget: COUNT_BUDGET,
         ..Default::default()
     };
-    Ok(acoa_scheduler::place_on(&infra, app, ledger, &opts)?.outcome)
+    Ok(acoa_scheduler::place_on(infra, app, ledger, &opts)?.outcome)
 }

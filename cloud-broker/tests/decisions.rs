@@ -912,3 +912,61 @@ fn with_many_links_the_retry_for_joins_waits_as_long_as_the_live_model() {
     sim.tick(200);
     assert_eq!(searches(&mut sim), 1, "1.2 s on: the joins since, once");
 }
+
+/// The scheduler's view of the live model is built from the link table's numbers, not from
+/// the model's cluster document (1.6 million links of two strings each at 50,000 nodes): it
+/// is the same view, pair by pair, measured or estimated. And the jobs on one model read one
+/// view, built once (each job built its own from the cluster, again for every score).
+#[test]
+fn the_scheduler_view_of_the_live_model_is_its_cluster_documents_and_jobs_share_it() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig::default());
+    for n in &c.nodes {
+        sim.feed(Event::Report(Box::new(report(n))));
+    }
+    // half the nodes measure: the other pairs are estimated
+    for n in c.nodes.iter().step_by(2) {
+        sim.feed(Event::Links(Box::new(links_of(&c, &n.name))));
+    }
+    let m = sim.e.model();
+    let (a, b) = (m.infra(), acoa_scheduler::Infra::from_cluster(&m.cluster()));
+    assert_eq!(a.len(), c.nodes.len());
+    assert_eq!(a.link_count(), b.link_count());
+    let (mut measured, mut estimated) = (0, 0);
+    for x in m.nodes() {
+        for y in m.nodes() {
+            let on = |i: &acoa_scheduler::Infra| {
+                i.link_known(i.index_of(&x.name).unwrap(), i.index_of(&y.name).unwrap())
+            };
+            let known = on(&a);
+            assert_eq!(known, on(&b), "{} -> {}", x.name, y.name);
+            match known {
+                Some(k) if k.is_estimated() => estimated += 1,
+                Some(_) => measured += 1,
+                None => {}
+            }
+        }
+    }
+    assert!(
+        measured > c.nodes.len() && estimated > 0,
+        "{measured} {estimated}"
+    );
+    // two applications published at once: two jobs on one model, one view
+    sim.run_jobs = false;
+    sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
+    sim.publish("speed-profiling", app_text("speed-profiling"));
+    let js = std::mem::take(&mut sim.pending_jobs);
+    assert_eq!(js.len(), 2);
+    assert!(std::sync::Arc::ptr_eq(&js[0].model, &js[1].model));
+    assert!(std::sync::Arc::ptr_eq(
+        &js[0].model.infra(),
+        &js[1].model.infra()
+    ));
+    for j in &js {
+        assert!(
+            matches!(run_job(j).outcome, JobOutcome::Placed(_)),
+            "{}",
+            j.app
+        );
+    }
+}

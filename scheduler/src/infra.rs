@@ -279,6 +279,89 @@ impl Infra {
         (&self.d.inn[to as usize], &self.d.inn_q[to as usize])
     }
 
+    /// Whether the link from `from` to `to` is measured (not estimated).
+    pub fn is_measured(&self, from: u32, to: u32) -> bool {
+        self.d.map.contains_key(&key(from, to))
+    }
+
+    /// The same nodes and links with other qualities: each measured link's becomes
+    /// `quality(i, from, to, q)` (`i`: its number, the order links were first given to
+    /// [`Infra::new`] in), and the `extra` links are added (a pair already measured takes the
+    /// extra quality). The applications' use and the estimator are kept. O(links) numbers, no
+    /// name: the whole network seen otherwise (e.g. at its confidence bounds) without
+    /// building the view again.
+    pub fn requalified(
+        &self,
+        quality: impl Fn(usize, u32, u32, LinkQ) -> LinkQ,
+        extra: &[(u32, u32, LinkQ)],
+    ) -> Infra {
+        let d = &self.d;
+        let mut links = vec![
+            LinkQ {
+                latency_ms: 0.0,
+                success: 0.0
+            };
+            d.links.len()
+        ];
+        for (k, i) in &d.map {
+            let (f, t) = ((k >> 32) as u32, *k as u32);
+            links[*i as usize] = quality(*i as usize, f, t, d.links[*i as usize]);
+        }
+        let mut map = d.map.clone();
+        let (mut out, mut inn) = (d.out.clone(), d.inn.clone());
+        for (f, t, q) in extra {
+            let k = key(*f, *t);
+            match map.get(&k) {
+                Some(i) => links[*i as usize] = *q,
+                None => {
+                    map.insert(k, links.len() as u32);
+                    links.push(*q);
+                    let o = &mut out[*f as usize];
+                    if let Err(p) = o.binary_search(t) {
+                        o.insert(p, *t);
+                    }
+                    let n = &mut inn[*t as usize];
+                    if let Err(p) = n.binary_search(f) {
+                        n.insert(p, *f);
+                    }
+                }
+            }
+        }
+        let qualities = |adj: &Vec<Vec<u32>>, outward: bool| -> Vec<Vec<LinkQ>> {
+            adj.iter()
+                .enumerate()
+                .map(|(a, l)| {
+                    l.iter()
+                        .map(|b| {
+                            let k = if outward {
+                                key(a as u32, *b)
+                            } else {
+                                key(*b, a as u32)
+                            };
+                            links[map[&k] as usize]
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        let out_q = qualities(&out, true);
+        let inn_q = qualities(&inn, false);
+        Infra {
+            d: Arc::new(Data {
+                nodes: d.nodes.clone(),
+                index: d.index.clone(),
+                links,
+                map,
+                out,
+                out_q,
+                inn,
+                inn_q,
+                observed: d.observed.clone(),
+                est: d.est.clone(),
+            }),
+        }
+    }
+
     /// Nodes `from` has a measured link to, sorted.
     pub fn out(&self, from: u32) -> &[u32] {
         &self.d.out[from as usize]
@@ -287,5 +370,88 @@ impl Infra {
     /// Nodes with a measured link to `to`, sorted.
     pub fn inn(&self, to: u32) -> &[u32] {
         &self.d.inn[to as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(latency_ms: f64) -> LinkQ {
+        LinkQ {
+            latency_ms,
+            success: 1.0,
+        }
+    }
+
+    /// A view requalified is the view built again with those qualities: point look-ups and
+    /// the adjacency the search walks agree, extra links included.
+    #[test]
+    fn a_requalified_view_is_the_view_built_with_those_qualities() {
+        let n = 8u32;
+        let nodes: Vec<Node> = (0..n)
+            .map(|i| Node {
+                name: format!("n{i}"),
+                datacenter: format!("dc{}", i / 4),
+                layer: acoa_shared::model::Layer::Edge,
+                arch: "aarch64".into(),
+                hardware: vec![],
+                software: vec![],
+                capacity: Default::default(),
+                usage: Default::default(),
+            })
+            .collect();
+        // a ring both ways, every loopback, and a chord
+        let mut links = vec![];
+        for i in 0..n {
+            links.push((i, (i + 1) % n, q(1.0 + i as f64)));
+            links.push(((i + 1) % n, i, q(2.0 + i as f64)));
+            links.push((i, i, q(0.5)));
+        }
+        links.push((0, 4, q(9.0)));
+        let infra = Infra::new(nodes, links);
+        let mut all = vec![];
+        for a in 0..n {
+            let (to, qs) = infra.out_links(a);
+            for (b, x) in to.iter().zip(qs) {
+                all.push((a, *b, *x));
+            }
+        }
+        let unmeasured = (0..n)
+            .flat_map(|a| (0..n).map(move |b| (a, b)))
+            .find(|(a, b)| !infra.is_measured(*a, *b))
+            .expect("a pair not measured");
+        let measured = all[3];
+        let extra = [
+            (unmeasured.0, unmeasured.1, q(77.0)),
+            (measured.0, measured.1, q(55.0)),
+        ];
+        // every link twice as slow, then the extras
+        let twice = infra.requalified(|_, _, _, x| q(x.latency_ms * 2.0), &extra);
+        let mut expected: Vec<(u32, u32, LinkQ)> = all
+            .iter()
+            .map(|(a, b, x)| (*a, *b, q(x.latency_ms * 2.0)))
+            .collect();
+        expected.extend(extra);
+        let built = Infra::new(infra.nodes().to_vec(), expected);
+        assert_eq!(twice.link_count(), built.link_count());
+        assert_eq!(twice.link_count(), infra.link_count() + 1);
+        for a in 0..n {
+            assert_eq!(twice.out_links(a), built.out_links(a), "out of {a}");
+            assert_eq!(twice.inn_links(a), built.inn_links(a), "into {a}");
+            for b in 0..n {
+                assert_eq!(twice.link(a, b), built.link(a, b), "{a} -> {b}");
+            }
+        }
+        assert_eq!(
+            twice.link(unmeasured.0, unmeasured.1).map(|x| x.latency_ms),
+            Some(77.0)
+        );
+        assert_eq!(
+            twice.link(measured.0, measured.1).map(|x| x.latency_ms),
+            Some(55.0)
+        );
+        // the original is untouched
+        assert_eq!(infra.link(measured.0, measured.1), Some(measured.2));
     }
 }

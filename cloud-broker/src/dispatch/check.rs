@@ -29,13 +29,12 @@ pub fn check(job: &Job, r: &jobs::JobResult) -> Result<JobResult, String> {
             feasible_deployments,
         } => {
             let app = job.application.as_ref();
-            let cluster = job.cluster.as_ref();
             if let Some(why) =
                 overcommitted(job, assignment).or_else(|| overfilled(job, assignment))
             {
                 return Err(format!("the placement does not fit: {why}"));
             }
-            let (s, g) = sched::score(cluster, app, assignment)
+            let (s, g) = sched::score_on(&job.model.infra(), app, assignment)
                 .map_err(|e| format!("the placement does not hold: {e}"))?;
             if (s - score).abs() > 1e-9 {
                 warn!(
@@ -73,7 +72,7 @@ fn overcommitted(job: &Job, assignment: &BTreeMap<String, String>) -> Option<Str
         e.1 += r.memory_mb;
     }
     for (n, (cpu, mem)) in want {
-        let node = job.cluster.node(n)?;
+        let node = job.model.node(n)?;
         let res = job.reserved.get(n).copied().unwrap_or_default();
         let left_cpu =
             node.capacity.cpu_millis as i64 - node.usage.cpu_millis as i64 - res.cpu_millis as i64;
@@ -163,8 +162,8 @@ mod tests {
             .unwrap();
         let mut a = assignment.clone();
         let bad = job
-            .cluster
-            .nodes
+            .model
+            .nodes()
             .iter()
             .find(|n| !n.satisfies(&sensor.requires))
             .unwrap();

@@ -16,7 +16,7 @@ use crate::sched;
 
 /// The wire form of an engine job.
 pub fn wire_job(job: &Job, nonce: u128) -> jobs::Job {
-    with_cluster(job, nonce, job.cluster.as_ref().clone())
+    with_cluster(job, nonce, job.model.cluster().as_ref().clone())
 }
 
 /// The wire form of `job` carrying `cluster` as its snapshot.
@@ -38,7 +38,7 @@ fn with_cluster(job: &Job, nonce: u128, cluster: Cluster) -> jobs::Job {
 /// left the snapshot cannot be chosen, and a job carries at most one count per node
 /// ([`jobs::check_containers`]).
 fn containers_on(job: &Job) -> BTreeMap<String, u32> {
-    let nodes: BTreeSet<&str> = job.cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+    let nodes: BTreeSet<&str> = job.model.nodes().iter().map(|n| n.name.as_str()).collect();
     job.containers
         .iter()
         .filter(|(n, k)| **k > 0 && nodes.contains(n.as_str()))
@@ -76,7 +76,7 @@ pub fn encode(
     let packed = cache
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .packed(&job.cluster)
+        .packed(&job.model.cluster())
         .map_err(|e| e.to_string())?;
     // the snapshot travels packed, beside the job
     let w = with_cluster(job, nonce, Cluster::default());
@@ -94,7 +94,7 @@ mod tests {
         let cache = Mutex::new(PackCache::default());
         let js = jobs_for(&["smoke-monitoring", "speed-profiling"]);
         // the engine's live model did not change between the two: one snapshot, packed once
-        assert!(Arc::ptr_eq(&js[0].cluster, &js[1].cluster));
+        assert!(Arc::ptr_eq(&js[0].model, &js[1].model));
         for j in js {
             let w = wire_job(&j, 42);
             let bytes = encode(&j, 42, &key, &cache).unwrap();
@@ -107,8 +107,8 @@ mod tests {
         let key = SigningKey::from_bytes(&[5; 32]);
         let cache = Mutex::new(PackCache::default());
         let mut j = (*jobs_for(&["smoke-monitoring"])[0]).clone();
-        let n1 = j.cluster.nodes[0].name.clone();
-        let n2 = j.cluster.nodes[1].name.clone();
+        let n1 = j.model.nodes()[0].name.clone();
+        let n2 = j.model.nodes()[1].name.clone();
         // a node gone from the snapshot and a zero count are left out
         j.containers = [(n1.clone(), 32), (n2.clone(), 0), ("gone".to_string(), 5)].into();
         let bytes = encode(&j, 1, &key, &cache).unwrap();

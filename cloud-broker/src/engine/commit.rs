@@ -169,12 +169,7 @@ impl Engine {
         if busy {
             return;
         }
-        let cluster = self.cluster();
-        let has_placement = self
-            .apps
-            .get(app)
-            .is_some_and(|a| a.rec.placement.is_some());
-        let bounds = has_placement.then(|| self.link_bounds());
+        let model = self.model();
         let reserved = self.reserved_by_others(app);
         let containers = self.containers_of_others(app);
         let id = self.next_job;
@@ -188,7 +183,7 @@ impl Engine {
                 let Some(comp) = a.rec.application.component(c) else {
                     continue;
                 };
-                if cluster
+                if model
                     .node(n)
                     .is_some_and(|node| node.satisfies(&comp.requires))
                 {
@@ -204,13 +199,12 @@ impl Engine {
             revision: a.revision,
             purpose,
             application: Arc::new(a.rec.application.clone()),
-            cluster,
+            model,
             reserved,
             containers,
             ledger_version,
             current,
             keep,
-            bounds,
         };
         self.hold_unreachable(&mut job);
         out.push(Action::Schedule(Box::new(job)));
@@ -510,10 +504,11 @@ impl Engine {
             warn!("re-placement of {app} collided with another commit, will evaluate again");
             return;
         }
-        let (score_now, criteria) = match sched::score(&self.cluster(), &application, &assignment) {
-            Ok((s, g)) => (s, grades(&g)),
-            Err(_) => (score, vec![]),
-        };
+        let (score_now, criteria) =
+            match sched::score_on(&self.model().infra(), &application, &assignment) {
+                Ok((s, g)) => (s, grades(&g)),
+                Err(_) => (score, vec![]),
+            };
         let from = cur_assignment.get(&comp).cloned().unwrap_or_default();
         info!(
             "application {app} re-placed because link metrics changed: {comp} {from}→{node} (score {:.6} → {:.6}; best {:.6}, {:.1} % better for {} evaluations)",

@@ -19,7 +19,6 @@ use tracing::{info, warn};
 
 use super::inventory::LiveNode;
 use super::jobs::Job;
-use super::links::LOOPBACK_LATENCY_MS;
 use super::liveness::{self, Liveness, NodeState, Windows};
 use super::{ms, Action, AppState, Engine};
 use crate::sched;
@@ -315,37 +314,24 @@ impl Engine {
         if stay.is_empty() {
             return;
         }
-        let mut cluster = (*job.cluster).clone();
         let mut app = (*job.application).clone();
+        let mut extra = vec![];
         for (c, n) in &stay {
             if let Some(comp) = app.components.iter_mut().find(|x| &x.name == c) {
                 comp.requires.node = Some(n.clone());
             }
             job.keep.insert(c.clone(), n.clone());
-            if cluster.node(n).is_none() {
-                cluster.nodes.push(model_node(&self.nodes[n]));
-                if !cluster.links.iter().any(|l| &l.from == n && &l.to == n) {
-                    cluster.links.push(model::Link {
-                        from: n.clone(),
-                        to: n.clone(),
-                        latency_ms: LOOPBACK_LATENCY_MS,
-                        jitter_ms: 0.0,
-                        success: 1.0,
-                    });
-                }
+            if job.model.node(n).is_none() && !extra.iter().any(|x: &model::Node| &x.name == n) {
+                // with its measured links and its loopback
+                extra.push(model_node(&self.nodes[n]));
             }
             let staying = stay.values().filter(|x| *x == n).count() as u32;
             job.containers
                 .insert(n.clone(), (MAX_CONTAINERS as u32).saturating_sub(staying));
         }
-        cluster.nodes.sort_by(|x, y| x.name.cmp(&y.name));
-        cluster
-            .links
-            .sort_by(|x, y| (&x.from, &x.to).cmp(&(&y.from, &y.to)));
-        if job.bounds.is_some() {
-            job.bounds = Some(Arc::new(self.bounds_of(&cluster.links)));
+        if !extra.is_empty() {
+            job.model = Arc::new(job.model.with_nodes(extra));
         }
-        job.cluster = Arc::new(cluster);
         job.application = Arc::new(app);
     }
 
@@ -371,7 +357,7 @@ impl Engine {
     /// are not restarted: the agent keeps a container whose spec is the same).
     pub(super) fn settle_return(&mut self, node: &str, out: &mut Vec<Action>) {
         self.returning.remove(node);
-        let cluster = self.cluster();
+        let infra = self.model().infra();
         let held: Vec<(String, String)> = self
             .desired
             .get(node)
@@ -406,8 +392,8 @@ impl Engine {
                 OnReturn::Replacement => (false, "on_return: replacement".to_string()),
                 OnReturn::Best => {
                     let app_def = &self.apps[&app].rec.application;
-                    let s_back = sched::score(&cluster, app_def, &back).map(|s| s.0);
-                    let s_now = sched::score(&cluster, app_def, &p.assignment).map(|s| s.0);
+                    let s_back = sched::score_on(&infra, app_def, &back).map(|s| s.0);
+                    let s_now = sched::score_on(&infra, app_def, &p.assignment).map(|s| s.0);
                     match (s_back, s_now) {
                         (Ok(b), Ok(n)) => (
                             b >= n,
@@ -451,7 +437,7 @@ impl Engine {
             let Some(old) = a.rec.placement.clone() else {
                 continue;
             };
-            let (score, criteria) = match sched::score(&cluster, &a.rec.application, &assignment) {
+            let (score, criteria) = match sched::score_on(&infra, &a.rec.application, &assignment) {
                 Ok((s, g)) => (s, super::grades(&g)),
                 Err(_) => (old.score, old.criteria.clone()),
             };

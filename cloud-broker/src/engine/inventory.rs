@@ -11,12 +11,14 @@
 
 use std::sync::Arc;
 
-use acoa_shared::model::{self, Cluster, Link, Usage};
+use acoa_shared::model::{self, Cluster, Usage};
 use acoa_shared::wire::{self, LinkMetrics, NodeReport};
 use tracing::{info, warn};
 
-use super::links::{quantize_latency, LinkBounds, LOOPBACK_LATENCY_MS};
+use super::disconnect::model_node;
+use super::links::quantize_latency;
 use super::liveness::{Heard, NodeState, Witnessed};
+use super::model::LiveModel;
 use super::{ms, Action, Engine, Purpose, LINK_MODEL_EVERY_MS, LINK_MODEL_LINKS_PER_MS};
 use crate::records::{NodeInfo, PersistOp};
 
@@ -327,58 +329,23 @@ impl Engine {
     }
 
     /// The live infrastructure model: online nodes, their measured links (loopbacks filled
-    /// in) and what the other pairs are estimated from (`probes`: [`Engine::estimates`]).
-    pub fn cluster(&mut self) -> Arc<Cluster> {
+    /// in) and what the other pairs are estimated from (`probes`: [`Engine::estimates`]). On
+    /// the loop: the online nodes and a copy of the link table (numbers); what a job reads is
+    /// derived from it on the job's thread ([`LiveModel`]).
+    pub fn model(&mut self) -> Arc<LiveModel> {
         self.settle_links();
-        if let Some((v, c)) = &self.cluster_cache {
+        if let Some((v, m)) = &self.model_cache {
             if *v == self.model_version {
-                return c.clone();
+                return m.clone();
             }
         }
         let nodes: Vec<model::Node> = self
             .nodes
             .values()
             .filter(|n| n.online)
-            .map(|n| model::Node {
-                name: n.info.name.clone(),
-                datacenter: n.info.datacenter.clone(),
-                layer: n.info.layer,
-                arch: n.info.arch.clone(),
-                hardware: n.info.hardware.clone(),
-                software: n.info.software.clone(),
-                capacity: n.info.capacity,
-                usage: n.usage,
-            })
+            .map(model_node)
             .collect();
-        let estimates = self.estimates(&nodes);
-        // the measured links in name order, each node's loopback merged in where it measured
-        // none (nodes are in name order): no sort of names here
-        let loopback = |n: &str| Link {
-            from: n.to_string(),
-            to: n.to_string(),
-            latency_ms: LOOPBACK_LATENCY_MS,
-            jitter_ms: 0.0,
-            success: 1.0,
-        };
-        let mut links: Vec<Link> = Vec::with_capacity(self.links.len() + nodes.len());
-        let mut loops = nodes
-            .iter()
-            .map(|n| n.name.as_str())
-            .filter(|n| !self.links.contains(n, n))
-            .peekable();
-        for (a, b, e) in self.links.in_name_order() {
-            while let Some(n) = loops.next_if(|n| (*n, *n) < (a, b)) {
-                links.push(loopback(n));
-            }
-            links.push(Link {
-                from: a.to_string(),
-                to: b.to_string(),
-                latency_ms: e.latency_ms,
-                jitter_ms: e.jitter_ms,
-                success: e.success,
-            });
-        }
-        links.extend(loops.map(loopback));
+        let inputs = self.estimate_inputs(&nodes);
         let observed = self
             .apps
             .iter()
@@ -386,17 +353,20 @@ impl Engine {
                 Some((n.clone(), self.measured.table.observed(&a.rec.application)?))
             })
             .collect();
-        let c = Arc::new(Cluster {
-            cluster: "live".into(),
-            datacenters: vec![],
+        let m = Arc::new(LiveModel::new(
             nodes,
-            links,
+            Arc::new(self.links.clone()),
+            inputs,
             observed,
-            estimates: (!estimates.is_empty()).then_some(estimates),
-        });
-        self.cluster_cache = Some((self.model_version, c.clone()));
+        ));
+        self.model_cache = Some((self.model_version, m.clone()));
         self.model_built_at = self.now;
-        c
+        m
+    }
+
+    /// The live model as a cluster document ([`Engine::model`], [`LiveModel::cluster`]).
+    pub fn cluster(&mut self) -> Arc<Cluster> {
+        self.model().cluster()
     }
 
     /// How often the live model takes new link metrics: [`LINK_MODEL_EVERY_MS`], longer with
@@ -413,35 +383,5 @@ impl Engine {
             self.links_moved = false;
             self.model_version += 1;
         }
-    }
-
-    /// Confidence bounds of the live model's links, aligned with [`Engine::cluster`]'s.
-    pub fn link_bounds(&mut self) -> Arc<Vec<LinkBounds>> {
-        let cluster = self.cluster();
-        if let Some((v, b)) = &self.bounds_cache {
-            if *v == self.model_version {
-                return b.clone();
-            }
-        }
-        let b = Arc::new(self.bounds_of(&cluster.links));
-        self.bounds_cache = Some((self.model_version, b.clone()));
-        b
-    }
-
-    /// Confidence bounds of `links`, in their order: measured where a node reported them
-    /// (the bounds of estimated pairs: `links::favour_current`).
-    pub(super) fn bounds_of(&self, links: &[Link]) -> Vec<LinkBounds> {
-        links
-            .iter()
-            .map(|l| match self.links.get(&l.from, &l.to) {
-                // a node's own loopback carries no network: what its prober loses there is
-                // the host's scheduling, not a link's quality
-                // (the model's metrics, not newer ones it has not taken yet)
-                Some(e) if l.from != l.to => {
-                    LinkBounds::measured(l.latency_ms, l.jitter_ms, l.success, e.samples)
-                }
-                _ => LinkBounds::exact(l.latency_ms, l.success),
-            })
-            .collect()
     }
 }

@@ -10,9 +10,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use acoa_shared::model::{Application, Cluster, Resources};
+use acoa_scheduler::Infra;
+use acoa_shared::model::{Application, Resources};
 
-use super::links::{favour_current, LinkBounds};
+use super::links::favour_current;
+use super::model::LiveModel;
 use crate::sched;
 use crate::status::{GradeRecord, PlacementRecord};
 
@@ -32,7 +34,8 @@ pub struct Job {
     pub revision: u64,
     pub purpose: Purpose,
     pub application: Arc<Application>,
-    pub cluster: Arc<Cluster>,
+    /// The live model it is computed on (shared with the other jobs on it).
+    pub model: Arc<LiveModel>,
     /// What other applications hold, per node.
     pub reserved: BTreeMap<String, Resources>,
     /// How many containers other applications' placements put on each node.
@@ -40,11 +43,9 @@ pub struct Job {
     pub ledger_version: u64,
     /// The current assignment, if placed.
     pub current: Option<BTreeMap<String, String>>,
-    /// Components that should stay where they are if that costs little.
+    /// Components that should stay where they are if that costs little. When `current` is
+    /// given, the decision to move is taken on [`favour_current`] (the model's link bounds).
     pub keep: BTreeMap<String, String>,
-    /// Confidence bounds of `cluster.links` (aligned), given when `current` is: the decision
-    /// to move is taken on [`favour_current`].
-    pub bounds: Option<Arc<Vec<LinkBounds>>>,
 }
 
 impl Job {
@@ -112,6 +113,12 @@ pub(crate) fn grades(g: &[sched::CriterionGrade]) -> Vec<GradeRecord> {
         .collect()
 }
 
+/// The job's network seen in favour of `assignment` ([`favour_current`]), as the scheduler
+/// views it.
+fn favoured_on(job: &Job, assignment: &BTreeMap<String, String>) -> Arc<Infra> {
+    Arc::new(favour_current(&job.model, &job.application, assignment))
+}
+
 /// Runs a placement computation (pure; may take a while: run it off the decision loop).
 pub fn run_job(job: &Job) -> JobResult {
     let started = std::time::Instant::now();
@@ -122,11 +129,7 @@ pub fn run_job(job: &Job) -> JobResult {
 
 /// The search of [`run_job`]: what a `scheduler worker` computes instead (`crate::workers`).
 pub fn search_job(job: &Job) -> JobOutcome {
-    match sched::place(
-        job.cluster.as_ref(),
-        job.application.as_ref(),
-        &job.ledger(),
-    ) {
+    match sched::place_on(&job.model.infra(), job.application.as_ref(), &job.ledger()) {
         Ok(sched::Outcome::Placed(p)) => JobOutcome::Placed(PlacementRecord {
             assignment: p.assignment.clone(),
             score: p.score,
@@ -144,15 +147,13 @@ pub fn search_job(job: &Job) -> JobOutcome {
 pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
     let started = std::time::Instant::now();
     let app = job.application.as_ref();
-    let cluster = job.cluster.as_ref();
-    let score_of = |a: &BTreeMap<String, String>| sched::score(cluster, app, a).ok();
-    let favoured = match (&job.bounds, &job.current) {
-        (Some(b), Some(cur)) => Some(favour_current(cluster, b, app, cur)),
-        _ => None,
-    };
-    let compare_on = favoured.as_ref().unwrap_or(cluster);
+    let infra = job.model.infra();
+    let score_of = |a: &BTreeMap<String, String>| sched::score_on(&infra, app, a).ok();
+    // the network in the current placement's favour, when there is one
+    let favoured = job.current.as_ref().map(|cur| favoured_on(job, cur));
+    let compare_on = favoured.as_ref().unwrap_or(&infra);
     let compared_score =
-        |a: &BTreeMap<String, String>| sched::score(compare_on, app, a).ok().map(|x| x.0);
+        |a: &BTreeMap<String, String>| sched::score_on(compare_on, app, a).ok().map(|x| x.0);
     let mut merged = None;
     let mut single_moves = vec![];
     let mut compared = None;
@@ -186,16 +187,13 @@ pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
         }
         if let (Some(_), Some(cur)) = (&favoured, &job.current) {
             if let (Some(c), Some(b)) = (compared_score(cur), compared_score(&best.assignment)) {
-                let merged = match (&job.bounds, &merged) {
-                    (Some(bounds), Some(m)) => {
-                        let f = favour_current(cluster, bounds, app, &m.assignment);
-                        let on_f = |a: &BTreeMap<String, String>| {
-                            sched::score(&f, app, a).ok().map(|x| x.0)
-                        };
-                        on_f(&m.assignment).zip(on_f(&best.assignment))
-                    }
-                    _ => None,
-                };
+                let merged = merged.as_ref().and_then(|m| {
+                    let f = favoured_on(job, &m.assignment);
+                    let on_f = |a: &BTreeMap<String, String>| {
+                        sched::score_on(&f, app, a).ok().map(|x| x.0)
+                    };
+                    on_f(&m.assignment).zip(on_f(&best.assignment))
+                });
                 compared = Some(Compared {
                     current: c,
                     best: b,

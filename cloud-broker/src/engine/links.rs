@@ -7,9 +7,12 @@
 //! [`favour_current`]'s network beats the current one only if it does so however the
 //! measurements' uncertainty turns out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 
-use acoa_shared::model::{Application, Cluster, Link};
+use acoa_scheduler::{Infra, LinkQ};
+use acoa_shared::model::Application;
+
+use super::model::LiveModel;
 
 /// The latency given to a node's own loopback when its agent does not report one: the
 /// probers' floor ([`LATENCY_FLOOR_MS`]), since nothing below it can be told apart.
@@ -88,70 +91,67 @@ impl LinkBounds {
 /// The network as seen in favour of `current`: every link a channel of `app` uses under
 /// `current` (either direction) at its optimistic bound, every other link at its pessimistic
 /// bound. Scored on it, a candidate beats the current placement only if it does so however
-/// the measurements' uncertainty turns out. `bounds` is aligned with `cluster.links`
-/// (otherwise the cluster is returned unchanged).
+/// the measurements' uncertainty turns out. The model's own view requalified
+/// ([`Infra::requalified`]: O(links) numbers, no name per link).
 ///
-/// Estimated pairs (`cluster.estimates`): a used one becomes a link at its optimistic bound,
+/// Estimated pairs (the model's estimates): a used one becomes a link at its optimistic bound,
 /// latency × (1 − r) with r the larger `LinkEstimates::uncertainty` of its ends; every other
 /// estimate is taken at latency × (1 + the largest r of any node), one factor for all of them
 /// (more pessimistic than each pair's own bound, and O(nodes) instead of a link per pair).
 pub fn favour_current(
-    cluster: &Cluster,
-    bounds: &[LinkBounds],
+    model: &LiveModel,
     app: &Application,
     current: &BTreeMap<String, String>,
-) -> Cluster {
-    let mut c = cluster.clone();
-    if bounds.len() != c.links.len() {
-        return c;
-    }
-    let used: BTreeSet<(&str, &str)> = app
+) -> Infra {
+    let infra = model.infra();
+    let bounds = model.infra_bounds();
+    let at = |c: &str| infra.index_of(current.get(c)?);
+    let used: HashSet<(u32, u32)> = app
         .channels
         .iter()
-        .filter_map(|ch| {
-            Some((
-                current.get(&ch.from)?.as_str(),
-                current.get(&ch.to)?.as_str(),
-            ))
-        })
+        .filter_map(|ch| Some((at(&ch.from)?, at(&ch.to)?)))
         .flat_map(|(a, b)| [(a, b), (b, a)])
         .collect();
-    for (l, b) in c.links.iter_mut().zip(bounds) {
-        if used.contains(&(l.from.as_str(), l.to.as_str())) {
-            l.latency_ms = b.latency_ms.0;
-            l.success = b.success.1;
-        } else {
-            l.latency_ms = b.latency_ms.1;
-            l.success = b.success.0;
-        }
-    }
-    if let Some(est) = &cluster.estimates {
-        let measured: BTreeSet<(&str, &str)> = cluster
-            .links
-            .iter()
-            .map(|l| (l.from.as_str(), l.to.as_str()))
-            .collect();
-        for (a, b) in &used {
-            if measured.contains(&(*a, *b)) {
+    let mut extra = vec![];
+    if let Some(est) = model.estimates() {
+        for &(a, b) in &used {
+            if infra.is_measured(a, b) {
                 continue;
             }
-            let (Some(na), Some(nb)) = (cluster.node(a), cluster.node(b)) else {
-                continue;
-            };
+            let (na, nb) = (infra.node(a), infra.node(b));
             if let Some(v) = est.view(na, nb) {
-                let r = est.uncertainty(a).max(est.uncertainty(b));
-                c.links.push(Link {
-                    from: a.to_string(),
-                    to: b.to_string(),
+                let r = est.uncertainty(&na.name).max(est.uncertainty(&nb.name));
+                let q = LinkQ {
                     latency_ms: v.latency_ms.value() * (1.0 - r),
-                    jitter_ms: v.jitter_ms.value(),
                     success: v.success.value(),
-                });
+                };
+                extra.push((a, b, q));
             }
         }
-        c.estimates = Some(est.scaled(1.0 + est.max_uncertainty()));
     }
-    c
+    // deterministic whatever the set's order
+    extra.sort_by_key(|(a, b, _)| (*a, *b));
+    let favoured = infra.requalified(
+        |i, a, b, _| {
+            let x = &bounds[i];
+            if used.contains(&(a, b)) {
+                LinkQ {
+                    latency_ms: x.latency_ms.0,
+                    success: x.success.1,
+                }
+            } else {
+                LinkQ {
+                    latency_ms: x.latency_ms.1,
+                    success: x.success.0,
+                }
+            }
+        },
+        &extra,
+    );
+    match model.estimates() {
+        Some(est) => favoured.with_estimates(&est.scaled(1.0 + est.max_uncertainty())),
+        None => favoured,
+    }
 }
 
 /// Score differences below this are rounding, not a better placement.

@@ -96,10 +96,15 @@ impl LinkTable {
             .map(|((a, b), e)| (self.name(*a), self.name(*b), e))
     }
 
+    /// The names by number (a free number: "").
+    pub(super) fn names(&self) -> Vec<&str> {
+        self.names.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
     /// The names by number (a free number: "") and every link by the numbers of its ends: a
     /// pass over the links that keeps something per node looks no name up per link.
     pub(super) fn numbered(&self) -> (Vec<&str>, impl Iterator<Item = (usize, usize, &LinkEntry)>) {
-        let names = self.names.iter().map(|(n, _)| n.as_str()).collect();
+        let names = self.names();
         let links = self
             .map
             .iter()

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use acoa_shared::model::{Cluster, Resources, Usage};
+use acoa_shared::model::{Resources, Usage};
 use acoa_shared::topics;
 use acoa_shared::wire::{self, ActualState, ComponentUsage, LinkMetrics, Message, NodeReport};
 use ed25519_dalek::SigningKey;
@@ -39,6 +39,7 @@ mod links;
 mod linktable;
 pub mod liveness;
 mod measured;
+mod model;
 pub mod probes;
 mod revisions;
 mod rollout;
@@ -56,6 +57,7 @@ pub use links::{
 };
 pub use liveness::{Liveness, NodeState};
 pub use measured::{comm_cost, NETWORK_AWARE};
+pub use model::LiveModel;
 
 /// Tunables of the decisions.
 #[derive(Debug, Clone)]
@@ -287,8 +289,8 @@ pub struct Engine {
     nodes: BTreeMap<String, LiveNode>,
     links: linktable::LinkTable,
     model_version: u64,
-    cluster_cache: Option<(u64, Arc<Cluster>)>,
-    bounds_cache: Option<(u64, Arc<Vec<LinkBounds>>)>,
+    /// The live model of `model_version` ([`Engine::model`]).
+    model_cache: Option<(u64, Arc<LiveModel>)>,
     apps: BTreeMap<String, AppState>,
     desired: BTreeMap<String, DesiredDoc>,
     retained_seen: BTreeMap<String, u64>,
@@ -358,8 +360,7 @@ impl Engine {
             nodes: BTreeMap::new(),
             links: linktable::LinkTable::default(),
             model_version: 0,
-            cluster_cache: None,
-            bounds_cache: None,
+            model_cache: None,
             apps: BTreeMap::new(),
             desired: snap.desired,
             retained_seen: BTreeMap::new(),

@@ -42,7 +42,9 @@ use acoa_shared::wire::{self, Message, Peer, PeerList, WireCoord, MAX_PEERS_PER_
 use ed25519_dalek::SigningKey;
 use tracing::{error, info};
 
+use super::linktable::LinkTable;
 use super::liveness::NodeState;
+use super::model::EstimateInputs;
 use super::{Action, Engine, Purpose};
 use crate::records::PersistOp;
 
@@ -439,16 +441,13 @@ impl Engine {
         self.probes.coords.get(node).copied()
     }
 
-    /// What the placements estimate the unmeasured pairs of `nodes` from (O(nodes + measured
-    /// links), whatever the fleet's size): each node's coordinate and measured-link medians,
-    /// each datacenter's median internal latency; the rule is `coords::LinkView::of_pair`,
-    /// applied by the scheduler to the pairs it looks at.
-    pub(super) fn estimates(&self, nodes: &[model::Node]) -> LinkEstimates {
-        // the link table's numbers, each node's datacenter numbered once (one name lookup per
-        // node): no lookup per link (at 50,000 nodes, 1.6 million links)
-        let (names, links) = self.links.numbered();
+    /// What the estimates of the unmeasured pairs among `nodes` (the online ones) are
+    /// computed from, by link-table number (O(nodes), on the decision loop; the pass over the
+    /// links is [`estimates_from`], where the live model is first read).
+    pub(super) fn estimate_inputs(&self, nodes: &[model::Node]) -> EstimateInputs {
+        let names = self.links.names();
         let mut dc_ids: HashMap<&str, usize> = HashMap::new();
-        let dc_of: Vec<Option<usize>> = names
+        let datacenter_of: Vec<Option<usize>> = names
             .iter()
             .map(|n| {
                 let x = self.nodes.get(*n)?;
@@ -456,55 +455,24 @@ impl Engine {
                 Some(*dc_ids.entry(x.info.datacenter.as_str()).or_insert(next))
             })
             .collect();
-        let mut ends: Vec<Vec<MeasuredLink>> = vec![Vec::new(); names.len()];
-        let mut groups: Vec<Vec<f64>> = vec![Vec::new(); dc_ids.len()];
-        for (ia, ib, e) in links {
-            if ia == ib {
-                continue;
-            }
-            let (Some(ga), Some(gb)) = (dc_of[ia], dc_of[ib]) else {
-                continue; // links are only between known nodes
-            };
-            let m = MeasuredLink {
-                latency_ms: e.latency_ms,
-                jitter_ms: e.jitter_ms,
-                success: e.success,
-            };
-            ends[ia].push(m);
-            ends[ib].push(m);
-            if ga == gb {
-                groups[ga].push(e.latency_ms);
-            }
-        }
         let online: HashSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-        let nodes = ends
-            .into_iter()
-            .enumerate()
-            .filter(|(i, l)| !l.is_empty() && online.contains(names[*i]))
-            .filter_map(|(i, l)| {
-                let n = names[i];
-                let s = EndpointSummary::from_links(l)?;
-                Some((
-                    n.to_string(),
-                    EstimatedNode {
-                        coord: self.probes.coords.get(n).map(CoordDoc::of),
-                        median_jitter_ms: s.median_jitter_ms,
-                        median_success: s.median_success,
-                    },
-                ))
+        let online = names
+            .iter()
+            .map(|n| {
+                online
+                    .contains(n)
+                    .then(|| self.probes.coords.get(*n).map(CoordDoc::of))
             })
             .collect();
-        let mut dc_names = vec![""; dc_ids.len()];
-        for (g, i) in &dc_ids {
-            dc_names[*i] = g;
+        let mut datacenters = vec![String::new(); dc_ids.len()];
+        for (g, i) in dc_ids {
+            datacenters[i] = g.to_string();
         }
-        let groups = groups
-            .into_iter()
-            .enumerate()
-            .filter(|(_, l)| !l.is_empty())
-            .filter_map(|(i, l)| Some((dc_names[i].to_string(), estimate_in_group_ms(l)?)))
-            .collect();
-        LinkEstimates { nodes, groups }
+        EstimateInputs {
+            datacenter_of,
+            datacenters,
+            online,
+        }
     }
 
     /// The node pairs the channels of `app` use under `assignment` (other than a node's own).
@@ -676,6 +644,60 @@ impl Engine {
         let (sa, sb) = (self.summary(from)?, self.summary(to)?);
         LinkView::of_pair(None, coords, in_group, Some((&sa, &sb)))
     }
+}
+
+/// What the placements estimate the unmeasured pairs from (O(nodes + measured links),
+/// whatever the fleet's size): each online node's coordinate and measured-link medians, each
+/// datacenter's median internal latency; the rule is `coords::LinkView::of_pair`, applied by
+/// the scheduler to the pairs it looks at. Pure: the link table's numbers and `inputs`
+/// ([`Engine::estimate_inputs`]), no name looked up per link.
+pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> LinkEstimates {
+    let (names, links) = links.numbered();
+    let dc_of = &inputs.datacenter_of;
+    let mut ends: Vec<Vec<MeasuredLink>> = vec![Vec::new(); names.len()];
+    let mut groups: Vec<Vec<f64>> = vec![Vec::new(); inputs.datacenters.len()];
+    for (ia, ib, e) in links {
+        if ia == ib {
+            continue;
+        }
+        let (Some(ga), Some(gb)) = (dc_of[ia], dc_of[ib]) else {
+            continue; // links are only between known nodes
+        };
+        let m = MeasuredLink {
+            latency_ms: e.latency_ms,
+            jitter_ms: e.jitter_ms,
+            success: e.success,
+        };
+        ends[ia].push(m);
+        ends[ib].push(m);
+        if ga == gb {
+            groups[ga].push(e.latency_ms);
+        }
+    }
+    let nodes = ends
+        .into_iter()
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .filter_map(|(i, l)| {
+            let coord = inputs.online[i].as_ref()?;
+            let s = EndpointSummary::from_links(l)?;
+            Some((
+                names[i].to_string(),
+                EstimatedNode {
+                    coord: *coord,
+                    median_jitter_ms: s.median_jitter_ms,
+                    median_success: s.median_success,
+                },
+            ))
+        })
+        .collect();
+    let groups = groups
+        .into_iter()
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .filter_map(|(i, l)| Some((inputs.datacenters[i].clone(), estimate_in_group_ms(l)?)))
+        .collect();
+    LinkEstimates { nodes, groups }
 }
 
 #[cfg(test)]

@@ -1,0 +1,254 @@
+//! What a placement costs at fleet scale, on the decision loop and on the job's thread (not a
+//! test: it prints figures). The engine is driven with plain values
+//! (`testkit::engine::EngineSim`, jobs taken out and run here, timed), no I/O.
+//!
+//! ```text
+//! cargo build --release -p cloud-broker --example model_bench
+//! /usr/bin/time -f "maxrss %M KB" target/release/examples/model_bench --nodes 50000
+//! ```
+//!
+//! The fleet: the load generator's (`examples/loadgen`: a twentieth cloud nodes with a
+//! database, the rest trains of 10 with one sensor each); each node reports `--peers` links
+//! (its train, then peers spread over the fleet). Then, each step after a change of the model
+//! (a node's usage, so that nothing is cached): an application published (a new placement),
+//! published again with another weight (a re-placement: the current placement, its bounds),
+//! and a second application. Per step: the time the decision loop takes for the publication
+//! (it hands the job over), the job's time (search and scores, on its own thread in the
+//! control plane), and the process's RSS after it.
+
+use std::time::Instant;
+
+use acoa_shared::model::{Capacity, Layer, Node, Usage};
+use acoa_shared::wire::{self, LinkSample};
+use clap::Parser;
+use cloud_broker::engine::{run_job, Action, EngineConfig, Event};
+use cloud_broker::testkit::engine::{link_metrics, EngineSim};
+use cloud_broker::testkit::report_of;
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, value_delimiter = ',', default_value = "10000,50000")]
+    nodes: Vec<usize>,
+    /// Links each node reports.
+    #[arg(long, default_value_t = 32)]
+    peers: usize,
+    /// Rounds of the three steps (a median is printed).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+}
+
+const TRAIN: usize = 10;
+
+fn clouds(n: usize) -> usize {
+    (n / 20).max(4)
+}
+
+fn name(i: usize, n: usize) -> String {
+    if i < clouds(n) {
+        format!("c{i:05}")
+    } else {
+        format!("e{i:05}")
+    }
+}
+
+fn node(i: usize, n: usize, cpu_used: u64) -> Node {
+    let cloud = i < clouds(n);
+    let e = i.saturating_sub(clouds(n));
+    Node {
+        name: name(i, n),
+        datacenter: if cloud {
+            format!("cloud{}", i % 2 + 1)
+        } else {
+            format!("train{}", e / TRAIN)
+        },
+        layer: if cloud { Layer::Cloud } else { Layer::Edge },
+        arch: if cloud { "x86_64" } else { "aarch64" }.into(),
+        hardware: if !cloud && e.is_multiple_of(TRAIN) {
+            vec!["sensor".into()]
+        } else {
+            vec![]
+        },
+        software: if cloud {
+            vec!["database".into()]
+        } else {
+            vec![]
+        },
+        capacity: Capacity {
+            cpu_millis: if cloud { 8000 } else { 2000 },
+            memory_mb: if cloud { 16384 } else { 2048 },
+            disk_mb: 16_000,
+            ..Default::default()
+        },
+        usage: Usage {
+            cpu_millis: cpu_used,
+            ..Default::default()
+        },
+    }
+}
+
+/// Node `i`'s link report: its train (or the other clouds), then peers spread over the fleet.
+fn links(i: usize, n: usize, peers: usize) -> Event {
+    let c = clouds(n);
+    let group: Vec<usize> = if i < c {
+        (1..=8).map(|k| (i + k) % c).collect()
+    } else {
+        let first = c + (i - c) / TRAIN * TRAIN;
+        (first..(first + TRAIN).min(n))
+            .filter(|&j| j != i)
+            .collect()
+    };
+    let spread = (1..=n)
+        .map(|s| (i + s * 7919) % n)
+        .filter(|j| *j != i && !group.contains(j));
+    let samples: Vec<LinkSample> = group
+        .iter()
+        .copied()
+        .chain(spread)
+        .take(peers)
+        .map(|j| LinkSample {
+            peer: wire::name(&name(j, n)).unwrap(),
+            latency_ms: 1.0 + ((i * 31 + j * 17) % 400) as f32 / 10.0,
+            jitter_ms: 0.3,
+            success: 0.95 + ((i + j) % 50) as f32 / 1000.0,
+            samples: 20,
+            last_answer_ms: 0,
+        })
+        .collect();
+    Event::Links(Box::new(link_metrics(&name(i, n), samples)))
+}
+
+fn app_yaml(name: &str, train: usize, weight: f64) -> Vec<u8> {
+    format!(
+        "application: {name}\nscheduler: qos\ncomponents:\n\
+- name: sense\n  image: localhost/acoa/sense:1\n  requires: {{hardware: [sensor], datacenter: train{train}}}\n\
+- name: detect\n  image: localhost/acoa/detect:1\n  requires: {{layer: cloud}}\n  resources: {{cpu_millis: 100, memory_mb: 64}}\n\
+- name: store\n  image: localhost/acoa/store:1\n  requires: {{software: [database]}}\n\
+channels:\n- {{name: raw, from: sense, to: detect}}\n- {{name: keep, from: sense, to: store}}\n\
+paths:\n- {{name: alarm, channels: [raw]}}\n- {{name: archive, channels: [keep]}}\n\
+criteria:\n- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n- {{type: max-e2e-reliability, path: archive, weight: {weight}}}\n"
+    )
+    .into_bytes()
+}
+
+fn rss_mib() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb: f64 = s
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+/// Publishes `payload` as `app`, timing the decision loop, then runs its job, timing it.
+fn step(sim: &mut EngineSim, app: &str, payload: Vec<u8>) -> (f64, f64) {
+    let t = Instant::now();
+    sim.publish(app, payload);
+    let on_loop = t.elapsed().as_secs_f64() * 1000.0;
+    let jobs = std::mem::take(&mut sim.pending_jobs);
+    assert_eq!(jobs.len(), 1, "one job for {app}");
+    let t = Instant::now();
+    let r = run_job(&jobs[0]);
+    let job = t.elapsed().as_secs_f64() * 1000.0;
+    let acts = sim.feed(Event::Scheduled(Box::new(r)));
+    assert!(
+        acts.iter().any(|a| matches!(a, Action::Publish { .. })),
+        "{app}: nothing published after its job"
+    );
+    // what the control plane keeps: not every action so far (a job holds its model)
+    sim.log.clear();
+    (on_loop, job)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args = Args::parse();
+    println!("| nodes | links | step | decision loop (median) | job (median) | RSS after |");
+    println!("|---|---|---|---|---|---|");
+    for &n in &args.nodes {
+        let mut sim = EngineSim::new(EngineConfig {
+            stats_every_ms: 0,
+            ..EngineConfig::default()
+        });
+        sim.run_jobs = false;
+        let report = |i: usize, cpu: u64| {
+            let addr = format!("10.{}.{}.1:7878", i / 256, i % 256);
+            Event::Report(Box::new(report_of(&node(i, n, cpu), 1, &addr)))
+        };
+        for i in 0..n {
+            sim.feed(report(i, 100));
+        }
+        for i in 0..n {
+            sim.feed(links(i, n, args.peers));
+        }
+        sim.tick(200);
+        sim.log.clear();
+        let model_links = sim.e.cluster().links.len();
+        let names = [
+            "new placement",
+            "re-placement (current, bounds)",
+            "another application",
+        ];
+        let mut times: Vec<(Vec<f64>, Vec<f64>, f64)> = vec![(vec![], vec![], 0.0); 3];
+        for round in 0..args.rounds {
+            for (k, t) in times.iter_mut().enumerate() {
+                // a node's usage changes: the live model is built again for the next job
+                let i = clouds(n) + round * 3 + k;
+                sim.feed(report(i, 200 + (round * 3 + k) as u64));
+                let (app, payload) = match k {
+                    0 => (
+                        format!("a{round}"),
+                        app_yaml(&format!("a{round}"), round, 0.5),
+                    ),
+                    1 => (
+                        format!("a{round}"),
+                        app_yaml(&format!("a{round}"), round, 0.6),
+                    ),
+                    _ => (
+                        format!("b{round}"),
+                        app_yaml(&format!("b{round}"), round + 100, 0.5),
+                    ),
+                };
+                let (l, j) = step(&mut sim, &app, payload);
+                t.0.push(l);
+                t.1.push(j);
+                t.2 = rss_mib();
+            }
+        }
+        // the parts of a model, each timed on a model nothing has read yet
+        let mut parts: Vec<(&str, f64)> = vec![];
+        sim.feed(report(clouds(n), 999));
+        let t = Instant::now();
+        let m = sim.e.model();
+        parts.push(("taken (decision loop)", t.elapsed().as_secs_f64() * 1000.0));
+        let t = Instant::now();
+        let _ = m.estimates();
+        parts.push(("estimates", t.elapsed().as_secs_f64() * 1000.0));
+        let t = Instant::now();
+        let _ = m.infra();
+        parts.push(("scheduler view (Infra)", t.elapsed().as_secs_f64() * 1000.0));
+        let t = Instant::now();
+        let _ = m.infra_bounds();
+        parts.push(("link bounds", t.elapsed().as_secs_f64() * 1000.0));
+        let t = Instant::now();
+        let _ = m.cluster();
+        parts.push(("cluster document", t.elapsed().as_secs_f64() * 1000.0));
+        drop(m);
+        for (k, (l, j, rss)) in times.into_iter().enumerate() {
+            println!(
+                "| {n} | {model_links} | {} | {:.0} ms | {:.0} ms | {rss:.0} MiB |",
+                names[k],
+                median(l),
+                median(j)
+            );
+        }
+        for (what, ms) in parts {
+            println!("| {n} | {model_links} | model: {what} | {ms:.0} ms | | |");
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The live infrastructure model as placement jobs read it ([`LiveModel`]): taken on the
+//! decision loop as plain values (the online nodes, a copy of the link table, what the
+//! estimates are computed from), and turned into what a job reads where it is first read, on
+//! the job's thread, once per model: the scheduler's [`Infra`] (built from the link table's
+//! numbers, no name per link), the estimates of unmeasured pairs, the [`Cluster`] document
+//! (remote workers, the web view) and the confidence bounds of the view's links.
+//!
+//! At 50,000 nodes the fleet measures 1.6 million links: building the `Cluster` (two strings
+//! a link) took 1-3 s on the decision loop before every placement that followed a change, and
+//! each job built its own `Infra` from it again, once per score. Here the loop copies the
+//! table (numbers) and every job on the same model shares one `Infra`.
+//!
+//! Invariant: a `LiveModel` never changes once taken; everything derived from it is a pure
+//! function of it, computed at most once ([`OnceLock`]): a job sees the same network whatever
+//! thread reads it first. `Engine::cluster()` is `LiveModel::cluster()` of the current model.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+
+use acoa_scheduler::{Infra, LinkQ};
+use acoa_shared::model::{self, Cluster, CoordDoc, Link, LinkEstimates, Observed};
+
+use super::inventory::LinkEntry;
+use super::links::{LinkBounds, LOOPBACK_LATENCY_MS};
+use super::linktable::LinkTable;
+use super::probes::estimates_from;
+
+/// What the estimates of unmeasured pairs are computed from, by link-table number: each
+/// number's datacenter (a known node's), and for an online node its coordinate if it has one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct EstimateInputs {
+    pub(super) datacenter_of: Vec<Option<usize>>,
+    pub(super) datacenters: Vec<String>,
+    pub(super) online: Vec<Option<Option<CoordDoc>>>,
+}
+
+/// The live model of one moment (see the module doc).
+#[derive(Debug)]
+pub struct LiveModel {
+    /// Online nodes, in name order.
+    nodes: Vec<model::Node>,
+    links: Arc<LinkTable>,
+    inputs: Arc<EstimateInputs>,
+    observed: BTreeMap<String, Observed>,
+    estimates: OnceLock<Option<LinkEstimates>>,
+    cluster: OnceLock<Arc<Cluster>>,
+    infra: OnceLock<Arc<Infra>>,
+    infra_bounds: OnceLock<Arc<Vec<LinkBounds>>>,
+}
+
+impl LiveModel {
+    pub(super) fn new(
+        nodes: Vec<model::Node>,
+        links: Arc<LinkTable>,
+        inputs: EstimateInputs,
+        observed: BTreeMap<String, Observed>,
+    ) -> LiveModel {
+        debug_assert!(nodes.windows(2).all(|w| w[0].name < w[1].name));
+        LiveModel {
+            nodes,
+            links,
+            inputs: Arc::new(inputs),
+            observed,
+            estimates: OnceLock::new(),
+            cluster: OnceLock::new(),
+            infra: OnceLock::new(),
+            infra_bounds: OnceLock::new(),
+        }
+    }
+
+    /// The same model with `extra` nodes online too (their measured links and loopbacks with
+    /// them; the estimates stay those of this model's nodes). Shares the link table.
+    pub(super) fn with_nodes(&self, extra: Vec<model::Node>) -> LiveModel {
+        let mut nodes = self.nodes.clone();
+        for n in extra {
+            if let Err(i) = nodes.binary_search_by(|x| x.name.cmp(&n.name)) {
+                nodes.insert(i, n);
+            }
+        }
+        let m = LiveModel {
+            nodes,
+            links: self.links.clone(),
+            inputs: self.inputs.clone(),
+            observed: self.observed.clone(),
+            estimates: OnceLock::new(),
+            cluster: OnceLock::new(),
+            infra: OnceLock::new(),
+            infra_bounds: OnceLock::new(),
+        };
+        let _ = m.estimates.set(self.estimates().clone());
+        m
+    }
+
+    /// The online nodes, in name order.
+    pub fn nodes(&self) -> &[model::Node] {
+        &self.nodes
+    }
+
+    /// The online node `name`.
+    pub fn node(&self, name: &str) -> Option<&model::Node> {
+        let i = self
+            .nodes
+            .binary_search_by(|n| n.name.as_str().cmp(name))
+            .ok()?;
+        Some(&self.nodes[i])
+    }
+
+    /// What the unmeasured pairs are estimated from (`None`: nothing measured yet).
+    pub fn estimates(&self) -> &Option<LinkEstimates> {
+        self.estimates.get_or_init(|| {
+            let e = estimates_from(&self.links, &self.inputs);
+            (!e.is_empty()).then_some(e)
+        })
+    }
+
+    /// The model as a cluster document (what remote workers and the web view read): the
+    /// measured links in (from, to) name order, each online node's loopback merged in where it
+    /// measured none. Built once, on first use.
+    pub fn cluster(&self) -> Arc<Cluster> {
+        self.cluster
+            .get_or_init(|| {
+                let link = |a: &str, b: &str, latency_ms, jitter_ms, success| Link {
+                    from: a.to_string(),
+                    to: b.to_string(),
+                    latency_ms,
+                    jitter_ms,
+                    success,
+                };
+                let loopback = |n: &str| link(n, n, LOOPBACK_LATENCY_MS, 0.0, 1.0);
+                let mut links = Vec::with_capacity(self.links.len() + self.nodes.len());
+                let mut loops = self
+                    .nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .filter(|n| !self.links.contains(n, n))
+                    .peekable();
+                for (a, b, e) in self.links.in_name_order() {
+                    while let Some(n) = loops.next_if(|n| (*n, *n) < (a, b)) {
+                        links.push(loopback(n));
+                    }
+                    links.push(link(a, b, e.latency_ms, e.jitter_ms, e.success));
+                }
+                links.extend(loops.map(loopback));
+                Arc::new(Cluster {
+                    cluster: "live".into(),
+                    datacenters: vec![],
+                    nodes: self.nodes.clone(),
+                    links,
+                    observed: self.observed.clone(),
+                    estimates: self.estimates().clone(),
+                })
+            })
+            .clone()
+    }
+
+    /// Every link of the scheduler's view, in the order it is built in (so that the n-th
+    /// link visited is the view's link number n): each measured link between online nodes
+    /// (by their places in [`LiveModel::nodes`]), then the loopbacks filled in.
+    fn each_infra_link(&self, mut visit: impl FnMut(u32, u32, Option<&LinkEntry>)) {
+        let at: HashMap<&str, u32> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i as u32))
+            .collect();
+        let (names, links) = self.links.numbered();
+        let pos: Vec<Option<u32>> = names.iter().map(|n| at.get(n).copied()).collect();
+        let mut looped = vec![false; self.nodes.len()];
+        for (a, b, e) in links {
+            let (Some(pa), Some(pb)) = (pos[a], pos[b]) else {
+                continue;
+            };
+            if pa == pb {
+                looped[pa as usize] = true;
+            }
+            visit(pa, pb, Some(e));
+        }
+        for (i, _) in looped.iter().enumerate().filter(|(_, l)| !**l) {
+            visit(i as u32, i as u32, None);
+        }
+    }
+
+    /// The scheduler's view of the model, built from the link table's numbers (the same view
+    /// as `Infra::from_cluster(&self.cluster())`, without the cluster): once, on first use.
+    pub fn infra(&self) -> Arc<Infra> {
+        self.infra
+            .get_or_init(|| {
+                let mut qs: Vec<(u32, u32, LinkQ)> =
+                    Vec::with_capacity(self.links.len() + self.nodes.len());
+                self.each_infra_link(|a, b, e| {
+                    let q = match e {
+                        Some(e) => LinkQ {
+                            latency_ms: e.latency_ms,
+                            success: e.success,
+                        },
+                        None => LinkQ {
+                            latency_ms: LOOPBACK_LATENCY_MS,
+                            success: 1.0,
+                        },
+                    };
+                    qs.push((a, b, q));
+                });
+                let infra = Infra::new(self.nodes.clone(), qs).with_observed(self.observed.clone());
+                Arc::new(match self.estimates() {
+                    Some(e) => infra.with_estimates(e),
+                    None => infra,
+                })
+            })
+            .clone()
+    }
+
+    /// Confidence bounds of the links of [`LiveModel::infra`], by the view's link number.
+    pub fn infra_bounds(&self) -> Arc<Vec<LinkBounds>> {
+        self.infra_bounds
+            .get_or_init(|| {
+                let mut b = Vec::with_capacity(self.links.len() + self.nodes.len());
+                self.each_infra_link(|x, y, e| b.push(bounds_of(x == y, e)));
+                Arc::new(b)
+            })
+            .clone()
+    }
+}
+
+/// A link's confidence bounds: measured where a node reported it, exact for a loopback (a
+/// node's own loopback carries no network: what its prober loses there is the host's
+/// scheduling, not a link's quality) or a loopback filled in.
+fn bounds_of(loopback: bool, e: Option<&LinkEntry>) -> LinkBounds {
+    match e {
+        Some(e) if !loopback => {
+            LinkBounds::measured(e.latency_ms, e.jitter_ms, e.success, e.samples)
+        }
+        Some(e) => LinkBounds::exact(e.latency_ms, e.success),
+        None => LinkBounds::exact(LOOPBACK_LATENCY_MS, 1.0),
+    }
+}
+
+/// The same model: the same cluster document (tests compare jobs).
+impl PartialEq for LiveModel {
+    fn eq(&self, other: &LiveModel) -> bool {
+        std::ptr::eq(self, other) || self.cluster() == other.cluster()
+    }
+}
