@@ -32,9 +32,12 @@ struct Args {
     /// Links each node reports.
     #[arg(long, default_value_t = 32)]
     peers: usize,
-    /// Rounds of the three steps (a median is printed).
+    /// Rounds of the three steps (a median is printed; 0: none).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Fresh models whose parts are timed (a median is printed).
+    #[arg(long, default_value_t = 3)]
+    models: usize,
 }
 
 const TRAIN: usize = 10;
@@ -221,25 +224,38 @@ fn main() {
             }
         }
         // the parts of a model, each timed on a model nothing has read yet
-        let mut parts: Vec<(&str, f64)> = vec![];
-        sim.feed(report(clouds(n), 999));
-        let t = Instant::now();
-        let m = sim.e.model();
-        parts.push(("taken (decision loop)", t.elapsed().as_secs_f64() * 1000.0));
-        let t = Instant::now();
-        let _ = m.estimates();
-        parts.push(("estimates", t.elapsed().as_secs_f64() * 1000.0));
-        let t = Instant::now();
-        let _ = m.infra();
-        parts.push(("scheduler view (Infra)", t.elapsed().as_secs_f64() * 1000.0));
-        let t = Instant::now();
-        let _ = m.infra_bounds();
-        parts.push(("link bounds", t.elapsed().as_secs_f64() * 1000.0));
-        let t = Instant::now();
-        let _ = m.cluster();
-        parts.push(("cluster document", t.elapsed().as_secs_f64() * 1000.0));
-        drop(m);
-        for (k, (l, j, rss)) in times.into_iter().enumerate() {
+        let names_parts = [
+            "taken (decision loop)",
+            "estimates",
+            "scheduler view (Infra)",
+            "link bounds",
+            "cluster document",
+        ];
+        let mut parts: Vec<Vec<f64>> = vec![vec![]; names_parts.len()];
+        for k in 0..args.models {
+            sim.feed(report(clouds(n) + k % 7, 900 + k as u64));
+            let mut time = |i: usize, f: &mut dyn FnMut()| {
+                let t = Instant::now();
+                f();
+                parts[i].push(t.elapsed().as_secs_f64() * 1000.0);
+            };
+            let mut m = None;
+            time(0, &mut || m = Some(sim.e.model()));
+            let m = m.unwrap();
+            time(1, &mut || {
+                let _ = m.estimates();
+            });
+            time(2, &mut || {
+                let _ = m.infra();
+            });
+            time(3, &mut || {
+                let _ = m.infra_bounds();
+            });
+            time(4, &mut || {
+                let _ = m.cluster();
+            });
+        }
+        for (k, (l, j, rss)) in times.into_iter().enumerate().filter(|_| args.rounds > 0) {
             println!(
                 "| {n} | {model_links} | {} | {:.0} ms | {:.0} ms | {rss:.0} MiB |",
                 names[k],
@@ -247,8 +263,11 @@ fn main() {
                 median(j)
             );
         }
-        for (what, ms) in parts {
-            println!("| {n} | {model_links} | model: {what} | {ms:.0} ms | | |");
+        for (what, ms) in names_parts.iter().zip(parts) {
+            if !ms.is_empty() {
+                let ms = median(ms);
+                println!("| {n} | {model_links} | model: {what} | {ms:.0} ms | | |");
+            }
         }
     }
 }

@@ -63,10 +63,9 @@ struct Data {
     index: HashMap<String, u32>,
     links: Vec<LinkQ>,
     map: FxMap<u64, u32>,
-    out: Vec<Vec<u32>>,
-    out_q: Vec<Vec<LinkQ>>,
-    inn: Vec<Vec<u32>>,
-    inn_q: Vec<Vec<LinkQ>>,
+    /// Measured links by their source, and by their destination.
+    out: Rows,
+    inn: Rows,
     /// What the applications were measured to use ([`Cluster::observed`]).
     observed: BTreeMap<String, Observed>,
     /// The pairs without a measurement, estimated.
@@ -75,6 +74,61 @@ struct Data {
 
 fn key(from: u32, to: u32) -> u64 {
     (u64::from(from) << 32) | u64::from(to)
+}
+
+/// Adjacency lists in compressed rows (one allocation each, not one per node): row `r`'s
+/// entries are `at[r]..at[r + 1]`, sorted by the node at the other end.
+#[derive(Debug, Clone, Default)]
+struct Rows {
+    at: Vec<u32>,
+    other: Vec<u32>,
+    q: Vec<LinkQ>,
+}
+
+impl Rows {
+    /// The rows of `rows` nodes from `(row, other end, link number)` entries (a counting sort,
+    /// then each row's few entries sorted).
+    fn build(rows: usize, entries: &[(u32, u32, u32)], qs: &[LinkQ]) -> Rows {
+        let mut at = vec![0u32; rows + 1];
+        for (r, _, _) in entries {
+            at[*r as usize + 1] += 1;
+        }
+        for r in 0..rows {
+            at[r + 1] += at[r];
+        }
+        let mut next = at.clone();
+        let mut placed = vec![(0u32, 0u32); entries.len()];
+        for (r, o, i) in entries {
+            let p = &mut next[*r as usize];
+            placed[*p as usize] = (*o, *i);
+            *p += 1;
+        }
+        for r in 0..rows {
+            placed[at[r] as usize..at[r + 1] as usize].sort_unstable();
+        }
+        let (other, q) = placed.into_iter().map(|(o, i)| (o, qs[i as usize])).unzip();
+        Rows { at, other, q }
+    }
+
+    fn row(&self, r: u32) -> (&[u32], &[LinkQ]) {
+        let (a, b) = (
+            self.at[r as usize] as usize,
+            self.at[r as usize + 1] as usize,
+        );
+        (&self.other[a..b], &self.q[a..b])
+    }
+}
+
+/// The rows of `map`'s links (by source and by destination), their qualities from `qs`.
+fn rows_of(n: usize, map: &FxMap<u64, u32>, qs: &[LinkQ]) -> (Rows, Rows) {
+    let mut by_from = Vec::with_capacity(map.len());
+    let mut by_to = Vec::with_capacity(map.len());
+    for (k, i) in map {
+        let (f, t) = ((k >> 32) as u32, *k as u32);
+        by_from.push((f, t, *i));
+        by_to.push((t, f, *i));
+    }
+    (Rows::build(n, &by_from, qs), Rows::build(n, &by_to, qs))
 }
 
 impl Infra {
@@ -97,35 +151,21 @@ impl Infra {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i as u32))
             .collect();
-        let mut map: FxMap<u64, u32> = FxMap::default();
-        let mut qs: Vec<LinkQ> = Vec::new();
+        let links = links.into_iter();
+        let hint = links.size_hint().0;
+        let mut map: FxMap<u64, u32> = FxMap::with_capacity_and_hasher(hint, Default::default());
+        let mut qs: Vec<LinkQ> = Vec::with_capacity(hint);
         for (f, t, q) in links {
             let k = key(new_of_old[f as usize], new_of_old[t as usize]);
-            match map.get(&k) {
-                Some(i) => qs[*i as usize] = q,
-                None => {
-                    map.insert(k, qs.len() as u32);
+            match map.entry(k) {
+                std::collections::hash_map::Entry::Occupied(e) => qs[*e.get() as usize] = q,
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(qs.len() as u32);
                     qs.push(q);
                 }
             }
         }
-        let mut out: Vec<Vec<(u32, u32)>> = vec![Vec::new(); nodes.len()];
-        let mut inn: Vec<Vec<(u32, u32)>> = vec![Vec::new(); nodes.len()];
-        for (k, i) in &map {
-            let (f, t) = ((k >> 32) as u32, *k as u32);
-            out[f as usize].push((t, *i));
-            inn[t as usize].push((f, *i));
-        }
-        let split = |v: Vec<Vec<(u32, u32)>>| -> (Vec<Vec<u32>>, Vec<Vec<LinkQ>>) {
-            v.into_iter()
-                .map(|mut l| {
-                    l.sort_unstable();
-                    l.into_iter().map(|(n, i)| (n, qs[i as usize])).unzip()
-                })
-                .unzip()
-        };
-        let (out, out_q) = split(out);
-        let (inn, inn_q) = split(inn);
+        let (out, inn) = rows_of(nodes.len(), &map, &qs);
         Infra {
             d: Arc::new(Data {
                 nodes,
@@ -133,9 +173,7 @@ impl Infra {
                 links: qs,
                 map,
                 out,
-                out_q,
                 inn,
-                inn_q,
                 observed: BTreeMap::new(),
                 est: None,
             }),
@@ -271,12 +309,12 @@ impl Infra {
 
     /// Nodes `from` has a measured link to (sorted) and those links.
     pub fn out_links(&self, from: u32) -> (&[u32], &[LinkQ]) {
-        (&self.d.out[from as usize], &self.d.out_q[from as usize])
+        self.d.out.row(from)
     }
 
     /// Nodes with a measured link to `to` (sorted) and those links.
     pub fn inn_links(&self, to: u32) -> (&[u32], &[LinkQ]) {
-        (&self.d.inn[to as usize], &self.d.inn_q[to as usize])
+        self.d.inn.row(to)
     }
 
     /// Whether the link from `from` to `to` is measured (not estimated).
@@ -308,44 +346,16 @@ impl Infra {
             links[*i as usize] = quality(*i as usize, f, t, d.links[*i as usize]);
         }
         let mut map = d.map.clone();
-        let (mut out, mut inn) = (d.out.clone(), d.inn.clone());
         for (f, t, q) in extra {
-            let k = key(*f, *t);
-            match map.get(&k) {
-                Some(i) => links[*i as usize] = *q,
-                None => {
-                    map.insert(k, links.len() as u32);
+            match map.entry(key(*f, *t)) {
+                std::collections::hash_map::Entry::Occupied(e) => links[*e.get() as usize] = *q,
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(links.len() as u32);
                     links.push(*q);
-                    let o = &mut out[*f as usize];
-                    if let Err(p) = o.binary_search(t) {
-                        o.insert(p, *t);
-                    }
-                    let n = &mut inn[*t as usize];
-                    if let Err(p) = n.binary_search(f) {
-                        n.insert(p, *f);
-                    }
                 }
             }
         }
-        let qualities = |adj: &Vec<Vec<u32>>, outward: bool| -> Vec<Vec<LinkQ>> {
-            adj.iter()
-                .enumerate()
-                .map(|(a, l)| {
-                    l.iter()
-                        .map(|b| {
-                            let k = if outward {
-                                key(a as u32, *b)
-                            } else {
-                                key(*b, a as u32)
-                            };
-                            links[map[&k] as usize]
-                        })
-                        .collect()
-                })
-                .collect()
-        };
-        let out_q = qualities(&out, true);
-        let inn_q = qualities(&inn, false);
+        let (out, inn) = rows_of(d.nodes.len(), &map, &links);
         Infra {
             d: Arc::new(Data {
                 nodes: d.nodes.clone(),
@@ -353,9 +363,7 @@ impl Infra {
                 links,
                 map,
                 out,
-                out_q,
                 inn,
-                inn_q,
                 observed: d.observed.clone(),
                 est: d.est.clone(),
             }),
@@ -364,12 +372,12 @@ impl Infra {
 
     /// Nodes `from` has a measured link to, sorted.
     pub fn out(&self, from: u32) -> &[u32] {
-        &self.d.out[from as usize]
+        self.d.out.row(from).0
     }
 
     /// Nodes with a measured link to `to`, sorted.
     pub fn inn(&self, to: u32) -> &[u32] {
-        &self.d.inn[to as usize]
+        self.d.inn.row(to).0
     }
 }
 
