@@ -10,6 +10,10 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_broker::dispatch::WorkersConfig;
 use cloud_broker::engine::{EngineConfig, Liveness};
+
+/// mimalloc instead of glibc's malloc (see cloud-broker/Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use cloud_broker::identity::{agent_broker_config, DataDir};
 use cloud_broker::serve::{serve, ServeOptions};
 use cloud_broker::store::StoreKind;
