@@ -11,6 +11,13 @@
 //! every node with a 3-dimensional coordinate spread over 5 regions (heights 0-3 ms). A change
 //! (one node's coordinate moved) costs a whole computation again: the lists are recomputed,
 //! then compared with the ones sent, and only the changed ones are published.
+//!
+//! Probe packets per agent per second, from the lists and the prober's rule (each period of
+//! 1 s an agent pings `PEERS_PER_PERIOD` peers of its list in rotation, so each peer of a list
+//! of m is pinged 4/m times a second by that agent, and answers each ping with one pong): an
+//! agent's pings sent plus pongs received (8/s whatever the fleet) plus the pings it receives
+//! and answers (the sum over the lists it is in of 4/m, twice: ping in, pong out). Mean, p99
+//! and max over the fleet.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -19,6 +26,9 @@ use acoa_shared::coords::{Coord, DIMS};
 use clap::Parser;
 use cloud_broker::engine::probes::{peer_lists, Candidate};
 use rand::{Rng, SeedableRng};
+
+/// The agents' default (`probe.peers_per_period`) with periods of 1 s.
+const PEERS_PER_PERIOD: usize = 4;
 
 #[derive(Parser)]
 struct Args {
@@ -60,10 +70,10 @@ fn main() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(16);
     let none = BTreeMap::new();
     println!(
-        "| nodes | k | all lists (median of {}) | peers per list (min / mean / max) |",
+        "| nodes | k | all lists (median of {}) | peers per list (min / mean / max) | probe packets per agent per second (mean / p99 / max) |",
         args.runs
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|");
     for &n in &args.nodes {
         let mut cands = fleet(n, &mut rng);
         let mut times = vec![];
@@ -80,13 +90,33 @@ fn main() {
         }
         times.sort_by(f64::total_cmp);
         let sizes: Vec<usize> = lists.values().map(Vec::len).collect();
+        // packets: own pings and their pongs, and the pings of the lists it is in, answered
+        let mut packets: BTreeMap<&str, f64> = lists
+            .iter()
+            .map(|(n, l)| {
+                let own = PEERS_PER_PERIOD.min(l.len()) as f64;
+                (n.as_ref(), 2.0 * own)
+            })
+            .collect();
+        for l in lists.values() {
+            let each = PEERS_PER_PERIOD.min(l.len()) as f64 / l.len().max(1) as f64;
+            for p in l {
+                *packets.entry(p.peer.as_ref()).or_default() += 2.0 * each;
+            }
+        }
+        let mut per_agent: Vec<f64> = packets.into_values().collect();
+        per_agent.sort_by(f64::total_cmp);
+        let at = |q: f64| per_agent[((per_agent.len() - 1) as f64 * q).round() as usize];
         println!(
-            "| {n} | {} | {:.1} ms | {} / {:.1} / {} |",
+            "| {n} | {} | {:.1} ms | {} / {:.1} / {} | {:.1} / {:.1} / {:.1} |",
             args.k,
             times[times.len() / 2],
             sizes.iter().min().unwrap_or(&0),
             sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64,
             sizes.iter().max().unwrap_or(&0),
+            per_agent.iter().sum::<f64>() / per_agent.len() as f64,
+            at(0.99),
+            at(1.0),
         );
     }
 }

@@ -447,3 +447,37 @@ fn an_unreachable_node_is_judged_again_once_a_second_not_on_every_tick() {
     // still unreachable: its peers reach it
     assert_eq!(r.e.node_state(&v), Some(NodeState::Unreachable));
 }
+
+/// A node back from unreachable was never out of the peer lists (an unreachable node stays a
+/// candidate: its peers' probes are the evidence it is alive), so its return starts no round
+/// of peer lists. In a 50,000-node join, returns by the thousand each started a round of the
+/// whole fleet's lists (seconds of CPU), which starved the fleet into more silence.
+#[test]
+fn a_node_back_from_unreachable_starts_no_round_of_peer_lists() {
+    // every round handed out as an action, as in a large fleet
+    let mut r = Railway::new(EngineConfig {
+        peers_offload_from: 0,
+        ..EngineConfig::default()
+    });
+    r.place("{tolerate_s: 600}");
+    let v = r.placement()["storage"].clone();
+    // the lists of the whole fleet settle
+    r.seconds(10, &[], |_, _| true);
+    r.seconds(6, &[&v], |_, _| true);
+    assert_eq!(r.e.node_state(&v), Some(NodeState::Unreachable));
+    // a round may still follow from before; then v comes back
+    r.seconds(10, &[&v], |_, _| true);
+    let back = r.seconds(10, &[], |_, _| true);
+    assert_eq!(r.e.node_state(&v), Some(NodeState::Online));
+    let rounds = back
+        .iter()
+        .filter(|a| matches!(a, Action::ComputePeers(_)))
+        .count();
+    assert_eq!(rounds, 0, "a return started {rounds} rounds of peer lists");
+    // a node never seen before does
+    let mut newcomer = r.c.nodes[0].clone();
+    newcomer.name = "newcomer".into();
+    r.feed(Event::Report(Box::new(first_report(&newcomer))));
+    let after = r.seconds(10, &[], |_, _| true);
+    assert!(after.iter().any(|a| matches!(a, Action::ComputePeers(_))));
+}

@@ -125,7 +125,12 @@ impl Engine {
                 n.info.probe_addr
             );
             self.model_version += 1;
-            self.peers_dirty = true;
+            // an unreachable node never left the peer lists (`Engine::candidates`): its
+            // return changes none (in a fleet joining at once, returns by the thousand each
+            // made a round of every list)
+            if !returned {
+                self.peers_dirty = true;
+            }
             // A node that joins may make unplaced applications feasible.
             match &mut self.joins_pending {
                 Some((_, count)) => *count += 1,
