@@ -25,6 +25,10 @@ use cloud_broker::engine::{run_job, Action, EngineConfig, Event};
 use cloud_broker::testkit::engine::{link_metrics, EngineSim};
 use cloud_broker::testkit::report_of;
 
+/// The control plane's allocator (cloud-broker/src/main.rs), so that the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 struct Args {
     #[arg(long, value_delimiter = ',', default_value = "10000,50000")]
