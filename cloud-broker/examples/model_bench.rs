@@ -22,7 +22,7 @@ use acoa_shared::model::{Capacity, Layer, Node, Usage};
 use acoa_shared::wire::{self, LinkSample};
 use clap::Parser;
 use cloud_broker::engine::{run_job, Action, EngineConfig, Event};
-use cloud_broker::testkit::engine::{link_metrics, EngineSim};
+use cloud_broker::testkit::engine::{bench_app_yaml, link_metrics, EngineSim};
 use cloud_broker::testkit::report_of;
 
 /// The control plane's allocator (cloud-broker/src/main.rs), so that the figures are its.
@@ -124,19 +124,6 @@ fn links(i: usize, n: usize, peers: usize) -> Event {
     Event::Links(Box::new(link_metrics(&name(i, n), samples)))
 }
 
-fn app_yaml(name: &str, train: usize, weight: f64) -> Vec<u8> {
-    format!(
-        "application: {name}\nscheduler: qos\ncomponents:\n\
-- name: sense\n  image: localhost/acoa/sense:1\n  requires: {{hardware: [sensor], datacenter: train{train}}}\n\
-- name: detect\n  image: localhost/acoa/detect:1\n  requires: {{layer: cloud}}\n  resources: {{cpu_millis: 100, memory_mb: 64}}\n\
-- name: store\n  image: localhost/acoa/store:1\n  requires: {{software: [database]}}\n\
-channels:\n- {{name: raw, from: sense, to: detect}}\n- {{name: keep, from: sense, to: store}}\n\
-paths:\n- {{name: alarm, channels: [raw]}}\n- {{name: archive, channels: [keep]}}\n\
-criteria:\n- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n- {{type: max-e2e-reliability, path: archive, weight: {weight}}}\n"
-    )
-    .into_bytes()
-}
-
 fn rss_mib() -> f64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kb: f64 = s
@@ -210,15 +197,15 @@ fn main() {
                 let (app, payload) = match k {
                     0 => (
                         format!("a{round}"),
-                        app_yaml(&format!("a{round}"), round, 0.5),
+                        bench_app_yaml(&format!("a{round}"), round, 0.5).into_bytes(),
                     ),
                     1 => (
                         format!("a{round}"),
-                        app_yaml(&format!("a{round}"), round, 0.6),
+                        bench_app_yaml(&format!("a{round}"), round, 0.6).into_bytes(),
                     ),
                     _ => (
                         format!("b{round}"),
-                        app_yaml(&format!("b{round}"), round + 100, 0.5),
+                        bench_app_yaml(&format!("b{round}"), round + 100, 0.5).into_bytes(),
                     ),
                 };
                 let (l, j) = step(&mut sim, &app, payload);

@@ -39,6 +39,7 @@ use acoa_shared::topics;
 use acoa_shared::wire::{self, Message};
 use clap::Parser;
 use cloud_broker::identity::{DataDir, Inventory, NodeEntry};
+use cloud_broker::testkit::engine::bench_app_yaml;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
 mod fleet;
@@ -165,18 +166,6 @@ fn proc_status_kb(pid: u32, field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|x| x.parse().ok())
         .unwrap_or(0)
-}
-
-fn app_yaml(name: &str, train: usize) -> String {
-    format!(
-        "application: {name}\nscheduler: qos\ncomponents:\n\
-- name: sense\n  image: localhost/acoa/sense:1\n  requires: {{hardware: [sensor], datacenter: train{train}}}\n\
-- name: detect\n  image: localhost/acoa/detect:1\n  requires: {{layer: cloud}}\n  resources: {{cpu_millis: 100, memory_mb: 64}}\n\
-- name: store\n  image: localhost/acoa/store:1\n  requires: {{software: [database]}}\n\
-channels:\n- {{name: raw, from: sense, to: detect}}\n- {{name: keep, from: sense, to: store}}\n\
-paths:\n- {{name: alarm, channels: [raw]}}\n- {{name: archive, channels: [keep]}}\n\
-criteria:\n- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n- {{type: max-e2e-reliability, path: archive, weight: 0.5}}\n"
-    )
 }
 
 fn cadence(args: &Args) -> fleet::Cadence {
@@ -791,7 +780,7 @@ async fn bench(
                 topics::app(&name),
                 QoS::AtLeastOnce,
                 true,
-                app_yaml(&name, k % trains.max(1)),
+                bench_app_yaml(&name, k % trains.max(1), 0.5),
             )
             .await?;
         let mut done = false;

@@ -239,3 +239,18 @@ pub fn will_of(node: impl Into<String>) -> Event {
         conn: 1,
     }
 }
+
+/// The application of the load benchmarks (`examples/loadgen`, `examples/model_bench`): a
+/// sensor of train `train`, a detector in the cloud and a store with a database; the alarm
+/// path's response time (weight 1) and the archive path's reliability (`archive_weight`).
+pub fn bench_app_yaml(name: &str, train: usize, archive_weight: f64) -> String {
+    format!(
+        "application: {name}\nscheduler: qos\ncomponents:\n\
+- name: sense\n  image: localhost/acoa/sense:1\n  requires: {{hardware: [sensor], datacenter: train{train}}}\n\
+- name: detect\n  image: localhost/acoa/detect:1\n  requires: {{layer: cloud}}\n  resources: {{cpu_millis: 100, memory_mb: 64}}\n\
+- name: store\n  image: localhost/acoa/store:1\n  requires: {{software: [database]}}\n\
+channels:\n- {{name: raw, from: sense, to: detect}}\n- {{name: keep, from: sense, to: store}}\n\
+paths:\n- {{name: alarm, channels: [raw]}}\n- {{name: archive, channels: [keep]}}\n\
+criteria:\n- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n- {{type: max-e2e-reliability, path: archive, weight: {archive_weight}}}\n"
+    )
+}
