@@ -42,7 +42,8 @@ pub struct LiveModel {
     links: Arc<LinkTable>,
     inputs: Arc<EstimateInputs>,
     observed: BTreeMap<String, Observed>,
-    estimates: OnceLock<Option<LinkEstimates>>,
+    /// Shared with the models derived from this one ([`LiveModel::with_nodes`]).
+    estimates: Arc<OnceLock<Option<LinkEstimates>>>,
     cluster: OnceLock<Arc<Cluster>>,
     infra: OnceLock<Arc<Infra>>,
     infra_bounds: OnceLock<Arc<Vec<LinkBounds>>>,
@@ -61,7 +62,7 @@ impl LiveModel {
             links,
             inputs: Arc::new(inputs),
             observed,
-            estimates: OnceLock::new(),
+            estimates: Arc::default(),
             cluster: OnceLock::new(),
             infra: OnceLock::new(),
             infra_bounds: OnceLock::new(),
@@ -77,18 +78,17 @@ impl LiveModel {
                 nodes.insert(i, n);
             }
         }
-        let m = LiveModel {
+        LiveModel {
             nodes,
             links: self.links.clone(),
             inputs: self.inputs.clone(),
             observed: self.observed.clone(),
-            estimates: OnceLock::new(),
+            // computed once for both, where first read (not here: on the decision loop)
+            estimates: self.estimates.clone(),
             cluster: OnceLock::new(),
             infra: OnceLock::new(),
             infra_bounds: OnceLock::new(),
-        };
-        let _ = m.estimates.set(self.estimates().clone());
-        m
+        }
     }
 
     /// The online nodes, in name order.
