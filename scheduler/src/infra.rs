@@ -59,8 +59,9 @@ pub struct Infra {
 
 #[derive(Debug, Clone)]
 struct Data {
-    nodes: Vec<Node>,
-    index: HashMap<String, u32>,
+    /// Shared with the views requalified from this one ([`Infra::requalified`]).
+    nodes: Arc<Vec<Node>>,
+    index: Arc<HashMap<String, u32>>,
     links: Vec<LinkQ>,
     map: FxMap<u64, u32>,
     /// Measured links by their source, and by their destination.
@@ -74,6 +75,22 @@ struct Data {
 
 fn key(from: u32, to: u32) -> u64 {
     (u64::from(from) << 32) | u64::from(to)
+}
+
+/// The (from, to) of a [`key`].
+fn ends(k: u64) -> (u32, u32) {
+    ((k >> 32) as u32, k as u32)
+}
+
+/// Sets the link `k` to `q` (a link given again: the later one wins), numbering a new one.
+fn put(map: &mut FxMap<u64, u32>, qs: &mut Vec<LinkQ>, k: u64, q: LinkQ) {
+    match map.entry(k) {
+        std::collections::hash_map::Entry::Occupied(e) => qs[*e.get() as usize] = q,
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(qs.len() as u32);
+            qs.push(q);
+        }
+    }
 }
 
 /// Adjacency lists in compressed rows (one allocation each, not one per node): row `r`'s
@@ -124,7 +141,7 @@ fn rows_of(n: usize, map: &FxMap<u64, u32>, qs: &[LinkQ]) -> (Rows, Rows) {
     let mut by_from = Vec::with_capacity(map.len());
     let mut by_to = Vec::with_capacity(map.len());
     for (k, i) in map {
-        let (f, t) = ((k >> 32) as u32, *k as u32);
+        let (f, t) = ends(*k);
         by_from.push((f, t, *i));
         by_to.push((t, f, *i));
     }
@@ -157,19 +174,13 @@ impl Infra {
         let mut qs: Vec<LinkQ> = Vec::with_capacity(hint);
         for (f, t, q) in links {
             let k = key(new_of_old[f as usize], new_of_old[t as usize]);
-            match map.entry(k) {
-                std::collections::hash_map::Entry::Occupied(e) => qs[*e.get() as usize] = q,
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(qs.len() as u32);
-                    qs.push(q);
-                }
-            }
+            put(&mut map, &mut qs, k, q);
         }
         let (out, inn) = rows_of(nodes.len(), &map, &qs);
         Infra {
             d: Arc::new(Data {
-                nodes,
-                index,
+                nodes: Arc::new(nodes),
+                index: Arc::new(index),
                 links: qs,
                 map,
                 out,
@@ -342,18 +353,12 @@ impl Infra {
             d.links.len()
         ];
         for (k, i) in &d.map {
-            let (f, t) = ((k >> 32) as u32, *k as u32);
+            let (f, t) = ends(*k);
             links[*i as usize] = quality(*i as usize, f, t, d.links[*i as usize]);
         }
         let mut map = d.map.clone();
         for (f, t, q) in extra {
-            match map.entry(key(*f, *t)) {
-                std::collections::hash_map::Entry::Occupied(e) => links[*e.get() as usize] = *q,
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(links.len() as u32);
-                    links.push(*q);
-                }
-            }
+            put(&mut map, &mut links, key(*f, *t), *q);
         }
         let (out, inn) = rows_of(d.nodes.len(), &map, &links);
         Infra {
