@@ -334,9 +334,9 @@ impl Engine {
     }
 
     /// The live infrastructure model: online nodes, their measured links (loopbacks filled
-    /// in) and what the other pairs are estimated from (`probes`: [`Engine::estimates`]). On
-    /// the loop: the online nodes and a copy of the link table (numbers); what a job reads is
-    /// derived from it on the job's thread ([`LiveModel`]).
+    /// in) and what the other pairs are estimated from (`probes`: `Engine::estimate_inputs`,
+    /// [`LiveModel::estimates`]). On the loop: the online nodes and a copy of the link table
+    /// (numbers); what a job reads is derived from it on the job's thread ([`LiveModel`]).
     pub fn model(&mut self) -> Arc<LiveModel> {
         self.settle_links();
         if let Some((v, m)) = &self.model_cache {
