@@ -198,6 +198,14 @@ impl Infra {
         self
     }
 
+    /// The same view without the estimator: only the measured links exist (a copy of the
+    /// links, the nodes shared).
+    pub fn without_estimates(&self) -> Infra {
+        let mut d = (*self.d).clone();
+        d.est = None;
+        Infra { d: Arc::new(d) }
+    }
+
     /// Whether `other` is this very view (a clone of it), not merely an equal one.
     pub fn same(&self, other: &Infra) -> bool {
         Arc::ptr_eq(&self.d, &other.d)

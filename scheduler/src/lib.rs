@@ -50,6 +50,7 @@
 pub mod criteria;
 pub mod enumerate;
 pub mod estimate;
+pub mod explore;
 pub mod filter;
 pub mod infra;
 pub mod ledger;

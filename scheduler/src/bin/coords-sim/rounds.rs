@@ -43,7 +43,9 @@
 //!   measured links (no estimate decides). Around the candidate, per component its node and
 //!   the [`MULTI_WIDTH`] - 1 nodes whose single move scores best on the model; the pairs
 //!   between the candidate nodes of the two ends of each channel (at most [`MULTI_WIDTH`]^2
-//!   per channel) are probed in the next round with the candidate's.
+//!   per channel) are probed in the next round with the candidate's. This is the control
+//!   plane's rule (`acoa_scheduler::explore::round`, run by cloud-broker `engine/explore.rs`
+//!   when an application's targeted probes are measured): the simulation runs the very code.
 //!
 //! The scores a rule compares on one network are computed together (`score_all_on`: one
 //! l_min search, stopped after the search's time budget: on estimated links an unbounded one
@@ -57,6 +59,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use acoa_scheduler::explore;
 use acoa_scheduler::{place_on, score_all_on, Infra, Ledger, LinkQ, Options, Outcome as Placed};
 use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary, MeasuredLink};
 use acoa_shared::model::{Application, CoordDoc, EstimatedNode, LinkEstimates, Node};
@@ -98,7 +101,7 @@ pub enum Rule {
 
 /// [`Rule::Multi`]: candidate nodes per component (the search's own node included), so at
 /// most `MULTI_WIDTH`^2 pairs per channel and round (the default of `--place-multi-width`).
-pub const MULTI_WIDTH: usize = 8;
+pub const MULTI_WIDTH: usize = explore::DEFAULT_WIDTH;
 
 /// One directed link as measured: its quality and jitter (ms).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -488,95 +491,9 @@ pub fn run(
     out
 }
 
-/// The single moves from `around`: per component every other node of the fleet but those a
-/// pin (`requires.node`) excludes (nodes that fail another requirement are left out when
-/// scored; free resources are not checked, as in `score_all_on`), as (component, node,
-/// placement).
-fn single_moves(
-    fleet: &Fleet,
-    app: &Application,
-    around: &BTreeMap<String, String>,
-) -> Vec<(usize, u32, BTreeMap<String, String>)> {
-    let mut out = Vec::new();
-    for (c, comp) in app.components.iter().enumerate() {
-        for (i, n) in fleet.nodes.iter().enumerate() {
-            if around.get(&comp.name) == Some(&n.name)
-                || comp.requires.node.as_ref().is_some_and(|p| *p != n.name)
-            {
-                continue;
-            }
-            let mut a = around.clone();
-            a.insert(comp.name.clone(), n.name.clone());
-            out.push((c, i as u32, a));
-        }
-    }
-    out
-}
-
-/// [`Rule::Multi`]'s probes around `around`: per component its node and the `width - 1` nodes
-/// whose single move scores best (`scores`, one per move of [`single_moves`]), and every pair
-/// between the candidates of a channel's ends (from -> to) that is not measured in `links`.
-fn neighbourhood(
-    fleet: &Fleet,
-    links: &Links,
-    app: &Application,
-    around: &BTreeMap<String, String>,
-    moves: &[(usize, u32, BTreeMap<String, String>)],
-    scores: &[Option<f64>],
-    width: usize,
-) -> BTreeSet<(u32, u32)> {
-    let index = |name: &str| {
-        fleet
-            .nodes
-            .binary_search_by(|n| n.name.as_str().cmp(name))
-            .ok()
-            .map(|i| i as u32)
-    };
-    let mut ranked: Vec<Vec<(f64, u32)>> = vec![Vec::new(); app.components.len()];
-    for ((c, n, _), s) in moves.iter().zip(scores) {
-        if let Some(s) = s {
-            ranked[*c].push((*s, *n));
-        }
-    }
-    let cands: BTreeMap<&str, Vec<u32>> = app
-        .components
-        .iter()
-        .zip(ranked)
-        .map(|(comp, mut r)| {
-            r.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
-            let own = around.get(&comp.name).and_then(|n| index(n));
-            let c: Vec<u32> = own
-                .into_iter()
-                .chain(r.into_iter().map(|x| x.1))
-                .take(width)
-                .collect();
-            (comp.name.as_str(), c)
-        })
-        .collect();
-    let mut out = BTreeSet::new();
-    for ch in &app.channels {
-        let (Some(from), Some(to)) = (cands.get(ch.from.as_str()), cands.get(ch.to.as_str()))
-        else {
-            continue;
-        };
-        for &a in from {
-            for &b in to {
-                if a != b && !links.contains_key(&(a, b)) {
-                    out.insert((a, b));
-                }
-            }
-        }
-    }
-    out
-}
-
-/// [`run`] for [`Rule::Multi`]. Each round: the estimated pairs of the placement in force, of
-/// the candidate (the last search's placement) and of the neighbourhood around it are
-/// measured; two searches run on the updated model, one on every pair (measured plus
-/// estimates), one on the measured links alone; the placement in force becomes the best of
-/// itself, the candidate and the measured-links search's placement, scored together on the
-/// model (all on measured links: no estimate decides); the first search's placement is the
-/// next candidate and its single moves give the next neighbourhood.
+/// [`run`] for [`Rule::Multi`]: the rounds of `acoa_scheduler::explore::round` (the rule the
+/// control plane runs), each after the last round's pairs to probe were measured. Ends when a
+/// round has nothing to probe, no candidate and changed nothing.
 #[allow(clippy::too_many_arguments)]
 fn run_multi(
     fleet: &Fleet,
@@ -591,15 +508,15 @@ fn run_multi(
     let mut links = base.clone();
     let mut cur = first.clone();
     let mut candidate: Option<BTreeMap<String, String>> = None;
-    let mut pending: BTreeSet<(u32, u32)> = BTreeSet::new();
+    // the first round probes the first placement's estimated pairs
+    let mut pending: BTreeSet<(u32, u32)> = channel_pairs(fleet.nodes, app, first)
+        .into_iter()
+        .filter(|&(a, b)| a != b && !links.contains_key(&(a, b)))
+        .collect();
     let mut probed = 0;
     let mut out: Vec<Round> = Vec::new();
     for _ in 0..rounds {
-        let mut targeted = std::mem::take(&mut pending);
-        for a in std::iter::once(&cur).chain(&candidate) {
-            targeted.extend(channel_pairs(fleet.nodes, app, a));
-        }
-        targeted.retain(|&(a, b)| a != b && !links.contains_key(&(a, b)));
+        let targeted = std::mem::take(&mut pending);
         if targeted.is_empty() && candidate.is_none() && out.last().is_none_or(|r| !r.changed) {
             break;
         }
@@ -608,69 +525,25 @@ fn run_multi(
         }
         probed += targeted.len();
         let (model, _) = fleet.view(&links);
-        let measured = Infra::new(
-            fleet.nodes.to_vec(),
-            links.iter().map(|(&(a, b), m)| (a, b, m.q)),
-        );
-        let placed = |infra: &Infra| match place_on(infra, app, &Ledger::new(), opts) {
-            Ok(r) => match r.outcome {
-                Placed::Placed(p) => (Some(p.assignment), r.proven),
-                Placed::Infeasible(_) => (None, r.proven),
-            },
-            Err(_) => (None, false),
-        };
-        let (searched, proven) = placed(&model);
-        let (on_measured, _) = placed(&measured);
-        // the placements that rest on measured links, then the single moves around the search's
-        let options: Vec<BTreeMap<String, String>> = std::iter::once(cur.clone())
-            .chain(
-                candidate
-                    .take()
-                    .into_iter()
-                    .chain(on_measured)
-                    .chain(searched.clone())
-                    .filter(|a| model.estimated_channels(app, a) == 0),
-            )
-            .collect();
-        let around = searched.clone().unwrap_or_else(|| cur.clone());
-        let moves = single_moves(fleet, app, &around);
-        let all: Vec<BTreeMap<String, String>> = options
-            .iter()
-            .cloned()
-            .chain(moves.iter().map(|m| m.2.clone()))
-            .collect();
-        let scores: Vec<Option<f64>> = score_all_on(&model, app, &all, opts.time_budget)
-            .into_iter()
-            .map(|s| s.ok().map(|x| x.0))
-            .collect();
-        let mut next = cur.clone();
-        let mut best = scores[0];
-        for (a, s) in options.iter().zip(&scores).skip(1) {
-            if let Some(s) = *s {
-                if best.is_none_or(|b| s > b + SCORE_RESOLUTION) {
-                    best = Some(s);
-                    next = a.clone();
-                }
-            }
-        }
-        candidate = searched.filter(|p| *p != next && model.estimated_channels(app, p) > 0);
-        pending = neighbourhood(
-            fleet,
-            &links,
+        let r = explore::round(
+            &model,
             app,
-            &around,
-            &moves,
-            &scores[options.len()..],
+            &Ledger::new(),
+            &cur,
+            candidate.as_ref(),
             width,
+            opts,
         );
-        let changed = next != cur;
-        cur = next;
+        let changed = r.next != cur;
+        cur = r.next;
+        candidate = r.candidate;
+        pending = r.probe;
         out.push(Round {
             on_estimates: model.estimated_channels(app, &cur),
             assignment: cur.clone(),
             changed,
             probed,
-            proven,
+            proven: r.proven,
             targeted: targeted.into_iter().collect(),
         });
     }

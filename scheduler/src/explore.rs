@@ -1,0 +1,399 @@
+//! Exploring around a placement with targeted probes (issue 16): one round of the rule that
+//! takes a placement found on measured links plus estimates to within 1 % of the placement on
+//! every measured pair, without ever moving on an estimate.
+//!
+//! A search on estimates picks the pairs the coordinates under-estimate (the winner's curse),
+//! and probing only the pairs of that one placement explores slowly. Each round here, on the
+//! live model after the last round's probes were measured:
+//!
+//! 1. a search on the model (measured links plus estimates) gives the *search's placement*;
+//! 2. a second search on the measured links alone ([`Infra::without_estimates`]);
+//! 3. the placement in force becomes the best of itself, the last round's candidate and the
+//!    placements of (1) and (2), of those that use measured links only, scored together on
+//!    the model (no estimate decides a move, and no hysteresis: a measured gain is a gain);
+//! 4. around the search's placement, every single move of a component to another node it may
+//!    run on is scored on the model; per component its own node and the `width - 1` best are
+//!    its candidate nodes, and every unmeasured pair between the candidate nodes of a
+//!    channel's two ends (at most `width`^2 per channel) is to be probed, with the estimated
+//!    pairs of the search's placement (the next *candidate*) and of the placement in force.
+//!
+//! Scores compared with one another are computed together ([`score_all_on`]: one l_min search
+//! under the search's time budget). In a large fleet a component's single moves are limited
+//! to the [`MOVES_PER_COMPONENT`] nodes whose links to the other ends of its channels are the
+//! shortest (measured or estimated): the moves worth scoring, at a bounded cost.
+//!
+//! `coords-sim --place-rules multi` measures the rule (BENCHMARKS.md, "Placements on k
+//! measured pairs plus estimates"); the control plane runs it when an application's targeted
+//! probes are measured (cloud-broker `engine/explore.rs`).
+//!
+//! Invariant: pure and deterministic (the same model, application and inputs give the same
+//! round); every pair to probe is unmeasured, between two different nodes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use acoa_shared::model::Application;
+
+use crate::{place_on, score_all_on, Infra, Ledger, Options, Outcome};
+
+/// Candidate nodes per component (its own and the best single moves): at most this squared
+/// pairs per channel and round.
+pub const DEFAULT_WIDTH: usize = 8;
+
+/// Single moves scored per component and round, at most (every node of a smaller fleet).
+pub const MOVES_PER_COMPONENT: usize = 2048;
+
+/// Score differences below this are rounding (cloud-broker `links::SCORE_RESOLUTION`).
+const SCORE_RESOLUTION: f64 = 1e-6;
+
+/// Component -> node.
+pub type Assignment = BTreeMap<String, String>;
+
+/// What one round decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explored {
+    /// The placement in force after the round (the current one when nothing measured beats it).
+    pub next: Assignment,
+    /// The search's placement when it differs from `next` and uses estimated pairs: to be
+    /// compared once its pairs are measured.
+    pub candidate: Option<Assignment>,
+    /// The unmeasured pairs (from, to), by the model's node numbers, to probe before the next
+    /// round.
+    pub probe: BTreeSet<(u32, u32)>,
+    /// Whether the search on the model was proven optimal.
+    pub proven: bool,
+}
+
+impl Explored {
+    /// Whether another round could find anything: there is something to probe or compare.
+    pub fn goes_on(&self) -> bool {
+        !self.probe.is_empty() || self.candidate.is_some()
+    }
+}
+
+/// One round around `current` on `model` (see the module's docs); `candidate`: the last
+/// round's, now probed. `ledger`: what other applications hold (the searches place around
+/// it; scores do not check resources, a caller that commits checks them).
+pub fn round(
+    model: &Infra,
+    app: &Application,
+    ledger: &Ledger,
+    current: &Assignment,
+    candidate: Option<&Assignment>,
+    width: usize,
+    opts: &Options,
+) -> Explored {
+    let measured = model.without_estimates();
+    let placed = |infra: &Infra| match place_on(infra, app, ledger, opts) {
+        Ok(r) => match r.outcome {
+            Outcome::Placed(p) => (Some(p.assignment), r.proven),
+            Outcome::Infeasible(_) => (None, r.proven),
+        },
+        Err(_) => (None, false),
+    };
+    let (searched, proven) = placed(model);
+    let (on_measured, _) = placed(&measured);
+    // the placements that rest on measured links, then the single moves around the search's
+    let options: Vec<Assignment> = std::iter::once(current.clone())
+        .chain(
+            candidate
+                .cloned()
+                .into_iter()
+                .chain(on_measured)
+                .chain(searched.clone())
+                .filter(|a| model.estimated_channels(app, a) == 0),
+        )
+        .collect();
+    let around = searched.clone().unwrap_or_else(|| current.clone());
+    let moves = single_moves(model, app, &around);
+    let all: Vec<Assignment> = options
+        .iter()
+        .cloned()
+        .chain(moves.iter().map(|m| m.2.clone()))
+        .collect();
+    let scores: Vec<Option<f64>> = score_all_on(model, app, &all, opts.time_budget)
+        .into_iter()
+        .map(|s| s.ok().map(|x| x.0))
+        .collect();
+    let mut next = current.clone();
+    let mut best = scores[0];
+    for (a, s) in options.iter().zip(&scores).skip(1) {
+        if let Some(s) = *s {
+            if best.is_none_or(|b| s > b + SCORE_RESOLUTION) {
+                best = Some(s);
+                next = a.clone();
+            }
+        }
+    }
+    let candidate = searched.filter(|p| *p != next && model.estimated_channels(app, p) > 0);
+    let mut probe = neighbourhood(model, app, &around, &moves, &scores[options.len()..], width);
+    for a in std::iter::once(&next).chain(&candidate) {
+        probe.extend(
+            channel_pairs(model, app, a)
+                .into_iter()
+                .filter(|&(x, y)| x != y && !model.is_measured(x, y)),
+        );
+    }
+    Explored {
+        next,
+        candidate,
+        probe,
+        proven,
+    }
+}
+
+/// The node-number pairs (from, to) of `app`'s channels under `assignment` (a component or
+/// node the model does not know is left out).
+pub fn channel_pairs(model: &Infra, app: &Application, assignment: &Assignment) -> Vec<(u32, u32)> {
+    let at = |c: &str| model.index_of(assignment.get(c)?);
+    app.channels
+        .iter()
+        .filter_map(|c| Some((at(&c.from)?, at(&c.to)?)))
+        .collect()
+}
+
+/// The single moves from `around` as (component, node, placement): per component the nodes
+/// other than its own that satisfy its requirements (its pin among them), at most
+/// [`MOVES_PER_COMPONENT`] of them, those nearest the other ends of its channels.
+fn single_moves(
+    model: &Infra,
+    app: &Application,
+    around: &Assignment,
+) -> Vec<(usize, u32, Assignment)> {
+    let at = |c: &str| model.index_of(around.get(c)?);
+    let mut out = Vec::new();
+    for (c, comp) in app.components.iter().enumerate() {
+        let own = at(&comp.name);
+        let mut nodes: Vec<u32> = (0..model.len() as u32)
+            .filter(|&i| Some(i) != own && model.node(i).satisfies(&comp.requires))
+            .collect();
+        if nodes.len() > MOVES_PER_COMPONENT {
+            // the total latency to (from) the nodes of the other ends of its channels; a
+            // node with no link to one of them cannot take the component
+            let ends: Vec<(bool, u32)> = app
+                .channels
+                .iter()
+                .filter_map(|ch| {
+                    if ch.from == comp.name && ch.to != comp.name {
+                        Some((true, at(&ch.to)?))
+                    } else if ch.to == comp.name && ch.from != comp.name {
+                        Some((false, at(&ch.from)?))
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            let mut ranked: Vec<(f64, u32)> = nodes
+                .iter()
+                .filter_map(|&n| {
+                    ends.iter()
+                        .map(|&(out, peer)| match (n == peer, out) {
+                            (true, _) => Some(0.0),
+                            (false, true) => model.link(n, peer).map(|q| q.latency_ms),
+                            (false, false) => model.link(peer, n).map(|q| q.latency_ms),
+                        })
+                        .sum::<Option<f64>>()
+                        .map(|d| (d, n))
+                })
+                .collect();
+            ranked.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+            nodes = ranked
+                .into_iter()
+                .take(MOVES_PER_COMPONENT)
+                .map(|x| x.1)
+                .collect();
+            nodes.sort_unstable();
+        }
+        for n in nodes {
+            let mut a = around.clone();
+            a.insert(comp.name.clone(), model.node(n).name.clone());
+            out.push((c, n, a));
+        }
+    }
+    out
+}
+
+/// The pairs to probe around `around`: per component its node and the `width - 1` nodes whose
+/// single move scores best (`scores`, one per move), and every unmeasured pair between the
+/// candidate nodes of a channel's ends (from -> to).
+fn neighbourhood(
+    model: &Infra,
+    app: &Application,
+    around: &Assignment,
+    moves: &[(usize, u32, Assignment)],
+    scores: &[Option<f64>],
+    width: usize,
+) -> BTreeSet<(u32, u32)> {
+    let mut ranked: Vec<Vec<(f64, u32)>> = vec![Vec::new(); app.components.len()];
+    for ((c, n, _), s) in moves.iter().zip(scores) {
+        if let Some(s) = s {
+            ranked[*c].push((*s, *n));
+        }
+    }
+    let cands: BTreeMap<&str, Vec<u32>> = app
+        .components
+        .iter()
+        .zip(ranked)
+        .map(|(comp, mut r)| {
+            r.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+            let own = around.get(&comp.name).and_then(|n| model.index_of(n));
+            let c: Vec<u32> = own
+                .into_iter()
+                .chain(r.into_iter().map(|x| x.1))
+                .take(width)
+                .collect();
+            (comp.name.as_str(), c)
+        })
+        .collect();
+    let mut out = BTreeSet::new();
+    for ch in &app.channels {
+        let (Some(from), Some(to)) = (cands.get(ch.from.as_str()), cands.get(ch.to.as_str()))
+        else {
+            continue;
+        };
+        for &a in from {
+            for &b in to {
+                if a != b && !model.is_measured(a, b) {
+                    out.insert((a, b));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LinkQ;
+    use acoa_shared::model::{
+        parse_application, Capacity, CoordDoc, EstimatedNode, Layer, LinkEstimates, Node, Usage,
+    };
+
+    fn node(i: usize, dc: &str) -> Node {
+        Node {
+            name: format!("n{i:05}"),
+            datacenter: dc.into(),
+            layer: Layer::Edge,
+            arch: "aarch64".into(),
+            hardware: vec![],
+            software: vec![],
+            capacity: Capacity::default(),
+            usage: Usage::default(),
+        }
+    }
+
+    fn q(latency_ms: f64) -> LinkQ {
+        LinkQ {
+            latency_ms,
+            success: 1.0,
+        }
+    }
+
+    /// src pinned to n00000, sink in datacenter b; one channel, a response-time path.
+    fn app() -> Application {
+        parse_application(
+            "application: t\ncomponents:\n- {name: src, image: i, requires: {node: n00000}}\n- {name: sink, image: i, requires: {datacenter: b}}\nchannels:\n- {name: c, from: src, to: sink}\npaths:\n- {name: p, channels: [c]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n",
+        )
+        .unwrap()
+    }
+
+    fn at(sink: &str) -> Assignment {
+        [("src", "n00000"), ("sink", sink)]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    /// n00000 in datacenter a, n00001-n00004 in b; `measured` links, every node's coordinate
+    /// on a line at `x` (height 1 ms: an estimate is the distance plus 2 ms).
+    fn model(measured: &[(u32, u32, f64)]) -> Infra {
+        let nodes: Vec<Node> = (0..5)
+            .map(|i| node(i, if i == 0 { "a" } else { "b" }))
+            .collect();
+        let x = [0.0, -20.0, 5.0, 6.0, 9.0];
+        let mut est = LinkEstimates::default();
+        for (n, x) in nodes.iter().zip(x) {
+            let coord = CoordDoc {
+                position: [x, 0.0, 0.0],
+                height_ms: 1.0,
+                error: 0.2,
+            };
+            let e = EstimatedNode {
+                coord: Some(coord),
+                median_jitter_ms: 0.1,
+                median_success: 1.0,
+            };
+            est.nodes.insert(n.name.clone(), e);
+        }
+        let links = (0..5)
+            .map(|i| (i, i, q(0.05)))
+            .chain(measured.iter().map(|&(a, b, l)| (a, b, q(l))));
+        Infra::new(nodes, links).with_estimates(&est)
+    }
+
+    /// The estimates say n00002 (7 ms) is better than the measured n00001 (10 ms); the truth:
+    /// n00002 12 ms, n00003 15 ms, n00004 5 ms (estimated 11 ms: no search on estimates
+    /// would try it).
+    #[test]
+    fn a_round_moves_only_onto_measured_links_and_probes_the_candidates_neighbourhood() {
+        let (app, opts) = (app(), Options::default());
+        let m = model(&[(0, 1, 10.0)]);
+        assert_eq!(m.link(0, 2).unwrap().latency_ms, 7.0);
+        assert_eq!(m.link(0, 4).unwrap().latency_ms, 11.0);
+        let r1 = round(&m, &app, &Ledger::new(), &at("n00001"), None, 8, &opts);
+        assert_eq!(r1.next, at("n00001"), "no move onto an estimate");
+        assert_eq!(r1.candidate, Some(at("n00002")), "the search's placement");
+        // the candidate's pair and, around it, the sink's other nodes (n00001 is measured)
+        assert_eq!(r1.probe, BTreeSet::from([(0, 2), (0, 3), (0, 4)]));
+        assert!(r1.goes_on());
+        // width 2: the candidate's node and the single move that scores best (n00003, 8 ms)
+        let narrow = round(&m, &app, &Ledger::new(), &at("n00001"), None, 2, &opts);
+        assert_eq!(narrow.probe, BTreeSet::from([(0, 2), (0, 3)]));
+        // measured: the best of the candidate (12 ms) and the measured search's (n00004)
+        let m = model(&[(0, 1, 10.0), (0, 2, 12.0), (0, 3, 15.0), (0, 4, 5.0)]);
+        let r2 = round(
+            &m,
+            &app,
+            &Ledger::new(),
+            &r1.next,
+            r1.candidate.as_ref(),
+            8,
+            &opts,
+        );
+        assert_eq!(r2.next, at("n00004"));
+        assert_eq!(r2.candidate, None);
+        assert!(r2.probe.is_empty() && !r2.goes_on(), "{r2:?}");
+        // the same round again gives the same result
+        let again = round(
+            &m,
+            &app,
+            &Ledger::new(),
+            &r1.next,
+            r1.candidate.as_ref(),
+            8,
+            &opts,
+        );
+        assert_eq!(again, r2);
+    }
+
+    /// In a fleet larger than [`MOVES_PER_COMPONENT`], a component's single moves are the
+    /// nodes nearest the other end of its channel, not the first by name.
+    #[test]
+    fn a_large_fleets_single_moves_are_bounded_and_the_nearest() {
+        let n = MOVES_PER_COMPONENT + 1000;
+        let nodes: Vec<Node> = (0..=n)
+            .map(|i| node(i, if i == 0 { "a" } else { "b" }))
+            .collect();
+        // n00000 -> node i: (n + 1 - i) ms, the last nodes the nearest
+        let links = (1..=n as u32).map(|i| (0, i, q((n as u32 + 1 - i) as f64)));
+        let m = Infra::new(nodes, links);
+        let moves = single_moves(&m, &app(), &at("n00001"));
+        assert_eq!(moves.len(), MOVES_PER_COMPONENT, "src is pinned: no move");
+        let sinks: Vec<u32> = moves.iter().map(|(_, i, _)| *i).collect();
+        let want: Vec<u32> = (n as u32 + 1 - MOVES_PER_COMPONENT as u32..=n as u32).collect();
+        assert_eq!(sinks, want);
+        assert!(moves
+            .iter()
+            .all(|(c, i, a)| *c == 1 && a["sink"] == m.node(*i).name));
+    }
+}
