@@ -174,6 +174,15 @@ struct ServeArgs {
     /// coordinates, a few random (1 to 64; placements may add the links they use on top).
     #[arg(long, default_value_t = 32)]
     peers_k: usize,
+    /// Exploration rounds after a placement that rested on estimated links: each probes the
+    /// links around the best placement on estimates and moves only onto measured links (0:
+    /// none).
+    #[arg(long, default_value_t = 5)]
+    explore_rounds: u32,
+    /// Candidate nodes per component in an exploration round (1 to 16; at most this squared
+    /// links probed per channel and round).
+    #[arg(long, default_value_t = acoa_scheduler::explore::DEFAULT_WIDTH)]
+    explore_width: usize,
     #[arg(long, default_value_t = 200)]
     tick_ms: u64,
     /// Where placement jobs are computed: in this process, or by `scheduler worker`
@@ -216,6 +225,8 @@ impl ServeArgs {
             deschedule_ms,
             deschedule_threshold,
             peers_k,
+            explore_rounds,
+            explore_width,
             tick_ms,
             scheduler_workers,
             worker_timeout_ms,
@@ -239,6 +250,10 @@ impl ServeArgs {
             (1..=acoa_shared::wire::MAX_PEERS_PER_NODE).contains(&peers_k),
             "--peers-k must be 1 to {}, not {peers_k}",
             acoa_shared::wire::MAX_PEERS_PER_NODE
+        );
+        anyhow::ensure!(
+            (1..=16).contains(&explore_width),
+            "--explore-width must be 1 to 16, not {explore_width}"
         );
         let broker_urls = match &broker_url {
             Some(list) => cloud_broker::conn::parse_list(list)?,
@@ -267,6 +282,8 @@ impl ServeArgs {
                 deschedule_ms,
                 netaware_threshold: deschedule_threshold,
                 peers_k,
+                explore_rounds,
+                explore_width,
                 ..EngineConfig::default()
             },
             tick_ms,

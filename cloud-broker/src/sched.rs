@@ -30,10 +30,14 @@ pub fn place_on(
     app: &Application,
     ledger: &Ledger,
 ) -> Result<Outcome, ScheduleError> {
-    let opts = acoa_scheduler::Options {
+    Ok(acoa_scheduler::place_on(infra, app, ledger, &options())?.outcome)
+}
+
+/// The search options of every placement: [`TIME_BUDGET`], [`COUNT_BUDGET`].
+pub fn options() -> acoa_scheduler::Options {
+    acoa_scheduler::Options {
         time_budget: Some(TIME_BUDGET),
         count_budget: COUNT_BUDGET,
         ..Default::default()
-    };
-    Ok(acoa_scheduler::place_on(infra, app, ledger, &opts)?.outcome)
+    }
 }

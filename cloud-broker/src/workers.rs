@@ -20,7 +20,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::conn::{self, Inbox, Link};
 use crate::dispatch::{check, encode, Dispatch, PackCache, Step, WorkersConfig};
-use crate::engine::{finish_job, run_job, Event, Job, JobOutcome, JobResult};
+use crate::engine::{finish_job, run_job, Event, Job, JobOutcome, JobResult, Purpose};
 use crate::identity::Login;
 
 /// How often the dispatch looks for expired publications.
@@ -39,6 +39,10 @@ impl Placer {
     pub async fn submit(&self, job: Box<Job>) {
         match self {
             Placer::InProcess(tx) => run_in_process(job, tx.clone()),
+            // an exploration round scores thousands of moves on the live model: here
+            Placer::Workers(w) if job.purpose == Purpose::Explore => {
+                run_in_process(job, w.events.clone())
+            }
             Placer::Workers(w) => w.submit(job).await,
         }
     }
@@ -104,6 +108,8 @@ impl Inbox for Results {
 #[derive(Clone)]
 pub struct Workers {
     tx: mpsc::Sender<In>,
+    /// The engine's events (an exploration's result, computed in process).
+    events: mpsc::Sender<Event>,
 }
 
 impl Workers {
@@ -137,10 +143,10 @@ impl Workers {
             key,
             packs: Arc::new(Mutex::new(PackCache::default())),
             me: tx.clone(),
-            events,
+            events: events.clone(),
         };
         tokio::spawn(driver.run(rx));
-        Ok(Workers { tx })
+        Ok(Workers { tx, events })
     }
 
     /// Hands a job to the dispatch.

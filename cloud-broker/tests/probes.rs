@@ -287,7 +287,7 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
     assert!(
         sim.pending_jobs
             .iter()
-            .any(|j| j.app == "smoke-monitoring" && j.purpose == Purpose::Reevaluate),
+            .any(|j| j.app == "smoke-monitoring" && j.purpose == Purpose::Explore),
         "{:?}",
         sim.pending_jobs
             .iter()
@@ -511,4 +511,166 @@ fn a_larger_fleets_peer_lists_wait_longer_for_more_joins() {
     );
     let acts = sim.tick(1);
     assert_eq!(peer_lists_published(&acts, &sim.key).len(), c.nodes.len());
+}
+
+/// The exploration's fleet: n0 in datacenter a, n1-n4 in b; n0 measures n1 (10 ms) and
+/// whatever `truth` names of n2-n4 (its peer list asked for them), b's nodes one another
+/// (1 ms); coordinates on a line (n0 at 0, n1 -20, n2 5, n3 6, n4 9, heights 1 ms: n0 -> n2
+/// is estimated 7 ms, n3 8, n4 11).
+fn exploration_fleet(truth: &[(usize, f64)]) -> (model::Cluster, BTreeMap<String, f32>) {
+    let name = |i: usize| format!("n{i}");
+    let nodes: Vec<model::Node> = (0..5)
+        .map(|i| model::Node {
+            name: name(i),
+            datacenter: if i == 0 { "a" } else { "b" }.into(),
+            layer: model::Layer::Edge,
+            arch: "aarch64".into(),
+            hardware: vec![],
+            software: vec![],
+            capacity: model::Capacity {
+                cpu_millis: 4000,
+                memory_mb: 4096,
+                disk_mb: 100_000,
+                ..Default::default()
+            },
+            usage: model::Usage::default(),
+        })
+        .collect();
+    let link = |a: usize, b: usize, latency_ms: f64| model::Link {
+        from: name(a),
+        to: name(b),
+        latency_ms,
+        jitter_ms: 0.1,
+        success: 1.0,
+    };
+    let mut links = vec![link(0, 1, 10.0), link(1, 0, 10.0)];
+    for a in 1..5 {
+        for b in 1..5 {
+            if a != b {
+                links.push(link(a, b, 1.0));
+            }
+        }
+    }
+    links.extend(truth.iter().map(|&(b, l)| link(0, b, l)));
+    let x = [0.0, -20.0, 5.0, 6.0, 9.0];
+    let coords = (0..5).map(|i| (name(i), x[i])).collect();
+    let c = model::Cluster {
+        cluster: "explore".into(),
+        nodes,
+        links,
+        ..Default::default()
+    };
+    (c, coords)
+}
+
+/// Every node of `c` reports its links with its coordinate (report `seq`).
+fn report_links(sim: &mut Sim, c: &model::Cluster, coords: &BTreeMap<String, f32>, seq: u64) {
+    for n in &c.nodes {
+        let mut l = links_of(c, &n.name);
+        l.seq = seq;
+        l.coord = Some(wire::WireCoord {
+            vec: [coords[&n.name], 0.0, 0.0],
+            height: 1.0,
+            error: 0.2,
+        });
+        sim.feed(Event::Links(Box::new(l)));
+    }
+}
+
+/// A placement on an estimated link (n0 -> n2, estimated 7 ms, truly 12) is explored: its
+/// link measured, a round moves it onto the measured n1 (10 ms, better than 12) and asks for
+/// the links around the search's placement on estimates (n3, and n4, estimated 11 ms: no
+/// search on estimates would try it); measured, the next round moves it onto n4 (truly 5 ms)
+/// and the exploration ends. No move rests on an estimate.
+#[test]
+fn a_placement_on_estimates_is_explored_onto_measured_links_and_the_exploration_ends() {
+    let (c, coords) = exploration_fleet(&[]);
+    let mut sim = Sim::new(EngineConfig {
+        peers_k: 1,
+        ..EngineConfig::default()
+    });
+    for n in &c.nodes {
+        sim.feed(Event::Report(Box::new(report(n))));
+    }
+    report_links(&mut sim, &c, &coords, 1);
+    sim.feed(Event::StartupDone);
+    let text = "application: pair\n\
+                components:\n\
+                - {name: src, image: 'localhost/acoa/a:1', requires: {node: n0}}\n\
+                - {name: sink, image: 'localhost/acoa/b:1', requires: {datacenter: b}}\n\
+                channels:\n\
+                - {name: c, from: src, to: sink}\n\
+                paths:\n\
+                - {name: p, channels: [c]}\n\
+                criteria:\n\
+                - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
+    let acts = sim.publish("pair", text.as_bytes().to_vec());
+    let st = statuses(&acts, "pair").pop().expect("a status");
+    assert_eq!(
+        st.placement.as_ref().unwrap()["sink"],
+        "n2",
+        "the best on estimates"
+    );
+    assert_eq!(st.links["c"], "estimated");
+    let list = |sim: &Sim| sim.e.peer_list("n0").unwrap_or_default();
+    sim.tick(1000);
+    assert!(list(&sim).contains(&"n2".to_string()), "{:?}", list(&sim));
+    let jobs = |sim: &Sim, from: usize| -> Vec<Purpose> {
+        sim.log[from..]
+            .iter()
+            .filter_map(|a| match a {
+                Action::Schedule(j) if j.app == "pair" => Some(j.purpose.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // round 1, once n0 -> n2 is measured
+    let (c, _) = exploration_fleet(&[(2, 12.0)]);
+    report_links(&mut sim, &c, &coords, 2);
+    let from = sim.log.len();
+    let acts = sim.tick(200);
+    assert_eq!(jobs(&sim, from), [Purpose::Explore]);
+    let st = statuses(&acts, "pair").pop().expect("a status");
+    assert_eq!(
+        st.placement.as_ref().unwrap()["sink"],
+        "n1",
+        "onto the measured link"
+    );
+    assert_eq!(st.links["c"], "measured");
+    sim.tick(1000);
+    let l = list(&sim);
+    for peer in ["n1", "n3", "n4"] {
+        assert!(l.contains(&peer.to_string()), "n0 probes {peer}: {l:?}");
+    }
+    // nothing happens until they are measured (not even the periodic re-evaluation)
+    let from = sim.log.len();
+    for seq in 3..13 {
+        report_links(&mut sim, &c, &coords, seq);
+        sim.tick(1000);
+    }
+    assert_eq!(jobs(&sim, from), []);
+    // round 2: n3 15 ms, n4 5 ms
+    let (c, _) = exploration_fleet(&[(2, 12.0), (3, 15.0), (4, 5.0)]);
+    report_links(&mut sim, &c, &coords, 13);
+    let from = sim.log.len();
+    let acts = sim.tick(200);
+    assert_eq!(jobs(&sim, from), [Purpose::Explore]);
+    let st = statuses(&acts, "pair").pop().expect("a status");
+    assert_eq!(st.placement.as_ref().unwrap()["sink"], "n4");
+    assert_eq!(st.links["c"], "measured");
+    // ended: its own link stays in n0's list, the others it asked for leave it
+    sim.tick(1000);
+    let l = list(&sim);
+    assert!(l.contains(&"n4".to_string()), "{l:?}");
+    assert!(l.len() <= 2, "k = 1 and its placement's link: {l:?}");
+    let from = sim.log.len();
+    for seq in 14..20 {
+        report_links(&mut sim, &c, &coords, seq);
+        sim.tick(1000);
+    }
+    assert!(
+        !jobs(&sim, from).contains(&Purpose::Explore),
+        "{:?}",
+        jobs(&sim, from)
+    );
 }

@@ -15,7 +15,9 @@ use acoa_shared::model::{self, Application, Resources};
 use acoa_shared::topics;
 use tracing::{debug, info, warn};
 
-use super::{grades, Action, AppState, Compared, Engine, Job, JobOutcome, JobResult, Purpose};
+use super::{
+    grades, Action, AppState, Compared, Engine, ExploreInput, Job, JobOutcome, JobResult, Purpose,
+};
 use crate::records::{AppRecord, PersistOp};
 use crate::sched;
 use crate::status::{digest, AppStatus, PlacementRecord};
@@ -158,8 +160,13 @@ impl Engine {
         let busy = match self.apps.get_mut(app) {
             None => return,
             Some(a) if a.job.is_some() => {
-                // a Place request wins over a re-evaluation
-                if matches!(purpose, Purpose::Place(_)) || a.rerun.is_none() {
+                // a Place request wins over an exploration, which wins over a re-evaluation
+                let rank = |p: &Purpose| match p {
+                    Purpose::Place(_) => 2,
+                    Purpose::Explore => 1,
+                    Purpose::Reevaluate => 0,
+                };
+                if a.rerun.as_ref().is_none_or(|r| rank(&purpose) >= rank(r)) {
                     a.rerun = Some(purpose.clone());
                 }
                 true
@@ -197,12 +204,16 @@ impl Engine {
             id,
             app: app.into(),
             revision: a.revision,
-            purpose,
             application: Arc::new(a.rec.application.clone()),
             model,
             reserved,
             containers,
             ledger_version,
+            explore: (purpose == Purpose::Explore).then(|| ExploreInput {
+                candidate: a.explore.candidate.clone(),
+                width: self.cfg.explore_width,
+            }),
+            purpose,
             current,
             keep,
         };
@@ -312,6 +323,7 @@ impl Engine {
         match r.purpose.clone() {
             Purpose::Place(reason) => self.commit_place(r, &reason, out),
             Purpose::Reevaluate => self.reevaluated(r, out),
+            Purpose::Explore => self.explored(r, out),
         }
         if let Some(p) = rerun {
             if self.apps.get(&app).is_some_and(|a| a.job.is_none()) {
@@ -397,6 +409,10 @@ impl Engine {
                 chosen.score,
                 moved.join(", ")
             );
+        }
+        // a new placement: a new exploration once its estimated links are measured
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.explore = Default::default();
         }
         self.apply_placement(&app, chosen, &old, out);
     }

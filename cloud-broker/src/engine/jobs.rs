@@ -7,7 +7,7 @@
 //! thread or on a `scheduler worker` ([`search_job`] there, [`finish_job`] here) with the same
 //! result; the engine decides what to commit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use acoa_scheduler::Infra;
@@ -24,6 +24,10 @@ pub enum Purpose {
     Place(String),
     /// Descheduler: is a clearly better placement there? Moves one component at a time.
     Reevaluate,
+    /// The links an exploration asked for are measured: one round of
+    /// `acoa_scheduler::explore::round` (the placement moves only onto measured links; the
+    /// next round's pairs to probe come back). Runs in this process, not on a worker.
+    Explore,
 }
 
 /// A placement computation, with everything it needs as values.
@@ -46,6 +50,27 @@ pub struct Job {
     /// Components that should stay where they are if that costs little. When `current` is
     /// given, the decision to move is taken on [`favour_current`] (the model's link bounds).
     pub keep: BTreeMap<String, String>,
+    /// For [`Purpose::Explore`]: the last round's candidate and the candidate nodes per
+    /// component.
+    pub explore: Option<ExploreInput>,
+}
+
+/// What an exploration round starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExploreInput {
+    /// The last round's candidate (the search's placement, on estimated links then).
+    pub candidate: Option<BTreeMap<String, String>>,
+    pub width: usize,
+}
+
+/// What an exploration round found ([`JobResult::explored`]; the placement in force after it
+/// is the result's outcome).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExploreFound {
+    pub candidate: Option<BTreeMap<String, String>>,
+    /// The unmeasured pairs (from, to) to probe before the next round.
+    pub probe: BTreeSet<(String, String)>,
+    pub proven: bool,
 }
 
 impl Job {
@@ -87,6 +112,8 @@ pub struct JobResult {
     pub single_moves: Vec<(String, String, f64)>,
     /// The scores the decision to move is taken on, when the job had bounds.
     pub compared: Option<Compared>,
+    /// For [`Purpose::Explore`]: what the round found.
+    pub explored: Option<Box<ExploreFound>>,
     pub elapsed_us: u64,
 }
 
@@ -122,7 +149,10 @@ fn favoured_on(job: &Job, assignment: &BTreeMap<String, String>) -> Arc<Infra> {
 /// Runs a placement computation (pure; may take a while: run it off the decision loop).
 pub fn run_job(job: &Job) -> JobResult {
     let started = std::time::Instant::now();
-    let mut r = finish_job(job, search_job(job));
+    let mut r = match (&job.purpose, &job.current, &job.explore) {
+        (Purpose::Explore, Some(current), Some(x)) => explore_job(job, current, x),
+        _ => finish_job(job, search_job(job)),
+    };
     r.elapsed_us = started.elapsed().as_micros() as u64;
     r
 }
@@ -214,6 +244,52 @@ pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
         current_score,
         single_moves,
         compared,
+        explored: None,
         elapsed_us: started.elapsed().as_micros() as u64,
+    }
+}
+
+/// One exploration round around `current` ([`Purpose::Explore`]): the outcome is the
+/// placement in force after it, scored on the model (its `feasible_deployments` 0: the
+/// engine keeps the current placement's).
+fn explore_job(job: &Job, current: &BTreeMap<String, String>, x: &ExploreInput) -> JobResult {
+    let app = job.application.as_ref();
+    let infra = job.model.infra();
+    let r = acoa_scheduler::explore::round(
+        &infra,
+        app,
+        &job.ledger(),
+        current,
+        x.candidate.as_ref(),
+        x.width,
+        &sched::options(),
+    );
+    let outcome = match sched::score_on(&infra, app, &r.next) {
+        Ok((score, g)) => JobOutcome::Placed(PlacementRecord {
+            assignment: r.next.clone(),
+            score,
+            criteria: grades(&g),
+            feasible_deployments: 0,
+        }),
+        Err(e) => JobOutcome::Error(e.to_string()),
+    };
+    let name = |i: u32| infra.node(i).name.clone();
+    JobResult {
+        id: job.id,
+        app: job.app.clone(),
+        revision: job.revision,
+        purpose: job.purpose.clone(),
+        ledger_version: job.ledger_version,
+        outcome,
+        merged: None,
+        current_score: sched::score_on(&infra, app, current).ok().map(|x| x.0),
+        single_moves: vec![],
+        compared: None,
+        explored: Some(Box::new(ExploreFound {
+            candidate: r.candidate,
+            probe: r.probe.iter().map(|&(a, b)| (name(a), name(b))).collect(),
+            proven: r.proven,
+        })),
+        elapsed_us: 0,
     }
 }

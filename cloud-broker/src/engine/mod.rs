@@ -33,6 +33,7 @@ mod admit;
 mod commit;
 mod disconnect;
 mod durable;
+mod explore;
 mod inventory;
 mod jobs;
 mod links;
@@ -50,7 +51,10 @@ use commit::reservations_of;
 pub use commit::validate;
 use inventory::LiveNode;
 pub(crate) use jobs::grades;
-pub use jobs::{finish_job, run_job, search_job, Compared, Job, JobOutcome, JobResult, Purpose};
+pub use jobs::{
+    finish_job, run_job, search_job, Compared, ExploreFound, ExploreInput, Job, JobOutcome,
+    JobResult, Purpose,
+};
 pub use links::{
     favour_current, quantize_latency, wilson_interval, LinkBounds, CONFIDENCE_Z, LATENCY_FLOOR_MS,
     LATENCY_STEP_MS, LOOPBACK_LATENCY_MS,
@@ -96,6 +100,13 @@ pub struct EngineConfig {
     /// Relative gain a network-aware move must offer (0.2 = 20 %), sustained over `sustain`
     /// evaluations in a row.
     pub netaware_threshold: f64,
+    /// Exploration rounds after a placement that rested on estimates (`explore`: each probes
+    /// the neighbourhood of the search's placement, and moves only onto measured links); 0:
+    /// none, the descheduler's rule alone.
+    pub explore_rounds: u32,
+    /// Candidate nodes per component in an exploration round (at most this squared pairs
+    /// probed per channel and round).
+    pub explore_width: usize,
     /// Measured use and traffic: the mean over this many reports of a node (smoothing window).
     pub observed_window: usize,
     /// Measurements not refreshed for this long are forgotten.
@@ -119,6 +130,8 @@ impl Default for EngineConfig {
             stats_every_ms: 10_000,
             deschedule_ms: 10_000,
             netaware_threshold: 0.2,
+            explore_rounds: 5,
+            explore_width: acoa_scheduler::explore::DEFAULT_WIDTH,
             observed_window: 10,
             observed_max_age_ms: 30_000,
         }
@@ -241,6 +254,8 @@ struct AppState {
     queued: Option<Vec<u8>>,
     /// The last rollout, once ended (for the status).
     finished: Option<update::RolloutStatus>,
+    /// Its exploration since it was last placed (`explore`).
+    explore: explore::Exploration,
 }
 
 impl AppState {
@@ -260,6 +275,7 @@ impl AppState {
             unplaced: None,
             rejected: None,
             returned: None,
+            explore: explore::Exploration::default(),
         }
     }
 }
@@ -612,10 +628,12 @@ impl Engine {
                         .is_some_and(|a| a.rec.application.scheduler == "topsis");
                     // nothing moves while a component waits on an unreachable node
                     // nor while it rolls out a revision
+                    // nor while an exploration waits for the links it asked for
                     if !self.is_network_aware(&app)
                         && !topsis
                         && !self.touches_unreachable(&app)
                         && !self.rolling(&app)
+                        && !self.exploring(&app)
                     {
                         self.request(&app, Purpose::Reevaluate, out);
                     }

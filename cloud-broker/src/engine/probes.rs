@@ -476,7 +476,7 @@ impl Engine {
     }
 
     /// The node pairs the channels of `app` use under `assignment` (other than a node's own).
-    fn channel_pairs(
+    pub(super) fn channel_pairs(
         &self,
         app: &str,
         assignment: &BTreeMap<String, String>,
@@ -557,9 +557,17 @@ impl Engine {
     }
 
     /// The applications whose targeted links were all measured are evaluated again.
+    /// An exploration round (`explore`) when the application has rounds left.
     pub(super) fn reevaluate_measured(&mut self, out: &mut Vec<Action>) {
+        self.explore_overdue();
         for app in std::mem::take(&mut self.probes.measured_apps) {
-            if self.apps.contains_key(&app) {
+            if !self.apps.contains_key(&app) {
+                continue;
+            }
+            if self.explores(&app) {
+                info!("application {app}: the links asked for are measured now: exploring around its placement");
+                self.request(&app, Purpose::Explore, out);
+            } else {
                 info!("application {app}: the links of its placement are measured now: evaluating it again");
                 self.request(&app, Purpose::Reevaluate, out);
             }

@@ -41,6 +41,7 @@ pub fn drop_reason(d: &Dropped) -> &'static str {
 pub fn placement_reason(p: &Purpose) -> &'static str {
     match p {
         Purpose::Reevaluate => "better placement",
+        Purpose::Explore => "exploration",
         Purpose::Place(r) => match r.as_str() {
             "new application" => "new application",
             "definition updated" => "definition updated",

@@ -1,0 +1,191 @@
+//! Exploring around a placement that rested on estimates (issue 16): after an application's
+//! targeted probes are measured, up to `explore_rounds` rounds of
+//! `acoa_scheduler::explore::round` (a [`Purpose::Explore`] job each). A round moves the
+//! placement only onto measured links (the best of the current placement, the last round's
+//! candidate and the searches on the model and on the measured links alone) and names the
+//! unmeasured pairs around the search's placement; those are added to the peer lists of their
+//! first nodes (targeted probes, beyond `k`), and when they are measured, or after
+//! [`EXPLORE_WAIT_MS`], the next round runs. When the rounds are done or nothing is left to
+//! probe, the application's targeted probes are its placement's own links (kept measured).
+//!
+//! `coords-sim --place-rules multi` runs the same rounds on a simulated fleet: there they take
+//! the placements on 16 measured pairs per node plus estimates to within 1 % of the placement
+//! on every measured pair at the median (BENCHMARKS.md).
+//!
+//! Invariants: an exploration never moves a placement onto an estimated link; a round's
+//! pairs stay in the peer lists only until the next round's (or the exploration's end); the
+//! periodic re-evaluation leaves an application alone while its round waits for links.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tracing::{info, warn};
+
+use super::{Action, Engine, JobOutcome, JobResult};
+use crate::status::PlacementRecord;
+
+/// How long a round waits for the links it asked for before it runs on what was measured (a
+/// node whose list is full, or that went silent, never reports some of them).
+pub const EXPLORE_WAIT_MS: u64 = 30_000;
+
+/// An application's exploration since it was last placed.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Exploration {
+    /// Rounds run.
+    pub(super) rounds: u32,
+    /// The last round's candidate (the search's placement, its links being probed).
+    pub(super) candidate: Option<BTreeMap<String, String>>,
+    /// Since when the next round waits for the links it asked for, if it does.
+    pub(super) waiting_since: Option<u64>,
+}
+
+impl Engine {
+    /// Whether a round of `app`'s exploration waits for the links it asked for.
+    pub(super) fn exploring(&self, app: &str) -> bool {
+        self.apps
+            .get(app)
+            .is_some_and(|a| a.explore.waiting_since.is_some())
+    }
+
+    /// Whether `app`'s next evaluation on measured targeted links is an exploration round: a
+    /// `qos` application with rounds left.
+    pub(super) fn explores(&self, app: &str) -> bool {
+        self.apps.get(app).is_some_and(|a| {
+            a.rec.application.scheduler == "qos" && a.explore.rounds < self.cfg.explore_rounds
+        })
+    }
+
+    /// The rounds that waited [`EXPLORE_WAIT_MS`] for their links run on what was measured.
+    pub(super) fn explore_overdue(&mut self) {
+        let now = self.now;
+        let overdue: Vec<String> = self
+            .apps
+            .iter()
+            .filter(|(_, a)| {
+                a.explore
+                    .waiting_since
+                    .is_some_and(|t| now.saturating_sub(t) >= EXPLORE_WAIT_MS)
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for app in overdue {
+            let left = self.probes.awaiting.remove(&app).map_or(0, |l| l.len());
+            info!(
+                "application {app}: {left} of the links its exploration asked for were not measured within {} s; the next round runs on those that were",
+                EXPLORE_WAIT_MS / 1000
+            );
+            if let Some(a) = self.apps.get_mut(&app) {
+                a.explore.waiting_since = None;
+            }
+            self.probes.measured_apps.insert(app);
+        }
+    }
+
+    /// The result of an exploration round: the placement moves if the round found a better
+    /// one on measured links (and it fits), and the next round's links are asked for.
+    pub(super) fn explored(&mut self, r: JobResult, out: &mut Vec<Action>) {
+        let app = r.app.clone();
+        let (Some(found), Some(a)) = (r.explored, self.apps.get_mut(&app)) else {
+            return;
+        };
+        a.explore.rounds += 1;
+        a.explore.waiting_since = None;
+        let round = a.explore.rounds;
+        let Some(cur) = a.rec.placement.clone() else {
+            return;
+        };
+        let next = match r.outcome {
+            JobOutcome::Placed(p) => p,
+            JobOutcome::Infeasible(why) | JobOutcome::Error(why) => {
+                warn!(
+                    "application {app}: exploration round {round} failed, exploration ended: {why}"
+                );
+                a.explore.candidate = None;
+                a.explore.rounds = self.cfg.explore_rounds;
+                return;
+            }
+        };
+        let application = a.rec.application.clone();
+        if next.assignment != cur.assignment {
+            if !self.fits(&application, &next.assignment) {
+                info!("application {app}: exploration round {round} found a better placement on measured links, but it does not fit next to the other applications now; it stays");
+            } else if !self.committable(r.ledger_version, &application, &next.assignment) {
+                self.stats.collisions += 1;
+                warn!("application {app}: exploration round {round} collided with another commit on its nodes; it stays");
+            } else {
+                let moved: Vec<String> = next
+                    .assignment
+                    .iter()
+                    .filter(|(c, n)| cur.assignment.get(*c) != Some(*n))
+                    .map(|(c, n)| {
+                        let from = cur.assignment.get(c).map_or("", String::as_str);
+                        format!("{c} {from}→{n}")
+                    })
+                    .collect();
+                info!(
+                    "application {app} re-placed on measured links (exploration round {round}): {} (score {:.6} → {:.6})",
+                    moved.join(", "),
+                    r.current_score.unwrap_or(cur.score),
+                    next.score
+                );
+                let rec = PlacementRecord {
+                    feasible_deployments: cur.feasible_deployments,
+                    ..next
+                };
+                self.apply_placement(&app, rec, &cur.assignment, out);
+            }
+        }
+        let Some(a) = self.apps.get_mut(&app) else {
+            return;
+        };
+        let assignment = a
+            .rec
+            .placement
+            .as_ref()
+            .map(|p| p.assignment.clone())
+            .unwrap_or_default();
+        let own: BTreeSet<(String, String)> = self
+            .channel_pairs(&app, &assignment)
+            .into_iter()
+            .filter(|(_, x, y)| x != y)
+            .map(|(_, x, y)| (x, y))
+            .collect();
+        let ask: BTreeSet<(String, String)> = found
+            .probe
+            .into_iter()
+            .filter(|(x, y)| !self.links.contains(x, y))
+            .collect();
+        let a = self.apps.get_mut(&app).expect("looked up above");
+        let rounds = self.cfg.explore_rounds;
+        if round < rounds && ask.is_empty() && found.candidate.is_some() {
+            // the candidate's links were measured meanwhile: the next round at once
+            a.explore.candidate = found.candidate;
+            self.probes.measured_apps.insert(app.clone());
+        } else if round < rounds && !ask.is_empty() {
+            a.explore.candidate = found.candidate;
+            a.explore.waiting_since = Some(self.now);
+            info!(
+                "application {app}: exploration round {round} of {rounds}: asking for {} unmeasured links around its best placement on estimates to be probed",
+                ask.len()
+            );
+            self.probes
+                .targeted
+                .insert(app.clone(), own.union(&ask).cloned().collect());
+            self.probes.awaiting.insert(app.clone(), ask);
+        } else {
+            a.explore.candidate = None;
+            a.explore.rounds = rounds;
+            info!(
+                "application {app}: exploration ended after {round} rounds, score {:.6} on measured links",
+                a.rec.placement.as_ref().map_or(0.0, |p| p.score)
+            );
+            self.probes.awaiting.remove(&app);
+            if own.is_empty() {
+                self.probes.targeted.remove(&app);
+            } else {
+                self.probes.targeted.insert(app.clone(), own);
+            }
+        }
+        self.peers_dirty = true;
+        self.update_status(&app, out);
+    }
+}
