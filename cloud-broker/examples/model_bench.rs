@@ -9,19 +9,24 @@
 //!
 //! The fleet: the load generator's (`examples/loadgen`: a twentieth cloud nodes with a
 //! database, the rest trains of 10 with one sensor each); each node reports `--peers` links
-//! (its train, then peers spread over the fleet). Then, each step after a change of the model
+//! (its train, then peers spread over the fleet) and a network coordinate (so that the pairs
+//! nobody measures are estimated). Then, each step after a change of the model
 //! (a node's usage, so that nothing is cached): an application published (a new placement),
 //! published again with another weight (a re-placement: the current placement, its bounds),
 //! and a second application. Per step: the time the decision loop takes for the publication
 //! (it hands the job over), the job's time (search and scores, on its own thread in the
-//! control plane), and the process's RSS after it.
+//! control plane), and the process's RSS after it. After each new placement, the job of a first
+//! exploration round around it (`Purpose::Explore`: two searches and the single moves scored,
+//! on the job's thread) is timed too, with the number of links it asks to probe.
 
 use std::time::Instant;
 
 use acoa_shared::model::{Capacity, Layer, Node, Usage};
 use acoa_shared::wire::{self, LinkSample};
 use clap::Parser;
-use cloud_broker::engine::{run_job, Action, EngineConfig, Event};
+use cloud_broker::engine::{
+    run_job, Action, EngineConfig, Event, ExploreInput, JobOutcome, Purpose,
+};
 use cloud_broker::testkit::engine::{bench_app_yaml, link_metrics, EngineSim};
 use cloud_broker::testkit::report_of;
 
@@ -121,7 +126,25 @@ fn links(i: usize, n: usize, peers: usize) -> Event {
             last_answer_ms: 0,
         })
         .collect();
-    Event::Links(Box::new(link_metrics(&name(i, n), samples)))
+    let mut l = link_metrics(&name(i, n), samples);
+    l.coord = Some(coord(i, n));
+    Event::Links(Box::new(l))
+}
+
+/// Node `i`'s network coordinate: the clouds near one another, the trains along 100 lines.
+fn coord(i: usize, n: usize) -> wire::WireCoord {
+    let c = clouds(n);
+    let vec = if i < c {
+        [(i % 10) as f32, (i / 10 % 10) as f32, 0.0]
+    } else {
+        let t = (i - c) / TRAIN;
+        [20.0 + (t / 100) as f32 * 0.2, (t % 100) as f32 * 2.0, 0.0]
+    };
+    wire::WireCoord {
+        vec,
+        height: 1.0,
+        error: 0.2,
+    }
 }
 
 fn rss_mib() -> f64 {
@@ -135,8 +158,33 @@ fn rss_mib() -> f64 {
     kb / 1024.0
 }
 
-/// Publishes `payload` as `app`, timing the decision loop, then runs its job, timing it.
-fn step(sim: &mut EngineSim, app: &str, payload: Vec<u8>) -> (f64, f64) {
+/// A first exploration round's job around the placement `r` found by `job`: its time (ms)
+/// and how many links it asks to probe.
+fn explore(job: &cloud_broker::engine::Job, r: &cloud_broker::engine::JobResult) -> (f64, usize) {
+    let JobOutcome::Placed(p) = &r.outcome else {
+        panic!("{}: not placed", job.app)
+    };
+    let mut j = job.clone();
+    j.purpose = Purpose::Explore;
+    j.current = Some(p.assignment.clone());
+    j.explore = Some(ExploreInput {
+        candidate: None,
+        width: acoa_scheduler::explore::DEFAULT_WIDTH,
+    });
+    let t = Instant::now();
+    let x = run_job(&j);
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    (ms, x.explored.map_or(0, |f| f.probe.len()))
+}
+
+/// Publishes `payload` as `app`, timing the decision loop, then runs its job, timing it (and,
+/// when `explored` is given, a first exploration round's job around its placement).
+fn step(
+    sim: &mut EngineSim,
+    app: &str,
+    payload: Vec<u8>,
+    explored: Option<&mut Vec<(f64, usize)>>,
+) -> (f64, f64) {
     let t = Instant::now();
     sim.publish(app, payload);
     let on_loop = t.elapsed().as_secs_f64() * 1000.0;
@@ -145,6 +193,9 @@ fn step(sim: &mut EngineSim, app: &str, payload: Vec<u8>) -> (f64, f64) {
     let t = Instant::now();
     let r = run_job(&jobs[0]);
     let job = t.elapsed().as_secs_f64() * 1000.0;
+    if let Some(e) = explored {
+        e.push(explore(&jobs[0], &r));
+    }
     let acts = sim.feed(Event::Scheduled(Box::new(r)));
     assert!(
         acts.iter().any(|a| matches!(a, Action::Publish { .. })),
@@ -189,6 +240,7 @@ fn main() {
             "another application",
         ];
         let mut times: Vec<(Vec<f64>, Vec<f64>, f64)> = vec![(vec![], vec![], 0.0); 3];
+        let mut explored: Vec<(f64, usize)> = vec![];
         for round in 0..args.rounds {
             for (k, t) in times.iter_mut().enumerate() {
                 // a node's usage changes: the live model is built again for the next job
@@ -208,7 +260,7 @@ fn main() {
                         bench_app_yaml(&format!("b{round}"), round + 100, 0.5).into_bytes(),
                     ),
                 };
-                let (l, j) = step(&mut sim, &app, payload);
+                let (l, j) = step(&mut sim, &app, payload, (k == 0).then_some(&mut explored));
                 t.0.push(l);
                 t.1.push(j);
                 t.2 = rss_mib();
@@ -252,6 +304,14 @@ fn main() {
                 names[k],
                 median(l),
                 median(j)
+            );
+        }
+        if !explored.is_empty() {
+            let ms = median(explored.iter().map(|e| e.0).collect());
+            let pairs = median(explored.iter().map(|e| e.1 as f64).collect());
+            println!(
+                "| {n} | {model_links} | exploration round after the new placement ({pairs:.0} links to probe) | | {ms:.0} ms | {:.0} MiB |",
+                rss_mib()
             );
         }
         for (what, ms) in names_parts.iter().zip(parts) {

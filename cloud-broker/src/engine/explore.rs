@@ -39,6 +39,13 @@ pub(super) struct Exploration {
 }
 
 impl Engine {
+    /// `app`'s exploration rounds run since it was last placed, and whether the next waits
+    /// for links it asked for (for the benchmarks).
+    pub fn exploration(&self, app: &str) -> Option<(u32, bool)> {
+        let a = self.apps.get(app)?;
+        Some((a.explore.rounds, a.explore.waiting_since.is_some()))
+    }
+
     /// Whether a round of `app`'s exploration waits for the links it asked for.
     pub(super) fn exploring(&self, app: &str) -> bool {
         self.apps

@@ -118,6 +118,11 @@ struct Args {
     /// per channel and round).
     #[arg(long, default_value_t = rounds::MULTI_WIDTH)]
     place_multi_width: usize,
+    /// `--place`: also write each fleet and its applications with their placements on every
+    /// measured pair to this directory (`scenario-{nodes}-k{k}.json`), for cloud-broker's
+    /// `examples/explore_sim` (the control plane's exploration on the same fleet).
+    #[arg(long)]
+    export_dir: Option<std::path::PathBuf>,
     /// Vivaldi cc and ce.
     #[arg(long, default_value_t = 0.25)]
     cc: f64,

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use acoa_scheduler::rng::SplitMix64 as Rng;
 use acoa_scheduler::{
-    place_on, score_all_on, score_on, synth, Infra, Ledger, LinkQ, Options, Outcome as Placed,
+    explore, place_on, score_all_on, score_on, synth, Infra, Ledger, LinkQ, Options,
+    Outcome as Placed,
 };
 use acoa_shared::model::Node;
 
@@ -175,6 +176,7 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
     let mut tally: Vec<Vec<Tally>> =
         vec![vec![Tally::default(); args.place_rounds + 1]; args.place_rules.len()];
     let measure = |a: u32, b: u32| meas(a as usize, b as usize);
+    let mut exported = Vec::new();
     for i in 0..args.place {
         let started = Instant::now();
         let comps = [5, 10, 20][i % 3];
@@ -202,6 +204,11 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
         };
         proven.0 += ra.proven as usize;
         proven.1 += rb.proven as usize;
+        exported.push(explore::ScenarioApp {
+            application: app.clone(),
+            reference: pa.assignment.clone(),
+            score: pa.score,
+        });
         let first = Round {
             assignment: pb.assignment.clone(),
             changed: false,
@@ -317,6 +324,9 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
         chans += app.channels.len();
         on_est += sparse.estimated_channels(&app, &pb.assignment);
     }
+    if let Some(dir) = &args.export_dir {
+        export(dir, &nodes, &all, o, k, exported);
+    }
     let placed = diffs.len();
     let (median, p95, max) = spread(&mut diffs);
     let (mc, pc) = if diffs_c.is_empty() {
@@ -358,6 +368,40 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
         }
     }
     rows
+}
+
+/// Writes the fleet, every pair as measured and the applications with their placements on
+/// all pairs (`explore::Scenario`) to `dir/scenario-{n}-k{k}.json`.
+fn export(
+    dir: &std::path::Path,
+    nodes: &[Node],
+    all: &[(LinkQ, f64)],
+    o: &Outcome,
+    k: usize,
+    apps: Vec<explore::ScenarioApp>,
+) {
+    let s = explore::Scenario {
+        nodes: nodes.to_vec(),
+        coords: o
+            .coords
+            .iter()
+            .map(|(v, h, e)| ([v[0], v[1], v[2]], *h, *e))
+            .collect(),
+        k,
+        latency_ms: all.iter().map(|(q, _)| q.latency_ms as f32).collect(),
+        jitter_ms: all.iter().map(|(_, j)| *j as f32).collect(),
+        success: all.iter().map(|(q, _)| q.success as f32).collect(),
+        apps,
+    };
+    let path = dir.join(format!("scenario-{}-k{k}.json", nodes.len()));
+    let written = std::fs::create_dir_all(dir)
+        .map_err(anyhow::Error::from)
+        .and_then(|_| Ok(std::fs::File::create(&path)?))
+        .and_then(|f| Ok(serde_json::to_writer(std::io::BufWriter::new(f), &s)?));
+    match written {
+        Ok(()) => eprintln!("scenario written to {}", path.display()),
+        Err(e) => eprintln!("scenario not written to {}: {e}", path.display()),
+    }
 }
 
 /// Header of the rounds' table ([`compare`]'s rows).

@@ -1,0 +1,444 @@
+//! The control plane's exploration (issue 16) on a simulated fleet: the 1 % goal measured
+//! through the engine itself, not a model of it (not a test: it prints figures).
+//!
+//! ```text
+//! cargo build --release -p acoa-scheduler --features sim --bin coords-sim
+//! target/release/coords-sim --seed 1 --k 16 --place 12 --place-budget-ms 5000 --nodes 1000 \
+//!     --place-rounds 5 --place-rules multi --export-dir /tmp/scenarios
+//! cargo build --release -p cloud-broker --example explore_sim
+//! target/release/examples/explore_sim --scenario /tmp/scenarios/scenario-1000-k16.json
+//! ```
+//!
+//! `coords-sim` writes the fleet (nodes with the benchmark's attributes, the coordinates its
+//! Vivaldi simulation converged to, every ordered pair as a prober measures it) and its
+//! synthetic applications with their placements on every measured pair. Here the engine is
+//! driven with plain values (`testkit::engine::EngineSim`, jobs run inline, a simulated
+//! clock): every node reports itself, its coordinate, and the links of the peer list the
+//! control plane published for it (k neighbours, and the links placements and explorations
+//! ask for), each as the scenario measured it. The applications are published one at a time
+//! (each alone, as `coords-sim` places them), left to the control plane (placement, targeted
+//! probes, exploration rounds, the periodic re-evaluation) for `--seconds` of simulated time,
+//! scored on every measured pair, and deleted. Differences to the real fleet: nodes are never
+//! judged silent and links never expire (the clock runs faster than the reports), and a
+//! newly asked link is measured at the next tick (250 ms).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use acoa_scheduler::explore::Scenario;
+use acoa_scheduler::score_all_on;
+use acoa_shared::wire::{self, LinkSample};
+use anyhow::Context;
+use clap::Parser;
+use cloud_broker::engine::{
+    quantize_latency, Action, EngineConfig, Event, Purpose, LOOPBACK_LATENCY_MS,
+};
+use cloud_broker::testkit::engine::{link_metrics, EngineSim};
+use cloud_broker::testkit::report_of;
+
+#[derive(Parser)]
+struct Args {
+    /// A scenario written by `coords-sim --place N --export-dir`.
+    #[arg(long)]
+    scenario: std::path::PathBuf,
+    /// The control plane's `--explore-rounds`.
+    #[arg(long, default_value_t = 5)]
+    explore_rounds: u32,
+    /// The control plane's `--explore-width`.
+    #[arg(long, default_value_t = acoa_scheduler::explore::DEFAULT_WIDTH)]
+    explore_width: usize,
+    /// Simulated time each application is left to the control plane.
+    #[arg(long, default_value_t = 240)]
+    seconds: u64,
+    /// Only the first this many applications.
+    #[arg(long)]
+    apps: Option<usize>,
+    /// Skip this many applications first.
+    #[arg(long, default_value_t = 0)]
+    skip: usize,
+    /// Time budget of the reference placement's search on every pair, ms.
+    #[arg(long, default_value_t = 5000)]
+    reference_budget_ms: u64,
+    /// The control plane's log on stderr.
+    #[arg(long)]
+    log: bool,
+}
+
+const TICK_MS: u64 = 250;
+
+/// One application's outcome.
+struct Run {
+    components: usize,
+    /// Below the placement on every pair measured as the control plane takes it in.
+    first: f64,
+    last: f64,
+    /// Below the placement on every pair as `coords-sim` measured it (no floor).
+    first_raw: f64,
+    last_raw: f64,
+    rounds: u32,
+    explorations: usize,
+    moves: usize,
+    asked: usize,
+    secs: f64,
+}
+
+/// How the control plane's live model sees the fleet against the scenario's measurements:
+/// the relative error of the estimated latencies and success rates, on pairs drawn at random.
+fn estimates_against_truth(sim: &mut EngineSim, s: &Scenario) {
+    let model = sim.e.model();
+    let infra = model.infra();
+    let n = s.nodes.len();
+    let mut r = acoa_shared::rng::SplitMix64::new(7);
+    let (mut lat, mut suc, mut measured, mut unknown) = (vec![], vec![], 0, 0);
+    for _ in 0..20_000 {
+        let (i, j) = (r.below(n), r.below(n));
+        if i == j {
+            continue;
+        }
+        let ends = infra
+            .index_of(&s.nodes[i].name)
+            .zip(infra.index_of(&s.nodes[j].name));
+        let (truth, _) = s.pair(i, j);
+        match ends.and_then(|(a, b)| infra.link_known(a, b)) {
+            Some(acoa_shared::coords::Known::Estimated(q)) => {
+                lat.push((q.latency_ms - truth.latency_ms).abs() / truth.latency_ms);
+                suc.push((q.success - truth.success).abs());
+            }
+            Some(_) => measured += 1,
+            None => unknown += 1,
+        }
+    }
+    let differ: Vec<String> = s
+        .nodes
+        .iter()
+        .filter(|x| infra.index_of(&x.name).map(|i| infra.node(i)) != Some(*x))
+        .map(|x| {
+            format!(
+                "{x:?} vs {:?}",
+                infra.index_of(&x.name).map(|i| infra.node(i))
+            )
+        })
+        .take(2)
+        .collect();
+    eprintln!("nodes that differ: {differ:?}");
+    let (lm, lp, _) = spread(lat);
+    let (sm, sp, _) = spread(suc);
+    eprintln!(
+        "live model against the scenario: estimated latency relative error median {:.1} % (p95 {:.1} %), success absolute error median {:.3} (p95 {:.3}); {measured} pairs measured, {unknown} unknown",
+        100.0 * lm,
+        100.0 * lp,
+        sm,
+        sp
+    );
+}
+
+/// Median, p95 and max of `v`.
+fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    (q(0.5), q(0.95), q(1.0))
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if args.log {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let t = Instant::now();
+    let f = std::fs::File::open(&args.scenario)
+        .with_context(|| format!("cannot open {}", args.scenario.display()))?;
+    let s: Scenario = serde_json::from_reader(std::io::BufReader::new(f))
+        .with_context(|| format!("{} is not a scenario", args.scenario.display()))?;
+    let n = s.nodes.len();
+    eprintln!(
+        "{}: {n} nodes, k {}, {} applications, read in {:.1} s",
+        args.scenario.display(),
+        s.k,
+        s.apps.len(),
+        t.elapsed().as_secs_f64()
+    );
+    let truth = s.truth();
+    // every pair measured as the control plane takes a measurement in (its latency rounded to
+    // what the probers resolve, never below their floor; a loopback at the floor): the
+    // network of "the placement computed on all measured pairs"
+    let n32 = n as u32;
+    let seen = acoa_scheduler::Infra::new(
+        s.nodes.clone(),
+        (0..n32).flat_map(|a| {
+            let s = &s;
+            (0..n32).map(move |b| {
+                let (mut q, _) = s.pair(a as usize, b as usize);
+                q.latency_ms = if a == b {
+                    LOOPBACK_LATENCY_MS
+                } else {
+                    quantize_latency(q.latency_ms)
+                };
+                (a, b, q)
+            })
+        }),
+    );
+    let mut sim = EngineSim::new(EngineConfig {
+        peers_k: s.k,
+        explore_rounds: args.explore_rounds,
+        explore_width: args.explore_width,
+        // the simulated clock runs ahead of the reports: nothing is judged silent or expires
+        node_timeout_ms: 1 << 40,
+        link_max_age_ms: 1 << 40,
+        stats_every_ms: 0,
+        ..EngineConfig::default()
+    });
+    let coord = |i: usize| {
+        let (v, h, e) = s.coords[i];
+        wire::WireCoord {
+            vec: [v[0] as f32, v[1] as f32, v[2] as f32],
+            height: h as f32,
+            error: e as f32,
+        }
+    };
+    for (i, node) in s.nodes.iter().enumerate() {
+        let mut r = report_of(node, 1, &format!("10.{}.{}.1:7878", i / 256, i % 256));
+        r.capacity.net_mbps = node.capacity.net_mbps.map_or(0, |x| x as u64);
+        sim.feed(Event::Report(Box::new(r)));
+    }
+    let mut seq = 1;
+    for (i, node) in s.nodes.iter().enumerate() {
+        let mut l = link_metrics(&node.name, []);
+        l.coord = Some(coord(i));
+        sim.feed(Event::Links(Box::new(l)));
+    }
+    sim.feed(Event::StartupDone);
+    let index: BTreeMap<&str, usize> = s
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x.name.as_str(), i))
+        .collect();
+    // each node reports the links of its list when the list changed
+    let mut reported: Vec<Vec<String>> = vec![Vec::new(); n];
+    let mut report_lists = |sim: &mut EngineSim, seq: u64| -> usize {
+        let mut changed = 0;
+        for (i, node) in s.nodes.iter().enumerate() {
+            let list = sim.e.peer_list(&node.name).unwrap_or_default();
+            if list == reported[i] {
+                continue;
+            }
+            changed += 1;
+            let samples = list.iter().filter_map(|p| {
+                let j = *index.get(p.as_str())?;
+                let (q, jitter) = s.pair(i, j);
+                Some(LinkSample {
+                    peer: wire::name(p).ok()?,
+                    latency_ms: q.latency_ms as f32,
+                    jitter_ms: jitter as f32,
+                    success: q.success as f32,
+                    samples: 20,
+                    last_answer_ms: 0,
+                })
+            });
+            let mut l = link_metrics(&node.name, samples);
+            l.seq = seq;
+            l.coord = Some(coord(i));
+            sim.feed(Event::Links(Box::new(l)));
+            reported[i] = list;
+        }
+        changed
+    };
+    for _ in 0..8 {
+        seq += 1;
+        report_lists(&mut sim, seq);
+        sim.tick(TICK_MS);
+    }
+    eprintln!(
+        "fleet joined: {} links measured, {:.1} s",
+        sim.e.cluster().links.len(),
+        t.elapsed().as_secs_f64()
+    );
+    estimates_against_truth(&mut sim, &s);
+    let mut runs = Vec::new();
+    let chosen = s.apps.iter().enumerate().skip(args.skip);
+    for (i, a) in chosen.take(args.apps.unwrap_or(usize::MAX)) {
+        let started = Instant::now();
+        let name = format!("app{i:02}");
+        let mut app = a.application.clone();
+        app.application = name.clone();
+        sim.log.clear();
+        sim.publish(&name, serde_json::to_vec(&app)?);
+        let placed = |sim: &EngineSim| {
+            sim.e
+                .status_now(&name)
+                .and_then(|st| st.placement)
+                .context("not placed")
+        };
+        let first = placed(&sim)?;
+        if std::env::var_os("EXPLORE_SIM_DIAG").is_some() {
+            let model = sim.e.model();
+            let infra = model.infra();
+            let on = |x: &BTreeMap<String, String>| {
+                acoa_scheduler::score_on(&infra, &app, x).map_or(f64::NAN, |v| v.0)
+            };
+            let long = acoa_scheduler::place_on(
+                &infra,
+                &app,
+                &acoa_scheduler::Ledger::new(),
+                &acoa_scheduler::Options {
+                    time_budget: Some(std::time::Duration::from_secs(5)),
+                    ..Default::default()
+                },
+            )?;
+            let long_a = match &long.outcome {
+                acoa_scheduler::Outcome::Placed(p) => p.assignment.clone(),
+                _ => first.clone(),
+            };
+            let t = |x: &BTreeMap<String, String>| {
+                acoa_scheduler::score_on(&truth, &app, x)
+                    .map_or(f64::NAN, |v| (a.score - v.0) / a.score)
+            };
+            eprintln!(
+                "{name}: on the live model: reference {:.6}, first {:.6}, 5-s search {:.6} (proven {}); on all pairs: first {:.2} %, 5-s search {:.2} %; first on estimates: {} of {} channels",
+                on(&a.reference),
+                on(&first),
+                on(&long_a),
+                long.proven,
+                100.0 * t(&first),
+                100.0 * t(&long_a),
+                infra.estimated_channels(&app, &first),
+                app.channels.len()
+            );
+        }
+        let (mut explorations, mut moves, mut asked) = (0, 0, 0);
+        let mut last = first.clone();
+        for _ in 0..args.seconds * 1000 / TICK_MS {
+            seq += 1;
+            asked += report_lists(&mut sim, seq);
+            sim.log.clear();
+            sim.tick(TICK_MS);
+            explorations += sim
+                .log
+                .iter()
+                .filter(|a| matches!(a, Action::Schedule(j) if j.purpose == Purpose::Explore))
+                .count();
+            let now = placed(&sim)?;
+            moves += usize::from(now != last);
+            last = now;
+        }
+        if std::env::var_os("EXPLORE_SIM_DIAG").is_some() {
+            let model = sim.e.model();
+            let infra = model.infra();
+            let on = |inf: &acoa_scheduler::Infra| {
+                acoa_scheduler::score_on(inf, &app, &last).map_or(f64::NAN, |v| v.0)
+            };
+            eprintln!(
+                "{name}: last placement scored on the live model {:.6}, on all pairs {:.6}, reference on all pairs {:.6}",
+                on(&infra),
+                on(&truth),
+                a.score
+            );
+            for ch in &app.channels {
+                let (x, y) = (&last[&ch.from], &last[&ch.to]);
+                let e = infra
+                    .index_of(x)
+                    .zip(infra.index_of(y))
+                    .and_then(|(i, j)| infra.link_known(i, j));
+                let t = truth
+                    .index_of(x)
+                    .zip(truth.index_of(y))
+                    .and_then(|(i, j)| truth.link(i, j));
+                eprintln!("  {} {x} -> {y}: live {e:?}, all pairs {t:?}", ch.name);
+            }
+        }
+        let reference = match acoa_scheduler::place_on(
+            &seen,
+            &app,
+            &acoa_scheduler::Ledger::new(),
+            &acoa_scheduler::Options {
+                time_budget: Some(std::time::Duration::from_millis(args.reference_budget_ms)),
+                ..Default::default()
+            },
+        )?
+        .outcome
+        {
+            acoa_scheduler::Outcome::Placed(p) => p.assignment,
+            acoa_scheduler::Outcome::Infeasible(_) => a.reference.clone(),
+        };
+        let all = [first, last, reference, a.reference.clone()];
+        let on = |infra: &acoa_scheduler::Infra| -> anyhow::Result<Vec<f64>> {
+            Ok(score_all_on(infra, &app, &all, None)
+                .into_iter()
+                .map(|r| r.map(|x| x.0))
+                .collect::<Result<_, _>>()?)
+        };
+        let (q, raw) = (on(&seen)?, on(&truth)?);
+        // the better of the two references on each network (a search cut by its budget may
+        // miss the other's)
+        let (best_q, best_raw) = (q[2].max(q[3]), raw[2].max(raw[3]));
+        let run = Run {
+            components: app.components.len(),
+            first: (best_q - q[0]) / best_q,
+            last: (best_q - q[1]) / best_q,
+            first_raw: (best_raw - raw[0]) / best_raw,
+            last_raw: (best_raw - raw[1]) / best_raw,
+            rounds: sim.e.exploration(&name).map_or(0, |x| x.0),
+            explorations,
+            moves,
+            asked,
+            secs: started.elapsed().as_secs_f64(),
+        };
+        eprintln!(
+            "{name} ({} components): {:.2} % → {:.2} % below the placement on all pairs ({:.2} % → {:.2} % without the probers' floor), {} exploration rounds, {} moves, {:.0} s",
+            run.components,
+            100.0 * run.first,
+            100.0 * run.last,
+            100.0 * run.first_raw,
+            100.0 * run.last_raw,
+            run.rounds,
+            run.moves,
+            run.secs
+        );
+        runs.push(run);
+        sim.publish(&name, Vec::new());
+    }
+    println!("| application | components | first placement | after {} s | without the probers' floor: first / after | exploration rounds | jobs | moves | node reports with a new list | wall time (s) |", args.seconds);
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (i, r) in runs.iter().enumerate() {
+        println!(
+            "| app{i:02} | {} | {:.2} % | {:.2} % | {:.2} / {:.2} % | {} | {} | {} | {} | {:.0} |",
+            r.components,
+            100.0 * r.first,
+            100.0 * r.last,
+            100.0 * r.first_raw,
+            100.0 * r.last_raw,
+            r.rounds,
+            r.explorations,
+            r.moves,
+            r.asked,
+            r.secs
+        );
+    }
+    for (what, pick) in [
+        (
+            "every pair measured as the control plane takes it in",
+            (|r: &Run| (r.first, r.last)) as fn(&Run) -> (f64, f64),
+        ),
+        (
+            "every pair as coords-sim measured it, no floor",
+            |r: &Run| (r.first_raw, r.last_raw),
+        ),
+    ] {
+        let (f, l): (Vec<f64>, Vec<f64>) = runs.iter().map(pick).unzip();
+        let ((fm, fp, fx), (lm, lp, lx)) = (spread(f), spread(l));
+        println!(
+            "\n{n} nodes, k {}: below the placement on {what}, median / p95 / max: first placement {:.2} / {:.2} / {:.2} %, after the exploration {:.2} / {:.2} / {:.2} %",
+            s.k,
+            100.0 * fm,
+            100.0 * fp,
+            100.0 * fx,
+            100.0 * lm,
+            100.0 * lp,
+            100.0 * lx
+        );
+    }
+    Ok(())
+}
