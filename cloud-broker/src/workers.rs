@@ -273,3 +273,42 @@ impl Driver {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::fixtures::jobs_for;
+    use crate::engine::ExploreInput;
+
+    /// An exploration round scores thousands of moves on the live model: it is computed in
+    /// this process even when placements go to scheduler workers.
+    #[tokio::test]
+    async fn an_exploration_round_is_computed_in_process_not_sent_to_workers() {
+        let (tx, mut to_workers) = mpsc::channel(4);
+        let (events, mut back) = mpsc::channel(4);
+        let placer = Placer::Workers(Workers { tx, events });
+        let job = jobs_for(&["smoke-monitoring"]).remove(0);
+        let JobOutcome::Placed(p) = run_job(&job).outcome else {
+            panic!("smoke-monitoring placed on the railway")
+        };
+        let mut explore = job.clone();
+        explore.purpose = Purpose::Explore;
+        explore.current = Some(p.assignment);
+        explore.explore = Some(ExploreInput {
+            candidate: None,
+            width: 8,
+        });
+        placer.submit(explore).await;
+        let got = tokio::time::timeout(Duration::from_secs(60), back.recv())
+            .await
+            .expect("a result in time")
+            .expect("the channel open");
+        assert!(
+            matches!(&got, Event::Scheduled(r) if r.purpose == Purpose::Explore && r.explored.is_some()),
+            "{got:?}"
+        );
+        assert!(to_workers.try_recv().is_err(), "nothing for the workers");
+        placer.submit(job).await;
+        assert!(matches!(to_workers.try_recv(), Ok(In::Job(_))));
+    }
+}

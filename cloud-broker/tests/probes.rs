@@ -674,3 +674,65 @@ fn a_placement_on_estimates_is_explored_onto_measured_links_and_the_exploration_
         jobs(&sim, from)
     );
 }
+
+/// A round whose links are never measured (a node's list full, a node silent) does not hold
+/// the exploration: after `EXPLORE_WAIT_MS` the next round runs on what was measured, and it
+/// does not move onto the links still estimated.
+#[test]
+fn an_exploration_round_waits_for_its_links_30_s_at_most_and_never_moves_onto_an_estimate() {
+    let (c, coords) = exploration_fleet(&[]);
+    let mut sim = Sim::new(EngineConfig {
+        peers_k: 1,
+        ..EngineConfig::default()
+    });
+    for n in &c.nodes {
+        sim.feed(Event::Report(Box::new(report(n))));
+    }
+    report_links(&mut sim, &c, &coords, 1);
+    sim.feed(Event::StartupDone);
+    let text = "application: pair\n\
+                components:\n\
+                - {name: src, image: 'localhost/acoa/a:1', requires: {node: n0}}\n\
+                - {name: sink, image: 'localhost/acoa/b:1', requires: {datacenter: b}}\n\
+                channels:\n\
+                - {name: c, from: src, to: sink}\n\
+                paths:\n\
+                - {name: p, channels: [c]}\n\
+                criteria:\n\
+                - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
+    sim.publish("pair", text.as_bytes().to_vec());
+    sim.tick(1000);
+    // round 1 once n0 -> n2 is measured: onto n1; it asks for n3 and n4, which never come
+    let (c, _) = exploration_fleet(&[(2, 12.0)]);
+    report_links(&mut sim, &c, &coords, 2);
+    sim.tick(200);
+    assert_eq!(sim.e.exploration("pair"), Some((1, true)));
+    let explorations = |sim: &Sim| {
+        sim.log
+            .iter()
+            .filter(|a| matches!(a, Action::Schedule(j) if j.purpose == Purpose::Explore))
+            .count()
+    };
+    assert_eq!(explorations(&sim), 1);
+    let wait = cloud_broker::engine::EXPLORE_WAIT_MS;
+    let mut seq = 3;
+    let mut waited = 0;
+    while waited + 1000 < wait {
+        report_links(&mut sim, &c, &coords, seq);
+        seq += 1;
+        sim.tick(1000);
+        waited += 1000;
+    }
+    assert_eq!(explorations(&sim), 1, "still waiting after {waited} ms");
+    report_links(&mut sim, &c, &coords, seq);
+    sim.tick(1000);
+    sim.tick(200);
+    assert_eq!(explorations(&sim), 2, "the next round after {} ms", wait);
+    let st = sim.e.status_now("pair").unwrap();
+    assert_eq!(
+        st.placement.as_ref().unwrap()["sink"],
+        "n1",
+        "n4 (estimated 11 ms) and n3 (estimated 8 ms) are not measured: no move"
+    );
+    assert_eq!(st.links["c"], "measured");
+}

@@ -49,6 +49,7 @@ pub mod view;
 
 use commit::reservations_of;
 pub use commit::validate;
+pub use explore::EXPLORE_WAIT_MS;
 use inventory::LiveNode;
 pub(crate) use jobs::grades;
 pub use jobs::{
