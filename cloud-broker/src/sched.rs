@@ -3,8 +3,7 @@
 use std::time::Duration;
 
 pub use acoa_scheduler::{
-    algorithms, score, score_on, CriterionGrade, Infeasible, Ledger, Outcome, Placement,
-    ScheduleError,
+    algorithms, score, CriterionGrade, Infeasible, Ledger, Outcome, Placement, ScheduleError,
 };
 use acoa_shared::model::{Application, Cluster};
 
@@ -31,6 +30,29 @@ pub fn place_on(
     ledger: &Ledger,
 ) -> Result<Outcome, ScheduleError> {
     Ok(acoa_scheduler::place_on(infra, app, ledger, &options())?.outcome)
+}
+
+/// The score of one placement of `app` on `infra`, as [`score_all_on`] gives it (never an
+/// unbounded l_min search: on estimated links one took minutes).
+pub fn score_on(
+    infra: &acoa_scheduler::Infra,
+    app: &Application,
+    assignment: &std::collections::BTreeMap<String, String>,
+) -> Result<(f64, Vec<CriterionGrade>), ScheduleError> {
+    score_all_on(infra, app, std::slice::from_ref(assignment))
+        .pop()
+        .expect("one score per placement")
+}
+
+/// The scores of several placements of `app` on one network, comparable with one another
+/// (one l_min search, stopped after [`TIME_BUDGET`]: on estimated links an unbounded one can
+/// take minutes).
+pub fn score_all_on(
+    infra: &acoa_scheduler::Infra,
+    app: &Application,
+    assignments: &[std::collections::BTreeMap<String, String>],
+) -> Vec<Result<(f64, Vec<CriterionGrade>), ScheduleError>> {
+    acoa_scheduler::score_all_on(infra, app, assignments, Some(TIME_BUDGET))
 }
 
 /// The search options of every placement: [`TIME_BUDGET`], [`COUNT_BUDGET`].

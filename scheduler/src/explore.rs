@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use acoa_shared::model::Application;
 
-use crate::{place_on, score_all_on, Infra, Ledger, Options, Outcome};
+use crate::{place_on, score_all_on, CriterionGrade, Infra, Ledger, Options, Outcome};
 
 /// Candidate nodes per component (its own and the best single moves): at most this squared
 /// pairs per channel and round.
@@ -61,6 +61,10 @@ pub struct Explored {
     pub probe: BTreeSet<(u32, u32)>,
     /// Whether the search on the model was proven optimal.
     pub proven: bool,
+    /// The scores and grades of `next` and of the current placement, on the model, computed
+    /// with the rest of the round (a budget-cut l_min: they compare with each other).
+    pub next_score: Option<(f64, Vec<CriterionGrade>)>,
+    pub current_score: Option<f64>,
 }
 
 impl Explored {
@@ -110,20 +114,22 @@ pub fn round(
         .cloned()
         .chain(moves.iter().map(|m| m.2.clone()))
         .collect();
-    let scores: Vec<Option<f64>> = score_all_on(model, app, &all, opts.time_budget)
-        .into_iter()
-        .map(|s| s.ok().map(|x| x.0))
-        .collect();
-    let mut next = current.clone();
-    let mut best = scores[0];
-    for (a, s) in options.iter().zip(&scores).skip(1) {
+    let mut graded: Vec<Option<(f64, Vec<CriterionGrade>)>> =
+        score_all_on(model, app, &all, opts.time_budget)
+            .into_iter()
+            .map(|s| s.ok())
+            .collect();
+    let scores: Vec<Option<f64>> = graded.iter().map(|s| s.as_ref().map(|x| x.0)).collect();
+    let mut chosen = 0;
+    for (i, s) in scores.iter().enumerate().take(options.len()).skip(1) {
         if let Some(s) = *s {
-            if best.is_none_or(|b| s > b + SCORE_RESOLUTION) {
-                best = Some(s);
-                next = a.clone();
+            if scores[chosen].is_none_or(|b| s > b + SCORE_RESOLUTION) {
+                chosen = i;
             }
         }
     }
+    let next = options[chosen].clone();
+    let next_score = graded[chosen].take();
     let candidate = searched.filter(|p| *p != next && model.estimated_channels(app, p) > 0);
     let mut probe = neighbourhood(model, app, &around, &moves, &scores[options.len()..], width);
     for a in std::iter::once(&next).chain(&candidate) {
@@ -138,6 +144,8 @@ pub fn round(
         candidate,
         probe,
         proven,
+        next_score,
+        current_score: scores[0],
     }
 }
 

@@ -392,8 +392,12 @@ impl Engine {
                 OnReturn::Replacement => (false, "on_return: replacement".to_string()),
                 OnReturn::Best => {
                     let app_def = &self.apps[&app].rec.application;
-                    let s_back = sched::score_on(&infra, app_def, &back).map(|s| s.0);
-                    let s_now = sched::score_on(&infra, app_def, &p.assignment).map(|s| s.0);
+                    // scored together: they compare with each other
+                    let mut s =
+                        sched::score_all_on(&infra, app_def, &[back.clone(), p.assignment.clone()])
+                            .into_iter()
+                            .map(|s| s.map(|s| s.0));
+                    let (s_back, s_now) = (s.next().expect("two"), s.next().expect("two"));
                     match (s_back, s_now) {
                         (Ok(b), Ok(n)) => (
                             b >= n,

@@ -178,61 +178,99 @@ pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
     let started = std::time::Instant::now();
     let app = job.application.as_ref();
     let infra = job.model.infra();
-    let score_of = |a: &BTreeMap<String, String>| sched::score_on(&infra, app, a).ok();
+    // scores compared with one another are computed together, under the search's budget:
+    // an unbounded l_min search on estimated links took minutes (`sched::score_all_on`)
+    let score_all = |on: &Infra, a: &[&BTreeMap<String, String>]| {
+        let a: Vec<BTreeMap<String, String>> = a.iter().map(|x| (*x).clone()).collect();
+        sched::score_all_on(on, app, &a)
+            .into_iter()
+            .map(|r| r.ok())
+            .collect::<Vec<_>>()
+    };
     // the network in the current placement's favour, when there is one
     let favoured = job.current.as_ref().map(|cur| favoured_on(job, cur));
-    let compare_on = favoured.as_ref().unwrap_or(&infra);
-    let compared_score =
-        |a: &BTreeMap<String, String>| sched::score_on(compare_on, app, a).ok().map(|x| x.0);
-    let mut merged = None;
+    let best = match &outcome {
+        JobOutcome::Placed(best) => Some(best),
+        _ => None,
+    };
+    // `keep` completed with the best placement for the other components
+    let kept = best.filter(|_| !job.keep.is_empty()).map(|best| {
+        let mut a = best.assignment.clone();
+        for (c, n) in &job.keep {
+            if a.contains_key(c) {
+                a.insert(c.clone(), n.clone());
+            }
+        }
+        a
+    });
+    // on the model: the merged placement and the current one
+    let on_model = score_all(
+        &infra,
+        &kept.iter().chain(job.current.as_ref()).collect::<Vec<_>>(),
+    );
+    let mut on_model = on_model.into_iter();
+    let merged = match (best, &kept) {
+        (Some(best), Some(a)) => on_model.next().flatten().map(|(s, g)| PlacementRecord {
+            assignment: a.clone(),
+            score: s,
+            criteria: grades(&g),
+            feasible_deployments: best.feasible_deployments,
+        }),
+        _ => None,
+    };
+    let current_score = job
+        .current
+        .as_ref()
+        .and_then(|_| on_model.next().flatten().map(|x| x.0));
     let mut single_moves = vec![];
     let mut compared = None;
-    if let JobOutcome::Placed(best) = &outcome {
-        if !job.keep.is_empty() {
-            let mut a = best.assignment.clone();
-            for (c, n) in &job.keep {
-                if a.contains_key(c) {
-                    a.insert(c.clone(), n.clone());
-                }
-            }
-            if let Some((s, g)) = score_of(&a) {
-                merged = Some(PlacementRecord {
-                    assignment: a,
-                    score: s,
-                    criteria: grades(&g),
-                    feasible_deployments: best.feasible_deployments,
-                });
-            }
-        }
-        if let (Purpose::Reevaluate, Some(cur)) = (&job.purpose, &job.current) {
-            for (c, n) in &best.assignment {
-                if cur.get(c) != Some(n) {
+    if let (Some(best), Some(cur), Some(f)) = (best, &job.current, &favoured) {
+        // on the network in the current placement's favour: the single moves towards the best
+        // placement (a re-evaluation), the current placement and the best
+        let moves: Vec<(String, String, BTreeMap<String, String>)> = match job.purpose {
+            Purpose::Reevaluate => best
+                .assignment
+                .iter()
+                .filter(|(c, n)| cur.get(*c) != Some(*n))
+                .map(|(c, n)| {
                     let mut a = cur.clone();
                     a.insert(c.clone(), n.clone());
-                    if let Some(s) = compared_score(&a) {
-                        single_moves.push((c.clone(), n.clone(), s));
-                    }
-                }
+                    (c.clone(), n.clone(), a)
+                })
+                .collect(),
+            _ => vec![],
+        };
+        let list: Vec<&BTreeMap<String, String>> = moves
+            .iter()
+            .map(|m| &m.2)
+            .chain([cur, &best.assignment])
+            .collect();
+        let scores: Vec<Option<f64>> = score_all(f, &list)
+            .into_iter()
+            .map(|x| x.map(|x| x.0))
+            .collect();
+        for ((c, n, _), s) in moves.into_iter().zip(&scores) {
+            if let Some(s) = s {
+                single_moves.push((c, n, *s));
             }
         }
-        if let (Some(_), Some(cur)) = (&favoured, &job.current) {
-            if let (Some(c), Some(b)) = (compared_score(cur), compared_score(&best.assignment)) {
-                let merged = merged.as_ref().and_then(|m| {
-                    let f = favoured_on(job, &m.assignment);
-                    let on_f = |a: &BTreeMap<String, String>| {
-                        sched::score_on(&f, app, a).ok().map(|x| x.0)
-                    };
-                    on_f(&m.assignment).zip(on_f(&best.assignment))
-                });
-                compared = Some(Compared {
-                    current: c,
-                    best: b,
-                    merged,
-                });
-            }
+        if let (Some(c), Some(b)) = (scores[scores.len() - 2], scores[scores.len() - 1]) {
+            // both on the network in the kept components' favour
+            let merged = merged.as_ref().and_then(|m| {
+                let f = favoured_on(job, &m.assignment);
+                let on_f = score_all(&f, &[&m.assignment, &best.assignment]);
+                on_f[0]
+                    .as_ref()
+                    .map(|x| x.0)
+                    .zip(on_f[1].as_ref().map(|x| x.0))
+            });
+            compared = Some(Compared {
+                current: c,
+                best: b,
+                merged,
+            });
         }
     }
-    let current_score = job.current.as_ref().and_then(|a| score_of(a).map(|x| x.0));
     JobResult {
         id: job.id,
         app: job.app.clone(),
@@ -264,14 +302,15 @@ fn explore_job(job: &Job, current: &BTreeMap<String, String>, x: &ExploreInput) 
         x.width,
         &sched::options(),
     );
-    let outcome = match sched::score_on(&infra, app, &r.next) {
-        Ok((score, g)) => JobOutcome::Placed(PlacementRecord {
+    // the round's own scores: an unbounded one on estimated links can take minutes
+    let outcome = match r.next_score {
+        Some((score, g)) => JobOutcome::Placed(PlacementRecord {
             assignment: r.next.clone(),
             score,
             criteria: grades(&g),
             feasible_deployments: 0,
         }),
-        Err(e) => JobOutcome::Error(e.to_string()),
+        None => JobOutcome::Error("the placement does not score on the live model".into()),
     };
     let name = |i: u32| infra.node(i).name.clone();
     JobResult {
@@ -282,7 +321,7 @@ fn explore_job(job: &Job, current: &BTreeMap<String, String>, x: &ExploreInput) 
         ledger_version: job.ledger_version,
         outcome,
         merged: None,
-        current_score: sched::score_on(&infra, app, current).ok().map(|x| x.0),
+        current_score: r.current_score,
         single_moves: vec![],
         compared: None,
         explored: Some(Box::new(ExploreFound {

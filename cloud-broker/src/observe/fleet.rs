@@ -394,7 +394,7 @@ fn score(
     measured: &[(Option<f64>, Option<f64>)],
 ) -> Scoring {
     let infra = acoa_scheduler::Infra::from_cluster(cluster);
-    let (score_now, grades) = match acoa_scheduler::score_on(&infra, app, assignment) {
+    let (score_now, grades) = match crate::sched::score_on(&infra, app, assignment) {
         Ok((s, g)) => (Some(s), g),
         Err(_) => (None, vec![]),
     };
