@@ -78,6 +78,8 @@ struct Run {
     rounds: u32,
     explorations: usize,
     moves: usize,
+    /// Moves after the exploration ended.
+    moves_after: usize,
     asked: usize,
     secs: f64,
 }
@@ -130,6 +132,14 @@ fn estimates_against_truth(sim: &mut EngineSim, s: &Scenario) {
         sm,
         sp
     );
+}
+
+/// The exploration rounds' jobs among the actions since the log was cleared.
+fn count_explorations(sim: &EngineSim) -> usize {
+    sim.log
+        .iter()
+        .filter(|a| matches!(a, Action::Schedule(j) if j.purpose == Purpose::Explore))
+        .count()
 }
 
 /// Median, p95 and max of `v`.
@@ -266,6 +276,7 @@ fn main() -> anyhow::Result<()> {
         app.application = name.clone();
         sim.log.clear();
         sim.publish(&name, serde_json::to_vec(&app)?);
+        let mut explorations = count_explorations(&sim);
         let placed = |sim: &EngineSim| {
             sim.e
                 .status_now(&name)
@@ -308,20 +319,23 @@ fn main() -> anyhow::Result<()> {
                 app.channels.len()
             );
         }
-        let (mut explorations, mut moves, mut asked) = (0, 0, 0);
+        let (mut moves, mut asked, mut moves_after, mut was_ended) = (0, 0, 0, false);
         let mut last = first.clone();
         for _ in 0..args.seconds * 1000 / TICK_MS {
             seq += 1;
-            asked += report_lists(&mut sim, seq);
             sim.log.clear();
+            asked += report_lists(&mut sim, seq);
             sim.tick(TICK_MS);
-            explorations += sim
-                .log
-                .iter()
-                .filter(|a| matches!(a, Action::Schedule(j) if j.purpose == Purpose::Explore))
-                .count();
+            explorations += count_explorations(&sim);
             let now = placed(&sim)?;
             moves += usize::from(now != last);
+            // a move once the exploration ended: the periodic re-evaluation's
+            let ended = sim
+                .e
+                .exploration(&name)
+                .is_some_and(|(r, waiting)| r >= args.explore_rounds && !waiting);
+            moves_after += usize::from(now != last && ended && was_ended);
+            was_ended = ended;
             last = now;
         }
         if std::env::var_os("EXPLORE_SIM_DIAG").is_some() {
@@ -383,11 +397,12 @@ fn main() -> anyhow::Result<()> {
             rounds: sim.e.exploration(&name).map_or(0, |x| x.0),
             explorations,
             moves,
+            moves_after,
             asked,
             secs: started.elapsed().as_secs_f64(),
         };
         eprintln!(
-            "{name} ({} components): {:.2} % → {:.2} % below the placement on all pairs ({:.2} % → {:.2} % without the probers' floor), {} exploration rounds, {} moves, {:.0} s",
+            "{name} ({} components): {:.2} % → {:.2} % below the placement on all pairs ({:.2} % → {:.2} % without the probers' floor), {} exploration rounds, {} moves ({} after the exploration), {:.0} s",
             run.components,
             100.0 * run.first,
             100.0 * run.last,
@@ -395,16 +410,17 @@ fn main() -> anyhow::Result<()> {
             100.0 * run.last_raw,
             run.rounds,
             run.moves,
+            run.moves_after,
             run.secs
         );
         runs.push(run);
         sim.publish(&name, Vec::new());
     }
-    println!("| application | components | first placement | after {} s | without the probers' floor: first / after | exploration rounds | jobs | moves | node reports with a new list | wall time (s) |", args.seconds);
+    println!("| application | components | first placement | after {} s | without the probers' floor: first / after | exploration rounds | jobs | moves (after the exploration) | node reports with a new list | wall time (s) |", args.seconds);
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for (i, r) in runs.iter().enumerate() {
         println!(
-            "| app{i:02} | {} | {:.2} % | {:.2} % | {:.2} / {:.2} % | {} | {} | {} | {} | {:.0} |",
+            "| app{i:02} | {} | {:.2} % | {:.2} % | {:.2} / {:.2} % | {} | {} | {} ({}) | {} | {:.0} |",
             r.components,
             100.0 * r.first,
             100.0 * r.last,
@@ -413,6 +429,7 @@ fn main() -> anyhow::Result<()> {
             r.rounds,
             r.explorations,
             r.moves,
+            r.moves_after,
             r.asked,
             r.secs
         );

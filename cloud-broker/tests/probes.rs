@@ -302,6 +302,25 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
     );
 }
 
+/// An aarch64 edge node of datacenter `dc` with room for the tests' applications.
+fn edge_node(name: &str, dc: &str) -> model::Node {
+    model::Node {
+        name: name.into(),
+        datacenter: dc.into(),
+        layer: model::Layer::Edge,
+        arch: "aarch64".into(),
+        hardware: vec![],
+        software: vec![],
+        capacity: model::Capacity {
+            cpu_millis: 4000,
+            memory_mb: 4096,
+            disk_mb: 100_000,
+            ..Default::default()
+        },
+        usage: model::Usage::default(),
+    }
+}
+
 /// Above 500 online nodes (the live model's old limit for estimates, n^2 links) a placement
 /// still uses estimated pairs: 600 nodes in 120 datacenters, each measuring only its own
 /// datacenter, with coordinates; an application whose two components are pinned to two
@@ -315,21 +334,7 @@ fn a_fleet_of_600_nodes_places_on_an_estimated_pair() {
     for d in 0..dcs {
         for k in 0..per_dc {
             let name = format!("n{:04}", d * per_dc + k);
-            nodes.push(model::Node {
-                name: name.clone(),
-                datacenter: format!("dc{d:03}"),
-                layer: model::Layer::Edge,
-                arch: "aarch64".into(),
-                hardware: vec![],
-                software: vec![],
-                capacity: model::Capacity {
-                    cpu_millis: 4000,
-                    memory_mb: 4096,
-                    disk_mb: 100_000,
-                    ..Default::default()
-                },
-                usage: model::Usage::default(),
-            });
+            nodes.push(edge_node(&name, &format!("dc{d:03}")));
             for j in 0..per_dc {
                 if j != k {
                     links.push(model::Link {
@@ -520,21 +525,7 @@ fn a_larger_fleets_peer_lists_wait_longer_for_more_joins() {
 fn exploration_fleet(truth: &[(usize, f64)]) -> (model::Cluster, BTreeMap<String, f32>) {
     let name = |i: usize| format!("n{i}");
     let nodes: Vec<model::Node> = (0..5)
-        .map(|i| model::Node {
-            name: name(i),
-            datacenter: if i == 0 { "a" } else { "b" }.into(),
-            layer: model::Layer::Edge,
-            arch: "aarch64".into(),
-            hardware: vec![],
-            software: vec![],
-            capacity: model::Capacity {
-                cpu_millis: 4000,
-                memory_mb: 4096,
-                disk_mb: 100_000,
-                ..Default::default()
-            },
-            usage: model::Usage::default(),
-        })
+        .map(|i| edge_node(&name(i), if i == 0 { "a" } else { "b" }))
         .collect();
     let link = |a: usize, b: usize, latency_ms: f64| model::Link {
         from: name(a),
@@ -577,13 +568,10 @@ fn report_links(sim: &mut Sim, c: &model::Cluster, coords: &BTreeMap<String, f32
     }
 }
 
-/// A placement on an estimated link (n0 -> n2, estimated 7 ms, truly 12) is explored: its
-/// link measured, a round moves it onto the measured n1 (10 ms, better than 12) and asks for
-/// the links around the search's placement on estimates (n3, and n4, estimated 11 ms: no
-/// search on estimates would try it); measured, the next round moves it onto n4 (truly 5 ms)
-/// and the exploration ends. No move rests on an estimate.
-#[test]
-fn a_placement_on_estimates_is_explored_onto_measured_links_and_the_exploration_ends() {
+/// The exploration's fleet joined (k = 1, every node's coordinate reported), and the
+/// application `pair` published: a source pinned to n0, a sink in datacenter b, the response
+/// time between them.
+fn exploring_pair() -> (Sim, BTreeMap<String, f32>, Vec<Action>) {
     let (c, coords) = exploration_fleet(&[]);
     let mut sim = Sim::new(EngineConfig {
         peers_k: 1,
@@ -605,6 +593,17 @@ fn a_placement_on_estimates_is_explored_onto_measured_links_and_the_exploration_
                 criteria:\n\
                 - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
     let acts = sim.publish("pair", text.as_bytes().to_vec());
+    (sim, coords, acts)
+}
+
+/// A placement on an estimated link (n0 -> n2, estimated 7 ms, truly 12) is explored: its
+/// link measured, a round moves it onto the measured n1 (10 ms, better than 12) and asks for
+/// the links around the search's placement on estimates (n3, and n4, estimated 11 ms: no
+/// search on estimates would try it); measured, the next round moves it onto n4 (truly 5 ms)
+/// and the exploration ends. No move rests on an estimate.
+#[test]
+fn a_placement_on_estimates_is_explored_onto_measured_links_and_the_exploration_ends() {
+    let (mut sim, coords, acts) = exploring_pair();
     let st = statuses(&acts, "pair").pop().expect("a status");
     assert_eq!(
         st.placement.as_ref().unwrap()["sink"],
@@ -680,27 +679,7 @@ fn a_placement_on_estimates_is_explored_onto_measured_links_and_the_exploration_
 /// does not move onto the links still estimated.
 #[test]
 fn an_exploration_round_waits_for_its_links_30_s_at_most_and_never_moves_onto_an_estimate() {
-    let (c, coords) = exploration_fleet(&[]);
-    let mut sim = Sim::new(EngineConfig {
-        peers_k: 1,
-        ..EngineConfig::default()
-    });
-    for n in &c.nodes {
-        sim.feed(Event::Report(Box::new(report(n))));
-    }
-    report_links(&mut sim, &c, &coords, 1);
-    sim.feed(Event::StartupDone);
-    let text = "application: pair\n\
-                components:\n\
-                - {name: src, image: 'localhost/acoa/a:1', requires: {node: n0}}\n\
-                - {name: sink, image: 'localhost/acoa/b:1', requires: {datacenter: b}}\n\
-                channels:\n\
-                - {name: c, from: src, to: sink}\n\
-                paths:\n\
-                - {name: p, channels: [c]}\n\
-                criteria:\n\
-                - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
-    sim.publish("pair", text.as_bytes().to_vec());
+    let (mut sim, coords, _) = exploring_pair();
     sim.tick(1000);
     // round 1 once n0 -> n2 is measured: onto n1; it asks for n3 and n4, which never come
     let (c, _) = exploration_fleet(&[(2, 12.0)]);

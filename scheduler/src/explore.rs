@@ -409,29 +409,22 @@ mod tests {
         assert_eq!(narrow.probe, BTreeSet::from([(0, 2), (0, 3)]));
         // measured: the best of the candidate (12 ms) and the measured search's (n00004)
         let m = model(&[(0, 1, 10.0), (0, 2, 12.0), (0, 3, 15.0), (0, 4, 5.0)]);
-        let r2 = round(
-            &m,
-            &app,
-            &Ledger::new(),
-            &r1.next,
-            r1.candidate.as_ref(),
-            8,
-            &opts,
-        );
+        let second = || {
+            round(
+                &m,
+                &app,
+                &Ledger::new(),
+                &r1.next,
+                r1.candidate.as_ref(),
+                8,
+                &opts,
+            )
+        };
+        let r2 = second();
         assert_eq!(r2.next, at("n00004"));
         assert_eq!(r2.candidate, None);
         assert!(r2.probe.is_empty() && !r2.goes_on(), "{r2:?}");
-        // the same round again gives the same result
-        let again = round(
-            &m,
-            &app,
-            &Ledger::new(),
-            &r1.next,
-            r1.candidate.as_ref(),
-            8,
-            &opts,
-        );
-        assert_eq!(again, r2);
+        assert_eq!(second(), r2, "the same round again gives the same result");
     }
 
     /// In a fleet larger than [`MOVES_PER_COMPONENT`], a component's single moves are the

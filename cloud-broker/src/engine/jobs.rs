@@ -272,18 +272,32 @@ pub fn finish_job(job: &Job, outcome: JobOutcome) -> JobResult {
         }
     }
     JobResult {
-        id: job.id,
-        app: job.app.clone(),
-        revision: job.revision,
-        purpose: job.purpose.clone(),
-        ledger_version: job.ledger_version,
-        outcome,
         merged,
         current_score,
         single_moves,
         compared,
-        explored: None,
         elapsed_us: started.elapsed().as_micros() as u64,
+        ..JobResult::of(job, outcome)
+    }
+}
+
+impl JobResult {
+    /// The result of `job` with `outcome` and nothing else computed.
+    fn of(job: &Job, outcome: JobOutcome) -> JobResult {
+        JobResult {
+            id: job.id,
+            app: job.app.clone(),
+            revision: job.revision,
+            purpose: job.purpose.clone(),
+            ledger_version: job.ledger_version,
+            outcome,
+            merged: None,
+            current_score: None,
+            single_moves: vec![],
+            compared: None,
+            explored: None,
+            elapsed_us: 0,
+        }
     }
 }
 
@@ -314,21 +328,12 @@ fn explore_job(job: &Job, current: &BTreeMap<String, String>, x: &ExploreInput) 
     };
     let name = |i: u32| infra.node(i).name.clone();
     JobResult {
-        id: job.id,
-        app: job.app.clone(),
-        revision: job.revision,
-        purpose: job.purpose.clone(),
-        ledger_version: job.ledger_version,
-        outcome,
-        merged: None,
         current_score: r.current_score,
-        single_moves: vec![],
-        compared: None,
         explored: Some(Box::new(ExploreFound {
             candidate: r.candidate,
             probe: r.probe.iter().map(|&(a, b)| (name(a), name(b))).collect(),
             proven: r.proven,
         })),
-        elapsed_us: 0,
+        ..JobResult::of(job, outcome)
     }
 }
