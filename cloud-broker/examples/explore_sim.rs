@@ -333,7 +333,7 @@ fn main() -> anyhow::Result<()> {
             let ended = sim
                 .e
                 .exploration(&name)
-                .is_some_and(|(r, waiting)| r >= args.explore_rounds && !waiting);
+                .is_some_and(|(r, goes_on)| r > 0 && !goes_on);
             moves_after += usize::from(now != last && ended && was_ended);
             was_ended = ended;
             last = now;
@@ -416,7 +416,7 @@ fn main() -> anyhow::Result<()> {
         runs.push(run);
         sim.publish(&name, Vec::new());
     }
-    println!("| application | components | first placement | after {} s | without the probers' floor: first / after | exploration rounds | jobs | moves (after the exploration) | node reports with a new list | wall time (s) |", args.seconds);
+    println!("| application | components | first placement | after {} s | without the probers' floor: first / after | exploration rounds | exploration jobs | moves (after the exploration) | node reports with a new list | wall time (s) |", args.seconds);
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for (i, r) in runs.iter().enumerate() {
         println!(

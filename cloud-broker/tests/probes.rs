@@ -657,6 +657,11 @@ fn a_placement_on_estimates_is_explored_onto_measured_links_and_the_exploration_
     let st = statuses(&acts, "pair").pop().expect("a status");
     assert_eq!(st.placement.as_ref().unwrap()["sink"], "n4");
     assert_eq!(st.links["c"], "measured");
+    assert_eq!(
+        sim.e.exploration("pair"),
+        Some((2, false)),
+        "ended after 2 rounds"
+    );
     // ended: its own link stays in n0's list, the others it asked for leave it
     sim.tick(1000);
     let l = list(&sim);

@@ -36,14 +36,17 @@ pub(super) struct Exploration {
     pub(super) candidate: Option<BTreeMap<String, String>>,
     /// Since when the next round waits for the links it asked for, if it does.
     pub(super) waiting_since: Option<u64>,
+    /// It ended (its rounds done, nothing left to probe, or a round failed).
+    pub(super) ended: bool,
 }
 
 impl Engine {
-    /// `app`'s exploration rounds run since it was last placed, and whether the next waits
-    /// for links it asked for (for the benchmarks).
+    /// `app`'s exploration rounds run since it was last placed, and whether it goes on (a
+    /// round waits for the links it asked for, or runs next) (for the benchmarks).
     pub fn exploration(&self, app: &str) -> Option<(u32, bool)> {
         let a = self.apps.get(app)?;
-        Some((a.explore.rounds, a.explore.waiting_since.is_some()))
+        let goes_on = !a.explore.ended && a.explore.rounds > 0;
+        Some((a.explore.rounds, goes_on))
     }
 
     /// Whether a round of `app`'s exploration waits for the links it asked for.
@@ -57,7 +60,9 @@ impl Engine {
     /// `qos` application with rounds left.
     pub(super) fn explores(&self, app: &str) -> bool {
         self.apps.get(app).is_some_and(|a| {
-            a.rec.application.scheduler == "qos" && a.explore.rounds < self.cfg.explore_rounds
+            a.rec.application.scheduler == "qos"
+                && !a.explore.ended
+                && a.explore.rounds < self.cfg.explore_rounds
         })
     }
 
@@ -107,7 +112,7 @@ impl Engine {
                     "application {app}: exploration round {round} failed, exploration ended: {why}"
                 );
                 a.explore.candidate = None;
-                a.explore.rounds = self.cfg.explore_rounds;
+                a.explore.ended = true;
                 return;
             }
         };
@@ -180,7 +185,7 @@ impl Engine {
             self.probes.awaiting.insert(app.clone(), ask);
         } else {
             a.explore.candidate = None;
-            a.explore.rounds = rounds;
+            a.explore.ended = true;
             info!(
                 "application {app}: exploration ended after {round} rounds, score {:.6} on measured links",
                 a.rec.placement.as_ref().map_or(0.0, |p| p.score)
