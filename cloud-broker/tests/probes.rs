@@ -596,6 +596,47 @@ fn exploring_pair() -> (Sim, BTreeMap<String, f32>, Vec<Action>) {
     (sim, coords, acts)
 }
 
+/// While a new revision rolls out, an exploration round does not move the placement (as the
+/// periodic re-evaluation does not: a move would cut the rollout short).
+#[test]
+fn an_exploration_does_not_move_a_placement_while_a_revision_rolls_out() {
+    let (mut sim, coords, _) = exploring_pair();
+    sim.tick(1000);
+    let v2 = "application: pair\n\
+              components:\n\
+              - {name: src, image: 'localhost/acoa/a:2', requires: {node: n0}}\n\
+              - {name: sink, image: 'localhost/acoa/b:2', requires: {datacenter: b}}\n\
+              channels:\n\
+              - {name: c, from: src, to: sink}\n\
+              paths:\n\
+              - {name: p, channels: [c]}\n\
+              criteria:\n\
+              - {type: min-e2e-response-time, path: p, weight: 1.0}\n\
+              update: {healthy_s: 2, deadline_s: 600}\n";
+    sim.publish("pair", v2.as_bytes().to_vec());
+    let st = sim.e.status_now("pair").unwrap();
+    assert!(st.rollout.is_some(), "a rollout runs: {st:?}");
+    assert_eq!(st.placement.as_ref().unwrap()["sink"], "n2");
+    // n0 -> n2 measured (12 ms): the round finds n1 (10 ms) better, and it stays
+    let (c, _) = exploration_fleet(&[(2, 12.0)]);
+    report_links(&mut sim, &c, &coords, 2);
+    sim.log.clear();
+    sim.tick(200);
+    assert!(
+        sim.log
+            .iter()
+            .any(|a| matches!(a, Action::Schedule(j) if j.purpose == Purpose::Explore)),
+        "an exploration round ran"
+    );
+    let st = sim.e.status_now("pair").unwrap();
+    assert!(st.rollout.is_some());
+    assert_eq!(
+        st.placement.as_ref().unwrap()["sink"],
+        "n2",
+        "no move mid-rollout"
+    );
+}
+
 /// A placement on an estimated link (n0 -> n2, estimated 7 ms, truly 12) is explored: its
 /// link measured, a round moves it onto the measured n1 (10 ms, better than 12) and asks for
 /// the links around the search's placement on estimates (n3, and n4, estimated 11 ms: no

@@ -12,9 +12,11 @@
 //! the placements on 16 measured pairs per node plus estimates to within 1 % of the placement
 //! on every measured pair at the median (BENCHMARKS.md).
 //!
-//! Invariants: an exploration never moves a placement onto an estimated link; a round's
-//! pairs stay in the peer lists only until the next round's (or the exploration's end); the
-//! periodic re-evaluation leaves an application alone while its round waits for links.
+//! Invariants: an exploration never moves a placement onto an estimated link, nor while a
+//! revision rolls out or a node the placement uses is unreachable (as the periodic
+//! re-evaluation); a round's pairs stay in the peer lists only until the next round's (or the
+//! exploration's end); the periodic re-evaluation leaves an application alone while its round
+//! waits for links.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -118,7 +120,9 @@ impl Engine {
         };
         let application = a.rec.application.clone();
         if next.assignment != cur.assignment {
-            if !self.fits(&application, &next.assignment) {
+            if self.rolling(&app) || self.touches_unreachable(&app) {
+                info!("application {app}: exploration round {round} found a better placement on measured links; it stays while a revision rolls out or a node it uses is unreachable");
+            } else if !self.fits(&application, &next.assignment) {
                 info!("application {app}: exploration round {round} found a better placement on measured links, but it does not fit next to the other applications now; it stays");
             } else if !self.committable(r.ledger_version, &application, &next.assignment) {
                 self.stats.collisions += 1;
