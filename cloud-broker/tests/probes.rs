@@ -582,19 +582,21 @@ fn exploring_pair() -> (Sim, BTreeMap<String, f32>, Vec<Action>) {
     }
     report_links(&mut sim, &c, &coords, 1);
     sim.feed(Event::StartupDone);
-    let text = "application: pair\n\
-                components:\n\
-                - {name: src, image: 'localhost/acoa/a:1', requires: {node: n0}}\n\
-                - {name: sink, image: 'localhost/acoa/b:1', requires: {datacenter: b}}\n\
-                channels:\n\
-                - {name: c, from: src, to: sink}\n\
-                paths:\n\
-                - {name: p, channels: [c]}\n\
-                criteria:\n\
-                - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
-    let acts = sim.publish("pair", text.as_bytes().to_vec());
+    let acts = sim.publish("pair", PAIR.as_bytes().to_vec());
     (sim, coords, acts)
 }
+
+/// The application of [`exploring_pair`] (revision 1: images `:1`).
+const PAIR: &str = "application: pair\n\
+                    components:\n\
+                    - {name: src, image: 'localhost/acoa/a:1', requires: {node: n0}}\n\
+                    - {name: sink, image: 'localhost/acoa/b:1', requires: {datacenter: b}}\n\
+                    channels:\n\
+                    - {name: c, from: src, to: sink}\n\
+                    paths:\n\
+                    - {name: p, channels: [c]}\n\
+                    criteria:\n\
+                    - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
 
 /// While a new revision rolls out, an exploration round does not move the placement (as the
 /// periodic re-evaluation does not: a move would cut the rollout short).
@@ -602,17 +604,9 @@ fn exploring_pair() -> (Sim, BTreeMap<String, f32>, Vec<Action>) {
 fn an_exploration_does_not_move_a_placement_while_a_revision_rolls_out() {
     let (mut sim, coords, _) = exploring_pair();
     sim.tick(1000);
-    let v2 = "application: pair\n\
-              components:\n\
-              - {name: src, image: 'localhost/acoa/a:2', requires: {node: n0}}\n\
-              - {name: sink, image: 'localhost/acoa/b:2', requires: {datacenter: b}}\n\
-              channels:\n\
-              - {name: c, from: src, to: sink}\n\
-              paths:\n\
-              - {name: p, channels: [c]}\n\
-              criteria:\n\
-              - {type: min-e2e-response-time, path: p, weight: 1.0}\n\
-              update: {healthy_s: 2, deadline_s: 600}\n";
+    // revision 2: new images, rolled out
+    let v2 = PAIR.replace(":1'", ":2'") + "update: {healthy_s: 2, deadline_s: 600}\n";
+    assert!(v2.contains("a:2'") && v2.contains("b:2'"), "{v2}");
     sim.publish("pair", v2.as_bytes().to_vec());
     let st = sim.e.status_now("pair").unwrap();
     assert!(st.rollout.is_some(), "a rollout runs: {st:?}");
