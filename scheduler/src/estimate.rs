@@ -27,6 +27,8 @@ pub struct Estimator {
     group_ms: Vec<Option<f64>>,
     /// Per node: see [`Estimator::half`].
     half: Vec<Option<LinkQ>>,
+    /// Per node: `LinkEstimates::uncertainty`.
+    uncertainty: Vec<f64>,
 }
 
 /// How many boxes [`Estimator::cells`] makes of a set at most (a grid of 8 x 8).
@@ -88,12 +90,14 @@ impl Estimator {
                 })
             })
             .collect();
+        let uncertainty = nodes.iter().map(|n| est.uncertainty(&n.name)).collect();
         Estimator {
             coord,
             ends,
             group,
             group_ms,
             half,
+            uncertainty,
         }
     }
 
@@ -119,6 +123,18 @@ impl Estimator {
         Some(LinkQ {
             latency_ms: v.latency_ms.value(),
             success: v.success.value(),
+        })
+    }
+
+    /// The optimistic bound of the estimated link from `a` to `b`: its latency x (1 - r), r
+    /// the larger `LinkEstimates::uncertainty` of its ends (the bound the control plane
+    /// favours a placement's own estimated links with), its success as estimated.
+    pub fn optimistic(&self, a: u32, b: u32) -> Option<LinkQ> {
+        let q = self.estimate(a, b)?;
+        let r = self.uncertainty[a as usize].max(self.uncertainty[b as usize]);
+        Some(LinkQ {
+            latency_ms: q.latency_ms * (1.0 - r),
+            ..q
         })
     }
 

@@ -15,7 +15,19 @@
 //!    run on is scored on the model; per component its own node and the `width - 1` best are
 //!    its candidate nodes, and every unmeasured pair between the candidate nodes of a
 //!    channel's two ends (at most `width`^2 per channel) is to be probed, with the estimated
-//!    pairs of the search's placement (the next *candidate*) and of the placement in force.
+//!    pairs of the search's placement (the next *candidate*) and of the placement in force;
+//! 5. the same single moves are scored again with their own estimated pairs at the optimistic
+//!    bound, latency x (1 - r) with r the larger coordinate error of the pair's ends
+//!    ([`crate::Estimator::optimistic`]), and per component the `width` moves hoped best have
+//!    their own unmeasured pairs probed. A pair the coordinates over-estimate is never chosen
+//!    by a search on the estimates, nor ranked high by step 4; step 5 probes it when its
+//!    nodes' coordinates are unsure enough that it could be better (optimism in the face of
+//!    uncertainty), at about `width` x 2 pairs per channel;
+//! 6. each end of each channel of the placement in force moved to a node of its datacenter
+//!    (train, station): the `width - 1` mates nearest the other end, their unmeasured pairs.
+//!    Mates share an access link, so their links to the rest are about the same, but their
+//!    coordinates can differ by milliseconds, and a pair over-estimated by a coordinate that
+//!    is sure of itself is hoped for by no ranking.
 //!
 //! Scores compared with one another are computed together ([`score_all_on`]: one l_min search
 //! under the search's time budget). In a large fleet a component's single moves are limited
@@ -131,7 +143,15 @@ pub fn round(
     let next = options[chosen].clone();
     let next_score = graded[chosen].take();
     let candidate = searched.filter(|p| *p != next && model.estimated_channels(app, p) > 0);
-    let mut probe = neighbourhood(model, app, &around, &moves, &scores[options.len()..], width);
+    let hopeful = optimistic_scores(model, app, &moves, opts);
+    let mut probe = neighbourhood(
+        model,
+        app,
+        &around,
+        &moves,
+        [&scores[options.len()..], &hopeful[..]],
+        width,
+    );
     for a in std::iter::once(&next).chain(&candidate) {
         probe.extend(
             channel_pairs(model, app, a)
@@ -139,6 +159,7 @@ pub fn round(
                 .filter(|&(x, y)| x != y && !model.is_measured(x, y)),
         );
     }
+    probe.extend(mates(model, app, &next, width));
     Explored {
         next,
         candidate,
@@ -220,33 +241,140 @@ fn single_moves(
     out
 }
 
+/// The single moves' scores with their own estimated pairs at the optimistic bound
+/// ([`crate::Estimator::optimistic`]): what each move could score if its estimates are as
+/// wrong as its nodes' coordinates say they may be. A pair the coordinates over-estimate is
+/// never chosen by a search on the estimates, so it is probed only if some ranking hopes for
+/// it (optimism in the face of uncertainty); the nodes whose coordinates are the least sure
+/// rank higher here. All scored together, on one view.
+fn optimistic_scores(
+    model: &Infra,
+    app: &Application,
+    moves: &[(usize, u32, Assignment)],
+    opts: &Options,
+) -> Vec<Option<f64>> {
+    let Some(est) = model.estimator() else {
+        return vec![None; moves.len()];
+    };
+    let mut extra = BTreeMap::new();
+    for (c, _, a) in moves {
+        let comp = &app.components[*c].name;
+        let at = |x: &str| model.index_of(a.get(x)?);
+        for ch in app
+            .channels
+            .iter()
+            .filter(|ch| ch.from == *comp || ch.to == *comp)
+        {
+            let (Some(x), Some(y)) = (at(&ch.from), at(&ch.to)) else {
+                continue;
+            };
+            if x != y && !model.is_measured(x, y) {
+                if let Some(q) = est.optimistic(x, y) {
+                    extra.insert((x, y), q);
+                }
+            }
+        }
+    }
+    let extra: Vec<(u32, u32, crate::LinkQ)> =
+        extra.into_iter().map(|((x, y), q)| (x, y, q)).collect();
+    let view = model.requalified(|_, _, _, q| q, &extra);
+    let all: Vec<Assignment> = moves.iter().map(|m| m.2.clone()).collect();
+    score_all_on(&view, app, &all, opts.time_budget)
+        .into_iter()
+        .map(|s| s.ok().map(|x| x.0))
+        .collect()
+}
+
+/// The unmeasured pairs that move one end of a channel of `placement` to a node of the same
+/// datacenter (train, station) that may run the component: at most `width - 1` such nodes
+/// per end, those whose link to the other end is the shortest on the model. Nodes of one
+/// train or station reach the rest of the network through the same access link, so a group
+/// mate's link is about the measured one; the coordinates of two mates can still differ by
+/// milliseconds (each fits its own peers), and an over-estimate that sure is never hoped for.
+fn mates(
+    model: &Infra,
+    app: &Application,
+    placement: &Assignment,
+    width: usize,
+) -> BTreeSet<(u32, u32)> {
+    let at = |c: &str| model.index_of(placement.get(c)?);
+    let comp = |c: &str| app.components.iter().find(|x| x.name == c);
+    let mut groups: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for c in &app.components {
+        if let Some(i) = at(&c.name) {
+            groups.entry(model.node(i).datacenter.as_str()).or_default();
+        }
+    }
+    for i in 0..model.len() as u32 {
+        if let Some(g) = groups.get_mut(model.node(i).datacenter.as_str()) {
+            g.push(i);
+        }
+    }
+    let mut out = BTreeSet::new();
+    for ch in &app.channels {
+        let (Some(x), Some(y), Some(cf), Some(ct)) =
+            (at(&ch.from), at(&ch.to), comp(&ch.from), comp(&ch.to))
+        else {
+            continue;
+        };
+        // (the moved end's component, its node, the other end's node, whether it is `from`)
+        for (c, own, other, from) in [(cf, x, y, true), (ct, y, x, false)] {
+            let pair = |m: u32| if from { (m, other) } else { (other, m) };
+            let mut near: Vec<(f64, u32)> = groups[model.node(own).datacenter.as_str()]
+                .iter()
+                .filter(|&&m| m != own && m != other && model.node(m).satisfies(&c.requires))
+                .filter_map(|&m| {
+                    let (a, b) = pair(m);
+                    Some((model.link(a, b)?.latency_ms, m))
+                })
+                .collect();
+            near.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+            out.extend(
+                near.into_iter()
+                    .take(width.saturating_sub(1))
+                    .map(|(_, m)| pair(m))
+                    .filter(|&(a, b)| !model.is_measured(a, b)),
+            );
+        }
+    }
+    out
+}
+
 /// The pairs to probe around `around`: per component its node and the `width - 1` nodes whose
-/// single move scores best (`scores`, one per move), and every unmeasured pair between the
-/// candidate nodes of a channel's ends (from -> to).
+/// single move scores best on the model (`scores[0]`, one per move), and every unmeasured
+/// pair between the candidate nodes of a channel's ends (from -> to); then per component the
+/// `width` single moves hoped best (`scores[1]`, optimistic) and their own unmeasured pairs,
+/// so that each of those moves is scored on measurements in the next round.
 fn neighbourhood(
     model: &Infra,
     app: &Application,
     around: &Assignment,
     moves: &[(usize, u32, Assignment)],
-    scores: &[Option<f64>],
+    scores: [&[Option<f64>]; 2],
     width: usize,
 ) -> BTreeSet<(u32, u32)> {
-    let mut ranked: Vec<Vec<(f64, u32)>> = vec![Vec::new(); app.components.len()];
-    for ((c, n, _), s) in moves.iter().zip(scores) {
-        if let Some(s) = s {
-            ranked[*c].push((*s, *n));
+    let rank = |scores: &[Option<f64>]| {
+        let mut ranked: Vec<Vec<(f64, usize)>> = vec![Vec::new(); app.components.len()];
+        for (m, ((c, _, _), s)) in moves.iter().zip(scores).enumerate() {
+            if let Some(s) = s {
+                ranked[*c].push((*s, m));
+            }
         }
-    }
+        for r in &mut ranked {
+            r.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        }
+        ranked
+    };
+    let (on_model, hoped) = (rank(scores[0]), rank(scores[1]));
     let cands: BTreeMap<&str, Vec<u32>> = app
         .components
         .iter()
-        .zip(ranked)
-        .map(|(comp, mut r)| {
-            r.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        .zip(on_model)
+        .map(|(comp, r)| {
             let own = around.get(&comp.name).and_then(|n| model.index_of(n));
             let c: Vec<u32> = own
                 .into_iter()
-                .chain(r.into_iter().map(|x| x.1))
+                .chain(r.into_iter().map(|x| moves[x.1].1))
                 .take(width)
                 .collect();
             (comp.name.as_str(), c)
@@ -262,6 +390,24 @@ fn neighbourhood(
             for &b in to {
                 if a != b && !model.is_measured(a, b) {
                     out.insert((a, b));
+                }
+            }
+        }
+    }
+    for r in hoped {
+        for (_, m) in r.into_iter().take(width) {
+            let (c, _, a) = &moves[m];
+            let comp = &app.components[*c].name;
+            let at = |x: &str| model.index_of(a.get(x)?);
+            for ch in app
+                .channels
+                .iter()
+                .filter(|ch| ch.from == *comp || ch.to == *comp)
+            {
+                if let (Some(x), Some(y)) = (at(&ch.from), at(&ch.to)) {
+                    if x != y && !model.is_measured(x, y) {
+                        out.insert((x, y));
+                    }
                 }
             }
         }
@@ -363,18 +509,23 @@ mod tests {
     }
 
     /// n00000 in datacenter a, n00001-n00004 in b; `measured` links, every node's coordinate
-    /// on a line at `x` (height 1 ms: an estimate is the distance plus 2 ms).
+    /// on a line at `x` (height 1 ms: an estimate is the distance plus 2 ms), its error 0.2.
     fn model(measured: &[(u32, u32, f64)]) -> Infra {
+        model_unsure(measured, [0.2; 5])
+    }
+
+    /// [`model`] with each node's coordinate error.
+    fn model_unsure(measured: &[(u32, u32, f64)], errors: [f64; 5]) -> Infra {
         let nodes: Vec<Node> = (0..5)
             .map(|i| node(i, if i == 0 { "a" } else { "b" }))
             .collect();
         let x = [0.0, -20.0, 5.0, 6.0, 9.0];
         let mut est = LinkEstimates::default();
-        for (n, x) in nodes.iter().zip(x) {
+        for ((n, x), error) in nodes.iter().zip(x).zip(errors) {
             let coord = CoordDoc {
                 position: [x, 0.0, 0.0],
                 height_ms: 1.0,
-                error: 0.2,
+                error,
             };
             let e = EstimatedNode {
                 coord: Some(coord),
@@ -404,8 +555,8 @@ mod tests {
         // the candidate's pair and, around it, the sink's other nodes (n00001 is measured)
         assert_eq!(r1.probe, BTreeSet::from([(0, 2), (0, 3), (0, 4)]));
         assert!(r1.goes_on());
-        // width 2: the candidate's node and the single move that scores best (n00003, 8 ms)
-        let narrow = round(&m, &app, &Ledger::new(), &at("n00001"), None, 2, &opts);
+        // width 1: the candidate's node and the single move hoped best (n00003, 8 x 0.8 ms)
+        let narrow = round(&m, &app, &Ledger::new(), &at("n00001"), None, 1, &opts);
         assert_eq!(narrow.probe, BTreeSet::from([(0, 2), (0, 3)]));
         // measured: the best of the candidate (12 ms) and the measured search's (n00004)
         let m = model(&[(0, 1, 10.0), (0, 2, 12.0), (0, 3, 15.0), (0, 4, 5.0)]);
@@ -425,6 +576,57 @@ mod tests {
         assert_eq!(r2.candidate, None);
         assert!(r2.probe.is_empty() && !r2.goes_on(), "{r2:?}");
         assert_eq!(second(), r2, "the same round again gives the same result");
+    }
+
+    /// A node whose coordinate is unsure (error 0.9) is probed though its estimate (11 ms) is
+    /// the worst: at its optimistic bound (1.1 ms) it could be the best. Width 1: the
+    /// candidate's node (n00002, 7 ms) and the single move hoped best.
+    #[test]
+    fn a_round_probes_the_node_whose_coordinate_is_least_sure() {
+        let (app, opts) = (app(), Options::default());
+        let sure = round(
+            &model(&[(0, 1, 10.0)]),
+            &app,
+            &Ledger::new(),
+            &at("n00001"),
+            None,
+            1,
+            &opts,
+        );
+        // hoped best: n00003 (8 x 0.8 ms), before n00004 (11 x 0.8 ms)
+        assert_eq!(sure.probe, BTreeSet::from([(0, 2), (0, 3)]));
+        let m = model_unsure(&[(0, 1, 10.0)], [0.2, 0.2, 0.2, 0.2, 0.9]);
+        assert_eq!(
+            m.link(0, 4).unwrap().latency_ms,
+            11.0,
+            "the estimate is the same"
+        );
+        let r = round(&m, &app, &Ledger::new(), &at("n00001"), None, 1, &opts);
+        assert_eq!(r.next, at("n00001"));
+        assert_eq!(r.candidate, Some(at("n00002")));
+        assert_eq!(r.probe, BTreeSet::from([(0, 2), (0, 4)]));
+    }
+
+    /// A channel's end moved to a group mate: the sink's node n00001 has three mates in
+    /// datacenter b, width 3 keeps the two nearest the source on the model (n00002 7 ms,
+    /// n00003 8 ms; not n00004, 11 ms), a measured pair is not asked for again, and the
+    /// source (alone in datacenter a, and pinned) has none.
+    #[test]
+    fn the_group_mates_of_a_placements_nodes_are_probed() {
+        let m = model(&[(0, 1, 10.0)]);
+        assert_eq!(
+            mates(&m, &app(), &at("n00001"), 3),
+            BTreeSet::from([(0, 2), (0, 3)])
+        );
+        let m = model(&[(0, 1, 10.0), (0, 2, 7.5)]);
+        assert_eq!(
+            mates(&m, &app(), &at("n00001"), 3),
+            BTreeSet::from([(0, 3)])
+        );
+        assert!(
+            mates(&m, &app(), &at("n00001"), 1).is_empty(),
+            "width 1: none"
+        );
     }
 
     /// In a fleet larger than [`MOVES_PER_COMPONENT`], a component's single moves are the

@@ -43,7 +43,11 @@
 //!   measured links (no estimate decides). Around the candidate, per component its node and
 //!   the [`MULTI_WIDTH`] - 1 nodes whose single move scores best on the model; the pairs
 //!   between the candidate nodes of the two ends of each channel (at most [`MULTI_WIDTH`]^2
-//!   per channel) are probed in the next round with the candidate's. This is the control
+//!   per channel) are probed in the next round with the candidate's, and so are the own
+//!   pairs of the [`MULTI_WIDTH`] single moves per component that score best with their
+//!   estimated pairs at the optimistic bound (latency x (1 - r), r the larger coordinate
+//!   error of the ends: optimism where the coordinates are unsure), and the pairs that move
+//!   an end of a channel of the placement in force to a mate in its datacenter. This is the control
 //!   plane's rule (`acoa_scheduler::explore::round`, run by cloud-broker `engine/explore.rs`
 //!   when an application's targeted probes are measured): the simulation runs the very code.
 //!
