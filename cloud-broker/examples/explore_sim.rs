@@ -346,6 +346,34 @@ fn main() -> anyhow::Result<()> {
             let on = |inf: &acoa_scheduler::Infra| {
                 acoa_scheduler::score_on(inf, &app, &last).map_or(f64::NAN, |v| v.0)
             };
+            // what a longer search on the final live model finds: a gap the live model could
+            // close is the search's, not the probes'
+            let long = acoa_scheduler::place_on(
+                &infra,
+                &app,
+                &acoa_scheduler::Ledger::new(),
+                &acoa_scheduler::Options {
+                    time_budget: Some(std::time::Duration::from_secs(5)),
+                    ..Default::default()
+                },
+            )?;
+            if let acoa_scheduler::Outcome::Placed(p) = &long.outcome {
+                let both = [last.clone(), p.assignment.clone()];
+                let sc = |inf: &acoa_scheduler::Infra| -> Vec<f64> {
+                    score_all_on(inf, &app, &both, None)
+                        .into_iter()
+                        .map(|r| r.map_or(f64::NAN, |x| x.0))
+                        .collect()
+                };
+                eprintln!(
+                    "{name}: last against a 5-s search on the final live model (proven {}, {} of {} channels on estimates): live {:?}, taken in {:?}",
+                    long.proven,
+                    infra.estimated_channels(&app, &p.assignment),
+                    app.channels.len(),
+                    sc(&infra),
+                    sc(&seen)
+                );
+            }
             eprintln!(
                 "{name}: last placement scored on the live model {:.6}, on all pairs {:.6}, reference on all pairs {:.6}",
                 on(&infra),
@@ -387,6 +415,23 @@ fn main() -> anyhow::Result<()> {
                 .collect::<Result<_, _>>()?)
         };
         let (q, raw) = (on(&seen)?, on(&truth)?);
+        if args.diagnose {
+            eprintln!("{name}: scores of first, last, reference, coords-sim's reference: as taken in {q:?}, raw {raw:?}");
+            eprintln!("{name}: reference {:?}\n  last {:?}", all[2], all[1]);
+            let model = sim.e.model();
+            let infra = model.infra();
+            for ch in &app.channels {
+                let (x, y) = (&all[2][&ch.from], &all[2][&ch.to]);
+                let ix = |inf: &acoa_scheduler::Infra| inf.index_of(x).zip(inf.index_of(y));
+                let e = ix(&infra).and_then(|(i, j)| infra.link_known(i, j));
+                let sq = ix(&seen).and_then(|(i, j)| seen.link(i, j));
+                let t = ix(&truth).and_then(|(i, j)| truth.link(i, j));
+                eprintln!(
+                    "  reference {} {x} -> {y}: live {e:?}, taken in {sq:?}, raw {t:?}",
+                    ch.name
+                );
+            }
+        }
         // the better of the two references on each network (a search cut by its budget may
         // miss the other's)
         let (best_q, best_raw) = (q[2].max(q[3]), raw[2].max(raw[3]));
