@@ -27,6 +27,7 @@ use std::time::Instant;
 
 use acoa_scheduler::explore::Scenario;
 use acoa_scheduler::score_all_on;
+use acoa_shared::model::Application;
 use acoa_shared::wire::{self, LinkSample};
 use anyhow::Context;
 use clap::Parser;
@@ -142,6 +143,23 @@ fn count_explorations(sim: &EngineSim) -> usize {
         .iter()
         .filter(|a| matches!(a, Action::Schedule(j) if j.purpose == Purpose::Explore))
         .count()
+}
+
+/// The application placed alone on `infra` with `budget_ms` for its search.
+fn search(
+    infra: &acoa_scheduler::Infra,
+    app: &Application,
+    budget_ms: u64,
+) -> Result<acoa_scheduler::Report, acoa_scheduler::ScheduleError> {
+    acoa_scheduler::place_on(
+        infra,
+        app,
+        &acoa_scheduler::Ledger::new(),
+        &acoa_scheduler::Options {
+            time_budget: Some(std::time::Duration::from_millis(budget_ms)),
+            ..Default::default()
+        },
+    )
 }
 
 /// Median, p95 and max of `v`.
@@ -292,15 +310,7 @@ fn main() -> anyhow::Result<()> {
             let on = |x: &BTreeMap<String, String>| {
                 acoa_scheduler::score_on(&infra, &app, x).map_or(f64::NAN, |v| v.0)
             };
-            let long = acoa_scheduler::place_on(
-                &infra,
-                &app,
-                &acoa_scheduler::Ledger::new(),
-                &acoa_scheduler::Options {
-                    time_budget: Some(std::time::Duration::from_secs(5)),
-                    ..Default::default()
-                },
-            )?;
+            let long = search(&infra, &app, 5_000)?;
             let long_a = match &long.outcome {
                 acoa_scheduler::Outcome::Placed(p) => p.assignment.clone(),
                 _ => first.clone(),
@@ -348,15 +358,7 @@ fn main() -> anyhow::Result<()> {
             };
             // what a longer search on the final live model finds: a gap the live model could
             // close is the search's, not the probes'
-            let long = acoa_scheduler::place_on(
-                &infra,
-                &app,
-                &acoa_scheduler::Ledger::new(),
-                &acoa_scheduler::Options {
-                    time_budget: Some(std::time::Duration::from_secs(5)),
-                    ..Default::default()
-                },
-            )?;
+            let long = search(&infra, &app, 5_000)?;
             if let acoa_scheduler::Outcome::Placed(p) = &long.outcome {
                 let both = [last.clone(), p.assignment.clone()];
                 let sc = |inf: &acoa_scheduler::Infra| -> Vec<f64> {
@@ -393,17 +395,7 @@ fn main() -> anyhow::Result<()> {
                 eprintln!("  {} {x} -> {y}: live {e:?}, all pairs {t:?}", ch.name);
             }
         }
-        let reference = match acoa_scheduler::place_on(
-            &seen,
-            &app,
-            &acoa_scheduler::Ledger::new(),
-            &acoa_scheduler::Options {
-                time_budget: Some(std::time::Duration::from_millis(args.reference_budget_ms)),
-                ..Default::default()
-            },
-        )?
-        .outcome
-        {
+        let reference = match search(&seen, &app, args.reference_budget_ms)?.outcome {
             acoa_scheduler::Outcome::Placed(p) => p.assignment,
             acoa_scheduler::Outcome::Infeasible(_) => a.reference.clone(),
         };

@@ -257,21 +257,10 @@ fn optimistic_scores(
         return vec![None; moves.len()];
     };
     let mut extra = BTreeMap::new();
-    for (c, _, a) in moves {
-        let comp = &app.components[*c].name;
-        let at = |x: &str| model.index_of(a.get(x)?);
-        for ch in app
-            .channels
-            .iter()
-            .filter(|ch| ch.from == *comp || ch.to == *comp)
-        {
-            let (Some(x), Some(y)) = (at(&ch.from), at(&ch.to)) else {
-                continue;
-            };
-            if x != y && !model.is_measured(x, y) {
-                if let Some(q) = est.optimistic(x, y) {
-                    extra.insert((x, y), q);
-                }
+    for m in moves {
+        for (x, y) in moved_pairs(model, app, m) {
+            if let Some(q) = est.optimistic(x, y) {
+                extra.insert((x, y), q);
             }
         }
     }
@@ -396,23 +385,26 @@ fn neighbourhood(
     }
     for r in hoped {
         for (_, m) in r.into_iter().take(width) {
-            let (c, _, a) = &moves[m];
-            let comp = &app.components[*c].name;
-            let at = |x: &str| model.index_of(a.get(x)?);
-            for ch in app
-                .channels
-                .iter()
-                .filter(|ch| ch.from == *comp || ch.to == *comp)
-            {
-                if let (Some(x), Some(y)) = (at(&ch.from), at(&ch.to)) {
-                    if x != y && !model.is_measured(x, y) {
-                        out.insert((x, y));
-                    }
-                }
-            }
+            out.extend(moved_pairs(model, app, &moves[m]));
         }
     }
     out
+}
+
+/// The unmeasured pairs (between two nodes) of the channels a single move changes: those of
+/// the moved component, under the moved placement.
+fn moved_pairs<'a>(
+    model: &'a Infra,
+    app: &'a Application,
+    (c, _, a): &'a (usize, u32, Assignment),
+) -> impl Iterator<Item = (u32, u32)> + 'a {
+    let comp = &app.components[*c].name;
+    let at = move |x: &str| model.index_of(a.get(x)?);
+    app.channels
+        .iter()
+        .filter(move |ch| ch.from == *comp || ch.to == *comp)
+        .filter_map(move |ch| Some((at(&ch.from)?, at(&ch.to)?)))
+        .filter(|&(x, y)| x != y && !model.is_measured(x, y))
 }
 
 /// A fleet and its applications to measure exploration on, as `coords-sim --place
