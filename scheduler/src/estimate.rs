@@ -126,22 +126,6 @@ impl Estimator {
         })
     }
 
-    /// The same estimates with every estimated latency multiplied by `f` in (0, 1] (the
-    /// coordinates, heights and datacenter medians scaled, and the halves with them, so the
-    /// bounds stay admissible; a height the coordinate type refuses stays unscaled, which only
-    /// makes its estimates larger).
-    pub fn scaled(&self, f: f64) -> Estimator {
-        let mut e = self.clone();
-        for c in e.coord.iter_mut().flatten() {
-            if let Ok(x) = Coord::new(c.vec().map(|v| v * f), c.height() * f, c.error()) {
-                *c = x;
-            }
-        }
-        e.group_ms.iter_mut().flatten().for_each(|m| *m *= f);
-        e.half.iter_mut().flatten().for_each(|h| h.latency_ms *= f);
-        e
-    }
-
     /// The optimistic bound of the estimated link from `a` to `b`: its latency x (1 - r), r
     /// the larger `LinkEstimates::uncertainty` of its ends (the bound the control plane
     /// favours a placement's own estimated links with), its success as estimated.
@@ -336,7 +320,7 @@ mod tests {
     }
 
     /// The halves bound every estimated link, and `supports` says exactly whether a set
-    /// holds a far end of an estimated link, on the estimates and on them scaled.
+    /// holds a far end of an estimated link.
     #[test]
     fn halves_bound_every_estimate_and_support_is_exact() {
         for seed in 0..50 {
@@ -365,55 +349,40 @@ mod tests {
                     est.groups.insert(g.into(), 4.0 * r.unit());
                 }
             }
-            let full = Estimator::new(&nodes, &est);
+            let e = Estimator::new(&nodes, &est);
             let n = nodes.len() as u32;
-            // scaled (the hopeful search's view): at most the estimate, at least 0.7 of it
-            let scaled = full.scaled(0.7);
             for a in 0..n {
                 for b in 0..n {
-                    let (x, y) = (full.estimate(a, b), scaled.estimate(a, b));
-                    assert_eq!(x.is_some(), y.is_some());
-                    if let (Some(x), Some(y)) = (x, y) {
-                        assert!(y.latency_ms <= x.latency_ms + 1e-9);
-                        assert!(y.latency_ms >= 0.7 * x.latency_ms - 1e-9);
-                        assert_eq!(y.success, x.success);
-                    }
+                    let Some(q) = e.estimate(a, b) else { continue };
+                    let (ha, hb) = (e.half(a).unwrap(), e.half(b).unwrap());
+                    assert!(q.latency_ms >= ha.latency_ms + hb.latency_ms - 1e-12);
+                    assert!(q.success <= ha.success * hb.success + 1e-12);
+                    assert!(q.latency_ms <= e.max_latency_bound() + 1e-9);
                 }
             }
-            for e in [full, scaled] {
-                for a in 0..n {
-                    for b in 0..n {
-                        let Some(q) = e.estimate(a, b) else { continue };
-                        let (ha, hb) = (e.half(a).unwrap(), e.half(b).unwrap());
-                        assert!(q.latency_ms >= ha.latency_ms + hb.latency_ms - 1e-12);
-                        assert!(q.success <= ha.success * hb.success + 1e-12);
-                        assert!(q.latency_ms <= e.max_latency_bound() + 1e-9);
-                    }
+            let set: Vec<u32> = (0..n).filter(|_| r.chance(0.5)).collect();
+            let val: Vec<f64> = (0..n).map(|_| 3.0 * r.unit()).collect();
+            for cells in [e.cells(&set, |x| val[x as usize]), {
+                // the grid (more members than CELLS): the set repeated
+                let many: Vec<u32> = set.iter().copied().cycle().take(CELLS * 3).collect();
+                e.cells(&many, |x| val[x as usize])
+            }] {
+                for y in 0..n {
+                    let least = set
+                        .iter()
+                        .filter_map(|x| Some(val[*x as usize] + e.estimate(*x, y)?.latency_ms))
+                        .fold(f64::INFINITY, f64::min);
+                    assert!(
+                        e.latency_lb(y, &cells) <= least + 1e-9,
+                        "seed {seed} node {y}"
+                    );
                 }
-                let set: Vec<u32> = (0..n).filter(|_| r.chance(0.5)).collect();
-                let val: Vec<f64> = (0..n).map(|_| 3.0 * r.unit()).collect();
-                for cells in [e.cells(&set, |x| val[x as usize]), {
-                    // the grid (more members than CELLS): the set repeated
-                    let many: Vec<u32> = set.iter().copied().cycle().take(CELLS * 3).collect();
-                    e.cells(&many, |x| val[x as usize])
-                }] {
-                    for y in 0..n {
-                        let least = set
-                            .iter()
-                            .filter_map(|x| Some(val[*x as usize] + e.estimate(*x, y)?.latency_ms))
-                            .fold(f64::INFINITY, f64::min);
-                        assert!(
-                            e.latency_lb(y, &cells) <= least + 1e-9,
-                            "seed {seed} node {y}"
-                        );
-                    }
-                }
-                let s = e.set(&set);
-                for a in 0..n {
-                    let inside = set.contains(&a);
-                    let any = set.iter().any(|b| e.estimate(a, *b).is_some());
-                    assert_eq!(e.supports(a, &s, inside), any, "seed {seed} node {a}");
-                }
+            }
+            let s = e.set(&set);
+            for a in 0..n {
+                let inside = set.contains(&a);
+                let any = set.iter().any(|b| e.estimate(a, *b).is_some());
+                assert_eq!(e.supports(a, &s, inside), any, "seed {seed} node {a}");
             }
         }
     }

@@ -27,10 +27,7 @@
 //!    (train, station): the `width - 1` mates nearest the other end, their unmeasured pairs.
 //!    Mates share an access link, so their links to the rest are about the same, but their
 //!    coordinates can differ by milliseconds, and a pair over-estimated by a coordinate that
-//!    is sure of itself is hoped for by no ranking;
-//! 7. a third search, on the model with every estimated latency [`HOPE`] (30 %) shorter: the
-//!    estimated pairs of its placement are probed too (a placement two or more moves away,
-//!    on pairs over-estimated by coordinates sure of themselves).
+//!    is sure of itself is hoped for by no ranking.
 //!
 //! Scores compared with one another are computed together ([`score_all_on`]: one l_min search
 //! under the search's time budget). In a large fleet a component's single moves are limited
@@ -56,12 +53,6 @@ pub const DEFAULT_WIDTH: usize = 8;
 
 /// Single moves scored per component and round, at most (every node of a smaller fleet).
 pub const MOVES_PER_COMPONENT: usize = 2048;
-
-/// How much shorter than estimated every estimated latency is taken in the hopeful search:
-/// about the p90 of the coordinates' relative error at k = 16 (21-27 % in simulation,
-/// BENCHMARKS.md "Network coordinates"), so that a pair over-estimated by as much as nine
-/// estimates in ten can be chosen.
-pub const HOPE: f64 = 0.3;
 
 /// Score differences below this are rounding (cloud-broker `links::SCORE_RESOLUTION`).
 const SCORE_RESOLUTION: f64 = 1e-6;
@@ -117,9 +108,6 @@ pub fn round(
     };
     let (searched, proven) = placed(model);
     let (on_measured, _) = placed(&measured);
-    let hoped_for = model
-        .with_estimates_scaled(1.0 - HOPE)
-        .and_then(|m| placed(&m).0);
     // the placements that rest on measured links, then the single moves around the search's
     let options: Vec<Assignment> = std::iter::once(current.clone())
         .chain(
@@ -172,13 +160,6 @@ pub fn round(
         );
     }
     probe.extend(mates(model, app, &next, width));
-    if let Some(h) = &hoped_for {
-        probe.extend(
-            channel_pairs(model, app, h)
-                .into_iter()
-                .filter(|&(x, y)| x != y && !model.is_measured(x, y)),
-        );
-    }
     Explored {
         next,
         candidate,

@@ -206,15 +206,6 @@ impl Infra {
         Infra { d: Arc::new(d) }
     }
 
-    /// The same view with every estimated latency multiplied by `f` in (0, 1] (the measured
-    /// links as they are; a copy of the links, the nodes shared). `None` without estimates.
-    pub fn with_estimates_scaled(&self, f: f64) -> Option<Infra> {
-        let est = self.d.est.as_ref()?.scaled(f);
-        let mut d = (*self.d).clone();
-        d.est = Some(est);
-        Some(Infra { d: Arc::new(d) })
-    }
-
     /// Whether `other` is this very view (a clone of it), not merely an equal one.
     pub fn same(&self, other: &Infra) -> bool {
         Arc::ptr_eq(&self.d, &other.d)
