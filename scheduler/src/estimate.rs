@@ -13,7 +13,7 @@
 
 use crate::infra::{FxMap, LinkQ};
 use acoa_shared::coords::{Coord, EndpointSummary, LinkView, DIMS};
-use acoa_shared::model::{LinkEstimates, Node};
+use acoa_shared::model::{optimistic_ms, LinkEstimates, Node};
 use std::collections::HashMap;
 
 /// The estimates of an [`crate::Infra`]'s unmeasured pairs, indexed like its nodes.
@@ -131,9 +131,9 @@ impl Estimator {
     /// favours a placement's own estimated links with), its success as estimated.
     pub fn optimistic(&self, a: u32, b: u32) -> Option<LinkQ> {
         let q = self.estimate(a, b)?;
-        let r = self.uncertainty[a as usize].max(self.uncertainty[b as usize]);
+        let (ra, rb) = (self.uncertainty[a as usize], self.uncertainty[b as usize]);
         Some(LinkQ {
-            latency_ms: q.latency_ms * (1.0 - r),
+            latency_ms: optimistic_ms(q.latency_ms, ra, rb),
             ..q
         })
     }

@@ -120,9 +120,8 @@ pub fn favour_current(
             }
             let (na, nb) = (infra.node(a), infra.node(b));
             if let Some(v) = est.view(na, nb) {
-                let r = est.uncertainty(&na.name).max(est.uncertainty(&nb.name));
                 let q = LinkQ {
-                    latency_ms: v.latency_ms.value() * (1.0 - r),
+                    latency_ms: est.optimistic_ms(v.latency_ms.value(), &na.name, &nb.name),
                     success: v.success.value(),
                 };
                 extra.push((a, b, q));

@@ -115,6 +115,12 @@ impl LinkEstimates {
             .clamp(0.1, 1.0)
     }
 
+    /// [`optimistic_ms`] of an estimated latency between nodes `a` and `b`, with their
+    /// [`LinkEstimates::uncertainty`].
+    pub fn optimistic_ms(&self, latency_ms: f64, a: &str, b: &str) -> f64 {
+        optimistic_ms(latency_ms, self.uncertainty(a), self.uncertainty(b))
+    }
+
     /// The largest [`LinkEstimates::uncertainty`] of any node (0 without nodes).
     pub fn max_uncertainty(&self) -> f64 {
         self.nodes
@@ -172,4 +178,12 @@ impl LinkEstimates {
         }
         Ok(())
     }
+}
+
+/// The optimistic bound of an estimated latency: `latency_ms` x (1 - r), r the larger of its
+/// two ends' uncertainties ([`LinkEstimates::uncertainty`]). The control plane favours a
+/// placement's own estimated links with it, and an exploration round ranks the moves it
+/// hopes for by it.
+pub fn optimistic_ms(latency_ms: f64, uncertainty_a: f64, uncertainty_b: f64) -> f64 {
+    latency_ms * (1.0 - uncertainty_a.max(uncertainty_b))
 }

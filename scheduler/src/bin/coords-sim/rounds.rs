@@ -244,12 +244,11 @@ impl Fleet<'_> {
             }
             let (na, nb) = (&self.nodes[a as usize], &self.nodes[b as usize]);
             if let Some(v) = est.view(na, nb) {
-                let r = est.uncertainty(&na.name).max(est.uncertainty(&nb.name));
                 out.push((
                     a,
                     b,
                     LinkQ {
-                        latency_ms: v.latency_ms.value() * (1.0 - r),
+                        latency_ms: est.optimistic_ms(v.latency_ms.value(), &na.name, &nb.name),
                         success: v.success.value(),
                     },
                 ));
