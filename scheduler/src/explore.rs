@@ -143,7 +143,7 @@ pub fn round(
     let next = options[chosen].clone();
     let next_score = graded[chosen].take();
     let candidate = searched.filter(|p| *p != next && model.estimated_channels(app, p) > 0);
-    let hopeful = optimistic_scores(model, app, &moves, opts);
+    let hopeful = optimistic_scores(model, app, &moves, &all[options.len()..], opts);
     let mut probe = neighbourhood(
         model,
         app,
@@ -246,11 +246,13 @@ fn single_moves(
 /// wrong as its nodes' coordinates say they may be. A pair the coordinates over-estimate is
 /// never chosen by a search on the estimates, so it is probed only if some ranking hopes for
 /// it (optimism in the face of uncertainty); the nodes whose coordinates are the least sure
-/// rank higher here. All scored together, on one view.
+/// rank higher here. All scored together, on one view; `placements`: the moves' own, in
+/// their order.
 fn optimistic_scores(
     model: &Infra,
     app: &Application,
     moves: &[(usize, u32, Assignment)],
+    placements: &[Assignment],
     opts: &Options,
 ) -> Vec<Option<f64>> {
     let Some(est) = model.estimator() else {
@@ -267,8 +269,7 @@ fn optimistic_scores(
     let extra: Vec<(u32, u32, crate::LinkQ)> =
         extra.into_iter().map(|((x, y), q)| (x, y, q)).collect();
     let view = model.requalified(|_, _, _, q| q, &extra);
-    let all: Vec<Assignment> = moves.iter().map(|m| m.2.clone()).collect();
-    score_all_on(&view, app, &all, opts.time_budget)
+    score_all_on(&view, app, placements, opts.time_budget)
         .into_iter()
         .map(|s| s.ok().map(|x| x.0))
         .collect()
