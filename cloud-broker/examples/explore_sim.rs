@@ -57,7 +57,8 @@ struct Args {
     /// Skip this many applications first.
     #[arg(long, default_value_t = 0)]
     skip: usize,
-    /// Time budget of the reference placement's search on every pair, ms.
+    /// Time budget of the reference placement's own search on every pair, ms (0: none, only
+    /// coords-sim's reference, and no n^2 network held: about 9 GB at 10,000 nodes).
     #[arg(long, default_value_t = 5000)]
     reference_budget_ms: u64,
     /// Per application on stderr: the first placement against the reference and a 5-s
@@ -190,26 +191,32 @@ fn main() -> anyhow::Result<()> {
         s.apps.len(),
         t.elapsed().as_secs_f64()
     );
-    let truth = s.truth();
-    // every pair measured as the control plane takes a measurement in (its latency rounded to
-    // what the probers resolve, never below their floor; a loopback at the floor): the
-    // network of "the placement computed on all measured pairs"
-    let n32 = n as u32;
-    let seen = acoa_scheduler::Infra::new(
-        s.nodes.clone(),
-        (0..n32).flat_map(|a| {
-            let s = &s;
-            (0..n32).map(move |b| {
-                let (mut q, _) = s.pair(a as usize, b as usize);
-                q.latency_ms = if a == b {
-                    LOOPBACK_LATENCY_MS
-                } else {
-                    quantize_latency(q.latency_ms)
-                };
-                (a, b, q)
-            })
-        }),
-    );
+    // a pair as the scenario measured it (no floor)
+    let measured = |a: usize, b: usize| s.pair(a, b).0;
+    // a pair measured as the control plane takes a measurement in (its latency rounded to what
+    // the probers resolve, never below their floor; a loopback at the floor): the network of
+    // "the placement computed on all measured pairs"
+    let taken_in = |a: usize, b: usize| {
+        let (mut q, _) = s.pair(a, b);
+        q.latency_ms = if a == b {
+            LOOPBACK_LATENCY_MS
+        } else {
+            quantize_latency(q.latency_ms)
+        };
+        q
+    };
+    // every pair taken in, for the reference's own search (n^2 links); placements are scored
+    // on the pairs among their nodes (`Scenario::among`)
+    let seen = (args.reference_budget_ms > 0).then(|| {
+        let t = Instant::now();
+        let seen = s.every_pair(taken_in);
+        eprintln!(
+            "every pair taken in: {} links, {:.1} s",
+            seen.link_count(),
+            t.elapsed().as_secs_f64()
+        );
+        seen
+    });
     let mut sim = EngineSim::new(EngineConfig {
         peers_k: s.k,
         explore_rounds: args.explore_rounds,
@@ -316,7 +323,7 @@ fn main() -> anyhow::Result<()> {
                 _ => first.clone(),
             };
             let t = |x: &BTreeMap<String, String>| {
-                acoa_scheduler::score_on(&truth, &app, x)
+                acoa_scheduler::score_on(&s.among([x], measured), &app, x)
                     .map_or(f64::NAN, |v| (a.score - v.0) / a.score)
             };
             eprintln!(
@@ -373,13 +380,13 @@ fn main() -> anyhow::Result<()> {
                     infra.estimated_channels(&app, &p.assignment),
                     app.channels.len(),
                     sc(&infra),
-                    sc(&seen)
+                    sc(&s.among(&both, taken_in))
                 );
             }
             eprintln!(
                 "{name}: last placement scored on the live model {:.6}, on all pairs {:.6}, reference on all pairs {:.6}",
                 on(&infra),
-                on(&truth),
+                on(&s.among([&last], measured)),
                 a.score
             );
             for ch in &app.channels {
@@ -388,16 +395,19 @@ fn main() -> anyhow::Result<()> {
                     .index_of(x)
                     .zip(infra.index_of(y))
                     .and_then(|(i, j)| infra.link_known(i, j));
-                let t = truth
-                    .index_of(x)
-                    .zip(truth.index_of(y))
-                    .and_then(|(i, j)| truth.link(i, j));
+                let t = index
+                    .get(x.as_str())
+                    .zip(index.get(y.as_str()))
+                    .map(|(i, j)| measured(*i, *j));
                 eprintln!("  {} {x} -> {y}: live {e:?}, all pairs {t:?}", ch.name);
             }
         }
-        let reference = match search(&seen, &app, args.reference_budget_ms)?.outcome {
-            acoa_scheduler::Outcome::Placed(p) => p.assignment,
-            acoa_scheduler::Outcome::Infeasible(_) => a.reference.clone(),
+        let reference = match &seen {
+            Some(seen) => match search(seen, &app, args.reference_budget_ms)?.outcome {
+                acoa_scheduler::Outcome::Placed(p) => p.assignment,
+                acoa_scheduler::Outcome::Infeasible(_) => a.reference.clone(),
+            },
+            None => a.reference.clone(),
         };
         let all = [first, last, reference, a.reference.clone()];
         let on = |infra: &acoa_scheduler::Infra| -> anyhow::Result<Vec<f64>> {
@@ -406,7 +416,7 @@ fn main() -> anyhow::Result<()> {
                 .map(|r| r.map(|x| x.0))
                 .collect::<Result<_, _>>()?)
         };
-        let (q, raw) = (on(&seen)?, on(&truth)?);
+        let (q, raw) = (on(&s.among(&all, taken_in))?, on(&s.among(&all, measured))?);
         if args.diagnose {
             eprintln!("{name}: scores of first, last, reference, coords-sim's reference: as taken in {q:?}, raw {raw:?}");
             eprintln!("{name}: reference {:?}\n  last {:?}", all[2], all[1]);
@@ -414,13 +424,40 @@ fn main() -> anyhow::Result<()> {
             let infra = model.infra();
             for ch in &app.channels {
                 let (x, y) = (&all[2][&ch.from], &all[2][&ch.to]);
-                let ix = |inf: &acoa_scheduler::Infra| inf.index_of(x).zip(inf.index_of(y));
-                let e = ix(&infra).and_then(|(i, j)| infra.link_known(i, j));
-                let sq = ix(&seen).and_then(|(i, j)| seen.link(i, j));
-                let t = ix(&truth).and_then(|(i, j)| truth.link(i, j));
+                let e = infra
+                    .index_of(x)
+                    .zip(infra.index_of(y))
+                    .and_then(|(i, j)| infra.link_known(i, j));
+                let ends = index.get(x.as_str()).zip(index.get(y.as_str()));
+                let sq = ends.map(|(i, j)| taken_in(*i, *j));
+                let t = ends.map(|(i, j)| s.pair(*i, *j).0);
+                // what the two datacenters' other pairs measure in the live model (would an
+                // estimate from the group pair have found this pair?)
+                let mates = |z: &str| -> Vec<u32> {
+                    let Some(dc) = infra.index_of(z).map(|i| &infra.node(i).datacenter) else {
+                        return Vec::new();
+                    };
+                    (0..infra.len() as u32)
+                        .filter(|i| infra.node(*i).datacenter == *dc)
+                        .collect()
+                };
+                let (gx, gy) = (mates(x), mates(y));
+                let mut between: Vec<f64> = gx
+                    .iter()
+                    .flat_map(|i| gy.iter().map(move |j| (*i, *j)))
+                    .filter(|(i, j)| i != j)
+                    .filter_map(|(i, j)| match infra.link_known(i, j) {
+                        Some(acoa_shared::coords::Known::Measured(q)) => Some(q.latency_ms),
+                        _ => None,
+                    })
+                    .collect();
+                between.sort_by(f64::total_cmp);
                 eprintln!(
-                    "  reference {} {x} -> {y}: live {e:?}, taken in {sq:?}, raw {t:?}",
-                    ch.name
+                    "  reference {} {x} -> {y}: live {e:?}, taken in {sq:?}, raw {t:?}; the datacenters' pairs measured: {} of {}, latency {:?}",
+                    ch.name,
+                    between.len(),
+                    gx.len() * gy.len(),
+                    between
                 );
             }
         }

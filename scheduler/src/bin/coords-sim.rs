@@ -94,6 +94,11 @@ struct Args {
     /// thousand nodes).
     #[arg(long, default_value_t = 0)]
     place: usize,
+    /// `--place`: skip placement (c) (every pair at its measured success rate, the unmeasured
+    /// at their estimated latency; the last column prints NaN): it holds a second network of
+    /// every pair, about 9 GB at 10,000 nodes besides the first.
+    #[arg(long)]
+    place_without_c: bool,
     /// Time budget of each placement search, ms.
     #[arg(long, default_value_t = 10_000)]
     place_budget_ms: u64,

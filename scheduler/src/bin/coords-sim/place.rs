@@ -148,28 +148,31 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
     };
     let (sparse, _) = fleet.view(&base);
     // (c), to tell the two rules apart: every pair with its measured success rate, the
-    // unmeasured ones at their estimated latency
-    let latency_only = Infra::new(
-        nodes.clone(),
-        (0..n as u32).flat_map(|a| {
-            let (all, sparse) = (&all, &sparse);
-            (0..n as u32).map(move |b| {
-                let q = all[a as usize * n + b as usize].0;
-                let l = match sparse.link_known(a, b) {
-                    Some(acoa_shared::coords::Known::Estimated(e)) => e.latency_ms,
-                    _ => q.latency_ms,
-                };
-                (
-                    a,
-                    b,
-                    LinkQ {
-                        latency_ms: l,
-                        success: q.success,
-                    },
-                )
-            })
-        }),
-    );
+    // unmeasured ones at their estimated latency (a second n^2 network: skipped with
+    // --place-without-c)
+    let latency_only = (!args.place_without_c).then(|| {
+        Infra::new(
+            nodes.clone(),
+            (0..n as u32).flat_map(|a| {
+                let (all, sparse) = (&all, &sparse);
+                (0..n as u32).map(move |b| {
+                    let q = all[a as usize * n + b as usize].0;
+                    let l = match sparse.link_known(a, b) {
+                        Some(acoa_shared::coords::Known::Estimated(e)) => e.latency_ms,
+                        _ => q.latency_ms,
+                    };
+                    (
+                        a,
+                        b,
+                        LinkQ {
+                            latency_ms: l,
+                            success: q.success,
+                        },
+                    )
+                })
+            }),
+        )
+    });
     let mut diffs_c = Vec::new();
     let (mut diffs, mut proven, mut same, mut on_est, mut chans) = (Vec::new(), (0, 0), 0, 0, 0);
     let (mut t_a, mut t_b) = (0.0, 0.0);
@@ -309,16 +312,18 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
             "{n} nodes, k {k}: application {i} ({comps} components) in {:.0} s",
             started.elapsed().as_secs_f64()
         );
-        let rc = place_on(
-            &latency_only,
-            &app,
-            &Ledger::new(),
-            &budgeted(args.place_budget_ms),
-        )
-        .expect("place");
-        if let Placed::Placed(pc) = &rc.outcome {
-            let (sc, _) = score_on(&truth, &app, &pc.assignment).expect("scored on all pairs");
-            diffs_c.push((pa.score - sc) / pa.score);
+        if let Some(latency_only) = &latency_only {
+            let rc = place_on(
+                latency_only,
+                &app,
+                &Ledger::new(),
+                &budgeted(args.place_budget_ms),
+            )
+            .expect("place");
+            if let Placed::Placed(pc) = &rc.outcome {
+                let (sc, _) = score_on(&truth, &app, &pc.assignment).expect("scored on all pairs");
+                diffs_c.push((pa.score - sc) / pa.score);
+            }
         }
         same += (pa.assignment == pb.assignment) as usize;
         chans += app.channels.len();
