@@ -63,18 +63,16 @@ fn podman_health(container: &str) -> String {
 
 #[test]
 fn passing_checks_are_healthy_and_failing_ones_are_restarted() {
-    let Some(Rig {
-        broker,
-        mut agent,
-        watcher,
-        _cleanup,
-    }) = rig("health", WAIT)
-    else {
+    // the rig stays whole: its fields drop in order (the agent killed before its containers
+    // are removed); bindings destructured from it would drop the other way round, and the
+    // agent, still running, restarted the failing containers after the cleanup (leftovers)
+    let Some(mut rig) = rig("health", WAIT) else {
         return;
     };
-    let node = agent.node.clone();
+    let (broker, watcher) = (&rig.broker, &rig.watcher);
+    let node = rig.agent.node.clone();
     acoa_test_support::busybox_httpd_image(HTTPD);
-    let key = agent.public_key();
+    let key = rig.agent.public_key();
 
     let specs = [
         // Podman's own health check, run in the container
@@ -139,7 +137,7 @@ fn passing_checks_are_healthy_and_failing_ones_are_restarted() {
     assert_eq!((plain.state, plain.health), (ContainerState::Running, None));
 
     // one log line says so, with the reason
-    let logs = agent.logs();
+    let logs = rig.agent.logs();
     for (n, reason) in [
         ("app.cmd-bad", "cmd sh -c test -f /missing: exited with 1"),
         ("app.tcp-bad", "tcp 8081: connect to "),
@@ -165,5 +163,5 @@ fn passing_checks_are_healthy_and_failing_ones_are_restarted() {
     );
     // restarted, not recreated: the same containers
     assert_eq!(ps(&node).len(), specs.len());
-    assert!(agent.is_running());
+    assert!(rig.agent.is_running());
 }
