@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `coords-sim` writes the fleet (nodes with the benchmark's attributes, the coordinates its
-//! Vivaldi simulation converged to, every ordered pair as a prober measures it) and its
+//! Vivaldi simulation converged to, every ordered pair as a prober measures it and as it truly
+//! is) and its
 //! synthetic applications with their placements on every measured pair. Here the engine is
 //! driven with plain values (`testkit::engine::EngineSim`, jobs run inline, a simulated
 //! clock): every node reports itself, its coordinate, and the links of the peer list the
@@ -18,7 +19,15 @@
 //! ask for), each as the scenario measured it. The applications are published one at a time
 //! (each alone, as `coords-sim` places them), left to the control plane (placement, targeted
 //! probes, exploration rounds, the periodic re-evaluation) for `--seconds` of simulated time,
-//! scored on every measured pair, and deleted. Differences to the real fleet: nodes are never
+//! scored against the placement on every measured pair, and deleted.
+//!
+//! Scored on what (`--score-on`): on every pair *taken in* (as the control plane would hold a
+//! measurement of each) and as *measured*, a placement is judged on the same one measurement of
+//! each pair the reference was chosen on; the reference picks, among equivalent nodes, the
+//! pair whose one measurement came out low (a train's jitter moves a median of 8 samples by a
+//! millisecond), and so is favoured on those networks by its own noise. On the *true* network
+//! (each pair's latency without the noise of one measurement) every placement is judged on what
+//! the network delivers. Differences to the real fleet: nodes are never
 //! judged silent and links never expire (the clock runs faster than the reports), and a
 //! newly asked link is measured at the next tick (250 ms).
 
@@ -30,7 +39,7 @@ use acoa_scheduler::score_all_on;
 use acoa_shared::model::Application;
 use acoa_shared::wire::{self, LinkSample};
 use anyhow::Context;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use cloud_broker::engine::{
     quantize_latency, Action, EngineConfig, Event, Purpose, LOOPBACK_LATENCY_MS,
 };
@@ -57,8 +66,19 @@ struct Args {
     /// Skip this many applications first.
     #[arg(long, default_value_t = 0)]
     skip: usize,
-    /// Time budget of the reference placement's own search on every pair, ms (0: none, only
-    /// coords-sim's reference, and no n^2 network held: about 9 GB at 10,000 nodes).
+    /// The networks placements are scored on, each held as every pair (about 7 GB at 10,000
+    /// nodes): `taken-in` (every pair measured, as the control plane takes a measurement in),
+    /// `measured` (as coords-sim measured it, no floor), `true` (every pair's true quality,
+    /// without the noise of one measurement; scenarios that hold it).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "taken-in,measured,true"
+    )]
+    score_on: Vec<Net>,
+    /// Time budget of the reference placement's own search on every pair taken in, ms (0, or
+    /// `taken-in` not scored on: none, coords-sim's reference only).
     #[arg(long, default_value_t = 5000)]
     reference_budget_ms: u64,
     /// Per application on stderr: the first placement against the reference and a 5-s
@@ -73,15 +93,50 @@ struct Args {
 
 const TICK_MS: u64 = 250;
 
+/// A network placements are scored on (`--score-on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Net {
+    TakenIn,
+    Measured,
+    True,
+}
+
+impl Net {
+    fn what(self) -> &'static str {
+        match self {
+            Net::TakenIn => "every pair measured as the control plane takes it in",
+            Net::Measured => "every pair as coords-sim measured it, no floor",
+            Net::True => "every pair's true quality, no measurement noise",
+        }
+    }
+
+    /// The pair (a, b) on this network, if the scenario holds it.
+    fn pair(self, s: &Scenario, a: usize, b: usize) -> Option<acoa_scheduler::LinkQ> {
+        match self {
+            // its latency rounded to what the probers resolve, never below their floor; a
+            // loopback at the floor
+            Net::TakenIn => {
+                let (mut q, _) = s.pair(a, b);
+                q.latency_ms = if a == b {
+                    LOOPBACK_LATENCY_MS
+                } else {
+                    quantize_latency(q.latency_ms)
+                };
+                Some(q)
+            }
+            Net::Measured => Some(s.pair(a, b).0),
+            Net::True => s.true_pair(a, b),
+        }
+    }
+}
+
 /// One application's outcome.
 struct Run {
     components: usize,
-    /// Below the placement on every pair measured as the control plane takes it in.
-    first: f64,
-    last: f64,
-    /// Below the placement on every pair as `coords-sim` measured it (no floor).
-    first_raw: f64,
-    last_raw: f64,
+    /// Per network scored on (`--score-on`, in order): below the better reference placement
+    /// there, first and after the exploration.
+    first: Vec<f64>,
+    last: Vec<f64>,
     rounds: u32,
     explorations: usize,
     moves: usize,
@@ -191,32 +246,37 @@ fn main() -> anyhow::Result<()> {
         s.apps.len(),
         t.elapsed().as_secs_f64()
     );
-    // a pair as the scenario measured it (no floor)
-    let measured = |a: usize, b: usize| s.pair(a, b).0;
-    // a pair measured as the control plane takes a measurement in (its latency rounded to what
-    // the probers resolve, never below their floor; a loopback at the floor): the network of
-    // "the placement computed on all measured pairs"
-    let taken_in = |a: usize, b: usize| {
-        let (mut q, _) = s.pair(a, b);
-        q.latency_ms = if a == b {
-            LOOPBACK_LATENCY_MS
-        } else {
-            quantize_latency(q.latency_ms)
-        };
-        q
-    };
-    // every pair taken in, for the reference's own search (n^2 links); placements are scored
-    // on the pairs among their nodes (`Scenario::among`)
-    let seen = (args.reference_budget_ms > 0).then(|| {
-        let t = Instant::now();
-        let seen = s.every_pair(taken_in);
-        eprintln!(
-            "every pair taken in: {} links, {:.1} s",
-            seen.link_count(),
-            t.elapsed().as_secs_f64()
-        );
-        seen
-    });
+    // the networks placements are scored on, every pair on each
+    let nets: Vec<(Net, acoa_scheduler::Infra)> = args
+        .score_on
+        .iter()
+        .filter(|net| {
+            let held = net.pair(&s, 0, 0).is_some();
+            if !held {
+                eprintln!("{net:?}: not in this scenario, not scored on");
+            }
+            held
+        })
+        .map(|&net| {
+            let t = Instant::now();
+            let infra = s.every_pair(|a, b| net.pair(&s, a, b).expect("held"));
+            eprintln!(
+                "{}: {} links, {:.1} s",
+                net.what(),
+                infra.link_count(),
+                t.elapsed().as_secs_f64()
+            );
+            (net, infra)
+        })
+        .collect();
+    anyhow::ensure!(!nets.is_empty(), "no network to score on");
+    // the reference's own search: on every pair taken in ("the placement computed on all
+    // measured pairs")
+    let taken_in = nets
+        .iter()
+        .find(|(net, _)| *net == Net::TakenIn)
+        .map(|(_, infra)| infra)
+        .filter(|_| args.reference_budget_ms > 0);
     let mut sim = EngineSim::new(EngineConfig {
         peers_k: s.k,
         explore_rounds: args.explore_rounds,
@@ -322,9 +382,13 @@ fn main() -> anyhow::Result<()> {
                 acoa_scheduler::Outcome::Placed(p) => p.assignment.clone(),
                 _ => first.clone(),
             };
+            // coords-sim's reference was placed and scored on the pairs as measured
+            let on_measured = nets.iter().find(|(net, _)| *net == Net::Measured);
             let t = |x: &BTreeMap<String, String>| {
-                acoa_scheduler::score_on(&s.among([x], measured), &app, x)
-                    .map_or(f64::NAN, |v| (a.score - v.0) / a.score)
+                on_measured.map_or(f64::NAN, |(_, infra)| {
+                    acoa_scheduler::score_on(infra, &app, x)
+                        .map_or(f64::NAN, |v| (a.score - v.0) / a.score)
+                })
             };
             eprintln!(
                 "{name}: on the live model: reference {:.6}, first {:.6}, 5-s search {:.6} (proven {}); on all pairs: first {:.2} %, 5-s search {:.2} %; first on estimates: {} of {} channels",
@@ -375,18 +439,19 @@ fn main() -> anyhow::Result<()> {
                         .collect()
                 };
                 eprintln!(
-                    "{name}: last against a 5-s search on the final live model (proven {}, {} of {} channels on estimates): live {:?}, taken in {:?}",
+                    "{name}: last against a 5-s search on the final live model (proven {}, {} of {} channels on estimates): live {:?}",
                     long.proven,
                     infra.estimated_channels(&app, &p.assignment),
                     app.channels.len(),
                     sc(&infra),
-                    sc(&s.among(&both, taken_in))
                 );
+                for (net, on) in &nets {
+                    eprintln!("  on {}: {:?}", net.what(), sc(on));
+                }
             }
             eprintln!(
-                "{name}: last placement scored on the live model {:.6}, on all pairs {:.6}, reference on all pairs {:.6}",
+                "{name}: last placement scored on the live model {:.6}; coords-sim's reference on the pairs as measured {:.6}",
                 on(&infra),
-                on(&s.among([&last], measured)),
                 a.score
             );
             for ch in &app.channels {
@@ -395,14 +460,18 @@ fn main() -> anyhow::Result<()> {
                     .index_of(x)
                     .zip(infra.index_of(y))
                     .and_then(|(i, j)| infra.link_known(i, j));
-                let t = index
-                    .get(x.as_str())
-                    .zip(index.get(y.as_str()))
-                    .map(|(i, j)| measured(*i, *j));
-                eprintln!("  {} {x} -> {y}: live {e:?}, all pairs {t:?}", ch.name);
+                let ends = index.get(x.as_str()).zip(index.get(y.as_str()));
+                let t: Vec<_> = nets
+                    .iter()
+                    .map(|(net, _)| ends.and_then(|(i, j)| net.pair(&s, *i, *j)))
+                    .collect();
+                eprintln!(
+                    "  {} {x} -> {y}: live {e:?}, {:?}: {t:?}",
+                    ch.name, args.score_on
+                );
             }
         }
-        let reference = match &seen {
+        let reference = match taken_in {
             Some(seen) => match search(seen, &app, args.reference_budget_ms)?.outcome {
                 acoa_scheduler::Outcome::Placed(p) => p.assignment,
                 acoa_scheduler::Outcome::Infeasible(_) => a.reference.clone(),
@@ -416,9 +485,17 @@ fn main() -> anyhow::Result<()> {
                 .map(|r| r.map(|x| x.0))
                 .collect::<Result<_, _>>()?)
         };
-        let (q, raw) = (on(&s.among(&all, taken_in))?, on(&s.among(&all, measured))?);
+        let scores = nets
+            .iter()
+            .map(|(_, infra)| on(infra))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         if args.diagnose {
-            eprintln!("{name}: scores of first, last, reference, coords-sim's reference: as taken in {q:?}, raw {raw:?}");
+            for ((net, _), sc) in nets.iter().zip(&scores) {
+                eprintln!(
+                    "{name}: scores of first, last, reference, coords-sim's reference on {}: {sc:?}",
+                    net.what()
+                );
+            }
             eprintln!("{name}: reference {:?}\n  last {:?}", all[2], all[1]);
             let model = sim.e.model();
             let infra = model.infra();
@@ -429,8 +506,10 @@ fn main() -> anyhow::Result<()> {
                     .zip(infra.index_of(y))
                     .and_then(|(i, j)| infra.link_known(i, j));
                 let ends = index.get(x.as_str()).zip(index.get(y.as_str()));
-                let sq = ends.map(|(i, j)| taken_in(*i, *j));
-                let t = ends.map(|(i, j)| s.pair(*i, *j).0);
+                let t: Vec<_> = nets
+                    .iter()
+                    .map(|(net, _)| ends.and_then(|(i, j)| net.pair(&s, *i, *j)))
+                    .collect();
                 // what the two datacenters' other pairs measure in the live model (would an
                 // estimate from the group pair have found this pair?)
                 let mates = |z: &str| -> Vec<u32> {
@@ -453,8 +532,9 @@ fn main() -> anyhow::Result<()> {
                     .collect();
                 between.sort_by(f64::total_cmp);
                 eprintln!(
-                    "  reference {} {x} -> {y}: live {e:?}, taken in {sq:?}, raw {t:?}; the datacenters' pairs measured: {} of {}, latency {:?}",
+                    "  reference {} {x} -> {y}: live {e:?}, {:?}: {t:?}; the datacenters' pairs measured: {} of {}, latency {:?}",
                     ch.name,
+                    args.score_on,
                     between.len(),
                     gx.len() * gy.len(),
                     between
@@ -463,13 +543,19 @@ fn main() -> anyhow::Result<()> {
         }
         // the better of the two references on each network (a search cut by its budget may
         // miss the other's)
-        let (best_q, best_raw) = (q[2].max(q[3]), raw[2].max(raw[3]));
+        let below = |at: usize| -> Vec<f64> {
+            scores
+                .iter()
+                .map(|sc| {
+                    let best = sc[2].max(sc[3]);
+                    (best - sc[at]) / best
+                })
+                .collect()
+        };
         let run = Run {
             components: app.components.len(),
-            first: (best_q - q[0]) / best_q,
-            last: (best_q - q[1]) / best_q,
-            first_raw: (best_raw - raw[0]) / best_raw,
-            last_raw: (best_raw - raw[1]) / best_raw,
+            first: below(0),
+            last: below(1),
             rounds: sim.e.exploration(&name).map_or(0, |x| x.0),
             explorations,
             moves,
@@ -477,13 +563,22 @@ fn main() -> anyhow::Result<()> {
             asked,
             secs: started.elapsed().as_secs_f64(),
         };
+        let on_each: Vec<String> = nets
+            .iter()
+            .enumerate()
+            .map(|(j, (net, _))| {
+                format!(
+                    "{:.2} % → {:.2} % on {}",
+                    100.0 * run.first[j],
+                    100.0 * run.last[j],
+                    net.what()
+                )
+            })
+            .collect();
         eprintln!(
-            "{name} ({} components): {:.2} % → {:.2} % below the placement on all pairs ({:.2} % → {:.2} % without the probers' floor), {} exploration rounds, {} moves ({} after the exploration), {:.0} s",
+            "{name} ({} components): below the placement on all pairs {}; {} exploration rounds, {} moves ({} after the exploration), {:.0} s",
             run.components,
-            100.0 * run.first,
-            100.0 * run.last,
-            100.0 * run.first_raw,
-            100.0 * run.last_raw,
+            on_each.join(", "),
             run.rounds,
             run.moves,
             run.moves_after,
@@ -492,16 +587,21 @@ fn main() -> anyhow::Result<()> {
         runs.push(run);
         sim.publish(&name, Vec::new());
     }
-    println!("| application | components | first placement | after {} s | without the probers' floor: first / after | exploration rounds | exploration jobs | moves (after the exploration) | node reports with a new list | wall time (s) |", args.seconds);
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let labels: Vec<String> = nets.iter().map(|(net, _)| format!("{net:?}")).collect();
+    println!(
+        "| application | components | below the reference, first / after {} s: {} | exploration rounds | exploration jobs | moves (after the exploration) | node reports with a new list | wall time (s) |",
+        args.seconds,
+        labels.join(" | ")
+    );
+    println!("|---|---|{}---|---|---|---|---|", "---|".repeat(nets.len()));
     for (i, r) in runs.iter().enumerate() {
+        let each: Vec<String> = (0..nets.len())
+            .map(|j| format!("{:.2} / {:.2} %", 100.0 * r.first[j], 100.0 * r.last[j]))
+            .collect();
         println!(
-            "| app{i:02} | {} | {:.2} % | {:.2} % | {:.2} / {:.2} % | {} | {} | {} ({}) | {} | {:.0} |",
+            "| app{i:02} | {} | {} | {} | {} | {} ({}) | {} | {:.0} |",
             r.components,
-            100.0 * r.first,
-            100.0 * r.last,
-            100.0 * r.first_raw,
-            100.0 * r.last_raw,
+            each.join(" | "),
             r.rounds,
             r.explorations,
             r.moves,
@@ -510,21 +610,13 @@ fn main() -> anyhow::Result<()> {
             r.secs
         );
     }
-    for (what, pick) in [
-        (
-            "every pair measured as the control plane takes it in",
-            (|r: &Run| (r.first, r.last)) as fn(&Run) -> (f64, f64),
-        ),
-        (
-            "every pair as coords-sim measured it, no floor",
-            |r: &Run| (r.first_raw, r.last_raw),
-        ),
-    ] {
-        let (f, l): (Vec<f64>, Vec<f64>) = runs.iter().map(pick).unzip();
+    for (j, (net, _)) in nets.iter().enumerate() {
+        let (f, l): (Vec<f64>, Vec<f64>) = runs.iter().map(|r| (r.first[j], r.last[j])).unzip();
         let ((fm, fp, fx), (lm, lp, lx)) = (spread(f), spread(l));
         println!(
-            "\n{n} nodes, k {}: below the placement on {what}, median / p95 / max: first placement {:.2} / {:.2} / {:.2} %, after the exploration {:.2} / {:.2} / {:.2} %",
+            "\n{n} nodes, k {}: below the placement on {}, median / p95 / max: first placement {:.2} / {:.2} / {:.2} %, after the exploration {:.2} / {:.2} / {:.2} %",
             s.k,
+            net.what(),
             100.0 * fm,
             100.0 * fp,
             100.0 * fx,

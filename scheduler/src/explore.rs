@@ -423,6 +423,13 @@ pub struct Scenario {
     pub latency_ms: Vec<f32>,
     pub jitter_ms: Vec<f32>,
     pub success: Vec<f32>,
+    /// Every ordered pair's true latency and success rate (row-major like `latency_ms`): what
+    /// the network delivers, without the noise of one measurement (the median and the answer
+    /// rate of the distribution a measurement samples). Empty in scenarios written before.
+    #[serde(default)]
+    pub true_latency_ms: Vec<f32>,
+    #[serde(default)]
+    pub true_success: Vec<f32>,
     pub apps: Vec<ScenarioApp>,
 }
 
@@ -448,6 +455,15 @@ impl Scenario {
         )
     }
 
+    /// The true quality of the pair (from, to), if the scenario holds it.
+    pub fn true_pair(&self, from: usize, to: usize) -> Option<crate::LinkQ> {
+        let i = from * self.nodes.len() + to;
+        Some(crate::LinkQ {
+            latency_ms: f64::from(*self.true_latency_ms.get(i)?),
+            success: f64::from(*self.true_success.get(i)?),
+        })
+    }
+
     /// Every ordered pair, each as `link(from, to)` has it: the network a reference is placed
     /// on (n^2 links: about 9 GB at 10,000 nodes).
     pub fn every_pair(&self, link: impl Fn(usize, usize) -> crate::LinkQ) -> Infra {
@@ -458,41 +474,12 @@ impl Scenario {
             (0..n).flat_map(|a| (0..n).map(move |b| (a as u32, b as u32, link(a, b)))),
         )
     }
-
-    /// Every ordered pair among the nodes `assignments` use (loopbacks included), each as
-    /// `link(from, to)` has it: enough to score those assignments, without n^2 links. A node
-    /// the scenario does not hold is left out (its channels do not score).
-    pub fn among<'a>(
-        &self,
-        assignments: impl IntoIterator<Item = &'a Assignment>,
-        link: impl Fn(usize, usize) -> crate::LinkQ,
-    ) -> Infra {
-        let index: std::collections::HashMap<&str, usize> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, x)| (x.name.as_str(), i))
-            .collect();
-        let mut used: Vec<usize> = assignments
-            .into_iter()
-            .flat_map(|a| a.values())
-            .filter_map(|x| index.get(x.as_str()).copied())
-            .collect();
-        used.sort_unstable();
-        used.dedup();
-        let pairs = used
-            .iter()
-            .flat_map(|&a| used.iter().map(move |&b| (a, b)))
-            .map(|(a, b)| (a as u32, b as u32, link(a, b)))
-            .collect::<Vec<_>>();
-        Infra::new(self.nodes.clone(), pairs)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{score_on, LinkQ};
+    use crate::LinkQ;
     use acoa_shared::model::{
         parse_application, Capacity, CoordDoc, EstimatedNode, Layer, LinkEstimates, Node, Usage,
     };
@@ -650,46 +637,6 @@ mod tests {
         assert!(
             mates(&m, &app(), &at("n00001"), 1).is_empty(),
             "width 1: none"
-        );
-    }
-
-    /// A placement scores the same on the pairs among its nodes as on every pair (what
-    /// `explore_sim` relies on to score without n^2 links).
-    #[test]
-    fn a_placement_scores_the_same_among_its_nodes_as_on_every_pair() {
-        let nodes: Vec<Node> = (0..5)
-            .map(|i| node(i, if i == 0 { "a" } else { "b" }))
-            .collect();
-        let n = nodes.len();
-        let lat = |a: usize, b: usize| {
-            if a == b {
-                0.05
-            } else {
-                1.0 + (a * n + b) as f64
-            }
-        };
-        let s = Scenario {
-            nodes,
-            coords: vec![([0.0; 3], 0.0, 0.0); n],
-            k: 2,
-            latency_ms: (0..n * n).map(|i| lat(i / n, i % n) as f32).collect(),
-            jitter_ms: vec![0.0; n * n],
-            success: (0..n * n).map(|i| 1.0 - i as f32 / 100.0).collect(),
-            apps: vec![],
-        };
-        let link = |a: usize, b: usize| s.pair(a, b).0;
-        let every = s.every_pair(link);
-        assert_eq!(every.link_count(), n * n);
-        let (app, placements) = (app(), [at("n00003"), at("n00004"), at("n00001")]);
-        let among = s.among(&placements, link);
-        assert_eq!(among.link_count(), 16, "n00000, n00001, n00003, n00004");
-        for p in &placements {
-            let (x, y) = (score_on(&every, &app, p), score_on(&among, &app, p));
-            assert_eq!(x.unwrap().0, y.unwrap().0, "{p:?}");
-        }
-        assert_eq!(
-            score_all_on(&among, &app, &placements, None),
-            score_all_on(&every, &app, &placements, None)
         );
     }
 

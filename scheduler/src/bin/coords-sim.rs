@@ -181,6 +181,9 @@ struct Topology {
     stations: usize,
 }
 
+/// The chance that the network loses a probe, any pair.
+const LOSS: f64 = 0.01;
+
 fn km(a: (f64, f64), b: (f64, f64)) -> f64 {
     ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt()
 }
@@ -419,9 +422,15 @@ impl Topology {
         self.base_ms(a, b) + self.jitter_ms(a, b) * std::f64::consts::LN_2
     }
 
-    /// One probe's one-way sample, or `None` if it was lost (1 %).
+    /// The share of probes between two nodes the network delivers (each is lost with
+    /// probability [`LOSS`]).
+    fn success(&self, _a: usize, _b: usize) -> f64 {
+        1.0 - LOSS
+    }
+
+    /// One probe's one-way sample, or `None` if it was lost ([`LOSS`]).
     fn sample(&self, a: usize, b: usize, outliers: f64, r: &mut Rng) -> Option<f64> {
-        if r.chance(0.01) {
+        if r.chance(LOSS) {
             return None;
         }
         let s = self.base_ms(a, b) + r.exp(self.jitter_ms(a, b));

@@ -330,7 +330,7 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
         on_est += sparse.estimated_channels(&app, &pb.assignment);
     }
     if let Some(dir) = &args.export_dir {
-        export(dir, &nodes, &all, o, k, exported);
+        export(dir, topo, &nodes, &all, o, k, exported);
     }
     let placed = diffs.len();
     let (median, p95, max) = spread(&mut diffs);
@@ -375,16 +375,18 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
     rows
 }
 
-/// Writes the fleet, every pair as measured and the applications with their placements on
+/// Writes the fleet, every pair as measured and as it truly is, and the applications with their placements on
 /// all pairs (`explore::Scenario`) to `dir/scenario-{n}-k{k}.json`.
 fn export(
     dir: &std::path::Path,
+    topo: &Topology,
     nodes: &[Node],
     all: &[(LinkQ, f64)],
     o: &Outcome,
     k: usize,
     apps: Vec<explore::ScenarioApp>,
 ) {
+    let n = nodes.len();
     let s = explore::Scenario {
         nodes: nodes.to_vec(),
         coords: o
@@ -396,6 +398,19 @@ fn export(
         latency_ms: all.iter().map(|(q, _)| q.latency_ms as f32).collect(),
         jitter_ms: all.iter().map(|(_, j)| *j as f32).collect(),
         success: all.iter().map(|(q, _)| q.success as f32).collect(),
+        // loopbacks as measured (0.05 ms, every probe answered)
+        true_latency_ms: (0..n * n)
+            .map(|i| match (i / n, i % n) {
+                (a, b) if a == b => all[i].0.latency_ms as f32,
+                (a, b) => topo.true_ms(a, b) as f32,
+            })
+            .collect(),
+        true_success: (0..n * n)
+            .map(|i| match (i / n, i % n) {
+                (a, b) if a == b => all[i].0.success as f32,
+                (a, b) => topo.success(a, b) as f32,
+            })
+            .collect(),
         apps,
     };
     let path = dir.join(format!("scenario-{}-k{k}.json", nodes.len()));
