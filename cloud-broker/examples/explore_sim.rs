@@ -27,7 +27,8 @@
 //! pair whose one measurement came out low (a train's jitter moves a median of 8 samples by a
 //! millisecond), and so is favoured on those networks by its own noise. On the *true* network
 //! (each pair's latency without the noise of one measurement) every placement is judged on what
-//! the network delivers. Differences to the real fleet: nodes are never
+//! the network delivers (taken in as a measurement would be: below the probers' floor, a
+//! loopback and a LAN link are not told apart on any network but `measured`). Differences to the real fleet: nodes are never
 //! judged silent and links never expire (the clock runs faster than the reports), and a
 //! newly asked link is measured at the next tick (250 ms).
 
@@ -67,9 +68,10 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     skip: usize,
     /// The networks placements are scored on, each held as every pair (about 7 GB at 10,000
-    /// nodes): `taken-in` (every pair measured, as the control plane takes a measurement in),
-    /// `measured` (as coords-sim measured it, no floor), `true` (every pair's true quality,
-    /// without the noise of one measurement; scenarios that hold it).
+    /// nodes): `taken-in` (every pair measured, as the control plane takes a measurement in:
+    /// rounded to the probers' step, not below their floor), `measured` (as coords-sim measured
+    /// it, no floor), `true` (every pair's true quality, without the noise of one measurement,
+    /// taken in; scenarios that hold it).
     #[arg(
         long,
         value_enum,
@@ -106,26 +108,26 @@ impl Net {
         match self {
             Net::TakenIn => "every pair measured as the control plane takes it in",
             Net::Measured => "every pair as coords-sim measured it, no floor",
-            Net::True => "every pair's true quality, no measurement noise",
+            Net::True => "every pair's true quality as the control plane takes it in",
         }
     }
 
     /// The pair (a, b) on this network, if the scenario holds it.
     fn pair(self, s: &Scenario, a: usize, b: usize) -> Option<acoa_scheduler::LinkQ> {
+        // its latency rounded to what the probers resolve, never below their floor; a loopback
+        // at the floor
+        let taken_in = |mut q: acoa_scheduler::LinkQ| {
+            q.latency_ms = if a == b {
+                LOOPBACK_LATENCY_MS
+            } else {
+                quantize_latency(q.latency_ms)
+            };
+            q
+        };
         match self {
-            // its latency rounded to what the probers resolve, never below their floor; a
-            // loopback at the floor
-            Net::TakenIn => {
-                let (mut q, _) = s.pair(a, b);
-                q.latency_ms = if a == b {
-                    LOOPBACK_LATENCY_MS
-                } else {
-                    quantize_latency(q.latency_ms)
-                };
-                Some(q)
-            }
+            Net::TakenIn => Some(taken_in(s.pair(a, b).0)),
             Net::Measured => Some(s.pair(a, b).0),
-            Net::True => s.true_pair(a, b),
+            Net::True => s.true_pair(a, b).map(taken_in),
         }
     }
 }
