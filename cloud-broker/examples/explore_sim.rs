@@ -195,6 +195,30 @@ fn estimates_against_truth(sim: &mut EngineSim, s: &Scenario) {
     );
 }
 
+/// The pair x -> y as the live model holds it, and on each network scored on.
+fn pair_everywhere(
+    live: &acoa_scheduler::Infra,
+    nets: &[(Net, acoa_scheduler::Infra)],
+    s: &Scenario,
+    index: &BTreeMap<&str, usize>,
+    x: &str,
+    y: &str,
+) -> (
+    Option<acoa_shared::coords::Known<acoa_scheduler::LinkQ>>,
+    Vec<Option<acoa_scheduler::LinkQ>>,
+) {
+    let e = live
+        .index_of(x)
+        .zip(live.index_of(y))
+        .and_then(|(i, j)| live.link_known(i, j));
+    let ends = index.get(x).zip(index.get(y));
+    let t = nets
+        .iter()
+        .map(|(net, _)| ends.and_then(|(i, j)| net.pair(s, *i, *j)))
+        .collect();
+    (e, t)
+}
+
 /// The exploration rounds' jobs among the actions since the log was cleared.
 fn count_explorations(sim: &EngineSim) -> usize {
     sim.log
@@ -458,15 +482,7 @@ fn main() -> anyhow::Result<()> {
             );
             for ch in &app.channels {
                 let (x, y) = (&last[&ch.from], &last[&ch.to]);
-                let e = infra
-                    .index_of(x)
-                    .zip(infra.index_of(y))
-                    .and_then(|(i, j)| infra.link_known(i, j));
-                let ends = index.get(x.as_str()).zip(index.get(y.as_str()));
-                let t: Vec<_> = nets
-                    .iter()
-                    .map(|(net, _)| ends.and_then(|(i, j)| net.pair(&s, *i, *j)))
-                    .collect();
+                let (e, t) = pair_everywhere(&infra, &nets, &s, &index, x, y);
                 eprintln!(
                     "  {} {x} -> {y}: live {e:?}, {:?}: {t:?}",
                     ch.name, args.score_on
@@ -503,15 +519,7 @@ fn main() -> anyhow::Result<()> {
             let infra = model.infra();
             for ch in &app.channels {
                 let (x, y) = (&all[2][&ch.from], &all[2][&ch.to]);
-                let e = infra
-                    .index_of(x)
-                    .zip(infra.index_of(y))
-                    .and_then(|(i, j)| infra.link_known(i, j));
-                let ends = index.get(x.as_str()).zip(index.get(y.as_str()));
-                let t: Vec<_> = nets
-                    .iter()
-                    .map(|(net, _)| ends.and_then(|(i, j)| net.pair(&s, *i, *j)))
-                    .collect();
+                let (e, t) = pair_everywhere(&infra, &nets, &s, &index, x, y);
                 // what the two datacenters' other pairs measure in the live model (would an
                 // estimate from the group pair have found this pair?)
                 let mates = |z: &str| -> Vec<u32> {
