@@ -67,7 +67,7 @@ struct Args {
     /// Skip this many applications first.
     #[arg(long, default_value_t = 0)]
     skip: usize,
-    /// The networks placements are scored on, each held as every pair (about 7 GB at 10,000
+    /// The networks placements are scored on, each held as every pair (about 10 GB at 10,000
     /// nodes): `taken-in` (every pair measured, as the control plane takes a measurement in:
     /// rounded to the probers' step, not below their floor), `measured` (as coords-sim measured
     /// it, no floor), `true` (every pair's true quality, without the noise of one measurement,

@@ -465,7 +465,7 @@ impl Scenario {
     }
 
     /// Every ordered pair, each as `link(from, to)` has it: the network a reference is placed
-    /// on (n^2 links: about 9 GB at 10,000 nodes).
+    /// on (n^2 links: about 10 GB at 10,000 nodes).
     pub fn every_pair(&self, link: impl Fn(usize, usize) -> crate::LinkQ) -> Infra {
         let n = self.nodes.len();
         let link = &link;

@@ -96,7 +96,7 @@ struct Args {
     place: usize,
     /// `--place`: skip placement (c) (every pair at its measured success rate, the unmeasured
     /// at their estimated latency; the last column prints NaN): it holds a second network of
-    /// every pair, about 9 GB at 10,000 nodes besides the first.
+    /// every pair, about 10 GB at 10,000 nodes besides the first.
     #[arg(long)]
     place_without_c: bool,
     /// Time budget of each placement search, ms.

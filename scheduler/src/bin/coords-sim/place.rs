@@ -375,8 +375,8 @@ pub fn compare(topo: &Topology, k: usize, o: &Outcome, args: &Args) -> Vec<Strin
     rows
 }
 
-/// Writes the fleet, every pair as measured and as it truly is, and the applications with their placements on
-/// all pairs (`explore::Scenario`) to `dir/scenario-{n}-k{k}.json`.
+/// Writes the fleet, every pair as measured and as it truly is, and the applications with
+/// their placements on all pairs (`explore::Scenario`) to `dir/scenario-{n}-k{k}.json`.
 fn export(
     dir: &std::path::Path,
     topo: &Topology,
