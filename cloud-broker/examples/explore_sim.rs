@@ -11,11 +11,10 @@
 //!
 //! `coords-sim` writes the fleet (nodes with the benchmark's attributes, the coordinates its
 //! Vivaldi simulation converged to, every ordered pair as a prober measures it and as it truly
-//! is) and its
-//! synthetic applications with their placements on every measured pair. Here the engine is
-//! driven with plain values (`testkit::engine::EngineSim`, jobs run inline, a simulated
-//! clock): every node reports itself, its coordinate, and the links of the peer list the
-//! control plane published for it (k neighbours, and the links placements and explorations
+//! is) and its synthetic applications with their placements on every measured pair. Here the
+//! engine is driven with plain values (`testkit::engine::EngineSim`, jobs run inline, a
+//! simulated clock): every node reports itself, its coordinate, and the links of the peer list
+//! the control plane published for it (k neighbours, and the links placements and explorations
 //! ask for), each as the scenario measured it. The applications are published one at a time
 //! (each alone, as `coords-sim` places them), left to the control plane (placement, targeted
 //! probes, exploration rounds, the periodic re-evaluation) for `--seconds` of simulated time,
@@ -28,9 +27,11 @@
 //! millisecond), and so is favoured on those networks by its own noise. On the *true* network
 //! (each pair's latency without the noise of one measurement) every placement is judged on what
 //! the network delivers (taken in as a measurement would be: below the probers' floor, a
-//! loopback and a LAN link are not told apart on any network but `measured`). Differences to the real fleet: nodes are never
-//! judged silent and links never expire (the clock runs faster than the reports), and a
-//! newly asked link is measured at the next tick (250 ms).
+//! loopback and a LAN link are not told apart on any network but `measured`).
+//!
+//! Differences to the real fleet: nodes are never judged silent and links never expire (the
+//! clock runs faster than the reports), and a newly asked link is measured at the next tick
+//! (250 ms).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
