@@ -228,6 +228,28 @@ fn count_explorations(sim: &EngineSim) -> usize {
         .count()
 }
 
+/// The l_min search's budget when the diagnosis scores on the live model: with an estimate
+/// for every pair, an unbounded search over 10,000 nodes did not end in 8 minutes.
+const LIVE_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `placements` scored together on the live model, under [`LIVE_BUDGET`] (they compare with
+/// one another only); NaN where one cannot be scored.
+fn live_scores<const N: usize>(
+    live: &acoa_scheduler::Infra,
+    app: &Application,
+    placements: [&BTreeMap<String, String>; N],
+) -> [f64; N] {
+    let all: Vec<BTreeMap<String, String>> = placements.iter().map(|&p| p.clone()).collect();
+    let mut out = [f64::NAN; N];
+    for (o, r) in out
+        .iter_mut()
+        .zip(score_all_on(live, app, &all, Some(LIVE_BUDGET)))
+    {
+        *o = r.map_or(f64::NAN, |x| x.0);
+    }
+    out
+}
+
 /// The application placed alone on `infra` with `budget_ms` for its search.
 fn search(
     infra: &acoa_scheduler::Infra,
@@ -401,14 +423,13 @@ fn main() -> anyhow::Result<()> {
         if args.diagnose {
             let model = sim.e.model();
             let infra = model.infra();
-            let on = |x: &BTreeMap<String, String>| {
-                acoa_scheduler::score_on(&infra, &app, x).map_or(f64::NAN, |v| v.0)
-            };
             let long = search(&infra, &app, 5_000)?;
             let long_a = match &long.outcome {
                 acoa_scheduler::Outcome::Placed(p) => p.assignment.clone(),
                 _ => first.clone(),
             };
+            let [on_ref, on_first, on_long] =
+                live_scores(&infra, &app, [&a.reference, &first, &long_a]);
             // coords-sim's reference was placed and scored on the pairs as measured
             let on_measured = nets.iter().find(|(net, _)| *net == Net::Measured);
             let t = |x: &BTreeMap<String, String>| {
@@ -419,9 +440,9 @@ fn main() -> anyhow::Result<()> {
             };
             eprintln!(
                 "{name}: on the live model: reference {:.6}, first {:.6}, 5-s search {:.6} (proven {}); on all pairs: first {:.2} %, 5-s search {:.2} %; first on estimates: {} of {} channels",
-                on(&a.reference),
-                on(&first),
-                on(&long_a),
+                on_ref,
+                on_first,
+                on_long,
                 long.proven,
                 100.0 * t(&first),
                 100.0 * t(&long_a),
@@ -451,16 +472,13 @@ fn main() -> anyhow::Result<()> {
         if args.diagnose {
             let model = sim.e.model();
             let infra = model.infra();
-            let on = |inf: &acoa_scheduler::Infra| {
-                acoa_scheduler::score_on(inf, &app, &last).map_or(f64::NAN, |v| v.0)
-            };
             // what a longer search on the final live model finds: a gap the live model could
             // close is the search's, not the probes'
             let long = search(&infra, &app, 5_000)?;
             if let acoa_scheduler::Outcome::Placed(p) = &long.outcome {
                 let both = [last.clone(), p.assignment.clone()];
-                let sc = |inf: &acoa_scheduler::Infra| -> Vec<f64> {
-                    score_all_on(inf, &app, &both, None)
+                let sc = |inf: &acoa_scheduler::Infra, budget| -> Vec<f64> {
+                    score_all_on(inf, &app, &both, budget)
                         .into_iter()
                         .map(|r| r.map_or(f64::NAN, |x| x.0))
                         .collect()
@@ -470,15 +488,15 @@ fn main() -> anyhow::Result<()> {
                     long.proven,
                     infra.estimated_channels(&app, &p.assignment),
                     app.channels.len(),
-                    sc(&infra),
+                    sc(&infra, Some(LIVE_BUDGET)),
                 );
                 for (net, on) in &nets {
-                    eprintln!("  on {}: {:?}", net.what(), sc(on));
+                    eprintln!("  on {}: {:?}", net.what(), sc(on, None));
                 }
             }
             eprintln!(
                 "{name}: last placement scored on the live model {:.6}; coords-sim's reference on the pairs as measured {:.6}",
-                on(&infra),
+                live_scores(&infra, &app, [&last])[0],
                 a.score
             );
             for ch in &app.channels {
@@ -542,8 +560,30 @@ fn main() -> anyhow::Result<()> {
                     })
                     .collect();
                 between.sort_by(f64::total_cmp);
+                // the shortest path of two measured links between them (explore's two-hop
+                // rule: would it have found this pair?)
+                let two = infra.index_of(x).zip(infra.index_of(y)).and_then(|(i, j)| {
+                    let near = |n: u32| {
+                        let (o, oq) = infra.out_links(n);
+                        let (p, pq) = infra.inn_links(n);
+                        o.iter()
+                            .zip(oq)
+                            .chain(p.iter().zip(pq))
+                            .map(|(&m, q)| (m, q.latency_ms))
+                            .collect::<Vec<_>>()
+                    };
+                    near(i)
+                        .into_iter()
+                        .flat_map(|(b, d)| {
+                            near(b)
+                                .into_iter()
+                                .filter(|&(m, _)| m == j)
+                                .map(move |(_, e)| (d + e, b))
+                        })
+                        .min_by(|p, q| p.0.total_cmp(&q.0))
+                });
                 eprintln!(
-                    "  reference {} {x} -> {y}: live {e:?}, {:?}: {t:?}; the datacenters' pairs measured: {} of {}, latency {:?}",
+                    "  reference {} {x} -> {y}: live {e:?}, {:?}: {t:?}; the datacenters' pairs measured: {} of {}, latency {:?}; two measured links: {two:?}",
                     ch.name,
                     args.score_on,
                     between.len(),
