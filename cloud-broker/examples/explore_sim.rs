@@ -560,8 +560,9 @@ fn main() -> anyhow::Result<()> {
                     })
                     .collect();
                 between.sort_by(f64::total_cmp);
-                // the shortest path of two measured links between them (explore's two-hop
-                // rule: would it have found this pair?)
+                // the shortest path of two measured links between them: could a rule that
+                // probes two-link shortcuts find this pair? (BENCHMARKS.md, "Why 10,000
+                // nodes miss": tried, not kept)
                 let two = infra.index_of(x).zip(infra.index_of(y)).and_then(|(i, j)| {
                     let near = |n: u32| {
                         let (o, oq) = infra.out_links(n);
