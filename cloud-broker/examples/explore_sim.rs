@@ -232,22 +232,18 @@ fn count_explorations(sim: &EngineSim) -> usize {
 /// for every pair, an unbounded search over 10,000 nodes did not end in 8 minutes.
 const LIVE_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// `placements` scored together on the live model, under [`LIVE_BUDGET`] (they compare with
-/// one another only); NaN where one cannot be scored.
-fn live_scores<const N: usize>(
-    live: &acoa_scheduler::Infra,
+/// `placements` scored together on `infra`, one l_min search cut by `budget` if any (then the
+/// scores compare with one another only); NaN where one cannot be scored.
+fn scores(
+    infra: &acoa_scheduler::Infra,
     app: &Application,
-    placements: [&BTreeMap<String, String>; N],
-) -> [f64; N] {
-    let all: Vec<BTreeMap<String, String>> = placements.iter().map(|&p| p.clone()).collect();
-    let mut out = [f64::NAN; N];
-    for (o, r) in out
-        .iter_mut()
-        .zip(score_all_on(live, app, &all, Some(LIVE_BUDGET)))
-    {
-        *o = r.map_or(f64::NAN, |x| x.0);
-    }
-    out
+    placements: &[BTreeMap<String, String>],
+    budget: Option<std::time::Duration>,
+) -> Vec<f64> {
+    score_all_on(infra, app, placements, budget)
+        .into_iter()
+        .map(|r| r.map_or(f64::NAN, |x| x.0))
+        .collect()
 }
 
 /// The application placed alone on `infra` with `budget_ms` for its search.
@@ -428,8 +424,12 @@ fn main() -> anyhow::Result<()> {
                 acoa_scheduler::Outcome::Placed(p) => p.assignment.clone(),
                 _ => first.clone(),
             };
-            let [on_ref, on_first, on_long] =
-                live_scores(&infra, &app, [&a.reference, &first, &long_a]);
+            let live = scores(
+                &infra,
+                &app,
+                &[a.reference.clone(), first.clone(), long_a.clone()],
+                Some(LIVE_BUDGET),
+            );
             // coords-sim's reference was placed and scored on the pairs as measured
             let on_measured = nets.iter().find(|(net, _)| *net == Net::Measured);
             let t = |x: &BTreeMap<String, String>| {
@@ -440,9 +440,9 @@ fn main() -> anyhow::Result<()> {
             };
             eprintln!(
                 "{name}: on the live model: reference {:.6}, first {:.6}, 5-s search {:.6} (proven {}); on all pairs: first {:.2} %, 5-s search {:.2} %; first on estimates: {} of {} channels",
-                on_ref,
-                on_first,
-                on_long,
+                live[0],
+                live[1],
+                live[2],
                 long.proven,
                 100.0 * t(&first),
                 100.0 * t(&long_a),
@@ -477,26 +477,20 @@ fn main() -> anyhow::Result<()> {
             let long = search(&infra, &app, 5_000)?;
             if let acoa_scheduler::Outcome::Placed(p) = &long.outcome {
                 let both = [last.clone(), p.assignment.clone()];
-                let sc = |inf: &acoa_scheduler::Infra, budget| -> Vec<f64> {
-                    score_all_on(inf, &app, &both, budget)
-                        .into_iter()
-                        .map(|r| r.map_or(f64::NAN, |x| x.0))
-                        .collect()
-                };
                 eprintln!(
                     "{name}: last against a 5-s search on the final live model (proven {}, {} of {} channels on estimates): live {:?}",
                     long.proven,
                     infra.estimated_channels(&app, &p.assignment),
                     app.channels.len(),
-                    sc(&infra, Some(LIVE_BUDGET)),
+                    scores(&infra, &app, &both, Some(LIVE_BUDGET)),
                 );
                 for (net, on) in &nets {
-                    eprintln!("  on {}: {:?}", net.what(), sc(on, None));
+                    eprintln!("  on {}: {:?}", net.what(), scores(on, &app, &both, None));
                 }
             }
             eprintln!(
                 "{name}: last placement scored on the live model {:.6}; coords-sim's reference on the pairs as measured {:.6}",
-                live_scores(&infra, &app, [&last])[0],
+                scores(&infra, &app, std::slice::from_ref(&last), Some(LIVE_BUDGET))[0],
                 a.score
             );
             for ch in &app.channels {
