@@ -7,7 +7,8 @@
 //! random; at most k), chosen again every `--reselect` rounds from the reported coordinates
 //! as the control plane would. A round: every node, in a shuffled order, takes one noisy sample
 //! of each of its peers. Then the estimated latency of random pairs that were never probed
-//! (in either direction, in any round) is compared with their true latency.
+//! (in either direction, in any round) is compared with their true latency, and so are the
+//! short pairs between stations, which the coordinates cannot resolve (`coords-sim/near.rs`).
 //!
 //! `cargo run --release -p acoa-scheduler --no-default-features --bin coords-sim -- --seed 1`
 
@@ -41,6 +42,8 @@ mod place {
         Vec::new()
     }
 }
+#[path = "coords-sim/near.rs"]
+mod near;
 #[path = "coords-sim/rounds.rs"]
 #[cfg_attr(not(feature = "sim"), allow(dead_code))]
 mod rounds;
@@ -82,6 +85,11 @@ struct Args {
     /// Most peers of the node's own group (default k/4).
     #[arg(long)]
     group_max: Option<usize>,
+    /// Experiment (`coords-sim/near.rs`): this many of each node's nearest slots go to the
+    /// measured nearest of its own three measured nearest (neighbour discovery), from the
+    /// second selection on.
+    #[arg(long, default_value_t = 0)]
+    discover: usize,
     /// Moving-percentile filter: percentile (0.5 = median).
     #[arg(long, default_value_t = 0.5)]
     percentile: f64,
@@ -423,7 +431,8 @@ impl Topology {
     }
 
     /// The share of probes between two nodes the network delivers (each is lost with
-    /// probability [`LOSS`]).
+    /// probability [`LOSS`]). Read by the placements (`--place`, feature `sim`).
+    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     fn success(&self, _a: usize, _b: usize) -> f64 {
         1.0 - LOSS
     }
@@ -512,6 +521,7 @@ struct Outcome {
     probed_share: f64,
     app_updates: f64,
     seconds: f64,
+    short: near::ShortPairs,
 }
 
 fn quantile(v: &mut [f64], q: f64) -> f64 {
@@ -560,8 +570,15 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
                 })
                 .collect();
             let seed = r.next_u64();
+            let previous = (args.discover > 0 && round > 0).then(|| peers.clone());
             for (i, p) in peers.iter_mut().enumerate() {
                 *p = select_neighbours(i, &members, k, mix, seed);
+                if let Some(previous) = &previous {
+                    let near_end = k.saturating_sub(mix.random);
+                    near::discover(i, p, near_end, args.discover, previous, topo, |a, b| {
+                        agents[a].filtered_ms(b as u32)
+                    });
+                }
                 for &j in p.iter() {
                     probed.insert(pair_key(i, j));
                 }
@@ -623,7 +640,9 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
         errs_sys.push((est - t).abs() / t);
     }
     let total_pairs = n as f64 * (n as f64 - 1.0) / 2.0;
+    let reported: Vec<Coord<D>> = agents.iter().map(|a| *a.coordinate()).collect();
     Outcome {
+        short: near::ShortPairs::measure(topo, &reported, &probed),
         coords: agents
             .iter()
             .map(|a| {
@@ -675,6 +694,7 @@ fn main() -> Result<()> {
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     }
     let mut round_rows = Vec::new();
+    let mut short_rows = Vec::new();
     for &n in &args.nodes {
         let started = Instant::now();
         let topo = Topology::build(n, args.detours, args.seed);
@@ -687,6 +707,18 @@ fn main() -> Result<()> {
                 4 => simulate::<4>(&topo, k, &args),
                 _ => simulate::<5>(&topo, k, &args),
             };
+            let s = o.short;
+            short_rows.push(format!(
+                "| {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} |",
+                topo.nodes.len(),
+                k,
+                s.unprobed,
+                s.probed,
+                s.ratio_median,
+                s.ratio_p90,
+                s.height_median,
+                s.height_p90
+            ));
             if args.place > 0 {
                 round_rows.extend(place::compare(&topo, k, &o, &args));
                 continue;
@@ -710,6 +742,15 @@ fn main() -> Result<()> {
                 built
             );
         }
+    }
+    println!(
+        "\nShort pairs: stations of two sites under {} ms (coords-sim/near.rs)\n",
+        near::SHORT_MS
+    );
+    println!("| nodes | k | unprobed | probed at some time | estimate / true, unprobed: median / p90 | stations' height (ms): median / p90 |");
+    println!("|---|---|---|---|---|---|");
+    for r in short_rows {
+        println!("{r}");
     }
     if !round_rows.is_empty() {
         println!("\nAfter the placement on k measured pairs plus estimates: rounds of targeted probes and re-evaluation (round 0: the first placement)\n");
