@@ -94,6 +94,19 @@ impl Publishers {
         }
     }
 
+    /// Publishes loopback `seq` of process `nonce` on every broker, each on its own topic, QoS 0
+    /// as the fleet's telemetry; never waits (one that finds its queue full is not sent, and
+    /// counts as late until it is given up: the control plane is behind with that broker).
+    pub fn loopback(&self, nonce: u64, seq: u64) {
+        let payload = crate::engine::loopback::payload::encode(nonce, seq);
+        for (i, t) in self.targets.iter().enumerate() {
+            let topic = acoa_shared::topics::loopback(i);
+            let _ = t
+                .client
+                .try_publish(topic, QoS::AtMostOnce, false, payload.clone());
+        }
+    }
+
     /// Asks every broker to close the connection.
     pub async fn disconnect(&self) {
         for t in &self.targets {

@@ -40,6 +40,8 @@ pub enum Dropped {
         topic_node: String,
         body_node: String,
     },
+    #[error("loopback on `{0}` dropped: not a loopback payload of version 1 (17 bytes)")]
+    BadLoopback(String),
     #[error("online marker of node `{node}` is not a signed presence: {reason}")]
     BadMarker { node: String, reason: String },
     #[error(
@@ -290,6 +292,15 @@ pub fn classify(
             }
         }
         Topic::Peers(_) | Topic::AppStatus(_) => Ok(None),
+        // a control plane's own (the engine ignores another process' by its nonce)
+        Topic::Loopback(b) => match crate::engine::loopback::payload::decode(payload) {
+            Some((nonce, seq)) => Ok(Some(Event::LoopedBack {
+                broker: b.into(),
+                nonce,
+                seq,
+            })),
+            None => Err(Dropped::BadLoopback(topic.into())),
+        },
         Topic::App(a) => Ok(Some(Event::AppPublished {
             app: a.into(),
             payload: payload.to_vec(),
@@ -319,6 +330,29 @@ mod tests {
             load: NodeLoad::default(),
             probe_addr: wire::bounded("probe", "127.0.0.1:1").unwrap(),
         }))
+    }
+
+    #[test]
+    fn a_loopback_is_read_and_a_malformed_one_is_dropped_with_its_topic() {
+        let cp = SigningKey::from_bytes(&[9; 32]).verifying_key();
+        let p = crate::engine::loopback::payload::encode(5, 42);
+        let t = topics::loopback(3);
+        assert_eq!(
+            classify(&t, &p, &Keys::new(), &cp),
+            Ok(Some(Event::LoopedBack {
+                broker: 3,
+                nonce: 5,
+                seq: 42
+            }))
+        );
+        assert_eq!(
+            classify(&t, &p[..3], &Keys::new(), &cp),
+            Err(Dropped::BadLoopback(t.clone()))
+        );
+        assert_eq!(
+            Dropped::BadLoopback(t).to_string(),
+            "loopback on `acoa/v1/control/loopback/3` dropped: not a loopback payload of version 1 (17 bytes)"
+        );
     }
 
     /// A node's sample about a peer is the link from the node to the peer, and stays so:

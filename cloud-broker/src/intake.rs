@@ -54,6 +54,19 @@ fn node_of(topic: &str) -> &str {
     }
 }
 
+/// The ingest task of a publication (of `tasks`): its node's, so that a node's messages stay in
+/// order; a loopback's turns with its number, so that loopbacks measure every task's backlog.
+fn task_of(p: &Publish, tasks: usize) -> usize {
+    if let Some(topics::Topic::Loopback(_)) = topics::parse(&p.topic) {
+        if let Some((_, seq)) = crate::engine::loopback::payload::decode(&p.payload) {
+            return (seq % tasks as u64) as usize;
+        }
+    }
+    let mut h = DefaultHasher::new();
+    node_of(&p.topic).hash(&mut h);
+    (h.finish() as usize) % tasks
+}
+
 /// Node telemetry: each publication to the ingest task of its node. A clone feeds the same
 /// tasks (the connections to several brokers share them, and so their freshness watermarks).
 ///
@@ -294,9 +307,7 @@ fn spawn_ingest_task(
 
 impl Inbox for Telemetry {
     async fn publish(&mut self, p: Publish) -> bool {
-        let mut h = DefaultHasher::new();
-        node_of(&p.topic).hash(&mut h);
-        let t = (h.finish() as usize) % self.tasks.len();
+        let t = task_of(&p, self.tasks.len());
         // behind what waits, or straight into the queue when it has room
         let p = if self.waiting[t].busy() {
             p

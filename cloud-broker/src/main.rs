@@ -284,6 +284,7 @@ impl ServeArgs {
                 peers_k,
                 explore_rounds,
                 explore_width,
+                loopback_every_ms: cloud_broker::engine::LOOPBACK_EVERY_MS,
                 ..EngineConfig::default()
             },
             tick_ms,

@@ -190,7 +190,13 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         placer,
         events: ctl_tx_peers,
     };
-    let engine = Engine::new(opts.engine.clone(), key, snapshot, 0).with_term(term);
+    // the loopback through every broker: how far behind this process hears (`engine::loopback`)
+    let cfg = crate::engine::EngineConfig {
+        brokers: urls.len(),
+        loopback_nonce: rand::random(),
+        ..opts.engine.clone()
+    };
+    let engine = Engine::new(cfg, key, snapshot, 0).with_term(term);
     let observer = crate::observe::Observer::start(&opts.observe).await?;
     run(engine, handover, outbox, observer, ctl_rx, ev_rx).await?;
     // a clean stop after the last write: a standby need not wait for the lease to expire
@@ -490,6 +496,7 @@ impl Outbox {
                 self.publisher.publish(&topic, payload, retain).await;
             }
             Action::Schedule(job) => self.placer.submit(job).await,
+            Action::Loopback { nonce, seq } => self.publisher.loopback(nonce, seq),
             Action::ComputePeers(job) => {
                 let events = self.events.clone();
                 tokio::task::spawn_blocking(move || {

@@ -481,3 +481,115 @@ fn a_node_back_from_unreachable_starts_no_round_of_peer_lists() {
     let after = r.seconds(10, &[], |_, _| true);
     assert!(after.iter().any(|a| matches!(a, Action::ComputePeers(_))));
 }
+
+/// The loopbacks `actions` ask for, as they come back through `brokers` brokers.
+fn loopbacks_back(actions: &[Action], brokers: usize) -> Vec<Event> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Loopback { nonce, seq } => Some((*nonce, *seq)),
+            _ => None,
+        })
+        .flat_map(|(nonce, seq)| {
+            (0..brokers).map(move |broker| Event::LoopedBack { broker, nonce, seq })
+        })
+        .collect()
+}
+
+/// The railway with `cfg`, smoke monitoring placed, every loopback of the set-up back.
+fn placed_hearing_on_time(cfg: &EngineConfig) -> Railway {
+    let mut r = Railway::new(cfg.clone());
+    r.place("{tolerate_s: 600}");
+    for seq in 1..=100 {
+        for broker in 0..cfg.brokers {
+            r.feed(Event::LoopedBack {
+                broker,
+                nonce: cfg.loopback_nonce,
+                seq,
+            });
+        }
+    }
+    r
+}
+
+#[test]
+fn a_fleet_silent_while_the_control_plane_hears_late_is_not_judged_and_the_wait_is_bounded() {
+    let cfg = EngineConfig {
+        loopback_every_ms: 1000,
+        loopback_nonce: 9,
+        brokers: 2,
+        ..EngineConfig::default()
+    };
+    let everyone: Vec<String> = railway().nodes.iter().map(|n| n.name.clone()).collect();
+    let all: Vec<&str> = everyone.iter().map(String::as_str).collect();
+    let judged = |r: &Railway| {
+        all.iter()
+            .filter(|n| r.e.node_state(n) != Some(NodeState::Online))
+            .count()
+    };
+
+    // the loopbacks come back at once: the engine hears on time, a crash is judged as ever
+    let mut r = placed_hearing_on_time(&cfg);
+    let victim = r.placement()["storage"].clone();
+    let v = victim.as_str();
+    let mut lost_at = None;
+    for s in 1..=15 {
+        let out = r.second(&[v], |_, to| to != v);
+        assert!(
+            out.iter().any(|a| matches!(a, Action::Loopback { .. })),
+            "one loopback a second"
+        );
+        for ev in loopbacks_back(&out, 2) {
+            r.feed(ev);
+        }
+        if lost_at.is_none() && r.e.node_state(v) == Some(NodeState::Lost) {
+            lost_at = Some(s);
+        }
+    }
+    let on_time = lost_at.expect("a crash is lost with the loopback on time");
+
+    // the control plane falls behind: every node silent and no loopback back (it waits in the
+    // same backlog) for 5 s, more than the 3 s silence window: nobody is judged
+    let mut r = placed_hearing_on_time(&cfg);
+    r.seconds(5, &all, |_, _| false);
+    assert_eq!(
+        judged(&r),
+        0,
+        "the control plane's own backlog taken for silence"
+    );
+    // the backlog arrives: the fleet and the loopbacks
+    let out = r.seconds(1, &[], |_, _| true);
+    for ev in loopbacks_back(&out, 2) {
+        r.feed(ev);
+    }
+    assert_eq!(judged(&r), 0);
+
+    // without the loopback the same 5 s judge every node
+    let mut r = Railway::new(EngineConfig::default());
+    r.place("{tolerate_s: 600}");
+    r.seconds(5, &all, |_, _| false);
+    assert_eq!(judged(&r), all.len(), "a 5 s silence is judged");
+
+    // a loopback that never comes back (a broker that drops it) delays judgment by at most
+    // the silence window: a crash is lost within it
+    let mut r = placed_hearing_on_time(&cfg);
+    let victim = r.placement()["storage"].clone();
+    let v = victim.as_str();
+    let mut lost_at = None;
+    for s in 1..=25 {
+        let out = r.second(&[v], |_, to| to != v);
+        // only broker 0 returns them
+        for ev in loopbacks_back(&out, 1) {
+            r.feed(ev);
+        }
+        if r.e.node_state(v) == Some(NodeState::Lost) {
+            lost_at = Some(s);
+            break;
+        }
+    }
+    let late = lost_at.expect("judged in the end");
+    assert!(
+        late > on_time && late <= on_time + 3 + 1,
+        "lost at {late} s, on time {on_time} s: later by at most the 3 s silence window"
+    );
+}

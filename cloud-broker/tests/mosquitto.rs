@@ -28,7 +28,11 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
         assert!(acl.contains("user n1\ntopic write acoa/v1/nodes/n1/report"));
         assert!(!acl.contains("topic write acoa/v1/nodes/n1/desired"));
         let url = format!("mqtt://127.0.0.1:{port}");
-        let cp = ControlPlane::start(&data, free_port(), &["--broker-url", &url]);
+        let cp = ControlPlane::start(
+            &data,
+            free_port(),
+            &["--broker-url", &url, "--stats-every-ms", "1000"],
+        );
 
         let (n1, n2) = (railway_node(0, "n1"), railway_node(1, "n2"));
         let mut a1 = quiet_agent(&url, n1.clone(), (k1.clone(), pw1, cpk), true);
@@ -74,6 +78,9 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
         spy.subscribe(topics::NODES_WILDCARD, QoS::AtLeastOnce)
             .await
             .unwrap();
+        spy.subscribe(topics::loopback(0), QoS::AtLeastOnce)
+            .await
+            .unwrap();
 
         // n2 tries to speak for n1 and to command n1: the broker drops both
         let forged = report_frame(&n1, 5, "6.6.6.6:1", Some(&k2));
@@ -86,6 +93,11 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
         };
         let fake = wire::encode(&Message::DesiredState(Box::new(fake)), Some(&k2)).unwrap();
         a2.publish_raw(&topics::desired("n1"), fake, true).await;
+        // ... and to make the control plane's loopback look late or on time
+        a2.publish_raw(&topics::loopback(0), vec![1; 17], false)
+            .await;
+        a2.publish_raw(&topics::loopback(0), vec![0xde], false)
+            .await;
         // positive control: the same kind of garbage on n2's own topic does reach the control plane
         a2.publish_raw(&topics::report("n2"), vec![0xde, 0xad], false)
             .await;
@@ -100,6 +112,18 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
             "the broker let n2 publish on n1's topic"
         );
         assert!(!cp.has_log("6.6.6.6"));
+        assert!(
+            !cp.has_log("loopback on `"),
+            "the broker let n2 publish a loopback"
+        );
+        // the control plane's own loopback does come back through Mosquitto
+        wait_for("two loopbacks back", Duration::from_secs(20), || {
+            cp.log_text()
+                .lines()
+                .filter_map(|l| l.split("loopback: ").nth(1))
+                .filter_map(|r| r.split(' ').next()?.parse::<u64>().ok())
+                .find(|n| *n >= 2)
+        });
         assert_eq!(
             a1.refused.load(Ordering::SeqCst),
             0,

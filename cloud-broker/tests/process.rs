@@ -435,3 +435,26 @@ fn a_node_removed_from_the_inventory_is_lost_and_its_login_refused() {
         assert!(!ok, "a removed node's login is refused");
     });
 }
+
+#[test]
+fn the_control_plane_hears_its_loopback_back_through_the_embedded_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    enroll(data, "n1");
+    let port = free_port();
+    let cp = ControlPlane::start(data, port, &["--stats-every-ms", "1000"]);
+    // a loopback a second goes out and comes back through the broker, the subscription and an
+    // ingest task (the broker's rules let the control plane, and only it, use the topic)
+    let back = wait_for("two loopbacks back", Duration::from_secs(20), || {
+        cp.log_text()
+            .lines()
+            .filter_map(|l| l.split("loopback: ").nth(1))
+            .filter_map(|r| r.split(' ').next()?.parse::<u64>().ok())
+            .find(|n| *n >= 2)
+    });
+    assert!(back >= 2);
+    assert!(
+        !cp.has_log("loopback on `"),
+        "a loopback dropped as malformed"
+    );
+}

@@ -17,6 +17,7 @@ pub const NODES_TELEMETRY: &[&str] = &[
     "acoa/v1/nodes/+/actual",
     "acoa/v1/nodes/+/usage",
     "acoa/v1/nodes/+/desired",
+    "acoa/v1/control/loopback/+",
 ];
 /// What the control plane subscribes to for application definitions.
 pub const APPS_WILDCARD: &str = "acoa/v1/apps/+";
@@ -63,6 +64,13 @@ pub fn app_status(app: &str) -> String {
     format!("{PREFIX}/apps/{app}/status")
 }
 
+/// `acoa/v1/control/loopback/{broker}`: the control plane's loopback through its broker number
+/// `broker` (in its `--broker-url` order), to itself (QoS 0): how far behind it hears. Only the
+/// control plane may publish or read it ([`acl`]: under `acoa/#`, no node's).
+pub fn loopback(broker: usize) -> String {
+    format!("{PREFIX}/control/loopback/{broker}")
+}
+
 /// The payloads of the online topic.
 pub const ONLINE: &[u8] = b"online";
 pub const OFFLINE: &[u8] = b"offline";
@@ -79,6 +87,8 @@ pub enum Topic<'a> {
     Peers(&'a str),
     App(&'a str),
     AppStatus(&'a str),
+    /// The control plane's loopback through its broker of this number ([`loopback`]).
+    Loopback(u8),
 }
 
 /// Parses a topic of this scheme; `None` for anything else.
@@ -101,6 +111,9 @@ pub fn parse(topic: &str) -> Option<Topic<'_>> {
         },
         ["apps", a] if !a.is_empty() => Some(Topic::App(a)),
         ["apps", a, "status"] if !a.is_empty() => Some(Topic::AppStatus(a)),
+        ["control", "loopback", b] if b.bytes().all(|c| c.is_ascii_digit()) => {
+            b.parse().ok().map(Topic::Loopback)
+        }
         _ => None,
     }
 }
@@ -129,6 +142,11 @@ mod tests {
         assert_eq!(parse("acoa/v2/nodes/n1/peers"), None);
         assert_eq!(parse("acoa/v1/apps/a/status/x"), None);
         assert_eq!(parse("acoa/v1/nodes//report"), None);
+        assert_eq!(parse(&loopback(3)), Some(Topic::Loopback(3)));
+        assert_eq!(parse("acoa/v1/control/loopback/"), None);
+        assert_eq!(parse("acoa/v1/control/loopback/+1"), None);
+        assert_eq!(parse("acoa/v1/control/loopback/256"), None);
+        assert_eq!(parse("acoa/v1/control/other/1"), None);
     }
 }
 

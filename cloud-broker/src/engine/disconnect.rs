@@ -20,6 +20,7 @@ use tracing::{info, warn};
 use super::inventory::LiveNode;
 use super::jobs::Job;
 use super::liveness::{self, Liveness, NodeState, Windows};
+use super::loopback::Note;
 use super::{ms, Action, AppState, Engine};
 use crate::sched;
 use crate::status::PlacementRecord;
@@ -65,11 +66,36 @@ pub(super) fn model_node(n: &LiveNode) -> model::Node {
 }
 
 impl Engine {
+    /// The windows of judgment, each longer by how far behind the control plane hears now
+    /// ([`super::loopback`]): a silence the control plane's own backlog explains is none.
     pub(super) fn windows(&self) -> Windows {
+        let behind = self.loopback.behind(self.now);
         Windows {
-            silence_ms: self.cfg.node_timeout_ms,
-            evidence_ms: self.cfg.evidence_ms,
+            silence_ms: self.cfg.node_timeout_ms + behind,
+            evidence_ms: self.cfg.evidence_ms + behind,
             together_ms: self.cfg.evidence_ms / 2,
+        }
+    }
+
+    /// Publishes the loopback due, and says when the control plane falls behind or catches up.
+    pub(super) fn tick_loopback(&mut self, out: &mut Vec<Action>) {
+        if let Some(seq) = self.loopback.due(self.now) {
+            out.push(Action::Loopback {
+                nonce: self.cfg.loopback_nonce,
+                seq,
+            });
+        }
+        match self.loopback.note(self.now) {
+            Some(Note::Behind { behind_ms }) => warn!(
+                "the control plane hears {} late (its loopback through the broker is not back): silence is judged that much later, at most {} later",
+                ms(behind_ms),
+                ms(self.cfg.node_timeout_ms)
+            ),
+            Some(Note::CaughtUp { worst_ms }) => info!(
+                "the control plane hears on time again (its loopback is back; it was {} late at worst)",
+                ms(worst_ms)
+            ),
+            None => {}
         }
     }
 

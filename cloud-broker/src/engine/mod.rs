@@ -39,6 +39,7 @@ mod jobs;
 mod links;
 mod linktable;
 pub mod liveness;
+pub mod loopback;
 mod measured;
 mod model;
 pub mod probes;
@@ -112,7 +113,19 @@ pub struct EngineConfig {
     pub observed_window: usize,
     /// Measurements not refreshed for this long are forgotten.
     pub observed_max_age_ms: u64,
+    /// A loopback through every broker this often (`loopback`: how far behind the control
+    /// plane hears; silence is judged that much later, at most one `node_timeout_ms` later);
+    /// 0: none, the control plane is taken to hear at once (the default of the engine alone;
+    /// `serve` publishes one a second, [`LOOPBACK_EVERY_MS`]).
+    pub loopback_every_ms: u64,
+    /// The broker connections a loopback goes through (1 to [`loopback::MAX_BROKERS`]).
+    pub brokers: usize,
+    /// This process' loopbacks (a random number: another replica's are not ours).
+    pub loopback_nonce: u64,
 }
+
+/// How often `serve` publishes a loopback on each broker.
+pub const LOOPBACK_EVERY_MS: u64 = 1000;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -135,6 +148,9 @@ impl Default for EngineConfig {
             explore_width: acoa_scheduler::explore::DEFAULT_WIDTH,
             observed_window: 10,
             observed_max_age_ms: 30_000,
+            loopback_every_ms: 0,
+            brokers: 1,
+            loopback_nonce: 0,
         }
     }
 }
@@ -188,6 +204,9 @@ pub enum Event {
     /// engine's queue was full ([`crate::ingest::periodic`]): the nodes were heard (one online and not
     /// yet silent stays so), what they said is lost and their next message replaces it.
     HeardShed(Vec<String>),
+    /// A loopback of process `nonce` ([`Action::Loopback`]) came back through broker number
+    /// `broker` (in `--broker-url`'s order), after an ingest task.
+    LoopedBack { broker: usize, nonce: u64, seq: u64 },
     /// Time passes.
     Tick,
 }
@@ -229,6 +248,12 @@ pub enum Action {
     /// Compute these peer lists off the loop ([`probes::PeersJob::run`]) and hand the result
     /// back as an [`Event::PeersComputed`].
     ComputePeers(Box<probes::PeersJob>),
+    /// Publish loopback `seq` of process `nonce` on every broker, each on its own topic
+    /// (`topics::loopback`, QoS 0 as the fleet's telemetry; `loopback`).
+    Loopback {
+        nonce: u64,
+        seq: u64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -351,6 +376,8 @@ pub struct Engine {
     evidence: liveness::Evidence,
     /// Nodes back from unreachable whose copies are settled on their next actual state.
     returning: BTreeMap<String, u64>,
+    /// How far behind the control plane hears (`loopback`).
+    loopback: loopback::Loopback,
 }
 
 fn ms(v: u64) -> String {
@@ -369,6 +396,13 @@ impl Engine {
     /// miss the report timeout.
     pub fn new(cfg: EngineConfig, key: SigningKey, snap: Snapshot, now: u64) -> Engine {
         let cfg_window = cfg.observed_window;
+        let loopback = loopback::Loopback::new(
+            cfg.loopback_every_ms,
+            cfg.node_timeout_ms,
+            cfg.node_timeout_ms / 3,
+            cfg.brokers,
+            cfg.loopback_nonce,
+        );
         let mut e = Engine {
             cfg,
             key,
@@ -407,6 +441,7 @@ impl Engine {
             held: BTreeMap::new(),
             evidence: liveness::Evidence::default(),
             returning: BTreeMap::new(),
+            loopback,
         };
         for (name, info) in snap.nodes {
             e.evidence.hear(
@@ -493,6 +528,7 @@ impl Engine {
             Event::StoreWritable => self.on_store_writable(&mut out),
             Event::BrokerReconnected => self.republish(&mut out),
             Event::PeersComputed(r) => self.on_peers_computed(*r, &mut out),
+            Event::LoopedBack { broker, nonce, seq } => self.loopback.back(broker, nonce, seq),
             Event::HeardShed(nodes) => {
                 self.stats.heard_shed += nodes.len() as u64;
                 for n in &nodes {
@@ -580,6 +616,7 @@ impl Engine {
     /// the periodic evaluations, the measurements, the statistics line.
     fn on_tick(&mut self, out: &mut Vec<Action>) {
         let now = self.now;
+        self.tick_loopback(out);
         self.judge_nodes(out);
         self.retry_for_joins(out);
         self.expire_links();
@@ -652,7 +689,7 @@ impl Engine {
             let d = |a: u64, b: u64| (a - b) as f64 / secs;
             let online = self.nodes.values().filter(|n| n.online).count();
             info!(
-                "stats: ingest {:.0} msg/s (reports {:.0}/s, links {:.0}/s, actual {:.0}/s; {:.0} nodes/s heard through shed messages); {} nodes online of {}; {} links; {} applications; {} desired states published; {} collisions",
+                "stats: ingest {:.0} msg/s (reports {:.0}/s, links {:.0}/s, actual {:.0}/s; {:.0} nodes/s heard through shed messages); {} nodes online of {}; {} links; {} applications; {} desired states published; {} collisions; loopback: {} back, heard {} ms late",
                 d(self.stats.reports + self.stats.links + self.stats.actuals,
                   self.stats_at_last.reports + self.stats_at_last.links + self.stats_at_last.actuals),
                 d(self.stats.reports, self.stats_at_last.reports),
@@ -664,7 +701,9 @@ impl Engine {
                 self.links.len(),
                 self.apps.len(),
                 self.stats.desired_published,
-                self.stats.collisions
+                self.stats.collisions,
+                self.loopback.returned(),
+                self.loopback.behind(now),
             );
             self.last_stats = now;
             self.stats_at_last = self.stats.clone();

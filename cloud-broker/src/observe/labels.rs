@@ -19,6 +19,7 @@ pub const DROP_REASONS: &[&str] = &[
     "bad-message",
     "wrong-node",
     "bad-marker",
+    "bad-loopback",
     "replay",
     "shed",
 ];
@@ -32,6 +33,7 @@ pub fn drop_reason(d: &Dropped) -> &'static str {
         Dropped::Bad { .. } => "bad-message",
         Dropped::WrongNode { .. } => "wrong-node",
         Dropped::BadMarker { .. } => "bad-marker",
+        Dropped::BadLoopback(_) => "bad-loopback",
         Dropped::Stale { .. } => "replay",
         Dropped::Shed { .. } => "shed",
     }
@@ -104,5 +106,7 @@ mod tests {
             queue: 1,
         };
         assert!(DROP_REASONS.contains(&drop_reason(&shed)));
+        let lb = Dropped::BadLoopback("acoa/v1/control/loopback/0".into());
+        assert!(DROP_REASONS.contains(&drop_reason(&lb)));
     }
 }

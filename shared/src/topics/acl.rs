@@ -305,6 +305,19 @@ mod tests {
                 assert!(may_publish(r, "n1", &t, 1).is_err(), "{t}");
             }
         }
+        // the loopback: only the control plane's (a node could make it look on time, or
+        // late); it reads its own telemetry filter, the loopback's included
+        for f in crate::topics::NODES_TELEMETRY {
+            assert_eq!(may_subscribe(Role::ControlPlane, "cp", f), Ok(()), "{f}");
+        }
+        assert_eq!(
+            may_publish(Role::ControlPlane, "cp", &crate::topics::loopback(0), 17),
+            Ok(())
+        );
+        for r in [Role::Node, Role::Worker] {
+            assert!(may_publish(r, "n1", &crate::topics::loopback(0), 17).is_err());
+            assert!(may_subscribe(r, "n1", "acoa/v1/control/loopback/+").is_err());
+        }
     }
 
     #[test]
