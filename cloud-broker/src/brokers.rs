@@ -96,7 +96,8 @@ impl Publishers {
 
     /// Publishes loopback `seq` of process `nonce` on every broker, each on its own topic, QoS 0
     /// as the fleet's telemetry; never waits (one that finds its queue full is not sent, and
-    /// counts as late until it is given up: the control plane is behind with that broker).
+    /// counts as late until it is given up). `serve` publishes it on the telemetry
+    /// connections, the ones it comes back on.
     pub fn loopback(&self, nonce: u64, seq: u64) {
         let payload = crate::engine::loopback::payload::encode(nonce, seq);
         for (i, t) in self.targets.iter().enumerate() {

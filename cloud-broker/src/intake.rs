@@ -451,6 +451,36 @@ async fn off_runtime<T: Send + 'static>(
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_nodes_messages_keep_one_task_and_loopbacks_turn_through_every_task() {
+        let publish =
+            |topic: &str, payload: Vec<u8>| Publish::new(topic, rumqttc::QoS::AtMostOnce, payload);
+        let tasks = 3;
+        let of_node: std::collections::BTreeSet<usize> = [
+            topics::report("n7"),
+            topics::links("n7"),
+            topics::online("n7"),
+            topics::actual("n7"),
+        ]
+        .iter()
+        .map(|t| task_of(&publish(t, vec![1]), tasks))
+        .collect();
+        assert_eq!(
+            of_node.len(),
+            1,
+            "one node, one task: its messages stay in order"
+        );
+        let turned: std::collections::BTreeSet<usize> = (1..=6u64)
+            .map(|seq| {
+                let p = crate::engine::loopback::payload::encode(1, seq);
+                task_of(&publish(&topics::loopback(0), p), tasks)
+            })
+            .collect();
+        assert_eq!(turned.len(), tasks, "every task's backlog is timed");
+        // a malformed one goes to a task all the same (and is dropped there, named)
+        assert!(task_of(&publish(&topics::loopback(0), vec![0xde]), tasks) < tasks);
+    }
+
     /// The watch reads the inventory's version, then the inventory: when the second read
     /// fails (etcd losing its quorum in between; here a file that cannot be parsed) the same
     /// version is read again until its inventory comes, not taken as done (CI: a replica that

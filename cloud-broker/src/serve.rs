@@ -187,6 +187,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         nodes: spawn_node_writer(store.clone())?,
         store,
         publisher: Publishers::new(&urls, &apps),
+        loopback: Publishers::new(&urls, &telemetry),
         placer,
         events: ctl_tx_peers,
     };
@@ -440,6 +441,10 @@ struct Outbox {
     nodes: std::sync::mpsc::Sender<PersistOp>,
     /// The applications connections.
     publisher: Publishers,
+    /// The telemetry connections: the loopback leaves on the connection it comes back on, so
+    /// that it times the way in only (the applications connections queue the peer lists and
+    /// desired states going out, thousands at a fleet's join).
+    loopback: Publishers,
     placer: Placer,
     /// The engine's control events (computations done off the loop come back there).
     events: mpsc::Sender<Event>,
@@ -496,7 +501,7 @@ impl Outbox {
                 self.publisher.publish(&topic, payload, retain).await;
             }
             Action::Schedule(job) => self.placer.submit(job).await,
-            Action::Loopback { nonce, seq } => self.publisher.loopback(nonce, seq),
+            Action::Loopback { nonce, seq } => self.loopback.loopback(nonce, seq),
             Action::ComputePeers(job) => {
                 let events = self.events.clone();
                 tokio::task::spawn_blocking(move || {

@@ -132,6 +132,16 @@ pub struct Cadence {
     pub report_every: u64,
 }
 
+/// How late the simulated agents are themselves: a process of thousands of agents on a shared
+/// machine can fall behind its own schedule, and then the control plane rightly hears them
+/// late. The latest tick's lateness at most (ms, since the last read) and the sends dropped at
+/// the source (the agent's client queue full: its event loop not polled in time).
+#[derive(Default)]
+pub struct Lateness {
+    pub late_max_ms: AtomicU64,
+    pub dropped: AtomicU64,
+}
+
 /// Starts simulated agents for nodes `range` of a fleet of `n`, node i connecting to
 /// `brokers[i % brokers.len()]`; counts the messages queued in `sent`. Every message is signed
 /// afresh (the control plane drops a replayed one: pre-signed copies would not count). Paced: 200 connections
@@ -143,6 +153,7 @@ pub async fn start_agents(
     cadence: Cadence,
     per_100ms: usize,
     sent: Arc<AtomicU64>,
+    lateness: Arc<Lateness>,
 ) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(range.start as u64);
     for (k, i) in range.enumerate() {
@@ -150,6 +161,7 @@ pub async fn start_agents(
         let key = node_key(i);
         let samples = peers(i, n);
         let sent = sent.clone();
+        let lateness = lateness.clone();
         let (host, port) = brokers[i % brokers.len()].clone();
         let offset = Duration::from_millis(rng.gen_range(0..cadence.period.as_millis() as u64));
         let phase = rng.gen_range(0..cadence.report_every.max(1));
@@ -221,10 +233,15 @@ pub async fn start_agents(
                     .is_ok()
                 {
                     sent.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    lateness.dropped.fetch_add(1, Ordering::Relaxed);
                 }
             };
             loop {
-                iv.tick().await;
+                // missed ticks come at once, each with the time it was due
+                let due = iv.tick().await;
+                let late = due.elapsed().as_millis() as u64;
+                lateness.late_max_ms.fetch_max(late, Ordering::Relaxed);
                 seq += 1;
                 if connected.swap(false, Ordering::Relaxed)
                     || seq % cadence.report_every.max(1) == phase
@@ -241,7 +258,9 @@ pub async fn start_agents(
 }
 
 /// A child process's agents (`loadgen --child FROM..TO --child-total N --child-brokers
-/// HOST:PORT,...`): prints the messages queued so far, one line a second, until killed.
+/// HOST:PORT,...`): prints the messages queued so far, one line a second (`sent N`), and how late
+/// it is (`late MS dropped N`: its latest ticks' lateness at most over the second, the sends
+/// dropped so far), until killed.
 pub fn child_main(
     range: std::ops::Range<usize>,
     n: usize,
@@ -254,16 +273,22 @@ pub fn child_main(
         .build()?;
     rt.block_on(async move {
         let sent = Arc::new(AtomicU64::new(0));
+        let lateness = Arc::new(Lateness::default());
         {
-            let sent = sent.clone();
+            let (sent, lateness) = (sent.clone(), lateness.clone());
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     println!("sent {}", sent.load(Ordering::Relaxed));
+                    println!(
+                        "late {} dropped {}",
+                        lateness.late_max_ms.swap(0, Ordering::Relaxed),
+                        lateness.dropped.load(Ordering::Relaxed)
+                    );
                 }
             });
         }
-        start_agents(range, n, &brokers, cadence, 100, sent).await;
+        start_agents(range, n, &brokers, cadence, 100, sent, lateness).await;
         std::future::pending::<()>().await;
         Ok(())
     })

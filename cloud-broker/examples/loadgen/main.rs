@@ -573,14 +573,18 @@ async fn bench(
     // the simulated agents: in this process, or in child processes (one each a contiguous
     // range of nodes, each node on broker i % brokers)
     let sent = Arc::new(AtomicU64::new(0));
+    // how late the simulated agents are themselves (their ticks, their sends dropped at the
+    // source): the most over the run, and the most since the fleet joined
+    let agents_late = Arc::new(fleet::Lateness::default());
     let t_connect = Instant::now();
     let cadence = cadence(&args);
     let mut children = Vec::new();
     if args.agent_procs == 0 {
         let sent = sent.clone();
         let agent_brokers = agent_brokers.clone();
+        let late = agents_late.clone();
         tokio::spawn(async move {
-            fleet::start_agents(0..n, n, &agent_brokers, cadence, 200, sent).await
+            fleet::start_agents(0..n, n, &agent_brokers, cadence, 200, sent, late).await
         });
     } else {
         let procs = args.agent_procs;
@@ -621,10 +625,28 @@ async fn bench(
             let stdout = child.0.stdout.take().unwrap();
             {
                 let counted = counted.clone();
+                let (late, dropped) = (agents_late.clone(), Arc::new(AtomicU64::new(0)));
                 std::thread::spawn(move || {
                     for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                         if let Some(v) = line.strip_prefix("sent ").and_then(|v| v.parse().ok()) {
                             counted.store(v, Ordering::Relaxed);
+                        } else if let Some((ms, d)) = line
+                            .strip_prefix("late ")
+                            .and_then(|r| r.split_once(" dropped "))
+                        {
+                            let (Ok(ms), Ok(d)) = (ms.parse::<u64>(), d.parse::<u64>()) else {
+                                continue;
+                            };
+                            let before = late.late_max_ms.fetch_max(ms, Ordering::Relaxed);
+                            if ms >= 5000 && ms > before {
+                                println!(
+                                    "agents {from}..{to}: their ticks {:.1} s late (the simulated fleet is behind its own schedule)",
+                                    ms as f64 / 1000.0
+                                );
+                            }
+                            let d0 = dropped.swap(d, Ordering::Relaxed);
+                            late.dropped
+                                .fetch_add(d.saturating_sub(d0), Ordering::Relaxed);
                         }
                     }
                 });
@@ -677,6 +699,8 @@ async fn bench(
         sent.load(Ordering::Relaxed),
     );
     let stats_before = last_stats.lock().unwrap().len();
+    let late_join = agents_late.late_max_ms.swap(0, Ordering::Relaxed);
+    let dropped0 = agents_late.dropped.load(Ordering::Relaxed);
     let rss_joined = proc_status_kb(pid, "VmRSS:") as f64 / 1024.0;
     let mut rss_samples: Vec<(u64, u64)> = vec![];
     let mut next = Duration::from_secs(10);
@@ -824,6 +848,12 @@ async fn bench(
         .take(1)
         .cloned()
         .collect();
+    println!(
+        "simulated agents: ticks late at most {:.1} s in the join, {:.1} s from the window on; sends dropped at the source (client queue full) {dropped0} in the join, {} from the window on",
+        late_join as f64 / 1000.0,
+        agents_late.late_max_ms.load(Ordering::Relaxed) as f64 / 1000.0,
+        agents_late.dropped.load(Ordering::Relaxed) - dropped0
+    );
     println!(
         "last control plane stats line: {}",
         last.first().map(|s| s.as_str()).unwrap_or("")
