@@ -502,6 +502,16 @@ impl Outbox {
             }
             Action::Schedule(job) => self.placer.submit(job).await,
             Action::Loopback { nonce, seq } => self.loopback.loopback(nonce, seq),
+            Action::WarmModel(m) => {
+                tokio::task::spawn_blocking(move || {
+                    let t = Instant::now();
+                    let _ = (m.infra(), m.infra_bounds());
+                    debug!(
+                        "live model's view derived ahead in {} ms",
+                        t.elapsed().as_millis()
+                    );
+                });
+            }
             Action::ComputePeers(job) => {
                 let events = self.events.clone();
                 tokio::task::spawn_blocking(move || {

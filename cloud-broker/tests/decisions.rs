@@ -970,3 +970,63 @@ fn the_scheduler_view_of_the_live_model_is_its_cluster_documents_and_jobs_share_
         );
     }
 }
+
+/// The live models `acts` ask to be derived ahead.
+fn warmed(acts: &[Action]) -> Vec<std::sync::Arc<cloud_broker::engine::LiveModel>> {
+    acts.iter()
+        .filter_map(|a| match a {
+            Action::WarmModel(m) => Some(m.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn in_a_large_fleet_the_live_model_is_taken_ahead_once_it_changes_and_the_next_job_reads_it() {
+    let c = railway();
+    // "large": from 2 nodes on (50,000 in a fleet, where deriving the view takes seconds)
+    let cfg = EngineConfig {
+        peers_offload_from: 2,
+        ..reevaluating()
+    };
+    let mut sim = Sim::new(cfg);
+    sim.join_cluster(&c);
+    sim.feed(Event::StartupDone);
+    let first = warmed(&sim.tick(1000));
+    assert_eq!(
+        first.len(),
+        1,
+        "the fleet joined: the model it changed is taken ahead"
+    );
+    for _ in 0..3 {
+        assert!(
+            warmed(&sim.tick(1000)).is_empty(),
+            "nothing changed: nothing taken again"
+        );
+    }
+    // new link metrics: taken again, at most once per model period (1 s here)
+    for n in &c.nodes {
+        let mut l = links_of(&c, &n.name);
+        l.seq += 1;
+        for s in l.links.iter_mut() {
+            s.latency_ms += 1.0;
+        }
+        sim.feed(Event::Links(Box::new(l)));
+    }
+    let again = warmed(&sim.tick(1000));
+    assert_eq!(again.len(), 1);
+    assert!(!std::sync::Arc::ptr_eq(&again[0], &first[0]));
+    // a placement now is computed on the model taken ahead (its view derived once, off the loop)
+    sim.run_jobs = false;
+    sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
+    let job = sim.pending_jobs.pop().expect("a placement job");
+    assert!(std::sync::Arc::ptr_eq(&job.model, &again[0]));
+
+    // a small fleet (the default: from 2,000 nodes) derives it when a job needs it
+    let mut sim = Sim::new(reevaluating());
+    sim.join_cluster(&c);
+    sim.feed(Event::StartupDone);
+    for _ in 0..3 {
+        assert!(warmed(&sim.tick(1000)).is_empty());
+    }
+}

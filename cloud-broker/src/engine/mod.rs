@@ -248,6 +248,9 @@ pub enum Action {
     /// Compute these peer lists off the loop ([`probes::PeersJob::run`]) and hand the result
     /// back as an [`Event::PeersComputed`].
     ComputePeers(Box<probes::PeersJob>),
+    /// Derive this live model's scheduler view off the loop, ahead of the placements that
+    /// will read it ([`Engine::warm_model`]).
+    WarmModel(Arc<LiveModel>),
     /// Publish loopback `seq` of process `nonce` on every broker, each on its own topic
     /// (`topics::loopback`, QoS 0 as the fleet's telemetry; `loopback`).
     Loopback {
@@ -378,6 +381,8 @@ pub struct Engine {
     returning: BTreeMap<String, u64>,
     /// How far behind the control plane hears (`loopback`).
     loopback: loopback::Loopback,
+    /// The version of the last live model derived ahead ([`Engine::warm_model`]).
+    warmed_model: Option<u64>,
 }
 
 fn ms(v: u64) -> String {
@@ -442,6 +447,7 @@ impl Engine {
             evidence: liveness::Evidence::default(),
             returning: BTreeMap::new(),
             loopback,
+            warmed_model: None,
         };
         for (name, info) in snap.nodes {
             e.evidence.hear(
@@ -630,6 +636,7 @@ impl Engine {
             self.publish_peers(out);
         }
         self.reevaluate_measured(out);
+        self.warm_model(out);
         if now.saturating_sub(self.last_reeval) >= self.cfg.reevaluate_ms {
             self.last_reeval = now;
             let apps: Vec<(String, bool, bool)> = self

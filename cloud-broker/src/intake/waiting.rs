@@ -6,7 +6,8 @@
 //! Invariants:
 //! - At most one publication waits per topic, the latest (presence, actual and desired states
 //!   of a node each supersede the one before), so what waits is bounded by the fleet's topics
-//!   (and by [`MAX_WAITING`] whatever comes).
+//!   (and by [`MAX_WAITING`] whatever comes). A loopback replaces none: each is timed
+//!   (`engine::loopback`), one replaced would read as a control plane behind until given up.
 //! - Order is kept: from the moment something waits until the drainer has handed the last of
 //!   it to the queue, every publication of the task waits behind it ([`Waiting::busy`]); a
 //!   publication that replaces a waiting one of its topic takes its turn at the back.
@@ -20,6 +21,17 @@ use tokio::sync::{mpsc, Notify};
 /// The most publications that may wait for one ingest task (50,000 nodes with five telemetry
 /// topics each); past it periodic telemetry is shed and the rest waits on the connection.
 pub const MAX_WAITING: usize = 1 << 18;
+
+/// What a waiting publication replaces: the one of its topic; a loopback none (its number
+/// makes each its own).
+fn key_of(p: &Publish) -> String {
+    if let Some(acoa_shared::topics::Topic::Loopback(_)) = acoa_shared::topics::parse(&p.topic) {
+        if let Some((_, seq)) = crate::engine::loopback::payload::decode(&p.payload) {
+            return format!("{}#{seq}", p.topic);
+        }
+    }
+    p.topic.clone()
+}
 
 /// The latest publication per topic, in the order of their last arrival.
 #[derive(Default)]
@@ -81,12 +93,12 @@ impl Waiting {
         q.in_flight || !q.latest.is_empty()
     }
 
-    /// Makes `p` wait, in place of the one of its topic that waits.
+    /// Makes `p` wait, in place of the one of its topic that waits ([`key_of`]).
     pub fn offer(&self, p: Publish) -> Offer {
         let mut q = self.lock();
         let n = q.next;
         q.next += 1;
-        let topic = p.topic.clone();
+        let topic = key_of(&p);
         let replaced = match q.latest.insert(topic.clone(), (n, p)) {
             Some((old, _)) => {
                 q.order.remove(&old);
@@ -166,5 +178,32 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert!(!w.busy());
+    }
+
+    #[tokio::test]
+    async fn loopbacks_waiting_replace_none_of_each_other() {
+        let (tx, mut rx) = mpsc::channel::<Publish>(1);
+        tx.try_send(publish("t/first", "in the queue")).unwrap();
+        let w = Waiting::spawn(tx.clone());
+        let topic = acoa_shared::topics::loopback(0);
+        for seq in 1..=3 {
+            let p = crate::engine::loopback::payload::encode(7, seq);
+            let lb = Publish::new(topic.as_str(), QoS::AtMostOnce, p);
+            assert_eq!(w.offer(lb), Offer::Waits { replaced: false });
+        }
+        let mut seqs = vec![];
+        rx.recv().await.unwrap();
+        for _ in 0..3 {
+            let p = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            seqs.push(
+                crate::engine::loopback::payload::decode(&p.payload)
+                    .unwrap()
+                    .1,
+            );
+        }
+        assert_eq!(seqs, [1, 2, 3], "each comes back, in order");
     }
 }
