@@ -380,8 +380,6 @@ impl Engine {
         LINK_MODEL_EVERY_MS.max(self.links.len() as u64 / LINK_MODEL_LINKS_PER_MS)
     }
 
-    /// Takes the links' new metrics into the model if it was built [`LINK_MODEL_EVERY_MS`]
-    /// ago or more (longer with many links: [`LINK_MODEL_LINKS_PER_MS`]).
     /// In a fleet of `peers_offload_from` nodes or more, the live model taken ahead of the next
     /// placement once it would change (at most every [`Engine::model_every_ms`]), and its
     /// scheduler's view derived off the loop ([`Action::WarmModel`]): deriving it is seconds of
@@ -410,6 +408,8 @@ impl Engine {
         out.push(Action::WarmModel(m.clone()));
     }
 
+    /// Takes the links' new metrics into the model if it was built [`LINK_MODEL_EVERY_MS`]
+    /// ago or more (longer with many links: [`LINK_MODEL_LINKS_PER_MS`]).
     fn settle_links(&mut self) {
         let every = self.model_every_ms();
         if self.links_moved && self.now.saturating_sub(self.model_built_at) >= every {
