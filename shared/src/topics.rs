@@ -111,7 +111,10 @@ pub fn parse(topic: &str) -> Option<Topic<'_>> {
         },
         ["apps", a] if !a.is_empty() => Some(Topic::App(a)),
         ["apps", a, "status"] if !a.is_empty() => Some(Topic::AppStatus(a)),
-        ["control", "loopback", b] if b.bytes().all(|c| c.is_ascii_digit()) => {
+        // digits, no leading zero: the one spelling `loopback` builds
+        ["control", "loopback", b]
+            if b.bytes().all(|c| c.is_ascii_digit()) && (*b == "0" || !b.starts_with('0')) =>
+        {
             b.parse().ok().map(Topic::Loopback)
         }
         _ => None,
@@ -146,6 +149,15 @@ mod tests {
         assert_eq!(parse("acoa/v1/control/loopback/"), None);
         assert_eq!(parse("acoa/v1/control/loopback/+1"), None);
         assert_eq!(parse("acoa/v1/control/loopback/256"), None);
+        assert_eq!(
+            parse("acoa/v1/control/loopback/0"),
+            Some(Topic::Loopback(0))
+        );
+        assert_eq!(
+            parse("acoa/v1/control/loopback/07"),
+            None,
+            "one spelling: found by fuzzing"
+        );
         assert_eq!(parse("acoa/v1/control/other/1"), None);
     }
 }
