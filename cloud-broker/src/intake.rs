@@ -42,7 +42,12 @@ const INVENTORY_POLL: Duration = Duration::from_millis(500);
 
 /// The node a topic is about (the topic itself when it names none), which picks its task.
 fn node_of(topic: &str) -> &str {
-    match topics::parse(topic) {
+    node_in(topics::parse(topic), topic)
+}
+
+/// [`node_of`] with `topic` parsed already (`parsed`).
+fn node_in<'a>(parsed: Option<topics::Topic<'a>>, topic: &'a str) -> &'a str {
+    match parsed {
         Some(topics::Topic::Report(n))
         | Some(topics::Topic::Links(n))
         | Some(topics::Topic::Online(n))
@@ -57,14 +62,24 @@ fn node_of(topic: &str) -> &str {
 /// The ingest task of a publication (of `tasks`): its node's, so that a node's messages stay in
 /// order; a loopback's turns with its number, so that loopbacks measure every task's backlog.
 fn task_of(p: &Publish, tasks: usize) -> usize {
-    if let Some(topics::Topic::Loopback(_)) = topics::parse(&p.topic) {
-        if let Some((_, seq)) = crate::engine::loopback::payload::decode(&p.payload) {
-            return (seq % tasks as u64) as usize;
-        }
+    let parsed = topics::parse(&p.topic);
+    if let Some(seq) = loopback_seq(parsed, &p.payload) {
+        return (seq % tasks as u64) as usize;
     }
     let mut h = DefaultHasher::new();
-    node_of(&p.topic).hash(&mut h);
+    node_in(parsed, &p.topic).hash(&mut h);
     (h.finish() as usize) % tasks
+}
+
+/// The number of a loopback (`parsed`: its topic, parsed), if it is one: what routes it to a
+/// task and keeps it from replacing another while it waits ([`waiting`]).
+fn loopback_seq(parsed: Option<topics::Topic<'_>>, payload: &[u8]) -> Option<u64> {
+    match parsed {
+        Some(topics::Topic::Loopback(_)) => {
+            crate::engine::loopback::payload::decode(payload).map(|(_, seq)| seq)
+        }
+        _ => None,
+    }
 }
 
 /// Node telemetry: each publication to the ingest task of its node. A clone feeds the same

@@ -512,6 +512,29 @@ fn placed_hearing_on_time(cfg: &EngineConfig) -> Railway {
     r
 }
 
+/// With `cfg`, the node of smoke monitoring's storage crashed (silent, no peer reaches it),
+/// each second's loopbacks back through the first `returning` brokers: the second it is
+/// lost, within `seconds`.
+fn crash_lost_after(cfg: &EngineConfig, returning: usize, seconds: u32) -> Option<u32> {
+    let mut r = placed_hearing_on_time(cfg);
+    let victim = r.placement()["storage"].clone();
+    let v = victim.as_str();
+    for s in 1..=seconds {
+        let out = r.second(&[v], |_, to| to != v);
+        assert!(
+            out.iter().any(|a| matches!(a, Action::Loopback { .. })),
+            "one loopback a second"
+        );
+        for ev in loopbacks_back(&out, returning) {
+            r.feed(ev);
+        }
+        if r.e.node_state(v) == Some(NodeState::Lost) {
+            return Some(s);
+        }
+    }
+    None
+}
+
 #[test]
 fn a_fleet_silent_while_the_control_plane_hears_late_is_not_judged_and_the_wait_is_bounded() {
     let cfg = EngineConfig {
@@ -529,24 +552,7 @@ fn a_fleet_silent_while_the_control_plane_hears_late_is_not_judged_and_the_wait_
     };
 
     // the loopbacks come back at once: the engine hears on time, a crash is judged as ever
-    let mut r = placed_hearing_on_time(&cfg);
-    let victim = r.placement()["storage"].clone();
-    let v = victim.as_str();
-    let mut lost_at = None;
-    for s in 1..=15 {
-        let out = r.second(&[v], |_, to| to != v);
-        assert!(
-            out.iter().any(|a| matches!(a, Action::Loopback { .. })),
-            "one loopback a second"
-        );
-        for ev in loopbacks_back(&out, 2) {
-            r.feed(ev);
-        }
-        if lost_at.is_none() && r.e.node_state(v) == Some(NodeState::Lost) {
-            lost_at = Some(s);
-        }
-    }
-    let on_time = lost_at.expect("a crash is lost with the loopback on time");
+    let on_time = crash_lost_after(&cfg, 2, 15).expect("a crash is lost with the loopback on time");
 
     // the control plane falls behind: every node silent and no loopback back (it waits in the
     // same backlog) for 5 s, more than the 3 s silence window: nobody is judged
@@ -572,22 +578,8 @@ fn a_fleet_silent_while_the_control_plane_hears_late_is_not_judged_and_the_wait_
 
     // a loopback that never comes back (a broker that drops it) delays judgment by at most
     // the silence window: a crash is lost within it
-    let mut r = placed_hearing_on_time(&cfg);
-    let victim = r.placement()["storage"].clone();
-    let v = victim.as_str();
-    let mut lost_at = None;
-    for s in 1..=25 {
-        let out = r.second(&[v], |_, to| to != v);
-        // only broker 0 returns them
-        for ev in loopbacks_back(&out, 1) {
-            r.feed(ev);
-        }
-        if r.e.node_state(v) == Some(NodeState::Lost) {
-            lost_at = Some(s);
-            break;
-        }
-    }
-    let late = lost_at.expect("judged in the end");
+    // (only broker 0 of 2 returns them)
+    let late = crash_lost_after(&cfg, 1, 25).expect("judged in the end");
     assert!(
         late > on_time && late <= on_time + 3 + 1,
         "lost at {late} s, on time {on_time} s: later by at most the 3 s silence window"

@@ -25,12 +25,10 @@ pub const MAX_WAITING: usize = 1 << 18;
 /// What a waiting publication replaces: the one of its topic; a loopback none (its number
 /// makes each its own).
 fn key_of(p: &Publish) -> String {
-    if let Some(acoa_shared::topics::Topic::Loopback(_)) = acoa_shared::topics::parse(&p.topic) {
-        if let Some((_, seq)) = crate::engine::loopback::payload::decode(&p.payload) {
-            return format!("{}#{seq}", p.topic);
-        }
+    match super::loopback_seq(acoa_shared::topics::parse(&p.topic), &p.payload) {
+        Some(seq) => format!("{}#{seq}", p.topic),
+        None => p.topic.clone(),
     }
-    p.topic.clone()
 }
 
 /// The latest publication per topic, in the order of their last arrival.
