@@ -67,6 +67,12 @@ pub fn app_status(app: &str) -> String {
 /// `acoa/v1/control/loopback/{broker}`: the control plane's loopback through its broker number
 /// `broker` (in its `--broker-url` order), to itself (QoS 0): how far behind it hears. Only the
 /// control plane may publish or read it ([`acl`]: under `acoa/#`, no node's).
+///
+/// The loopback's number is in its payload, not its topic, although a number in the topic
+/// would spare the intake its two special cases (a task by the number, and a waiting loopback
+/// replacing none): a broker keeps state per topic published (the embedded broker's router
+/// caches each topic's matching filters for good, `vendor/rumqttd/src/router/logs.rs`
+/// `publish_filters`), so one new topic a second would grow every broker without bound.
 pub fn loopback(broker: usize) -> String {
     format!("{PREFIX}/control/loopback/{broker}")
 }
