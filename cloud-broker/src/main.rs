@@ -364,6 +364,7 @@ fn main() -> std::process::ExitCode {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
     }
+    no_huge_pages();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -374,6 +375,19 @@ fn main() -> std::process::ExitCode {
             }
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Transparent huge pages off for this process, as mimalloc does itself with
+/// `MIMALLOC_ALLOW_THP=0`. mimalloc asks the kernel for them on its regions (`madvise`), and
+/// the kernel then backs every 2 MiB stretch touched at all with a whole huge page. The embedded
+/// broker's per-connection buffers are written at their start only: at 15,000 agents, 3.4 of
+/// the control plane's 4.5 GiB were huge pages, 1.4 GiB without them (BENCHMARKS.md,
+/// "Huge pages"). Memory touched before this call keeps its pages (a few KiB of arguments).
+fn no_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+        tracing::warn!("transparent huge pages stay on for this process: {e}");
     }
 }
 

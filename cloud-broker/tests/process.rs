@@ -177,6 +177,20 @@ fn railway_apps_on_the_embedded_broker_placed_moved_and_kept_across_a_restart() 
 }
 
 #[test]
+fn the_control_plane_runs_without_transparent_huge_pages() {
+    // its allocator asks for them; sparse buffers (the embedded broker's, per connection)
+    // would each hold a 2 MiB page (BENCHMARKS.md, "Huge pages")
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(dir.path(), free_port(), &[]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", cp.child.id())).unwrap();
+    let thp = status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .map(str::trim);
+    assert_eq!(thp, Some("0"), "{status}");
+}
+
+#[test]
 fn wrong_credentials_are_refused_by_the_embedded_broker() {
     run(async {
         let dir = tempfile::tempdir().unwrap();
