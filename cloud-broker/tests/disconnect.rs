@@ -254,6 +254,26 @@ fn cut_from_the_cloud_only_it_is_unreachable_then_tolerated_then_replaced_and_on
     );
 }
 
+/// A control plane restarted while a node is cut off does not know it was: the node's held
+/// desired state (more than the records put there) is not taken for one a crash left behind,
+/// so the node still keeps its copy until its return is settled.
+#[test]
+fn a_control_plane_restarted_while_a_node_is_cut_off_keeps_its_held_desired_state() {
+    let (r, victim, _) = storage_replaced("original");
+    let held = r.e.desired(&victim).cloned().unwrap();
+    assert!(held.containers.iter().any(|c| c.component == "storage"));
+    let mut r2 = EngineSim::restore(EngineConfig::default(), r.key.clone(), r.snap.clone());
+    r2.join_cluster(&r.c);
+    let acts = r2.feed(Event::StartupDone);
+    let d = desired_to(&acts, &r2.key);
+    assert_eq!(
+        d.get(&victim),
+        Some(&held.containers.iter().map(|c| c.name.to_string()).collect()),
+        "republished as it was"
+    );
+    assert_eq!(r2.e.desired(&victim), Some(&held));
+}
+
 #[test]
 fn on_return_replacement_keeps_the_copy_placed_meanwhile_and_the_original_stops() {
     let (mut r, victim, moved_to) = storage_replaced("replacement");

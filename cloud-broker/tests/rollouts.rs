@@ -14,7 +14,9 @@ use acoa_shared::wire::{
 use cloud_broker::engine::{Action, EngineConfig, Event};
 use cloud_broker::records::rollback_request;
 use cloud_broker::status::AppStatus;
-use cloud_broker::testkit::engine::{railway, railway_app, statuses, EngineSim as Sim};
+use cloud_broker::testkit::engine::{
+    desired_published, railway, railway_app, statuses, EngineSim as Sim,
+};
 
 const APP: &str = "smoke-monitoring";
 const UPDATE: &str = "update: {batch_size: 2, canaries: 1, healthy_s: 2, deadline_s: 20}\n";
@@ -290,6 +292,42 @@ fn a_control_plane_restarted_mid_rollout_finishes_it() {
     sim2.join_cluster(&railway());
     sim2.feed(Event::StartupDone);
     let (_, seen) = run_until(&mut sim2, &mut agents, 30, |s| phase(s) == "done");
+    assert_eq!(seen.last().unwrap().revision, Some(2));
+    for imgs in copies(&sim2).values() {
+        assert_eq!(imgs.len(), 1);
+        assert!(imgs[0].ends_with(":2"), "{imgs:?}");
+    }
+}
+
+/// A control plane killed between the two writes of a batch's start (the history first, then
+/// the desired states) finds, after its restart, desired states that lack the batch's new
+/// copies: it brings them in line with the persisted rollout, or the batch would wait for
+/// copies no node was ever told to run, and roll back at its deadline.
+#[test]
+fn a_control_plane_killed_between_the_history_and_the_desired_states_finishes_the_rollout() {
+    let (mut sim, mut agents) = placed();
+    let before = sim.snap.desired.clone();
+    sim.publish(APP, definition(2));
+    // the store as the kill left it: the rollout's batch started, the desired states older
+    let mut snap = sim.snap.clone();
+    assert_ne!(snap.desired, before, "the batch changed some desired state");
+    snap.desired = before.clone();
+    let mut sim2 = Sim::restore(config(), sim.key.clone(), snap);
+    sim2.join_cluster(&railway());
+    let acts = sim2.feed(Event::StartupDone);
+    let repaired = desired_published(&acts, &sim2.key);
+    assert!(
+        repaired
+            .values()
+            .any(|d| d.containers.iter().any(|c| c.image.ends_with(":2"))),
+        "the batch's new copy is ordered again: {repaired:?}"
+    );
+    for (node, d) in &repaired {
+        if let Some(old) = before.get(node).filter(|o| o.containers != d.containers) {
+            assert!(d.generation > old.generation, "a new generation for {node}");
+        }
+    }
+    let (_, seen) = run_until(&mut sim2, &mut agents, 40, |s| phase(s) == "done");
     assert_eq!(seen.last().unwrap().revision, Some(2));
     for imgs in copies(&sim2).values() {
         assert_eq!(imgs.len(), 1);

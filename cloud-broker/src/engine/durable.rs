@@ -11,6 +11,15 @@
 //! - [`Engine::republish`] publishes again every retained document the control plane owns
 //!   (desired states, the peer list, the statuses) at their current generations, so a broker
 //!   that lost them (restarted without persistence) serves them again.
+//! - At start-up no desired state lacks a container the restored records (placements,
+//!   rollouts) put on its node: a control plane stopped between a record's write and the
+//!   desired states' write (a rollout's batch persists its history first) left them apart, and
+//!   the records win ([`Engine::repair_desired`]). A desired state that only holds more than
+//!   the records is left alone: it may be a cut-off node's, held until its return is settled
+//!   ([`disconnect`](super::disconnect)), and the engine restored does not know which nodes
+//!   were cut off.
+
+use std::collections::BTreeSet;
 
 use acoa_shared::topics;
 use acoa_shared::wire::{self, Message};
@@ -125,5 +134,44 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Gives every node whose desired state lacks a container the records put there its
+    /// desired state made of the records, as a new generation (persisted, published). Returns
+    /// the nodes whose desired state changed.
+    pub(super) fn repair_desired(&mut self, out: &mut Vec<Action>) -> BTreeSet<String> {
+        let mut nodes: BTreeSet<String> = self.desired.keys().cloned().collect();
+        for a in self.apps.values() {
+            if let Some(p) = &a.rec.placement {
+                nodes.extend(p.assignment.values().cloned());
+            }
+            if let Some(r) = a.history.rollout.as_ref().filter(|r| r.is_active()) {
+                nodes.extend(r.nodes());
+            }
+        }
+        let mut changed = BTreeSet::new();
+        for n in nodes {
+            let stored = self.desired.get(&n).map_or(&[][..], |d| &d.containers[..]);
+            let lacks = self
+                .desired_containers(&n)
+                .iter()
+                .any(|c| !stored.contains(c));
+            if !lacks {
+                continue;
+            }
+            let before = self.desired.get(&n).map(|d| d.generation);
+            self.update_desired(&n, out);
+            if self.desired.get(&n).map(|d| d.generation) != before {
+                changed.insert(n);
+            }
+        }
+        if !changed.is_empty() {
+            warn!(
+                "{} desired states lacked containers the stored placements and rollouts put there (the last run stopped between two writes): new generations for node {}",
+                changed.len(),
+                changed.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        changed
     }
 }

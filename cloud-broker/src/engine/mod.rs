@@ -548,14 +548,16 @@ impl Engine {
         out
     }
 
-    /// The broker's retained messages have been read: republish the desired states it lacks,
-    /// publish every status, and place what is not placed.
+    /// The broker's retained messages have been read: bring the desired states in line with
+    /// the records, republish the ones the broker lacks, publish every status, and place what
+    /// is not placed.
     fn on_startup(&mut self, out: &mut Vec<Action>) {
+        let repaired = self.repair_desired(out);
         let mut republished = 0;
         let nodes: Vec<String> = self.desired.keys().cloned().collect();
         for n in nodes {
             let d = &self.desired[&n];
-            if self.retained_seen.get(&n) == Some(&d.generation) {
+            if repaired.contains(&n) || self.retained_seen.get(&n) == Some(&d.generation) {
                 continue;
             }
             if let Ok(bytes) = d
