@@ -335,6 +335,34 @@ fn a_control_plane_killed_between_the_history_and_the_desired_states_finishes_th
     }
 }
 
+/// Killed between the two writes of a deletion (the record removed, then the desired
+/// states): after the restart no node keeps a container of the deleted application.
+#[test]
+fn a_control_plane_killed_between_a_deletion_and_the_desired_states_stops_the_containers() {
+    let (mut sim, _) = placed();
+    let before = sim.snap.desired.clone();
+    sim.publish(APP, vec![]);
+    let mut snap = sim.snap.clone();
+    assert!(!snap.apps.contains_key(APP));
+    snap.desired = before.clone();
+    let mut sim2 = Sim::restore(config(), sim.key.clone(), snap);
+    sim2.join_cluster(&railway());
+    let acts = sim2.feed(Event::StartupDone);
+    let repaired = desired_published(&acts, &sim2.key);
+    for (node, d) in &before {
+        if d.containers.is_empty() {
+            continue;
+        }
+        let now = &repaired[node];
+        assert!(
+            now.containers.is_empty(),
+            "{node} keeps {:?}",
+            now.containers
+        );
+        assert!(now.generation > d.generation);
+    }
+}
+
 #[test]
 fn the_operator_rolls_back_during_a_rollout_and_to_an_older_revision_after() {
     let (mut sim, mut agents) = placed();

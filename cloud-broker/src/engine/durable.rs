@@ -12,14 +12,15 @@
 //!   (desired states, the peer list, the statuses) at their current generations, so a broker
 //!   that lost them (restarted without persistence) serves them again.
 //! - At start-up no desired state lacks a container the restored records (placements,
-//!   rollouts) put on its node: a control plane stopped between a record's write and the
+//!   rollouts) put on its node, nor holds one no record names (an application deleted, a
+//!   rolled-back revision's copy): a control plane stopped between a record's write and the
 //!   desired states' write (a rollout's batch persists its history first) left them apart, and
-//!   the records win ([`Engine::repair_desired`]). A desired state that only holds more than
-//!   the records is left alone: it may be a cut-off node's, held until its return is settled
-//!   ([`disconnect`](super::disconnect)), and the engine restored does not know which nodes
-//!   were cut off.
+//!   the records win ([`Engine::repair_desired`]). A desired state that only holds a named
+//!   container the records now place elsewhere is left alone: it may be a cut-off node's, held
+//!   until its return is settled ([`disconnect`](super::disconnect)), and the engine restored
+//!   does not know which nodes were cut off.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use acoa_shared::topics;
 use acoa_shared::wire::{self, Message};
@@ -136,17 +137,24 @@ impl Engine {
         }
     }
 
-    /// Gives every node whose desired state lacks a container the records put there its
-    /// desired state made of the records, as a new generation (persisted, published). Returns
-    /// the nodes whose desired state changed.
+    /// Gives every node whose desired state lacks a container the records put there, or holds
+    /// one no record names, its desired state made of the records, as a new generation
+    /// (persisted, published). Returns the nodes whose desired state changed.
     pub(super) fn repair_desired(&mut self, out: &mut Vec<Action>) -> BTreeSet<String> {
         let mut nodes: BTreeSet<String> = self.desired.keys().cloned().collect();
+        let mut named: HashSet<String> = HashSet::new();
         for a in self.apps.values() {
             if let Some(p) = &a.rec.placement {
                 nodes.extend(p.assignment.values().cloned());
+                named.extend(p.assignment.keys().map(|c| a.rec.container_name(c)));
             }
             if let Some(r) = a.history.rollout.as_ref().filter(|r| r.is_active()) {
                 nodes.extend(r.nodes());
+                let copies = r
+                    .steps
+                    .iter()
+                    .flat_map(|s| s.old.iter().chain(s.new.iter()));
+                named.extend(copies.map(|c| c.container.name.clone()));
             }
         }
         let mut changed = BTreeSet::new();
@@ -156,7 +164,8 @@ impl Engine {
                 .desired_containers(&n)
                 .iter()
                 .any(|c| !stored.contains(c));
-            if !lacks {
+            let orphan = stored.iter().any(|c| !named.contains(&c.name));
+            if !lacks && !orphan {
                 continue;
             }
             let before = self.desired.get(&n).map(|d| d.generation);
@@ -167,7 +176,7 @@ impl Engine {
         }
         if !changed.is_empty() {
             warn!(
-                "{} desired states lacked containers the stored placements and rollouts put there (the last run stopped between two writes): new generations for node {}",
+                "{} desired states disagreed with the stored placements and rollouts (the last run stopped between two writes): new generations for node {}",
                 changed.len(),
                 changed.iter().cloned().collect::<Vec<_>>().join(", ")
             );
