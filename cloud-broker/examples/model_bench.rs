@@ -148,14 +148,7 @@ fn coord(i: usize, n: usize) -> wire::WireCoord {
 }
 
 fn rss_mib() -> f64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb: f64 = s
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|x| x.parse().ok())
-        .unwrap_or(0.0);
-    kb / 1024.0
+    acoa_test_support::proc_status_kb(None, "VmRSS").unwrap_or(0) as f64 / 1024.0
 }
 
 /// A first exploration round's job around the placement `r` found by `job`: its time (ms)

@@ -171,12 +171,7 @@ fn cpu_ms() -> f64 {
 }
 
 fn peak_rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
+    acoa_test_support::proc_status_kb(None, "VmHWM").map_or(f64::NAN, |kb| kb as f64 / 1024.0)
 }
 
 fn short(s: &str) -> String {

@@ -1,6 +1,7 @@
 //! What the tests of several crates need from the machine, in one place: Podman's socket, the
 //! test images (busybox-static for plain containers, `acoa-workload` built from its source),
-//! commands that must succeed, test certificates made by openssl. Standard library only; a dev-dependency, never in a binary.
+//! commands that must succeed, test certificates made by openssl, a process's memory as its
+//! `/proc` status gives it. Standard library only; a dev-dependency, never in a binary.
 #![forbid(unsafe_code)]
 
 use std::io::{Read, Write};
@@ -17,6 +18,26 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// One field of a process's `/proc/PID/status` (`pid` `None`: this process): its value,
+/// trimmed (`"1234 kB"`, `"0"`), or `None` where the kernel does not give it.
+pub fn proc_status(pid: Option<u32>, field: &str) -> Option<String> {
+    let path = pid.map_or("/proc/self/status".into(), |p| format!("/proc/{p}/status"));
+    std::fs::read_to_string(path)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// A field of `/proc/PID/status` given in kB (`VmRSS`, `VmHWM`, ...), in kB.
+pub fn proc_status_kb(pid: Option<u32>, field: &str) -> Option<u64> {
+    proc_status(pid, field)?
+        .strip_suffix(" kB")?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Where `.ci/setup` starts Podman's REST service.
@@ -276,5 +297,23 @@ pub fn remove_containers_where(filters: &[String]) {
             .args(["rm", "-f", "-t", "0"])
             .args(&ids)
             .output();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_status_gives_its_memory_in_kb_and_nothing_for_an_unknown_field() {
+        let rss = proc_status_kb(None, "VmRSS").expect("VmRSS");
+        assert!(rss > 0);
+        assert_eq!(
+            proc_status_kb(Some(std::process::id()), "VmRSS").map(|k| k > 0),
+            Some(true)
+        );
+        assert!(proc_status(None, "Name").is_some_and(|n| !n.is_empty()));
+        assert_eq!(proc_status(None, "VmRS"), None, "a prefix is not a field");
+        assert_eq!(proc_status_kb(None, "Name"), None, "not in kB");
     }
 }

@@ -160,12 +160,7 @@ fn proc_cpu_ticks(pid: u32) -> u64 {
 }
 
 fn proc_status_kb(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|x| x.parse().ok())
-        .unwrap_or(0)
+    acoa_test_support::proc_status_kb(Some(pid), field).unwrap_or(0)
 }
 
 fn cadence(args: &Args) -> fleet::Cadence {
@@ -701,17 +696,17 @@ async fn bench(
     let stats_before = last_stats.lock().unwrap().len();
     let late_join = agents_late.late_max_ms.swap(0, Ordering::Relaxed);
     let dropped0 = agents_late.dropped.load(Ordering::Relaxed);
-    let rss_joined = proc_status_kb(pid, "VmRSS:") as f64 / 1024.0;
+    let rss_joined = proc_status_kb(pid, "VmRSS") as f64 / 1024.0;
     let mut rss_samples: Vec<(u64, u64)> = vec![];
     let mut next = Duration::from_secs(10);
     while t0.elapsed() < Duration::from_secs(measure_s) {
         tokio::time::sleep(Duration::from_millis(250)).await;
         if t0.elapsed() >= next || t0.elapsed() >= Duration::from_secs(measure_s) {
             next += Duration::from_secs(10);
-            let (rss, anon) = (proc_status_kb(pid, "VmRSS:"), smaps_anon_kb(pid));
+            let (rss, anon) = (proc_status_kb(pid, "VmRSS"), smaps_anon_kb(pid));
             let mut broker = String::new();
             for (b, p) in mosq_pids.iter().enumerate() {
-                let kb = proc_status_kb(*p, "VmRSS:");
+                let kb = proc_status_kb(*p, "VmRSS");
                 mosq_peak_kb[b] = mosq_peak_kb[b].max(kb);
                 broker += &format!(", mosquitto {b} {} MiB", kb / 1024);
             }
@@ -823,8 +818,8 @@ async fn bench(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let peak_kb = proc_status_kb(pid, "VmHWM:");
-    let rss_kb = proc_status_kb(pid, "VmRSS:");
+    let peak_kb = proc_status_kb(pid, "VmHWM");
+    let rss_kb = proc_status_kb(pid, "VmRSS");
     println!(
         "nodes {n}: offered {:.0} msg/s, control plane ingest {:.0} msg/s (stats lines: {:?}), CPU {:.2} cores, RSS {:.0} MiB now, peak {:.0} MiB (during measure max {:.0} MiB); publish→desired p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} apps ({} not placed within 10 s)",
         offered,

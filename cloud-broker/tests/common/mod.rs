@@ -440,11 +440,7 @@ impl ControlPlane {
     /// Whether the kernel lets this process use transparent huge pages (`THP_enabled` of its
     /// status; `None` where the kernel does not say).
     pub fn huge_pages(&self) -> Option<bool> {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .ok()?
-            .lines()
-            .find_map(|l| l.strip_prefix("THP_enabled:"))
-            .map(|v| v.trim() != "0")
+        acoa_test_support::proc_status(Some(self.child.id()), "THP_enabled").map(|v| v != "0")
     }
 
     pub fn log_text(&self) -> String {
