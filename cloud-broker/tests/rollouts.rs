@@ -12,7 +12,7 @@ use acoa_shared::wire::{
     ServiceSample,
 };
 use cloud_broker::engine::{Action, EngineConfig, Event};
-use cloud_broker::records::rollback_request;
+use cloud_broker::records::{rollback_request, EnvDoc};
 use cloud_broker::status::AppStatus;
 use cloud_broker::testkit::engine::{
     desired_published, railway, railway_app, statuses, EngineSim as Sim,
@@ -360,6 +360,29 @@ fn a_control_plane_killed_between_a_deletion_and_the_desired_states_stops_the_co
             now.containers
         );
         assert!(now.generation > d.generation);
+    }
+}
+
+/// A store written by a control plane that described the same containers otherwise (here:
+/// one environment variable more) is not taken for an interrupted write: no new generation,
+/// so an upgrade restarts no container.
+#[test]
+fn a_restart_on_desired_states_that_differ_only_in_description_gives_no_new_generation() {
+    let (sim, _) = placed();
+    let mut snap = sim.snap.clone();
+    for d in snap.desired.values_mut() {
+        for c in &mut d.containers {
+            c.env.push(EnvDoc {
+                name: "OLDER".into(),
+                value: "1".into(),
+            });
+        }
+    }
+    let mut sim2 = Sim::restore(config(), sim.key.clone(), snap.clone());
+    sim2.join_cluster(&railway());
+    sim2.feed(Event::StartupDone);
+    for (node, d) in &snap.desired {
+        assert_eq!(sim2.e.desired(node), Some(d), "{node} as stored");
     }
 }
 

@@ -137,9 +137,9 @@ impl Engine {
         }
     }
 
-    /// Gives every node whose desired state lacks a container the records put there, or holds
-    /// one no record names, its desired state made of the records, as a new generation
-    /// (persisted, published). Returns the nodes whose desired state changed.
+    /// Gives every node whose desired state lacks a container the records put there (by name
+    /// and image), or holds one no record names, its desired state made of the records, as a
+    /// new generation (persisted, published). Returns the nodes whose desired state changed.
     pub(super) fn repair_desired(&mut self, out: &mut Vec<Action>) -> BTreeSet<String> {
         let mut nodes: BTreeSet<String> = self.desired.keys().cloned().collect();
         let mut named: HashSet<String> = HashSet::new();
@@ -160,10 +160,13 @@ impl Engine {
         let mut changed = BTreeSet::new();
         for n in nodes {
             let stored = self.desired.get(&n).map_or(&[][..], |d| &d.containers[..]);
-            let lacks = self
-                .desired_containers(&n)
-                .iter()
-                .any(|c| !stored.contains(c));
+            // by name and image: a control plane of a later version that describes the same
+            // container otherwise (a field added) does not restart the fleet's containers
+            let lacks = self.desired_containers(&n).iter().any(|c| {
+                !stored
+                    .iter()
+                    .any(|s| s.name == c.name && s.image == c.image)
+            });
             let orphan = stored.iter().any(|c| !named.contains(&c.name));
             if !lacks && !orphan {
                 continue;
@@ -175,10 +178,15 @@ impl Engine {
             }
         }
         if !changed.is_empty() {
+            let mut names: Vec<&str> = changed.iter().take(10).map(String::as_str).collect();
+            let more = format!("and {} more", changed.len().saturating_sub(10));
+            if changed.len() > 10 {
+                names.push(&more);
+            }
             warn!(
                 "{} desired states disagreed with the stored placements and rollouts (the last run stopped between two writes): new generations for node {}",
                 changed.len(),
-                changed.iter().cloned().collect::<Vec<_>>().join(", ")
+                names.join(", ")
             );
         }
         changed
