@@ -12,7 +12,7 @@ use acoa_shared::wire::{
     ServiceSample,
 };
 use cloud_broker::engine::{Action, EngineConfig, Event};
-use cloud_broker::records::{rollback_request, EnvDoc};
+use cloud_broker::records::{rollback_request, EnvDoc, Snapshot};
 use cloud_broker::status::AppStatus;
 use cloud_broker::testkit::engine::{
     desired_published, railway, railway_app, statuses, EngineSim as Sim,
@@ -198,6 +198,24 @@ fn run_until(
     panic!("not done within {max_s} s: {:?}", seen.last());
 }
 
+/// A new process on the store's records `snap`: restored, the cluster joined, started.
+fn restarted(sim: &Sim, snap: Snapshot) -> (Sim, Vec<Action>) {
+    let mut sim2 = Sim::restore(config(), sim.key.clone(), snap);
+    sim2.join_cluster(&railway());
+    let acts = sim2.feed(Event::StartupDone);
+    (sim2, acts)
+}
+
+/// The rollout to revision 2 ends done, every copy of revision 2.
+fn finishes_at_revision_2(sim: &mut Sim, agents: &mut Agents, max_s: u64) {
+    let (_, seen) = run_until(sim, agents, max_s, |s| phase(s) == "done");
+    assert_eq!(seen.last().unwrap().revision, Some(2));
+    for imgs in copies(sim).values() {
+        assert_eq!(imgs.len(), 1);
+        assert!(imgs[0].ends_with(":2"), "{imgs:?}");
+    }
+}
+
 fn phase(st: &AppStatus) -> &str {
     st.rollout.as_ref().map(|r| r.phase.as_str()).unwrap_or("")
 }
@@ -287,16 +305,8 @@ fn a_control_plane_restarted_mid_rollout_finishes_it() {
     run_until(&mut sim, &mut agents, 30, |s| {
         s.rollout.as_ref().is_some_and(|r| r.batch == "2/3")
     });
-    // a new process on the store's records
-    let mut sim2 = Sim::restore(config(), sim.key.clone(), sim.snap.clone());
-    sim2.join_cluster(&railway());
-    sim2.feed(Event::StartupDone);
-    let (_, seen) = run_until(&mut sim2, &mut agents, 30, |s| phase(s) == "done");
-    assert_eq!(seen.last().unwrap().revision, Some(2));
-    for imgs in copies(&sim2).values() {
-        assert_eq!(imgs.len(), 1);
-        assert!(imgs[0].ends_with(":2"), "{imgs:?}");
-    }
+    let (mut sim2, _) = restarted(&sim, sim.snap.clone());
+    finishes_at_revision_2(&mut sim2, &mut agents, 30);
 }
 
 /// A control plane killed between the two writes of a batch's start (the history first, then
@@ -312,9 +322,7 @@ fn a_control_plane_killed_between_the_history_and_the_desired_states_finishes_th
     let mut snap = sim.snap.clone();
     assert_ne!(snap.desired, before, "the batch changed some desired state");
     snap.desired = before.clone();
-    let mut sim2 = Sim::restore(config(), sim.key.clone(), snap);
-    sim2.join_cluster(&railway());
-    let acts = sim2.feed(Event::StartupDone);
+    let (mut sim2, acts) = restarted(&sim, snap);
     let repaired = desired_published(&acts, &sim2.key);
     assert!(
         repaired
@@ -327,12 +335,7 @@ fn a_control_plane_killed_between_the_history_and_the_desired_states_finishes_th
             assert!(d.generation > old.generation, "a new generation for {node}");
         }
     }
-    let (_, seen) = run_until(&mut sim2, &mut agents, 40, |s| phase(s) == "done");
-    assert_eq!(seen.last().unwrap().revision, Some(2));
-    for imgs in copies(&sim2).values() {
-        assert_eq!(imgs.len(), 1);
-        assert!(imgs[0].ends_with(":2"), "{imgs:?}");
-    }
+    finishes_at_revision_2(&mut sim2, &mut agents, 40);
 }
 
 /// Killed between the two writes of a deletion (the record removed, then the desired
@@ -345,9 +348,7 @@ fn a_control_plane_killed_between_a_deletion_and_the_desired_states_stops_the_co
     let mut snap = sim.snap.clone();
     assert!(!snap.apps.contains_key(APP));
     snap.desired = before.clone();
-    let mut sim2 = Sim::restore(config(), sim.key.clone(), snap);
-    sim2.join_cluster(&railway());
-    let acts = sim2.feed(Event::StartupDone);
+    let (sim2, acts) = restarted(&sim, snap);
     let repaired = desired_published(&acts, &sim2.key);
     for (node, d) in &before {
         if d.containers.is_empty() {
@@ -378,9 +379,7 @@ fn a_restart_on_desired_states_that_differ_only_in_description_gives_no_new_gene
             });
         }
     }
-    let mut sim2 = Sim::restore(config(), sim.key.clone(), snap.clone());
-    sim2.join_cluster(&railway());
-    sim2.feed(Event::StartupDone);
+    let (sim2, _) = restarted(&sim, snap.clone());
     for (node, d) in &snap.desired {
         assert_eq!(sim2.e.desired(node), Some(d), "{node} as stored");
     }
