@@ -309,6 +309,35 @@ fn a_control_plane_restarted_mid_rollout_finishes_it() {
     finishes_at_revision_2(&mut sim2, &mut agents, 30);
 }
 
+/// A rolled-back revision's copy and the next revision's copy can have one name (they
+/// alternate with the record's): until its node reports on the desired state that starts the
+/// new one, what it reported is the earlier copy's, and must not fail (or pass) the new one.
+#[test]
+fn a_new_copy_is_judged_on_its_nodes_report_after_its_desired_state_not_on_an_earlier_copy_of_its_name(
+) {
+    let (mut sim, mut agents) = placed();
+    // revision 2 done: its copies keep their suffixed names, the next copies take the plain ones
+    sim.publish(APP, definition(2));
+    run_until(&mut sim, &mut agents, 30, |s| phase(s) == "done");
+    agents.bad = ["localhost/acoa/smoke-measurement:3".to_string()].into();
+    sim.publish(APP, definition(3));
+    run_until(&mut sim, &mut agents, 30, |s| phase(s) == "rolled-back");
+    // revision 4 at once: the agents' last actual states still show revision 3's copies
+    agents.bad.clear();
+    let mut seen = statuses(&sim.publish(APP, definition(4)), APP);
+    seen.extend(statuses(&sim.tick(1000), APP));
+    let ended: Vec<_> = seen
+        .iter()
+        .filter_map(|s| s.rollout.as_ref())
+        .filter(|r| {
+            r.to == 4 && matches!(r.phase.as_str(), "failed" | "rolling-back" | "rolled-back")
+        })
+        .collect();
+    assert!(ended.is_empty(), "judged on the earlier copy: {ended:?}");
+    let (_, seen) = run_until(&mut sim, &mut agents, 40, |s| phase(s) == "done");
+    assert_eq!(seen.last().unwrap().revision, Some(4));
+}
+
 /// A control plane killed between the two writes of a batch's start (the history first, then
 /// the desired states) finds, after its restart, desired states that lack the batch's new
 /// copies: it brings them in line with the persisted rollout, or the batch would wait for

@@ -152,7 +152,11 @@ impl Engine {
             ..World::default()
         };
         for n in &nodes {
-            if let Some(st) = self.actual.get(n) {
+            // only what the node reports on its current desired state: before, a container of
+            // the new copy's name may be an earlier copy (a rolled-back revision's: copies
+            // alternate between two names), and must neither fail nor pass the new one
+            let current = self.desired.get(n).map_or(0, |d| d.generation);
+            if let Some(st) = self.actual.get(n).filter(|st| st.generation >= current) {
                 for c in &st.containers {
                     w.containers.insert(
                         (n.clone(), c.name.to_string()),
