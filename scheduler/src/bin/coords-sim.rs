@@ -5,7 +5,8 @@
 //! Vivaldi with height, RELATIVE update filter) and probes a bounded neighbour set chosen by
 //! `coords::select_neighbours` (its own group, the nearest by reported coordinates, a few
 //! random; at most k), chosen again every `--reselect` rounds from the reported coordinates
-//! as the control plane would. A round: every node, in a shuffled order, takes one noisy sample
+//! as the control plane would (the random slots drawn again each time, unlike the control
+//! plane's: `--rotate-every`). A round: every node, in a shuffled order, takes one noisy sample
 //! of each of its peers. Then the estimated latency of random pairs that were never probed
 //! (in either direction, in any round) is compared with their true latency, and so are the
 //! short pairs between stations, which the coordinates cannot resolve (`coords-sim/near.rs`).
@@ -90,6 +91,11 @@ struct Args {
     /// second selection on.
     #[arg(long, default_value_t = 0)]
     discover: usize,
+    /// The random slots are drawn again every this many selections (0: never, a seed fixed
+    /// as the control plane's `NEIGHBOUR_SEED` is: a node's random peers then change only
+    /// with the members).
+    #[arg(long, default_value_t = 1)]
+    rotate_every: usize,
     /// Moving-percentile filter: percentile (0.5 = median).
     #[arg(long, default_value_t = 0.5)]
     percentile: f64,
@@ -569,7 +575,13 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
                     key: i as u64,
                 })
                 .collect();
-            let seed = r.next_u64();
+            let drawn = r.next_u64();
+            let selection = (round / args.reselect.max(1)) as u64;
+            let seed = match args.rotate_every {
+                0 => args.seed ^ 0x16_c00d,
+                1 => drawn,
+                e => (args.seed ^ 0x16_c00d).wrapping_add(selection / e as u64),
+            };
             let previous = (args.discover > 0 && round > 0).then(|| peers.clone());
             for (i, p) in peers.iter_mut().enumerate() {
                 *p = select_neighbours(i, &members, k, mix, seed);
