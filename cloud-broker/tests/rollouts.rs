@@ -338,6 +338,57 @@ fn a_new_copy_is_judged_on_its_nodes_report_after_its_desired_state_not_on_an_ea
     assert_eq!(seen.last().unwrap().revision, Some(4));
 }
 
+/// What a node reports about a container counts from the desired state that gave it its
+/// spec on, not only from the node's newest one: another application's change on the node
+/// (a new generation the agent has not applied yet) does not hide the batch's new copy and
+/// start its healthy time again.
+#[test]
+fn another_applications_change_on_the_node_does_not_hide_the_batchs_new_copy() {
+    let (mut sim, mut agents) = placed();
+    sim.publish(APP, definition(2));
+    agents.report(&mut sim, &nodes());
+    sim.tick(1000);
+    let canary = sim
+        .e
+        .placement(APP)
+        .unwrap()
+        .assignment
+        .iter()
+        .find(|(c, n)| {
+            sim.e
+                .desired(n)
+                .unwrap()
+                .containers
+                .iter()
+                .any(|d| d.component == **c && d.image.ends_with(":2"))
+        })
+        .map(|(_, n)| n.clone())
+        .expect("the canary's node");
+    let other = format!(
+        "application: other\ncomponents:\n- {{name: x, image: 'localhost/acoa/other:1', requires: {{node: {canary}}}}}\n"
+    );
+    let before = sim.e.desired(&canary).unwrap().generation;
+    sim.publish("other", other.into_bytes());
+    assert!(
+        sim.e.desired(&canary).unwrap().generation > before,
+        "a new generation"
+    );
+    // the agents have not applied it yet: the canary's healthy time (2 s) still ends
+    let seen = statuses(&sim.tick(1000), APP);
+    let r = seen
+        .last()
+        .expect("the rollout's status")
+        .rollout
+        .clone()
+        .unwrap();
+    assert_eq!(r.batch, "2/3", "the canary's batch done: {:?}", r.waiting);
+    assert!(
+        !r.waiting.iter().any(|w| w.starts_with("measurement on")),
+        "{:?}",
+        r.waiting
+    );
+}
+
 /// A control plane killed between the two writes of a batch's start (the history first, then
 /// the desired states) finds, after its restart, desired states that lack the batch's new
 /// copies: it brings them in line with the persisted rollout, or the batch would wait for

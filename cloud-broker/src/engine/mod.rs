@@ -338,6 +338,10 @@ pub struct Engine {
     model_cache: Option<(u64, Arc<LiveModel>)>,
     apps: BTreeMap<String, AppState>,
     desired: BTreeMap<String, DesiredDoc>,
+    /// Per node, per container of its desired state, the generation that gave the container
+    /// its spec (`rollout::update_desired`): what the node reports of it counts from there on.
+    /// Not persisted: after a restart a container's is its node's current generation.
+    spec_since: HashMap<String, BTreeMap<String, u64>>,
     retained_seen: BTreeMap<String, u64>,
     /// What reading the definition being handled gave, when it was read off the loop.
     checked: Option<admit::Checked>,
@@ -419,6 +423,7 @@ impl Engine {
             model_cache: None,
             apps: BTreeMap::new(),
             desired: snap.desired,
+            spec_since: HashMap::new(),
             retained_seen: BTreeMap::new(),
             checked: None,
             actual: HashMap::new(),

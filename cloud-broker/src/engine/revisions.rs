@@ -152,12 +152,16 @@ impl Engine {
             ..World::default()
         };
         for n in &nodes {
-            // only what the node reports on its current desired state: before, a container of
-            // the new copy's name may be an earlier copy (a rolled-back revision's: copies
-            // alternate between two names), and must neither fail nor pass the new one
-            let current = self.desired.get(n).map_or(0, |d| d.generation);
-            if let Some(st) = self.actual.get(n).filter(|st| st.generation >= current) {
-                for c in &st.containers {
+            if let Some(st) = self.actual.get(n) {
+                // only what the node reports from the desired state that gave a container its
+                // spec on: before, a container of the new copy's name may be an earlier copy
+                // (a rolled-back revision's: copies alternate between two names), and must
+                // neither fail nor pass the new one
+                let current = st
+                    .containers
+                    .iter()
+                    .filter(|c| st.generation >= self.spec_since(n, &c.name));
+                for c in current {
                     w.containers.insert(
                         (n.clone(), c.name.to_string()),
                         Seen {

@@ -93,10 +93,33 @@ impl Engine {
                             .join(", ")
                     }
                 );
+                let old = self.spec_since.remove(node).unwrap_or_default();
+                let since = d
+                    .containers
+                    .iter()
+                    .map(|c| {
+                        let kept = cur.and_then(|cur| {
+                            let same = cur.containers.iter().any(|o| o == c);
+                            same.then(|| old.get(&c.name).copied().unwrap_or(cur.generation))
+                        });
+                        (c.name.clone(), kept.unwrap_or(d.generation))
+                    })
+                    .collect();
+                self.spec_since.insert(node.into(), since);
                 self.desired.insert(node.into(), d);
             }
             Err(e) => error!("desired state for node {node} cannot be encoded: {e}"),
         }
+    }
+
+    /// The generation from which what `node` reports about its container `name` is about the
+    /// spec it was last given (its node's current generation when not known).
+    pub(super) fn spec_since(&self, node: &str, name: &str) -> u64 {
+        self.spec_since
+            .get(node)
+            .and_then(|m| m.get(name))
+            .copied()
+            .unwrap_or_else(|| self.desired.get(node).map_or(0, |d| d.generation))
     }
 
     pub(super) fn on_actual(&mut self, a: ActualState, out: &mut Vec<Action>) {
