@@ -33,7 +33,8 @@ pub struct PlacementRecord {
 pub struct NotRunning {
     pub component: String,
     pub node: String,
-    /// `pending`, `exited`, `failed`, `refused`, or `unknown` when the node has not said.
+    /// `pending` (also while its node has not reported on the spec it was last given),
+    /// `exited`, `failed`, `refused`, or `unknown` when the node has not said.
     pub state: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub error: String,

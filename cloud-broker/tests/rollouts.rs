@@ -389,6 +389,29 @@ fn another_applications_change_on_the_node_does_not_hide_the_batchs_new_copy() {
     );
 }
 
+/// A definition changed without an `update` block is given to the nodes at once, under the
+/// same container names: the application is not "running" on the reports of the containers
+/// it replaces, only once its nodes report on the new specs (so `apply --wait-s` waits for them).
+#[test]
+fn an_image_changed_in_place_is_running_only_once_its_nodes_report_the_new_spec() {
+    let (mut sim, mut agents) = placed();
+    let text = String::from_utf8(railway_app(APP)).unwrap();
+    let v2 = text.replace(":1'", ":2'").replace(":1\n", ":2\n");
+    let st = last_status(&sim.publish(APP, v2.into_bytes())).expect("a status");
+    assert_ne!(
+        st.state, "running",
+        "on the old containers' reports: {:?}",
+        st.not_running
+    );
+    assert!(
+        st.not_running.iter().all(|n| n.state == "pending"),
+        "{:?}",
+        st.not_running
+    );
+    let st = last_status(&agents.report(&mut sim, &nodes())).expect("a status");
+    assert_eq!(st.state, "running");
+}
+
 /// A control plane killed between the two writes of a batch's start (the history first, then
 /// the desired states) finds, after its restart, desired states that lack the batch's new
 /// copies: it brings them in line with the persisted rollout, or the batch would wait for

@@ -185,14 +185,23 @@ impl Engine {
         let mut health = BTreeMap::new();
         for (c, n) in &p.assignment {
             let (n, cname) = &self.serving_copy(app, c, n);
-            let seen = self
-                .actual
-                .get(n)
+            let reported = self.actual.get(n);
+            // a report of an earlier spec under this name (a definition changed in place) is
+            // not the container's: it is pending until its node reports on its spec
+            let stale = reported.is_some_and(|s| s.generation < self.spec_since(n, cname));
+            let seen = reported
+                .filter(|_| !stale)
                 .and_then(|s| s.containers.iter().find(|x| x.name.as_str() == cname));
             if let Some(h) = seen.and_then(|x| x.health) {
                 health.insert(c.clone(), h.as_str().to_owned());
             }
-            let st = seen.map(|x| (x.state, x.error.to_string()));
+            let st = match seen {
+                Some(x) => Some((x.state, x.error.to_string())),
+                None if stale && self.is_online(n) => {
+                    Some((ContainerState::Pending, String::new()))
+                }
+                None => None,
+            };
             match st {
                 Some((ContainerState::Running, _)) if self.is_online(n) => running.push(c.clone()),
                 Some((s, e)) => not_running.push(NotRunning {
