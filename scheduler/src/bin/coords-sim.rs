@@ -721,13 +721,15 @@ fn main() -> Result<()> {
             };
             let s = o.short;
             short_rows.push(format!(
-                "| {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} |",
+                "| {} | {} | {} | {} | {:.2} / {:.2} | {:.0} / {:.0} | {:.2} / {:.2} |",
                 topo.nodes.len(),
                 k,
                 s.unprobed,
                 s.probed,
                 s.ratio_median,
                 s.ratio_p90,
+                s.rank_median,
+                s.rank_p90,
                 s.height_median,
                 s.height_p90
             ));
@@ -759,8 +761,8 @@ fn main() -> Result<()> {
         "\nShort pairs: stations of two sites under {} ms (coords-sim/near.rs)\n",
         near::SHORT_MS
     );
-    println!("| nodes | k | unprobed | probed at some time | estimate / true, unprobed: median / p90 | stations' height (ms): median / p90 |");
-    println!("|---|---|---|---|---|---|");
+    println!("| nodes | k | unprobed | probed at some time | estimate / true, unprobed: median / p90 | rank by coordinates, unprobed: median / p90 | stations' height (ms): median / p90 |");
+    println!("|---|---|---|---|---|---|---|");
     for r in short_rows {
         println!("{r}");
     }

@@ -33,6 +33,12 @@ pub struct ShortPairs {
     /// The stations' coordinate heights (ms): median and p90.
     pub height_median: f64,
     pub height_p90: f64,
+    /// Where the coordinates rank an unprobed short pair, from each of its ends: how many
+    /// nodes of other sites the end estimates nearer than the other end (0: the nearest by
+    /// coordinates), median and p90. A rule that probes a node's nearest by coordinates (or
+    /// goes through them in turn) finds the pair only within that many.
+    pub rank_median: f64,
+    pub rank_p90: f64,
 }
 
 impl ShortPairs {
@@ -48,6 +54,8 @@ impl ShortPairs {
             .collect();
         let mut ratios = Vec::new();
         let mut probed_short = 0;
+        // each end of an unprobed short pair, with the other end
+        let mut unprobed: Vec<(usize, usize)> = Vec::new();
         for (x, &a) in stations.iter().enumerate() {
             for &b in &stations[x + 1..] {
                 if topo.nodes[a].site == topo.nodes[b].site {
@@ -61,7 +69,22 @@ impl ShortPairs {
                     probed_short += 1;
                 } else {
                     ratios.push(estimate_latency_ms(&coords[a], &coords[b]) / t);
+                    unprobed.extend([(a, b), (b, a)]);
                 }
+            }
+        }
+        let mut ranks = Vec::with_capacity(unprobed.len());
+        unprobed.sort_unstable();
+        for ends in unprobed.chunk_by(|x, y| x.0 == y.0) {
+            let a = ends[0].0;
+            let site = topo.nodes[a].site;
+            let est: Vec<f64> = (0..topo.nodes.len())
+                .filter(|&j| topo.nodes[j].site != site)
+                .map(|j| estimate_latency_ms(&coords[a], &coords[j]))
+                .collect();
+            for &(_, b) in ends {
+                let e = estimate_latency_ms(&coords[a], &coords[b]);
+                ranks.push(est.iter().filter(|&&x| x < e).count() as f64);
             }
         }
         let mut heights: Vec<f64> = stations.iter().map(|&i| coords[i].height()).collect();
@@ -79,6 +102,8 @@ impl ShortPairs {
             ratio_p90: q(&mut ratios, 0.9),
             height_median: q(&mut heights, 0.5),
             height_p90: q(&mut heights, 0.9),
+            rank_median: q(&mut ranks, 0.5),
+            rank_p90: q(&mut ranks, 0.9),
         }
     }
 }
