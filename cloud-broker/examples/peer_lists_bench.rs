@@ -60,6 +60,7 @@ fn fleet(n: usize, rng: &mut impl Rng) -> Vec<Candidate> {
                 addr: format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256).into(),
                 group,
                 coord: Some(Coord::new(x, rng.gen_range(0.0..3.0), 0.2).unwrap()),
+                epoch: 0,
             }
         })
         .collect()

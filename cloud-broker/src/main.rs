@@ -174,6 +174,11 @@ struct ServeArgs {
     /// coordinates, a few random (1 to 64; placements may add the links they use on top).
     #[arg(long, default_value_t = 32)]
     peers_k: usize,
+    /// Each node's random peers are drawn again this often, the nodes spread over the period
+    /// (0: never): the coordinates and the search for short pairs need many random peers over
+    /// time. Each rotation is a new signed list for the node.
+    #[arg(long, default_value_t = 300)]
+    peers_rotate_s: u64,
     /// Exploration rounds after a placement that rested on estimated links: each probes the
     /// links around the best placement on estimates and moves only onto measured links (0:
     /// none).
@@ -225,6 +230,7 @@ impl ServeArgs {
             deschedule_ms,
             deschedule_threshold,
             peers_k,
+            peers_rotate_s,
             explore_rounds,
             explore_width,
             tick_ms,
@@ -282,6 +288,7 @@ impl ServeArgs {
                 deschedule_ms,
                 netaware_threshold: deschedule_threshold,
                 peers_k,
+                peers_rotate_ms: peers_rotate_s.saturating_mul(1000),
                 explore_rounds,
                 explore_width,
                 loopback_every_ms: cloud_broker::engine::LOOPBACK_EVERY_MS,

@@ -143,6 +143,62 @@ fn with_a_small_k_each_node_probes_its_group_the_nearest_and_a_few_random() {
     );
 }
 
+/// The peers of each node's list that are not of its group, and those that are.
+fn split_by_group(pl: &wire::PeerList) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (own, other): (Vec<_>, Vec<_>) = pl.peers.iter().partition(|p| p.group);
+    let names = |v: Vec<&wire::Peer>| v.into_iter().map(|p| p.node.to_string()).collect();
+    (names(other), names(own))
+}
+
+#[test]
+fn each_nodes_random_peers_are_drawn_again_once_a_period_a_few_nodes_at_a_time() {
+    let c = railway();
+    let run = |rotate_ms: u64| {
+        let mut sim = Sim::new(EngineConfig {
+            peers_k: 4,
+            peers_rotate_ms: rotate_ms,
+            // nobody is judged silent here: only the rotation changes lists
+            node_timeout_ms: 3_600_000,
+            ..EngineConfig::default()
+        });
+        sim.join_cluster(&c);
+        let first = peer_lists_published(&sim.tick(1000), &sim.key);
+        assert_eq!(first.len(), c.nodes.len());
+        // 11 refreshes of 30 s: a little more than one period of 300 s
+        let mut rounds = vec![];
+        for _ in 0..11 {
+            rounds.push(peer_lists_published(&sim.tick(30_000), &sim.key));
+        }
+        (first, rounds)
+    };
+    let (first, rounds) = run(0);
+    assert!(
+        rounds.iter().all(|r| r.is_empty()),
+        "without rotation nothing changes"
+    );
+    let (first_rotating, rounds) = run(300_000);
+    assert_eq!(first, first_rotating, "the first lists do not depend on it");
+    let mut last = first.clone();
+    let mut redrawn = BTreeSet::new();
+    for (i, r) in rounds.iter().enumerate() {
+        // the nodes' epochs are spread over the period: a few lists at a time
+        assert!(r.len() <= c.nodes.len() / 2, "round {i}: {} lists", r.len());
+        for (n, pl) in r {
+            let (other, own) = split_by_group(pl);
+            let (other_before, own_before) = split_by_group(&last[n]);
+            assert_eq!(own, own_before, "{n}: its group's slot stays");
+            assert_ne!(other, other_before, "{n}: its random peers change");
+            redrawn.insert(n.clone());
+            last.insert(n.clone(), pl.clone());
+        }
+    }
+    assert_eq!(
+        redrawn.len(),
+        c.nodes.len(),
+        "every node's, within a period"
+    );
+}
+
 #[test]
 fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_elsewhere() {
     use acoa_shared::coords::Known;

@@ -89,6 +89,10 @@ pub struct EngineConfig {
     pub peers_k: usize,
     /// Moved coordinates change the neighbour sets at most this often.
     pub peers_refresh_ms: u64,
+    /// Each node's random peers are drawn again this often, the nodes staggered over the
+    /// period (0: never, they change only with the members). Checked every
+    /// `peers_refresh_ms`.
+    pub peers_rotate_ms: u64,
     /// With at least this many nodes to list, the peer lists are computed off the decision
     /// loop ([`Action::ComputePeers`]; seconds at 50,000 nodes), below it in the tick.
     pub peers_offload_from: usize,
@@ -139,6 +143,7 @@ impl Default for EngineConfig {
             peers_debounce_ms: 500,
             peers_k: 32,
             peers_refresh_ms: 30_000,
+            peers_rotate_ms: 0,
             peers_offload_from: 2_000,
             link_max_age_ms: 60_000,
             stats_every_ms: 10_000,
@@ -633,7 +638,7 @@ impl Engine {
         self.judge_nodes(out);
         self.retry_for_joins(out);
         self.expire_links();
-        let refresh = self.probes.moved
+        let refresh = (self.probes.moved || self.cfg.peers_rotate_ms > 0)
             && now.saturating_sub(self.probes.last_refresh) >= self.cfg.peers_refresh_ms;
         if (refresh
             || (self.peers_dirty

@@ -7,7 +7,8 @@
 //!   (targeted probes, beyond `k`, up to [`wire::MAX_PEERS_PER_NODE`]). Signed and published
 //!   retained on the node's own topic, only for the nodes whose list changed, debounced:
 //!   membership changes after `peers_debounce_ms` (a millisecond per 10 nodes in a larger
-//!   fleet), coordinate moves at most every `peers_refresh_ms`.
+//!   fleet), coordinate moves at most every `peers_refresh_ms`; each node's random slots are
+//!   drawn again once every `peers_rotate_ms` ([`rotation_epoch`]), the nodes spread over it.
 //! - The sparse link source ([`Engine::link_view`]): a pair's own measurement where one exists,
 //!   else an estimate marked as one (`acoa_shared::coords::estimate`: latency from the two
 //!   coordinates, or the median of the group's measured internal links for two nodes of one
@@ -48,8 +49,8 @@ use super::model::EstimateInputs;
 use super::{Action, Engine, Purpose};
 use crate::records::PersistOp;
 
-/// The seed of the neighbour sets' random slots (fixed: a list changes only when its members
-/// or their coordinates do).
+/// The seed of the neighbour sets' random slots (fixed: a list changes only when its members,
+/// their coordinates or the node's rotation epoch do).
 const NEIGHBOUR_SEED: u64 = 0x16_c00d;
 
 /// One node as the peer lists see it.
@@ -62,6 +63,19 @@ pub struct Candidate {
     /// Its datacenter (or train).
     pub group: String,
     pub coord: Option<Coord<DIMS>>,
+    /// Its random peers' epoch ([`rotation_epoch`]; `Member::epoch`).
+    pub epoch: u64,
+}
+
+/// Node `name`'s rotation epoch at `now_ms` with a period of `rotate_ms` (0: never, always 0):
+/// the nodes' epochs advance at times spread over the period by their stable keys, so a
+/// rotation changes about `refresh / period` of the lists each time they are computed, not
+/// every list at once.
+pub fn rotation_epoch(name: &str, now_ms: u64, rotate_ms: u64) -> u64 {
+    if rotate_ms == 0 {
+        return 0;
+    }
+    now_ms.saturating_add(name_key(name) % rotate_ms) / rotate_ms
 }
 
 /// A node's stable key for the neighbour selection's random choices (FNV-1a of its name: the
@@ -98,6 +112,7 @@ pub fn peer_lists(
             group: c.group.as_str(),
             coord: c.coord,
             key: name_key(&c.name),
+            epoch: c.epoch,
         })
         .collect();
     let index: HashMap<&str, usize> = cands
@@ -284,6 +299,7 @@ impl Engine {
                 addr: n.info.probe_addr.as_str().into(),
                 group: n.info.datacenter.clone(),
                 coord: self.probes.coords.get(&n.info.name).copied(),
+                epoch: rotation_epoch(&n.info.name, self.now, self.cfg.peers_rotate_ms),
             })
             .collect()
     }
@@ -743,6 +759,7 @@ mod tests {
             addr: format!("10.0.0.1:{}", 7000 + name.len()).into(),
             group: group.into(),
             coord: Some(Coord::new([x, 0.0, 0.0], 1.0, 0.2).unwrap()),
+            epoch: 0,
         }
     }
 

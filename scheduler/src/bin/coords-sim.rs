@@ -573,6 +573,8 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
                     group: topo.nodes[i].site,
                     coord: (round > 0).then(|| *agents[i].coordinate()),
                     key: i as u64,
+                    // the rotation is the seed's (`--rotate-every`)
+                    epoch: 0,
                 })
                 .collect();
             let drawn = r.next_u64();

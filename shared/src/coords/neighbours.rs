@@ -8,7 +8,7 @@
 //!    needs to place a node precisely among its neighbours;
 //! 3. [`NeighbourMix::random`] others drawn uniformly (half of the slots the group leaves), which keep the global layout right (with
 //!    near neighbours only, regions of the map drift against one another) and let the set
-//!    change as coordinates improve.
+//!    change as coordinates improve; drawn again when the member's [`Member::epoch`] changes.
 //!
 //! Nodes without a coordinate yet (new ones, or when `me` has none) only take random slots.
 //! Deterministic: the same members, `k`, mix and seed give the same list. The cost of one
@@ -32,6 +32,11 @@ pub struct Member<G, const D: usize> {
     /// depend on it, not on the member's position, so that a node's list changes little when
     /// others join or leave (a fleet joining would otherwise change every list at every step).
     pub key: u64,
+    /// Its rotation epoch: its random slots are drawn again when this changes (0, and any one
+    /// value: the same draw). Vivaldi and the search for short pairs need many random peers
+    /// over time, not many at once (BENCHMARKS.md, "Random slots"); its own group and the
+    /// nearest do not depend on it.
+    pub epoch: u64,
 }
 
 /// A 64-bit mix (SplitMix64's finaliser).
@@ -65,6 +70,7 @@ impl Ring {
     fn pick(
         &self,
         me_key: u64,
+        epoch: u64,
         seed: u64,
         count: usize,
         chosen: &mut Vec<usize>,
@@ -75,11 +81,12 @@ impl Ring {
             return;
         }
         let want = chosen.len() + count;
+        let epoch = if epoch == 0 { 0 } else { mix64(epoch ^ 0xe70c) };
         for t in 0..(64 * count.max(1)) as u64 {
             if chosen.len() >= want {
                 break;
             }
-            let p = mix64(seed ^ mix64(me_key) ^ mix64(t.wrapping_add(0x5eed)));
+            let p = mix64(seed ^ mix64(me_key) ^ epoch ^ mix64(t.wrapping_add(0x5eed)));
             let start = self.order.partition_point(|(h, _)| *h < p);
             // the first acceptable member from the point on (a short walk: members of the
             // node's own group or already chosen are passed over)
@@ -217,7 +224,7 @@ fn select_with<G: PartialEq, const D: usize>(
     //    from the hash ring.
     let want = k.min(take + others);
     let missing = want.saturating_sub(chosen.len());
-    ring.pick(mine.key, seed, missing, &mut chosen, |j| {
+    ring.pick(mine.key, mine.epoch, seed, missing, &mut chosen, |j| {
         j != me && members[j].group != mine.group
     });
     if chosen.len() < want {

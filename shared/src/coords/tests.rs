@@ -232,6 +232,7 @@ fn members(points: &[(u32, f64)]) -> Vec<Member<u32, 1>> {
             group: g,
             coord: Some(Coord::new([x], 0.5, 0.2).unwrap()),
             key: i as u64,
+            epoch: 0,
         })
         .collect()
 }
@@ -376,6 +377,7 @@ fn the_whole_fleets_lists_are_each_nodes_own() {
                     coord: (rng.below(10) != 0)
                         .then(|| Coord::new(x, rng.below(4) as f64, 0.2).unwrap()),
                     key: i as u64,
+                    epoch: i as u64 % 3,
                 }
             })
             .collect();
@@ -401,6 +403,7 @@ fn a_node_joining_changes_few_lists() {
             .is_multiple_of(2)
             .then(|| Coord::new([(i % 97) as f64, (i % 89) as f64], 1.0, 0.2).unwrap()),
         key: (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        epoch: 0,
     };
     let before: Vec<Member<u32, 2>> = (0..2000).map(member).collect();
     let mut after = before.clone();
@@ -421,4 +424,36 @@ fn a_node_joining_changes_few_lists() {
     // a new node takes a random slot of about random/n of the lists, a nearest slot of those
     // it is nearest to, a group slot of its group's (none here: its group is new)
     assert!(changed < 100, "{changed} of 2000 lists changed");
+}
+
+#[test]
+fn a_new_epoch_draws_the_random_slots_again_and_keeps_the_group_and_the_nearest() {
+    // 2,000 nodes in groups of 10 on a plane; k = 16: 4 of the group, 6 nearest, 6 random
+    let member = |i: usize| Member {
+        group: (i / 10) as u32,
+        coord: Some(Coord::new([(i % 97) as f64, (i % 89) as f64], 1.0, 0.2).unwrap()),
+        key: (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        epoch: 0,
+    };
+    let before: Vec<Member<u32, 2>> = (0..2000).map(member).collect();
+    let k = 16;
+    let mix = NeighbourMix::for_k(k);
+    let a = select_all_neighbours(&before, k, mix, 7);
+    let mut seen: std::collections::BTreeSet<usize> = a[5].iter().copied().collect();
+    for epoch in 1..=4 {
+        let mut after = before.clone();
+        after[5].epoch = epoch;
+        let b = select_all_neighbours(&after, k, mix, 7);
+        // only node 5's list changes, and only in its random slots (the last `random`)
+        let kept = k - mix.random;
+        assert_eq!(a[5][..kept], b[5][..kept], "epoch {epoch}");
+        assert_ne!(a[5][kept..], b[5][kept..], "epoch {epoch}");
+        assert!((0..2000).filter(|&i| i != 5).all(|i| a[i] == b[i]));
+        seen.extend(b[5].iter().copied());
+        // the same epoch, the same draw
+        assert_eq!(b, select_all_neighbours(&after, k, mix, 7));
+    }
+    // five epochs: about five times the random peers (draws may meet)
+    let least = k + 4 * mix.random * 3 / 4;
+    assert!(seen.len() >= least, "{} peers over 5 epochs", seen.len());
 }
