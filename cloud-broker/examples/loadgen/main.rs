@@ -68,6 +68,10 @@ struct Args {
     /// Extra environment of the control plane, `KEY=VALUE` (e.g. `MALLOC_ARENA_MAX=2`).
     #[arg(long)]
     cp_env: Vec<String>,
+    /// An extra argument of the control plane's `serve` (repeated; e.g.
+    /// `--cp-arg=--peers-rotate-s=0`).
+    #[arg(long, allow_hyphen_values = true)]
+    cp_arg: Vec<String>,
     /// Run the load through an external Mosquitto (`serve --broker-url`, configured by
     /// `cloud-broker mosquitto-config`) instead of the embedded broker: separates the
     /// broker's memory from the control plane's own.
@@ -367,6 +371,7 @@ async fn bench(
         "--reevaluate-ms".into(),
         "3600000".into(),
     ];
+    serve_args.extend(args.cp_arg.iter().cloned());
     if args.mosquitto {
         // mosquitto drops to its own user: it must be able to reach its files
         use std::os::unix::fs::PermissionsExt;
@@ -499,6 +504,13 @@ async fn bench(
                     joined.fetch_add(1, Ordering::Relaxed);
                 } else if line.contains("stats: ") {
                     last_stats.lock().unwrap().push(line);
+                } else if line.contains("peer lists ") && line.contains(" published: ") {
+                    // each round of peer lists (membership, coordinates, rotation)
+                    println!(
+                        "cp: {} {}",
+                        line.split(' ').next().unwrap_or(""),
+                        line.split("probes: ").last().unwrap_or(&line)
+                    );
                 } else if line.contains(" placed (") {
                     println!(
                         "cp: {}",
