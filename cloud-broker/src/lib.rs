@@ -38,3 +38,10 @@ pub mod store;
 pub mod testkit;
 pub mod warm;
 pub mod workers;
+
+/// The system clock in Unix milliseconds (0 if it is set before 1970).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -174,9 +174,10 @@ struct ServeArgs {
     /// coordinates, a few random (1 to 64; placements may add the links they use on top).
     #[arg(long, default_value_t = 32)]
     peers_k: usize,
-    /// Each node's random peers are drawn again this often, the nodes spread over the period
-    /// (0: never): the coordinates and the search for short pairs need many random peers over
-    /// time. Each rotation is a new signed list for the node.
+    /// Each node's random peers are drawn again this often, the nodes spread over the period,
+    /// on the wall clock (every replica draws the same) (0: never): the coordinates and the
+    /// search for short pairs need many random peers over time. Each rotation is a new signed
+    /// list for the node.
     #[arg(long, default_value_t = 300)]
     peers_rotate_s: u64,
     /// Exploration rounds after a placement that rested on estimated links: each probes the

@@ -191,15 +191,18 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         placer,
         events: ctl_tx_peers,
     };
+    // the engine's time 0, and the wall clock then (the peers' rotation epochs count on it)
+    let t0 = Instant::now();
     // the loopback through every broker: how far behind this process hears (`engine::loopback`)
     let cfg = crate::engine::EngineConfig {
         brokers: urls.len(),
         loopback_nonce: rand::random(),
+        wall_clock_at_0_ms: crate::unix_ms(),
         ..opts.engine.clone()
     };
     let engine = Engine::new(cfg, key, snapshot, 0).with_term(term);
     let observer = crate::observe::Observer::start(&opts.observe).await?;
-    run(engine, handover, outbox, observer, ctl_rx, ev_rx).await?;
+    run(t0, engine, handover, outbox, observer, ctl_rx, ev_rx).await?;
     // a clean stop after the last write: a standby need not wait for the lease to expire
     if let Some(l) = leadership {
         l.resign().await;
@@ -532,6 +535,7 @@ impl Outbox {
 /// The engine's loop: what a standby heard first (`handover`), then control events before
 /// telemetry, until a signal.
 async fn run(
+    t0: Instant,
     mut engine: Engine,
     handover: Vec<Event>,
     outbox: Outbox,
@@ -539,7 +543,6 @@ async fn run(
     mut ctl_rx: mpsc::Receiver<Event>,
     mut ev_rx: mpsc::Receiver<Event>,
 ) -> anyhow::Result<()> {
-    let t0 = Instant::now();
     let now = || t0.elapsed().as_millis() as u64;
     let mut shutdown = Box::pin(shutdown_signal());
     let mut store_retry_at = 0;

@@ -200,6 +200,51 @@ fn each_nodes_random_peers_are_drawn_again_once_a_period_a_few_nodes_at_a_time()
 }
 
 #[test]
+fn a_control_plane_that_takes_over_draws_the_random_peers_its_predecessor_did() {
+    let c = railway();
+    // the rotation counts on the wall clock: 2023-11-14, when the first control plane starts
+    let wall = 1_700_000_000_000;
+    let engine = |wall_clock_at_0_ms: u64| {
+        let mut sim = Sim::new(EngineConfig {
+            peers_k: 4,
+            peers_rotate_ms: 300_000,
+            wall_clock_at_0_ms,
+            node_timeout_ms: 3_600_000,
+            ..EngineConfig::default()
+        });
+        sim.join_cluster(&c);
+        sim
+    };
+    // the first runs 331 s: every node's random peers drawn again once
+    let mut first = engine(wall);
+    // the peers of each list (the generation is the store's round counter)
+    let peers = |lists: BTreeMap<String, wire::PeerList>| -> BTreeMap<String, Vec<String>> {
+        lists
+            .into_iter()
+            .map(|(n, l)| (n, l.peers.iter().map(|p| p.node.to_string()).collect()))
+            .collect()
+    };
+    let mut lists = peers(peer_lists_published(&first.tick(1000), &first.key));
+    let started = lists.clone();
+    for _ in 0..11 {
+        lists.extend(peers(peer_lists_published(&first.tick(30_000), &first.key)));
+    }
+    assert_ne!(lists, started, "the first one's lists were drawn again");
+    // a standby (or the same, restarted) whose time 0 is 330 s later lists, 1 s after it
+    // starts, what the first one had listed last
+    let mut next = engine(wall + 330_000);
+    let taken_over = peers(peer_lists_published(&next.tick(1000), &next.key));
+    assert_eq!(taken_over, lists, "the epoch in force, not epoch 0 again");
+    // counted from each process' start instead, it would draw the first lists again
+    let mut from_start = engine(0);
+    let restarted = peers(peer_lists_published(
+        &from_start.tick(1000),
+        &from_start.key,
+    ));
+    assert_ne!(restarted, lists);
+}
+
+#[test]
 fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_elsewhere() {
     use acoa_shared::coords::Known;
     let c = railway();

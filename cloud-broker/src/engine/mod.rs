@@ -93,6 +93,11 @@ pub struct EngineConfig {
     /// period (0: never, they change only with the members). Checked every
     /// `peers_refresh_ms`.
     pub peers_rotate_ms: u64,
+    /// The wall-clock time (Unix milliseconds) at the engine's time 0 (`serve`: the system
+    /// clock when its loop starts; 0 in tests). The rotation epochs count on the wall clock,
+    /// so that a standby that takes over, or a restarted control plane, draws the random
+    /// slots of the epoch in force, as its predecessor did, not those of epoch 0 again.
+    pub wall_clock_at_0_ms: u64,
     /// With at least this many nodes to list, the peer lists are computed off the decision
     /// loop ([`Action::ComputePeers`]; seconds at 50,000 nodes), below it in the tick.
     pub peers_offload_from: usize,
@@ -144,6 +149,7 @@ impl Default for EngineConfig {
             peers_k: 32,
             peers_refresh_ms: 30_000,
             peers_rotate_ms: 0,
+            wall_clock_at_0_ms: 0,
             peers_offload_from: 2_000,
             link_max_age_ms: 60_000,
             stats_every_ms: 10_000,

@@ -8,7 +8,8 @@
 //!   retained on the node's own topic, only for the nodes whose list changed, debounced:
 //!   membership changes after `peers_debounce_ms` (a millisecond per 10 nodes in a larger
 //!   fleet), coordinate moves at most every `peers_refresh_ms`; each node's random slots are
-//!   drawn again once every `peers_rotate_ms` ([`rotation_epoch`]), the nodes spread over it.
+//!   drawn again once every `peers_rotate_ms` ([`rotation_epoch`]), the nodes spread over it,
+//!   on the wall clock (`wall_clock_at_0_ms`: every replica draws the same slots).
 //! - The sparse link source ([`Engine::link_view`]): a pair's own measurement where one exists,
 //!   else an estimate marked as one (`acoa_shared::coords::estimate`: latency from the two
 //!   coordinates, or the median of the group's measured internal links for two nodes of one
@@ -67,7 +68,7 @@ pub struct Candidate {
     pub epoch: u64,
 }
 
-/// Node `name`'s rotation epoch at `now_ms` with a period of `rotate_ms` (0: never, always 0):
+/// Node `name`'s rotation epoch at `now_ms` (wall-clock milliseconds) with a period of `rotate_ms` (0: never, always 0):
 /// the nodes' epochs advance at times spread over the period by their stable keys, so a
 /// rotation changes about `refresh / period` of the lists each time they are computed, not
 /// every list at once.
@@ -299,7 +300,11 @@ impl Engine {
                 addr: n.info.probe_addr.as_str().into(),
                 group: n.info.datacenter.clone(),
                 coord: self.probes.coords.get(&n.info.name).copied(),
-                epoch: rotation_epoch(&n.info.name, self.now, self.cfg.peers_rotate_ms),
+                epoch: rotation_epoch(
+                    &n.info.name,
+                    self.cfg.wall_clock_at_0_ms.saturating_add(self.now),
+                    self.cfg.peers_rotate_ms,
+                ),
             })
             .collect()
     }

@@ -2,12 +2,12 @@
 //! its state changed, a commit collided), in a bounded ring: the newest [`EVENTS_KEPT`].
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::engine::view::FleetView;
 use crate::engine::Engine;
+use crate::unix_ms;
 
 /// How many operator events are kept.
 pub const EVENTS_KEPT: usize = 200;
@@ -40,12 +40,6 @@ pub(super) struct Ring {
     app_states: BTreeMap<String, String>,
     collisions: u64,
     started: bool,
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn placed_text(a: &BTreeMap<String, String>) -> String {

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use acoa_shared::model::{Application, Cluster, Criterion, CriterionKind};
 use serde::Serialize;
@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use super::{OpEvent, Published};
 use crate::engine::view::{AppView, FleetView};
+use crate::unix_ms;
 
 /// Everything the web view shows.
 #[derive(Debug, Clone, Serialize)]
@@ -148,12 +149,6 @@ pub struct PathDoc {
 
 /// The engine's counters, as the fleet document shows them.
 pub type CountersDoc = crate::engine::Stats;
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 /// Builds a [`FleetDoc`] from each view published on `rx` (on a blocking thread: scoring
 /// the paths may take a while) and publishes it.
