@@ -68,10 +68,10 @@ pub struct Candidate {
     pub epoch: u64,
 }
 
-/// Node `name`'s rotation epoch at `now_ms` (wall-clock milliseconds) with a period of `rotate_ms` (0: never, always 0):
-/// the nodes' epochs advance at times spread over the period by their stable keys, so a
-/// rotation changes about `refresh / period` of the lists each time they are computed, not
-/// every list at once.
+/// Node `name`'s rotation epoch at `now_ms` (wall-clock milliseconds) with a period of
+/// `rotate_ms` (0: never, always 0): the nodes' epochs advance at times spread over the period
+/// by their stable keys, so a rotation changes about `refresh / period` of the lists each time
+/// they are computed, not every list at once.
 pub fn rotation_epoch(name: &str, now_ms: u64, rotate_ms: u64) -> u64 {
     if rotate_ms == 0 {
         return 0;
