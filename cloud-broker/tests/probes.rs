@@ -403,6 +403,111 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
     );
 }
 
+/// The peers each node's list names (the last list published, or the engine's).
+fn listed(sim: &Sim, lists: &BTreeMap<String, wire::PeerList>, node: &str) -> Vec<String> {
+    lists
+        .get(node)
+        .map(|l| l.peers.iter().map(|p| p.node.to_string()).collect())
+        .or_else(|| sim.e.peer_list(node))
+        .unwrap_or_default()
+}
+
+/// The node pairs of `app`'s channels under `p` (other than a node's own).
+fn channel_pairs(app: &str, p: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let app = model::parse_application(&String::from_utf8(app_text(app)).unwrap()).unwrap();
+    app.channels
+        .iter()
+        .map(|ch| (p[&ch.from].clone(), p[&ch.to].clone()))
+        .filter(|(x, y)| x != y)
+        .collect()
+}
+
+#[test]
+fn a_placements_links_stay_in_the_peer_lists_though_they_were_measured_when_it_was_placed() {
+    // every pair measured at the join, but each node's own list holds 4 peers: a placement's
+    // links measured then would expire once their random slot is drawn again
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig {
+        peers_k: 4,
+        peers_rotate_ms: 300_000,
+        ..lost_when_silent()
+    });
+    sim.join_cluster(&c);
+    sim.tick(1000);
+    sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
+    let p = sim.assignment("smoke-monitoring");
+    let pairs = channel_pairs("smoke-monitoring", &p);
+    assert!(!pairs.is_empty(), "{p:?}");
+    let st = sim.e.status_now("smoke-monitoring").unwrap();
+    assert!(
+        st.links.values().all(|s| s != "estimated"),
+        "{:?}",
+        st.links
+    );
+    // through the rotation's period, every list the nodes get names the placement's far ends
+    let mut lists = peer_lists_published(&sim.tick(1000), &sim.key);
+    for _ in 0..12 {
+        for (x, y) in &pairs {
+            let l = listed(&sim, &lists, x);
+            assert!(l.contains(y), "{x} is to probe {y}: {l:?}");
+        }
+        lists = peer_lists_published(&sim.tick(30_000), &sim.key);
+    }
+}
+
+#[test]
+fn a_restored_placement_has_its_links_probed_and_is_evaluated_again_once_they_are_measured() {
+    let c = railway();
+    let cfg = || EngineConfig {
+        peers_k: 4,
+        ..lost_when_silent()
+    };
+    let mut first = Sim::new(cfg());
+    first.join_cluster(&c);
+    first.feed(Event::StartupDone);
+    first.publish("smoke-monitoring", app_text("smoke-monitoring"));
+    let p = first.assignment("smoke-monitoring");
+    let pairs = channel_pairs("smoke-monitoring", &p);
+    // a standby takes over on the store: it has heard no link yet
+    let mut next = Sim::restore(cfg(), first.key.clone(), first.snap.clone());
+    next.run_jobs = false;
+    for n in &c.nodes {
+        next.feed(Event::Report(Box::new(report(n))));
+    }
+    next.feed(Event::StartupDone);
+    let lists = peer_lists_published(&next.tick(1000), &next.key);
+    for (x, y) in &pairs {
+        let l = listed(&next, &lists, x);
+        assert!(l.contains(y), "{x} is to probe {y}: {l:?}");
+    }
+    let st = next.e.status_now("smoke-monitoring").unwrap();
+    assert!(
+        st.links.values().any(|s| s == "estimated"),
+        "{:?}",
+        st.links
+    );
+    // the nodes report what their lists name: the placement is evaluated again (with the
+    // descheduler's hysteresis: an exploration's state is not stored)
+    for n in &c.nodes {
+        let l = links_of(&c, &n.name);
+        next.feed(Event::Links(Box::new(l)));
+    }
+    next.tick(1000);
+    let jobs: Vec<_> = next
+        .pending_jobs
+        .iter()
+        .filter(|j| j.app == "smoke-monitoring")
+        .map(|j| j.purpose.clone())
+        .collect();
+    assert_eq!(jobs, vec![Purpose::Reevaluate]);
+    let st = next.e.status_now("smoke-monitoring").unwrap();
+    assert!(
+        st.links.values().all(|s| s != "estimated"),
+        "{:?}",
+        st.links
+    );
+}
+
 /// An aarch64 edge node of datacenter `dc` with room for the tests' applications.
 fn edge_node(name: &str, dc: &str) -> model::Node {
     model::Node {

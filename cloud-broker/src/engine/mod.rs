@@ -493,7 +493,11 @@ impl Engine {
                 e.reservations.insert(name.clone(), res);
             }
             let h = Engine::restored_history(&rec, snap.history.get(&name).cloned());
-            e.apps.insert(name, AppState::new(rec, h));
+            let mut a = AppState::new(rec, h);
+            // an exploration's state is not stored: a restored placement is evaluated again
+            // (with hysteresis) once its links are measured, not explored afresh
+            a.explore.ended = a.rec.placement.is_some();
+            e.apps.insert(name, a);
         }
         e
     }
@@ -594,6 +598,7 @@ impl Engine {
             self.desired.len(),
             republished
         );
+        self.target_restored();
         let apps: Vec<String> = self.apps.keys().cloned().collect();
         for app in apps {
             self.update_status(&app, out);

@@ -22,10 +22,12 @@
 //!   the fleet's size); the scheduler estimates a pair when it looks at it. The estimates'
 //!   confidence bounds are wide (the coordinates' error: `links::favour_current`) so that the
 //!   descheduler does not move on an estimate alone.
-//! - Targeted probes ([`Engine::target_placement`]): after a placement is applied, the pairs its
-//!   channels use that are only estimated are added to the first node's list (probing the
-//!   second); when the last of them is measured the application is evaluated again
-//!   (`Purpose::Reevaluate`, on the next tick). They stay in the lists while the placement does.
+//! - Targeted probes ([`Engine::target_placement`]): after a placement is applied (and for every
+//!   placement restored at start-up), the pairs its channels use are added to the first node's
+//!   list (probing the second) and stay there while the placement does, so that no rotation of
+//!   the random slots and no takeover leaves a placement on expired measurements; when the last
+//!   of those that were only estimated is measured, the application is evaluated again
+//!   (`Purpose::Reevaluate` or an exploration round, on the next tick).
 //!
 //! Invariant: a node's list never names the node itself, holds at most
 //! [`wire::MAX_PEERS_PER_NODE`] peers and each peer once; the same members, coordinates,
@@ -516,35 +518,77 @@ impl Engine {
             .collect()
     }
 
-    /// After a placement of `app` was applied: its channels' pairs that are only estimated
-    /// are probed by their first node from now on (targeted probes).
+    /// After a placement of `app` was applied (or restored): its channels' pairs are probed by
+    /// their first node from now on (targeted probes), those measured already as well (a
+    /// measurement that only a random slot or a predecessor's list gave would expire); once
+    /// the estimated ones are measured, `app` is evaluated again.
     pub(super) fn target_placement(&mut self, app: &str, assignment: &BTreeMap<String, String>) {
-        let pairs: BTreeSet<(String, String)> = self
-            .channel_pairs(app, assignment)
-            .into_iter()
-            .filter(|(_, x, y)| x != y && !self.links.contains(x, y))
-            .map(|(_, x, y)| (x, y))
-            .collect();
-        if self.probes.targeted.get(app) == Some(&pairs) {
-            return;
-        }
-        if !pairs.is_empty() {
+        let estimated = self.target_pairs(app, assignment);
+        if !estimated.is_empty() {
             info!(
                 "application {app}: {} links of its placement are estimated, asking their nodes to probe them: {}",
-                pairs.len(),
-                pairs
+                estimated.len(),
+                estimated
                     .iter()
                     .map(|(x, y)| format!("{x} -> {y}"))
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-            self.probes.awaiting.insert(app.to_string(), pairs.clone());
-            self.probes.targeted.insert(app.to_string(), pairs);
-        } else {
-            self.probes.awaiting.remove(app);
-            self.probes.targeted.remove(app);
         }
-        self.peers_dirty = true;
+    }
+
+    /// Every placement restored at start-up is targeted (its links are measured again before it
+    /// is evaluated on them); one line for all.
+    pub(super) fn target_restored(&mut self) {
+        let placed: Vec<(String, BTreeMap<String, String>)> = self
+            .apps
+            .iter()
+            .filter_map(|(n, a)| Some((n.clone(), a.rec.placement.as_ref()?.assignment.clone())))
+            .collect();
+        let (mut apps, mut pairs) = (0, 0);
+        for (app, assignment) in &placed {
+            let estimated = self.target_pairs(app, assignment).len();
+            apps += usize::from(estimated > 0);
+            pairs += estimated;
+        }
+        if pairs > 0 {
+            info!("{apps} restored placements use {pairs} links not measured since the start: asking their nodes to probe them, the applications are evaluated again once they are");
+        }
+    }
+
+    /// Targets `app`'s pairs under `assignment`; the estimated ones, now awaited.
+    fn target_pairs(
+        &mut self,
+        app: &str,
+        assignment: &BTreeMap<String, String>,
+    ) -> BTreeSet<(String, String)> {
+        let pairs: BTreeSet<(String, String)> = self
+            .channel_pairs(app, assignment)
+            .into_iter()
+            .filter(|(_, x, y)| x != y)
+            .map(|(_, x, y)| (x, y))
+            .collect();
+        let estimated: BTreeSet<(String, String)> = pairs
+            .iter()
+            .filter(|(x, y)| !self.links.contains(x, y))
+            .cloned()
+            .collect();
+        if estimated.is_empty() {
+            self.probes.awaiting.remove(app);
+        } else {
+            self.probes
+                .awaiting
+                .insert(app.to_string(), estimated.clone());
+        }
+        if self.probes.targeted.get(app) != Some(&pairs) {
+            if pairs.is_empty() {
+                self.probes.targeted.remove(app);
+            } else {
+                self.probes.targeted.insert(app.to_string(), pairs);
+            }
+            self.peers_dirty = true;
+        }
+        estimated
     }
 
     /// `app` is gone: its targeted probes go too.
