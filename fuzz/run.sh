@@ -51,7 +51,8 @@ bin=$CARGO_TARGET_DIR/$host/release
 export RUST_BACKTRACE=${FUZZ_BACKTRACE:-0}
 mkdir -p logs
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+# agent_config writes each input to a file of its process (in /dev/shm, else the temporary directory)
+trap 'rm -rf "$scratch"; rm -f /dev/shm/acoa-fuzz-agent-config-*.toml "${TMPDIR:-/tmp}"/acoa-fuzz-agent-config-*.toml' EXIT
 passed=0
 failed=0
 for t in "${targets[@]}"; do

@@ -15,10 +15,19 @@ use edge_agent::config::{parse_broker_url, Config, Overrides, MAX_BROKERS, MAX_W
 use edge_agent::prober::Prober;
 use libfuzzer_sys::fuzz_target;
 
+/// The file each input is written to: in memory (`/dev/shm`) where there is one, for a write
+/// to a disk-backed temporary directory stalled for over a second once on a loaded machine
+/// and failed the run with libFuzzer's per-input timeout (an input that parses in 2 ms).
 fn path() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        std::env::temp_dir().join(format!(
+        let shm = std::path::Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        dir.join(format!(
             "acoa-fuzz-agent-config-{}.toml",
             std::process::id()
         ))
