@@ -457,27 +457,37 @@ struct Outbox {
 const STORE_RETRY_MS: u64 = 1000;
 
 impl Outbox {
-    /// Carries out one event's actions in order. After a store write fails, nothing more of
-    /// them is written or published (never publish what is not durable), placement jobs still
-    /// go; returns the failure (the application it was about, the reason).
+    /// Carries out one event's actions: first its records, written together
+    /// ([`Store::apply_batch`]: one etcd transaction), then the rest in order. When the
+    /// records cannot be written, nothing of the event is published (never publish what is
+    /// not durable), placement jobs still go; returns the failure (the application it was
+    /// about, the reason).
     async fn apply_all(&self, actions: Vec<Action>) -> Option<(Option<String>, String)> {
-        let mut failed = None;
+        let records: Vec<PersistOp> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Persist(op) if !matches!(op, PersistOp::PutNode(_)) => Some(op.clone()),
+                _ => None,
+            })
+            .collect();
+        let failed = match self.store.apply_batch(&records) {
+            Ok(()) => None,
+            Err(e) => {
+                debug!("store: {e}");
+                let app = records[e.written..].iter().find_map(|op| match op {
+                    PersistOp::PutApp(a) => Some(a.name.clone()),
+                    PersistOp::DeleteApp(a) => Some(a.clone()),
+                    PersistOp::PutHistory(h) => Some(h.app.clone()),
+                    _ => None,
+                });
+                Some((app, e.error.to_string()))
+            }
+        };
         for action in actions {
             match action {
                 Action::Schedule(_) => self.apply(action).await,
                 _ if failed.is_some() => {}
-                Action::Persist(op) if !matches!(op, PersistOp::PutNode(_)) => {
-                    if let Err(e) = self.store.apply(&op) {
-                        debug!("store: {e}");
-                        let app = match &op {
-                            PersistOp::PutApp(a) => Some(a.name.clone()),
-                            PersistOp::DeleteApp(a) => Some(a.clone()),
-                            PersistOp::PutHistory(h) => Some(h.app.clone()),
-                            _ => None,
-                        };
-                        failed = Some((app, e.to_string()));
-                    }
-                }
+                Action::Persist(op) if !matches!(op, PersistOp::PutNode(_)) => {}
                 action => self.apply(action).await,
             }
         }

@@ -4,7 +4,11 @@
 //!
 //! Invariant of every store: when [`Store::apply`] returns `Ok`, the operation survives a crash
 //! (the decision loop publishes nothing before its records are durable); [`Store::load`]
-//! returns the records as the last applied operations left them.
+//! returns the records as the last applied operations left them. The decision loop writes
+//! what one event decided with [`Store::apply_batch`]: etcd makes it one transaction (a crash
+//! leaves all of it or none), the file store one record after the other (a crash between two
+//! leaves records that disagree, which the engine repairs at start-up:
+//! `Engine::repair_desired`).
 //!
 //! [`FileStore`] keeps one small file per record, written atomically (write a temporary file,
 //! fsync it, rename it over the old one, fsync the directory), so that a crash at any instant
@@ -39,6 +43,15 @@ pub enum StoreError {
     Etcd(String),
     #[error("this replica no longer leads (its term {term} ended): the write was refused")]
     NotLeader { term: u64 },
+}
+
+/// A batch of writes that stopped at an operation: the first `written` are durable, the rest
+/// were not written.
+#[derive(Debug, thiserror::Error)]
+#[error("{error} ({written} of the batch's writes made before)")]
+pub struct BatchError {
+    pub written: usize,
+    pub error: StoreError,
 }
 
 /// Which store `serve` keeps its records in.
@@ -143,6 +156,16 @@ pub trait Store: Send + Sync {
     fn load(&self) -> Result<Snapshot, StoreError>;
     /// Makes `op` durable before returning.
     fn apply(&self, op: &PersistOp) -> Result<(), StoreError>;
+    /// Makes `ops` durable before returning, as they would be applied in order. By default one
+    /// at a time (each atomic, the set not); a store that can write them together does (etcd:
+    /// one transaction, or a few for a large batch).
+    fn apply_batch(&self, ops: &[PersistOp]) -> Result<(), BatchError> {
+        for (written, op) in ops.iter().enumerate() {
+            self.apply(op)
+                .map_err(|error| BatchError { written, error })?;
+        }
+        Ok(())
+    }
     /// `Ok` when a record of [`PROBE_BYTES`] can be made durable now (after a failure, to
     /// know when writes are possible again).
     fn writable(&self) -> Result<(), StoreError> {

@@ -83,6 +83,115 @@ fn records_load_as_the_last_operations_left_them_etcd() {
     records_load_as_the_last_operations_left_them(Kind::Etcd);
 }
 
+/// A batch (what one event decided) loads as its operations applied one by one would leave
+/// the records: a key written twice keeps its last value, a deletion after a write deletes,
+/// a write after a deletion writes.
+fn a_batch_loads_as_its_operations_one_by_one(kind: Kind) {
+    let b = Backend::new(kind);
+    let data = b.dir.path().join("data");
+    let store = b.open(&data);
+    let mut shop = History::new("shop");
+    shop.push("d1", "application: shop\n");
+    let mut depot = History::new("depot");
+    depot.push("e1", "application: depot\n");
+    let ops = [
+        PersistOp::PutHistory(Box::new(shop.clone())),
+        PersistOp::PutDesired(Box::new(desired("n1", 1))),
+        PersistOp::PutDesired(Box::new(desired("n2", 1))),
+        PersistOp::PutHistory(Box::new(depot.clone())),
+        PersistOp::PutDesired(Box::new(desired("n1", 2))),
+        PersistOp::DeleteApp("depot".into()),
+        PersistOp::DeleteApp("shop".into()),
+        PersistOp::PutHistory(Box::new(shop.clone())),
+        PersistOp::PutMeta(Meta { peer_generation: 7 }),
+    ];
+    store.apply_batch(&ops).unwrap();
+    drop(store);
+    let snap = b.open(&data).load().unwrap();
+    assert_eq!(snap.desired["n1"], desired("n1", 2));
+    assert_eq!(snap.desired["n2"], desired("n2", 1));
+    assert_eq!(snap.history.keys().collect::<Vec<_>>(), ["shop"]);
+    assert_eq!(snap.history["shop"], shop);
+    assert_eq!(snap.meta.peer_generation, 7);
+}
+
+#[test]
+fn a_batch_loads_as_its_operations_one_by_one_file() {
+    a_batch_loads_as_its_operations_one_by_one(Kind::File);
+}
+
+#[test]
+fn a_batch_loads_as_its_operations_one_by_one_etcd() {
+    a_batch_loads_as_its_operations_one_by_one(Kind::Etcd);
+}
+
+/// With etcd, what one event decided is one transaction (one revision: a crash or a lost
+/// leadership leaves all of it or none), or one per 128 keys (etcd's default limit); a batch
+/// fenced on a lost leadership lands nowhere.
+#[test]
+fn a_decisions_records_are_written_in_one_transaction_etcd() {
+    let b = Backend::new(Kind::Etcd);
+    let cfg = b.etcd_config();
+    let store = EtcdStore::connect(&cfg).unwrap();
+    let etcdctl = |args: &[&str]| {
+        acoa_test_support::sh(
+            std::process::Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args(["--endpoints", &b.etcd.as_ref().unwrap().endpoints()])
+                .args(args),
+        )
+    };
+    let revision = || -> i64 {
+        let out = etcdctl(&["get", "nothing", "-w", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["header"]["revision"].as_i64().unwrap()
+    };
+    let mut h = History::new("shop");
+    h.push("d1", "application: shop\n");
+    let decision = [
+        PersistOp::PutHistory(Box::new(h)),
+        PersistOp::PutDesired(Box::new(desired("n1", 1))),
+        PersistOp::PutDesired(Box::new(desired("n2", 1))),
+        PersistOp::PutDesired(Box::new(desired("n3", 1))),
+        PersistOp::PutDesired(Box::new(desired("n1", 2))),
+        PersistOp::PutMeta(Meta { peer_generation: 2 }),
+    ];
+    let before = revision();
+    store.apply_batch(&decision).unwrap();
+    assert_eq!(revision(), before + 1, "one transaction");
+    // a start-up's repair of 300 nodes' desired states: 3 transactions of at most 128 keys
+    let many: Vec<PersistOp> = (0..300)
+        .map(|i| PersistOp::PutDesired(Box::new(desired(&format!("m{i:03}"), 1))))
+        .collect();
+    let before = revision();
+    store.apply_batch(&many).unwrap();
+    assert_eq!(revision(), before + 3);
+    assert_eq!(store.load().unwrap().desired.len(), 303);
+    // fenced, the leadership lost: nothing of the batch lands, and the error says how much did
+    let key = format!("{}leader", cfg.prefix);
+    etcdctl(&["put", &key, "old"]);
+    let out = etcdctl(&["get", &key, "-w", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    store.set_fence(Some(Fence {
+        key: key.clone(),
+        create_revision: v["kvs"][0]["create_revision"].as_i64().unwrap(),
+    }));
+    etcdctl(&["del", &key]);
+    etcdctl(&["put", &key, "new"]);
+    let next: Vec<PersistOp> = (0..3)
+        .map(|i| PersistOp::PutDesired(Box::new(desired(&format!("n{}", i + 1), 3))))
+        .collect();
+    let e = store.apply_batch(&next).unwrap_err();
+    assert!(matches!(e.error, StoreError::NotLeader { .. }), "{e}");
+    assert_eq!(e.written, 0);
+    let snap = EtcdStore::connect(&cfg).unwrap().load().unwrap();
+    assert_eq!(
+        snap.desired["n1"].generation, 2,
+        "the fenced batch did not land"
+    );
+    assert_eq!(snap.desired["n3"].generation, 1);
+}
+
 /// An application's revisions and its rollout are kept (the last ones written), and go with
 /// the application when it is deleted.
 fn revisions_load_as_written_and_go_with_their_application(kind: Kind) {

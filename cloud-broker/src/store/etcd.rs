@@ -28,7 +28,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
 use serde::de::DeserializeOwned;
 
-use super::{Meta, PersistOp, Snapshot, Store, StoreError};
+use super::{BatchError, Meta, PersistOp, Snapshot, Store, StoreError};
 use crate::records::{AppRecord, DesiredDoc, History, NodeInfo};
 
 /// The default prefix of every key.
@@ -277,6 +277,31 @@ impl EtcdStore {
         }
     }
 
+    /// The keys `op` writes (a deletion: no value).
+    fn writes(&self, op: &PersistOp) -> Vec<Write> {
+        let put = |key: String, value: Vec<u8>| Write {
+            key,
+            value: Some(value),
+        };
+        match op {
+            PersistOp::PutApp(a) => vec![put(self.key("apps", &a.name), json(a.as_ref()))],
+            PersistOp::DeleteApp(name) => vec![
+                Write {
+                    key: self.key("apps", name),
+                    value: None,
+                },
+                Write {
+                    key: self.key("history", name),
+                    value: None,
+                },
+            ],
+            PersistOp::PutHistory(h) => vec![put(self.key("history", &h.app), json(h.as_ref()))],
+            PersistOp::PutDesired(d) => vec![put(self.key("desired", &d.node), json(d.as_ref()))],
+            PersistOp::PutNode(n) => vec![put(self.key("nodes", &n.name), json(n.as_ref()))],
+            PersistOp::PutMeta(m) => vec![put(format!("{}meta", self.prefix), json(m))],
+        }
+    }
+
     /// Writes `ops` as one transaction, conditioned on the fence when there is one.
     fn commit(&self, ops: Vec<TxnOp>) -> Result<(), StoreError> {
         let fence = self.fence();
@@ -362,6 +387,59 @@ fn parse<T: DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T, StoreError>
     })
 }
 
+/// Keys one transaction writes at most: etcd's default `--max-txn-ops`.
+pub const MAX_TXN_OPS: usize = 128;
+/// Bytes one transaction writes at most, keys and values: under etcd's default
+/// `--max-request-bytes` (1.5 MiB), with room for the request's framing.
+pub const MAX_TXN_BYTES: usize = 1 << 20;
+
+/// One key written (`None`: deleted).
+struct Write {
+    key: String,
+    value: Option<Vec<u8>>,
+}
+
+impl Write {
+    fn bytes(&self) -> usize {
+        self.key.len() + self.value.as_ref().map_or(0, Vec::len)
+    }
+}
+
+/// The writes of one transaction, from the batch's operation `first` on.
+#[derive(Default)]
+struct Chunk {
+    writes: Vec<Write>,
+    bytes: usize,
+    first: usize,
+}
+
+impl Chunk {
+    /// Each key once, with its last write, in the order of the last writes.
+    fn txn_ops(self) -> Vec<TxnOp> {
+        let last: std::collections::HashMap<&str, usize> = self
+            .writes
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.key.as_str(), i))
+            .collect();
+        let keep: Vec<bool> = self
+            .writes
+            .iter()
+            .enumerate()
+            .map(|(i, w)| last[w.key.as_str()] == i)
+            .collect();
+        self.writes
+            .into_iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(w, _)| match w.value {
+                Some(v) => TxnOp::put(w.key, v, None),
+                None => TxnOp::delete(w.key, None),
+            })
+            .collect()
+    }
+}
+
 fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("records serialize")
 }
@@ -383,22 +461,39 @@ impl Store for EtcdStore {
     }
 
     fn apply(&self, op: &PersistOp) -> Result<(), StoreError> {
-        let op = match op {
-            PersistOp::PutApp(a) => TxnOp::put(self.key("apps", &a.name), json(a.as_ref()), None),
-            PersistOp::DeleteApp(name) => {
-                let history = TxnOp::delete(self.key("history", name), None);
-                return self.commit(vec![TxnOp::delete(self.key("apps", name), None), history]);
+        self.apply_batch(std::slice::from_ref(op))
+            .map_err(|e| e.error)
+    }
+
+    /// One fenced transaction for the whole batch, or one per [`MAX_TXN_OPS`] keys or
+    /// [`MAX_TXN_BYTES`] (etcd's default limits); within a transaction a key written twice
+    /// is written once, with its last value (etcd refuses a key twice in one transaction).
+    fn apply_batch(&self, ops: &[PersistOp]) -> Result<(), BatchError> {
+        let mut chunk = Chunk::default();
+        for (i, op) in ops.iter().enumerate() {
+            let writes = self.writes(op);
+            let bytes: usize = writes.iter().map(Write::bytes).sum();
+            if !chunk.writes.is_empty()
+                && (chunk.writes.len() + writes.len() > MAX_TXN_OPS
+                    || chunk.bytes + bytes > MAX_TXN_BYTES)
+            {
+                let done = std::mem::take(&mut chunk);
+                let written = done.first;
+                self.commit(done.txn_ops())
+                    .map_err(|error| BatchError { written, error })?;
+                chunk.first = i;
             }
-            PersistOp::PutHistory(h) => {
-                TxnOp::put(self.key("history", &h.app), json(h.as_ref()), None)
-            }
-            PersistOp::PutDesired(d) => {
-                TxnOp::put(self.key("desired", &d.node), json(d.as_ref()), None)
-            }
-            PersistOp::PutNode(n) => TxnOp::put(self.key("nodes", &n.name), json(n.as_ref()), None),
-            PersistOp::PutMeta(m) => TxnOp::put(format!("{}meta", self.prefix), json(m), None),
-        };
-        self.commit(vec![op])
+            chunk.writes.extend(writes);
+            chunk.bytes += bytes;
+        }
+        if chunk.writes.is_empty() {
+            return Ok(());
+        }
+        let first = chunk.first;
+        self.commit(chunk.txn_ops()).map_err(|error| BatchError {
+            written: first,
+            error,
+        })
     }
 
     /// A small fenced write: etcd has its quorum and this replica still leads.
