@@ -39,6 +39,23 @@ fn node(name: &str) -> NodeInfo {
     }
 }
 
+/// `etcdctl ARGS` against the backend's etcd; its output.
+fn etcdctl(b: &Backend, args: &[&str]) -> String {
+    acoa_test_support::sh(
+        std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &b.etcd.as_ref().unwrap().endpoints()])
+            .args(args),
+    )
+}
+
+/// The create revision of `key` (the leadership key's: a term).
+fn create_revision(b: &Backend, key: &str) -> i64 {
+    let v: serde_json::Value =
+        serde_json::from_str(&etcdctl(b, &["get", key, "-w", "json"])).unwrap();
+    v["kvs"][0]["create_revision"].as_i64().unwrap()
+}
+
 fn records_load_as_the_last_operations_left_them(kind: Kind) {
     let b = Backend::new(kind);
     let data = b.dir.path().join("data");
@@ -133,14 +150,7 @@ fn a_decisions_records_are_written_in_one_transaction_etcd() {
     let b = Backend::new(Kind::Etcd);
     let cfg = b.etcd_config();
     let store = EtcdStore::connect(&cfg).unwrap();
-    let etcdctl = |args: &[&str]| {
-        acoa_test_support::sh(
-            std::process::Command::new("etcdctl")
-                .env("ETCDCTL_API", "3")
-                .args(["--endpoints", &b.etcd.as_ref().unwrap().endpoints()])
-                .args(args),
-        )
-    };
+    let etcdctl = |args: &[&str]| etcdctl(&b, args);
     let revision = || -> i64 {
         let out = etcdctl(&["get", "nothing", "-w", "json"]);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -170,11 +180,9 @@ fn a_decisions_records_are_written_in_one_transaction_etcd() {
     // fenced, the leadership lost: nothing of the batch lands, and the error says how much did
     let key = format!("{}leader", cfg.prefix);
     etcdctl(&["put", &key, "old"]);
-    let out = etcdctl(&["get", &key, "-w", "json"]);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     store.set_fence(Some(Fence {
         key: key.clone(),
-        create_revision: v["kvs"][0]["create_revision"].as_i64().unwrap(),
+        create_revision: create_revision(&b, &key),
     }));
     etcdctl(&["del", &key]);
     etcdctl(&["put", &key, "new"]);
@@ -314,20 +322,9 @@ fn a_write_fenced_on_a_lost_leadership_is_refused_etcd() {
     let cfg = b.etcd_config();
     let old = EtcdStore::connect(&cfg).unwrap();
     let key = format!("{}leader", cfg.prefix);
-    let etcdctl = |args: &[&str]| {
-        acoa_test_support::sh(
-            std::process::Command::new("etcdctl")
-                .env("ETCDCTL_API", "3")
-                .args(["--endpoints", &b.etcd.as_ref().unwrap().endpoints()])
-                .args(args),
-        )
-    };
+    let etcdctl = |args: &[&str]| etcdctl(&b, args);
     etcdctl(&["put", &key, "old"]);
-    let rev = |out: String| -> i64 {
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v["kvs"][0]["create_revision"].as_i64().unwrap()
-    };
-    let first = rev(etcdctl(&["get", &key, "-w", "json"]));
+    let first = create_revision(&b, &key);
     old.set_fence(Some(Fence {
         key: key.clone(),
         create_revision: first,
@@ -337,7 +334,7 @@ fn a_write_fenced_on_a_lost_leadership_is_refused_etcd() {
     // the lease ran out and another replica was elected
     etcdctl(&["del", &key]);
     etcdctl(&["put", &key, "new"]);
-    assert!(rev(etcdctl(&["get", &key, "-w", "json"])) > first);
+    assert!(create_revision(&b, &key) > first);
     let e = old
         .apply(&PersistOp::PutDesired(Box::new(desired("n1", 2))))
         .unwrap_err();
