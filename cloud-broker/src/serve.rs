@@ -487,24 +487,21 @@ impl Outbox {
             match action {
                 Action::Schedule(_) => self.apply(action).await,
                 _ if failed.is_some() => {}
-                Action::Persist(op) if !matches!(op, PersistOp::PutNode(_)) => {}
                 action => self.apply(action).await,
             }
         }
         failed
     }
 
-    /// Carries out one action (a store write of a node record, a publication, a job).
+    /// Carries out one action (a node record sent to its writer, a publication, a job); the
+    /// other records are `apply_all`'s.
     async fn apply(&self, action: Action) {
         match action {
             Action::Persist(op @ PersistOp::PutNode(_)) => {
                 let _ = self.nodes.send(op);
             }
-            Action::Persist(op) => {
-                if let Err(e) = self.store.apply(&op) {
-                    error!("store: {e}");
-                }
-            }
+            // the event's records: written together, before (`apply_all`)
+            Action::Persist(_) => {}
             Action::Publish {
                 topic,
                 payload,

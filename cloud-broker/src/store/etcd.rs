@@ -283,23 +283,25 @@ impl EtcdStore {
             key,
             value: Some(value),
         };
+        let delete = |key: String| Write { key, value: None };
         match op {
             PersistOp::PutApp(a) => vec![put(self.key("apps", &a.name), json(a.as_ref()))],
             PersistOp::DeleteApp(name) => vec![
-                Write {
-                    key: self.key("apps", name),
-                    value: None,
-                },
-                Write {
-                    key: self.key("history", name),
-                    value: None,
-                },
+                delete(self.key("apps", name)),
+                delete(self.key("history", name)),
             ],
             PersistOp::PutHistory(h) => vec![put(self.key("history", &h.app), json(h.as_ref()))],
             PersistOp::PutDesired(d) => vec![put(self.key("desired", &d.node), json(d.as_ref()))],
             PersistOp::PutNode(n) => vec![put(self.key("nodes", &n.name), json(n.as_ref()))],
             PersistOp::PutMeta(m) => vec![put(format!("{}meta", self.prefix), json(m))],
         }
+    }
+
+    /// One transaction of a batch; its failure says how much of the batch was written.
+    fn commit_chunk(&self, chunk: Chunk) -> Result<(), BatchError> {
+        let written = chunk.first;
+        self.commit(chunk.txn_ops())
+            .map_err(|error| BatchError { written, error })
     }
 
     /// Writes `ops` as one transaction, conditioned on the fence when there is one.
@@ -416,27 +418,19 @@ struct Chunk {
 impl Chunk {
     /// Each key once, with its last write, in the order of the last writes.
     fn txn_ops(self) -> Vec<TxnOp> {
-        let last: std::collections::HashMap<&str, usize> = self
+        let mut seen = std::collections::HashSet::new();
+        let mut ops: Vec<TxnOp> = self
             .writes
-            .iter()
-            .enumerate()
-            .map(|(i, w)| (w.key.as_str(), i))
-            .collect();
-        let keep: Vec<bool> = self
-            .writes
-            .iter()
-            .enumerate()
-            .map(|(i, w)| last[w.key.as_str()] == i)
-            .collect();
-        self.writes
             .into_iter()
-            .zip(keep)
-            .filter(|(_, k)| *k)
-            .map(|(w, _)| match w.value {
+            .rev()
+            .filter(|w| seen.insert(w.key.clone()))
+            .map(|w| match w.value {
                 Some(v) => TxnOp::put(w.key, v, None),
                 None => TxnOp::delete(w.key, None),
             })
-            .collect()
+            .collect();
+        ops.reverse();
+        ops
     }
 }
 
@@ -477,10 +471,7 @@ impl Store for EtcdStore {
                 && (chunk.writes.len() + writes.len() > MAX_TXN_OPS
                     || chunk.bytes + bytes > MAX_TXN_BYTES)
             {
-                let done = std::mem::take(&mut chunk);
-                let written = done.first;
-                self.commit(done.txn_ops())
-                    .map_err(|error| BatchError { written, error })?;
+                self.commit_chunk(std::mem::take(&mut chunk))?;
                 chunk.first = i;
             }
             chunk.writes.extend(writes);
@@ -489,11 +480,7 @@ impl Store for EtcdStore {
         if chunk.writes.is_empty() {
             return Ok(());
         }
-        let first = chunk.first;
-        self.commit(chunk.txn_ops()).map_err(|error| BatchError {
-            written: first,
-            error,
-        })
+        self.commit_chunk(chunk)
     }
 
     /// A small fenced write: etcd has its quorum and this replica still leads.
