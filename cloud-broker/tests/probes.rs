@@ -282,14 +282,32 @@ fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_else
         });
         sim.feed(Event::Links(Box::new(l)));
     };
+    // a third datacenter's node that measures only a mate of its own
+    let dc = |n: &str| &c.nodes.iter().find(|x| x.name == n).unwrap().datacenter;
+    let third = c
+        .nodes
+        .iter()
+        .find(|n| ![dc(&a), dc(&b), dc(&far)].contains(&&n.datacenter))
+        .unwrap();
+    let mate = c
+        .nodes
+        .iter()
+        .find(|n| n.datacenter == third.datacenter && n.name != third.name)
+        .unwrap();
     feed(&mut sim, &a, sample(&b, 3.0, 0.5, 1.0), 0.0);
     feed(&mut sim, &b, sample(&a, 3.0, 1.5, 0.9), 1.0);
     feed(&mut sim, &far, sample(&a, 40.0, 2.0, 0.8), 30.0);
+    feed(
+        &mut sim,
+        &third.name,
+        sample(&mate.name, 1.0, 2.0, 0.8),
+        30.0,
+    );
     let m = sim.e.link_view(&a, &b).unwrap();
     assert_eq!(m.latency_ms, Known::Measured(3.0));
     assert_eq!(m.success, Known::Measured(1.0));
-    // a -> far is not measured (far -> a is: a directed link is its prober's)
-    let e = sim.e.link_view(&a, &far).unwrap();
+    // a -> third: no link measured between their datacenters, the coordinates
+    let e = sim.e.link_view(&a, &third.name).unwrap();
     assert!(e.latency_ms.is_estimated() && e.jitter_ms.is_estimated() && e.success.is_estimated());
     assert_eq!(
         e.latency_ms.value(),
@@ -297,9 +315,19 @@ fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_else
         "distance plus both heights"
     );
     // jitter: the worse endpoint's median over its measured links (a: 0.5, 1.5, 2.0 -> 1.5;
-    // far: 2.0); success: the product of the medians (a: 0.9, far: 0.8)
+    // third: 2.0); success: the product of the medians (a: 0.9, third: 0.8)
     assert_eq!(e.jitter_ms.value(), 2.0);
     assert!((e.success.value() - 0.9 * 0.8).abs() < 1e-6, "{e:?}");
+    // a -> far is not measured (far -> a is: a directed link is its prober's), but a link
+    // between their datacenters is: its median, not the coordinates' 34 ms
+    let e = sim.e.link_view(&a, &far).unwrap();
+    assert_eq!(e.latency_ms, Known::Estimated(40.0));
+    assert_eq!(e.jitter_ms, Known::Estimated(2.0));
+    // and the live model's estimates hold that median for the scheduler
+    let live = sim.e.cluster();
+    let est = live.estimates.as_ref().unwrap();
+    assert_eq!(est.between_ms(dc(&far), dc(&a)), Some(40.0));
+    assert_eq!(est.between_ms(dc(&a), &third.datacenter), None);
 }
 
 #[test]
@@ -602,6 +630,83 @@ fn a_fleet_of_600_nodes_places_on_an_estimated_pair() {
     assert_eq!(st.links["a-to-b"], "estimated", "{:?}", st.links);
 }
 
+/// The median latency measured between two datacenters estimates their other pairs, and the
+/// scheduler places on it: dcb is 30 ms away by the coordinates and dcc 10 ms, but a link
+/// measured between dca and dcb took 2 ms (two stations whose coordinates' heights
+/// over-estimate them), so a component that may run in either goes to dcb. The measured link
+/// is between two nodes neither component may run on, so the placement rests on the
+/// estimate. Estimated by the coordinates alone, it would go to dcc.
+#[test]
+fn a_link_measured_between_two_datacenters_estimates_their_other_pairs_for_placements() {
+    let mut nodes = Vec::new();
+    let mut links = Vec::new();
+    let link = |from: &str, to: &str, latency_ms: f64| model::Link {
+        from: from.into(),
+        to: to.into(),
+        latency_ms,
+        jitter_ms: 0.1,
+        success: 0.99,
+    };
+    for dc in ["dca", "dcb", "dcc"] {
+        for k in 0..3 {
+            let mut n = edge_node(&format!("{dc}-{k}"), dc);
+            if dc == "dca" && k == 0 {
+                n.hardware = vec!["cam".into()];
+            } else if dc != "dca" && k != 1 {
+                n.hardware = vec!["gps".into()];
+            }
+            nodes.push(n);
+            for j in (0..3).filter(|j| *j != k) {
+                links.push(link(&format!("{dc}-{k}"), &format!("{dc}-{j}"), 0.5));
+            }
+        }
+    }
+    links.push(link("dca-1", "dcb-1", 2.0));
+    let c = model::Cluster {
+        cluster: "three".into(),
+        nodes,
+        links,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(lost_when_silent());
+    for n in &c.nodes {
+        sim.feed(Event::Report(Box::new(report(n))));
+    }
+    let at = |dc: &str| match dc {
+        "dca" => 0.0,
+        "dcb" => 30.0,
+        _ => 10.0,
+    };
+    for n in &c.nodes {
+        let mut l = links_of(&c, &n.name);
+        l.coord = Some(wire::WireCoord {
+            vec: [at(&n.datacenter), 0.0, 0.0],
+            height: 1.0,
+            error: 0.1,
+        });
+        sim.feed(Event::Links(Box::new(l)));
+    }
+    sim.feed(Event::StartupDone);
+    let text = "application: near\n\
+                components:\n\
+                - {name: a, image: 'localhost/acoa/a:1', requires: {hardware: [cam]}}\n\
+                - {name: b, image: 'localhost/acoa/b:1', requires: {hardware: [gps]}}\n\
+                channels:\n\
+                - {name: a-to-b, from: a, to: b}\n\
+                paths:\n\
+                - {name: p, channels: [a-to-b]}\n\
+                criteria:\n\
+                - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
+    let acts = sim.publish("near", text.as_bytes().to_vec());
+    let st = statuses(&acts, "near").pop().expect("a status");
+    let p = st.placement.clone().expect("placed");
+    assert!(p["b"].starts_with("dcb-"), "{p:?}");
+    assert_eq!(st.links["a-to-b"], "estimated", "{:?}", st.links);
+    let est = sim.e.cluster().estimates.clone().unwrap();
+    assert_eq!(est.between_ms("dcb", "dca"), Some(2.0));
+    assert_eq!(est.between_ms("dca", "dcc"), None);
+}
+
 /// The peer-list computations `acts` hand to the I/O loop.
 fn peer_jobs(acts: &[Action]) -> Vec<cloud_broker::engine::probes::PeersJob> {
     acts.iter()
@@ -724,14 +829,21 @@ fn a_larger_fleets_peer_lists_wait_longer_for_more_joins() {
     assert_eq!(peer_lists_published(&acts, &sim.key).len(), c.nodes.len());
 }
 
-/// The exploration's fleet: n0 in datacenter a, n1-n4 in b; n0 measures n1 (10 ms) and
-/// whatever `truth` names of n2-n4 (its peer list asked for them), b's nodes one another
-/// (1 ms); coordinates on a line (n0 at 0, n1 -20, n2 5, n3 6, n4 9, heights 1 ms: n0 -> n2
-/// is estimated 7 ms, n3 8, n4 11).
+/// The exploration's fleet: n0 in datacenter a, n1 in c, n2-n4 in b, n1-n4 with a `sink`
+/// device; n0 measures n1 (10 ms) and whatever `truth` names of n2-n4 (its peer list asked
+/// for them), n1-n4 one another (1 ms); coordinates on a line (n0 at 0, n1 -20, n2 5, n3 6,
+/// n4 9, heights 1 ms: n0 -> n2 is estimated 7 ms, n3 8, n4 11, until a link between a and b
+/// is measured: then the median of those).
 fn exploration_fleet(truth: &[(usize, f64)]) -> (model::Cluster, BTreeMap<String, f32>) {
     let name = |i: usize| format!("n{i}");
     let nodes: Vec<model::Node> = (0..5)
-        .map(|i| edge_node(&name(i), if i == 0 { "a" } else { "b" }))
+        .map(|i| {
+            let mut n = edge_node(&name(i), ["a", "c", "b", "b", "b"][i]);
+            if i > 0 {
+                n.hardware = vec!["sink".into()];
+            }
+            n
+        })
         .collect();
     let link = |a: usize, b: usize, latency_ms: f64| model::Link {
         from: name(a),
@@ -775,8 +887,8 @@ fn report_links(sim: &mut Sim, c: &model::Cluster, coords: &BTreeMap<String, f32
 }
 
 /// The exploration's fleet joined (k = 1, every node's coordinate reported), and the
-/// application `pair` published: a source pinned to n0, a sink in datacenter b, the response
-/// time between them.
+/// application `pair` published: a source pinned to n0, a sink on a node with the `sink`
+/// device, the response time between them.
 fn exploring_pair() -> (Sim, BTreeMap<String, f32>, Vec<Action>) {
     let (c, coords) = exploration_fleet(&[]);
     let mut sim = Sim::new(EngineConfig {
@@ -796,7 +908,7 @@ fn exploring_pair() -> (Sim, BTreeMap<String, f32>, Vec<Action>) {
 const PAIR: &str = "application: pair\n\
                     components:\n\
                     - {name: src, image: 'localhost/acoa/a:1', requires: {node: n0}}\n\
-                    - {name: sink, image: 'localhost/acoa/b:1', requires: {datacenter: b}}\n\
+                    - {name: sink, image: 'localhost/acoa/b:1', requires: {hardware: [sink]}}\n\
                     channels:\n\
                     - {name: c, from: src, to: sink}\n\
                     paths:\n\
@@ -839,9 +951,9 @@ fn an_exploration_does_not_move_a_placement_while_a_revision_rolls_out() {
 
 /// A placement on an estimated link (n0 -> n2, estimated 7 ms, truly 12) is explored: its
 /// link measured, a round moves it onto the measured n1 (10 ms, better than 12) and asks for
-/// the links around the search's placement on estimates (n3, and n4, estimated 11 ms: no
-/// search on estimates would try it); measured, the next round moves it onto n4 (truly 5 ms)
-/// and the exploration ends. No move rests on an estimate.
+/// the links around the search's placement (n3 and n4, now estimated 12 ms like n2, the
+/// median between their datacenters: no search would try them); measured, the next round
+/// moves it onto n4 (truly 5 ms) and the exploration ends. No move rests on an estimate.
 #[test]
 fn a_placement_on_estimates_is_explored_onto_measured_links_and_the_exploration_ends() {
     let (mut sim, coords, acts) = exploring_pair();
@@ -957,7 +1069,7 @@ fn an_exploration_round_waits_for_its_links_30_s_at_most_and_never_moves_onto_an
     assert_eq!(
         st.placement.as_ref().unwrap()["sink"],
         "n1",
-        "n4 (estimated 11 ms) and n3 (estimated 8 ms) are not measured: no move"
+        "n3 and n4 (estimated 12 ms) are not measured: no move"
     );
     assert_eq!(st.links["c"], "measured");
 }

@@ -9,8 +9,9 @@
 //! The estimates are computed here from the control plane's fleet document (`/api/fleet`: the
 //! measured links and every node's reported coordinate) with the control plane's own rule
 //! (`acoa_shared::coords::LinkView::of_pair`'s latency: two nodes of one group, the median of
-//! the group's measured internal links, [`estimate_in_group_ms`]; else the coordinates'
-//! distance, [`estimate_latency_ms`]).
+//! the group's measured internal links, [`estimate_in_group_ms`]; two nodes of two groups with
+//! coordinates, the median of the links measured between the groups if any; else the
+//! coordinates' distance, [`estimate_latency_ms`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{Read, Write};
@@ -181,6 +182,12 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
         .collect();
     let mut group_ms: HashMap<&str, Vec<f64>> = HashMap::new();
     let mut across_ms = Vec::new();
+    // per pair of groups (the lesser name first): the links measured between them
+    let mut between_ms: HashMap<(&str, &str), Vec<f64>> = HashMap::new();
+    let pair_of = |x: &str, y: &str| -> Option<(&str, &str)> {
+        let (gx, gy) = (*group.get(x)?, *group.get(y)?);
+        Some((gx.min(gy), gx.max(gy)))
+    };
     for l in &fleet.links {
         if l.from == l.to {
             continue;
@@ -191,6 +198,9 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
             }
         } else {
             across_ms.push(l.latency_ms);
+            if let Some(k) = pair_of(&l.from, &l.to) {
+                between_ms.entry(k).or_default().push(l.latency_ms);
+            }
         }
     }
     let across_median = estimate_in_group_ms(across_ms.iter().copied());
@@ -232,7 +242,10 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
                 None
             };
             let by_coords = match (coords.get(a), coords.get(b)) {
-                (Some(x), Some(y)) => Some(estimate_latency_ms(x, y)),
+                (Some(x), Some(y)) => pair_of(a, b)
+                    .and_then(|k| between_ms.get(&k))
+                    .and_then(|v| estimate_in_group_ms(v.iter().copied()))
+                    .or(Some(estimate_latency_ms(x, y))),
                 _ => None,
             };
             let baseline = if in_group { in_group_ms } else { across_median };

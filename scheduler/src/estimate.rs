@@ -1,6 +1,7 @@
 //! Links of the pairs nobody measured (issue 16): the [`Estimator`] of an [`crate::Infra`]
-//! answers any pair from O(nodes) values (each node's coordinate and measured-link medians,
-//! each datacenter's median internal latency), by the one rule of
+//! answers any pair from O(nodes + datacenter pairs) values (each node's coordinate and
+//! measured-link medians, each datacenter's median internal latency, the median latency
+//! between two datacenters with measured links between them), by the one rule of
 //! `acoa_shared::coords::LinkView::of_pair`, so the scheduler never holds n^2 links.
 //!
 //! Why a struct of those values and not a trait object: the search needs more than point
@@ -12,7 +13,7 @@
 //! not promise that.
 
 use crate::infra::{FxMap, LinkQ};
-use acoa_shared::coords::{Coord, EndpointSummary, LinkView, DIMS};
+use acoa_shared::coords::{Coord, EndpointSummary, Groups, LinkView, DIMS};
 use acoa_shared::model::{optimistic_ms, LinkEstimates, Node};
 use std::collections::HashMap;
 
@@ -25,6 +26,11 @@ pub struct Estimator {
     group: Vec<u32>,
     /// Per datacenter index: its median measured internal latency.
     group_ms: Vec<Option<f64>>,
+    /// Per pair of datacenter indexes (the lesser first): the median latency measured
+    /// between them.
+    between: FxMap<(u32, u32), f64>,
+    /// Per datacenter index: the datacenters it has a `between` median with, and the median.
+    adjacent: Vec<Vec<(u32, f64)>>,
     /// Per node: see [`Estimator::half`].
     half: Vec<Option<LinkQ>>,
     /// Per node: `LinkEstimates::uncertainty`.
@@ -43,6 +49,9 @@ pub struct Cells {
     boxes: Vec<Cell>,
     /// Per datacenter index (with a median): the least `val` of its members.
     groups: FxMap<u32, f64>,
+    /// Per datacenter index (with a median to another): the least `val` of its members with
+    /// a coordinate.
+    between: FxMap<u32, f64>,
 }
 
 /// How many nodes of a set can be the far end of an estimated link, for
@@ -68,6 +77,23 @@ impl Estimator {
         for (g, i) in &groups {
             group_ms[*i as usize] = est.groups.get(*g).copied().filter(|x| x.is_finite());
         }
+        let mut between = FxMap::default();
+        let mut adjacent = vec![Vec::new(); groups.len()];
+        for (a, to) in &est.between {
+            let Some(&ga) = groups.get(a.as_str()) else {
+                continue;
+            };
+            for (b, ms) in to {
+                let Some(&gb) = groups.get(b.as_str()) else {
+                    continue;
+                };
+                if ga != gb && ms.is_finite() {
+                    between.insert((ga.min(gb), ga.max(gb)), *ms);
+                    adjacent[ga as usize].push((gb, *ms));
+                    adjacent[gb as usize].push((ga, *ms));
+                }
+            }
+        }
         let mut coord = Vec::with_capacity(nodes.len());
         let mut ends = Vec::with_capacity(nodes.len());
         for n in nodes {
@@ -75,10 +101,16 @@ impl Estimator {
             coord.push(e.and_then(|e| e.coord.as_ref()?.coord()));
             ends.push(e.map(|e| e.summary()));
         }
+        let least_between: Vec<f64> = adjacent
+            .iter()
+            .map(|a| a.iter().map(|x| x.1).fold(f64::INFINITY, f64::min))
+            .collect();
         let half = (0..nodes.len())
             .map(|i| {
                 let s = ends[i]?;
-                let by_coord = coord[i].map(|c| c.height());
+                // a median between datacenters estimates only pairs with coordinates
+                let by_coord =
+                    coord[i].map(|c| c.height().min(least_between[group[i] as usize] / 2.0));
                 let by_group = group_ms[group[i] as usize].map(|m| m / 2.0);
                 let floor = match (by_coord, by_group) {
                     (Some(a), Some(b)) => a.min(b),
@@ -96,6 +128,8 @@ impl Estimator {
             ends,
             group,
             group_ms,
+            between,
+            adjacent,
             half,
             uncertainty,
         }
@@ -110,16 +144,22 @@ impl Estimator {
             return None;
         }
         let (sa, sb) = (self.ends[a].as_ref()?, self.ends[b].as_ref()?);
-        let in_group = if self.group[a] == self.group[b] {
-            self.group_ms[self.group[a] as usize]
-        } else {
-            None
-        };
+        let (ga, gb) = (self.group[a], self.group[b]);
         let coords = match (&self.coord[a], &self.coord[b]) {
             (Some(x), Some(y)) => Some((x, y)),
             _ => None,
         };
-        let v = LinkView::of_pair(None, coords, in_group, Some((sa, sb)))?;
+        let groups = if ga == gb {
+            self.group_ms[ga as usize].map_or(Groups::Unmeasured, Groups::Inside)
+        } else if coords.is_some() {
+            let key = (ga.min(gb), ga.max(gb));
+            self.between
+                .get(&key)
+                .map_or(Groups::Unmeasured, |m| Groups::Between(*m))
+        } else {
+            Groups::Unmeasured
+        };
+        let v = LinkView::of_pair(None, coords, groups, Some((sa, sb)))?;
         Some(LinkQ {
             latency_ms: v.latency_ms.value(),
             success: v.success.value(),
@@ -140,16 +180,17 @@ impl Estimator {
 
     /// Node `a`'s half of any estimated link it is an end of: for every estimated link
     /// between `a` and `b`, `latency >= half(a).latency + half(b).latency` and
-    /// `success <= half(a).success * half(b).success` (the height, or half the datacenter's
-    /// median, is below either form of the latency estimate; the success estimate is that
-    /// product). `None`: `a` has no estimated link.
+    /// `success <= half(a).success * half(b).success` (the least of the height, half the
+    /// datacenter's median and half its least median to another datacenter is below every
+    /// form of the latency estimate; the success estimate is that product). `None`: `a` has no estimated link.
     #[inline]
     pub fn half(&self, a: u32) -> Option<LinkQ> {
         self.half[a as usize]
     }
 
     /// An upper bound of every estimated latency, in O(n): the diagonal of the coordinates'
-    /// bounding box plus the two largest heights, or the largest datacenter median.
+    /// bounding box plus the two largest heights, or the largest datacenter median (inside
+    /// one or between two).
     pub fn max_latency_bound(&self) -> f64 {
         let mut lo = [f64::INFINITY; DIMS];
         let mut hi = [f64::NEG_INFINITY; DIMS];
@@ -179,14 +220,16 @@ impl Estimator {
         self.group_ms
             .iter()
             .flatten()
+            .chain(self.between.values())
             .fold(by_coord, |m, x| m.max(*x))
     }
 
     /// `set` summarised for [`Estimator::latency_lb`], each member `x` weighted `val(x)`
     /// (skipped when not finite): boxes of nearby coordinates (one per member up to
     /// [`CELLS`] members, else a grid of [`CELLS`] cells on the first two dimensions, each
-    /// the tight box of its members) with the least `val(x) + height(x)` inside, and per
-    /// datacenter with a median the least `val(x)` of its members.
+    /// the tight box of its members) with the least `val(x) + height(x)` inside, per
+    /// datacenter with a median the least `val(x)` of its members, and per datacenter with a
+    /// median to another the least `val(x)` of its members with a coordinate.
     pub fn cells(&self, set: &[u32], val: impl Fn(u32) -> f64) -> Cells {
         let mut c = Cells::default();
         let mut pts: Vec<([f64; DIMS], f64)> = Vec::new();
@@ -198,6 +241,10 @@ impl Estimator {
             }
             if let Some(k) = &self.coord[i] {
                 pts.push((*k.vec(), v + k.height()));
+                if !self.adjacent[self.group[i] as usize].is_empty() {
+                    let m = c.between.entry(self.group[i]).or_insert(f64::INFINITY);
+                    *m = m.min(v);
+                }
             }
             if self.group_ms[self.group[i] as usize].is_some() {
                 let m = c.groups.entry(self.group[i]).or_insert(f64::INFINITY);
@@ -241,8 +288,9 @@ impl Estimator {
     /// A lower bound of `val(x) + estimated latency between x and y` over the members `x` of
     /// the set `c` summarises ([`Estimator::cells`]); infinite when no member can have an
     /// estimated link with `y`. Holds because an estimate is either the coordinates'
-    /// distance plus both heights (at least the distance from `y` to the member's box) or,
-    /// inside one datacenter, its median.
+    /// distance plus both heights (at least the distance from `y` to the member's box),
+    /// inside one datacenter its median, or between two datacenters (both ends with a
+    /// coordinate) their median. O(cells + the datacenters `y`'s has a median with).
     #[inline]
     pub fn latency_lb(&self, y: u32, c: &Cells) -> f64 {
         let y = y as usize;
@@ -261,6 +309,11 @@ impl Estimator {
                 best = best.min(m + d2.sqrt());
             }
             best += k.height();
+            for (g2, ms) in &self.adjacent[self.group[y] as usize] {
+                if let Some(m) = c.between.get(g2) {
+                    best = best.min(m + ms);
+                }
+            }
         }
         let g = self.group[y];
         if let (Some(gm), Some(m)) = (self.group_ms[g as usize], c.groups.get(&g)) {
@@ -347,6 +400,11 @@ mod tests {
             for g in ["a", "b"] {
                 if r.chance(0.6) {
                     est.groups.insert(g.into(), 4.0 * r.unit());
+                }
+            }
+            for (g, h) in [("a", "b"), ("a", "c"), ("b", "c")] {
+                if r.chance(0.5) {
+                    est.set_between(g, h, 6.0 * r.unit());
                 }
             }
             let e = Estimator::new(&nodes, &est);

@@ -514,7 +514,7 @@ fn network_aware_places_on_estimated_links() {
             .into_iter()
             .map(|(n, x)| (n.to_string(), at(x)))
             .collect(),
-        groups: BTreeMap::new(),
+        ..LinkEstimates::default()
     });
     let a = with(
         app(

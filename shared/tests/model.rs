@@ -3,6 +3,7 @@
 
 use acoa_shared::model::{
     load_application, load_cluster, parse_application, parse_cluster, CriterionKind, Layer,
+    LinkEstimates,
 };
 use std::path::PathBuf;
 
@@ -760,4 +761,58 @@ fn an_error_is_one_line_whatever_the_document_quotes() {
     let err = parse_application(&text).unwrap_err();
     assert!(!err.to_string().contains(['\n', '\r']), "{err}");
     assert!(err.reason.len() <= 4096 + 3, "{err}");
+}
+
+const ESTIMATED: &str = r#"
+cluster: t
+datacenters:
+- {name: dc1, layer: edge}
+- {name: dc2, layer: edge}
+nodes:
+- {name: a, datacenter: dc1, layer: edge, arch: aarch64, capacity: {cpu_millis: 1000, memory_mb: 512, disk_mb: 100}}
+- {name: b, datacenter: dc2, layer: edge, arch: aarch64, capacity: {cpu_millis: 1000, memory_mb: 512, disk_mb: 100}}
+- {name: c, datacenter: dc2, layer: edge, arch: aarch64, capacity: {cpu_millis: 1000, memory_mb: 512, disk_mb: 100}}
+estimates:
+  nodes:
+    a: {coord: {position: [0, 0, 0], height_ms: 5}, median_jitter_ms: 0.2, median_success: 1}
+    b: {coord: {position: [30, 0, 0], height_ms: 5}, median_jitter_ms: 0.4, median_success: 1}
+    c: {median_jitter_ms: 0.4, median_success: 1}
+  between:
+    dc1: {dc2: 4.5}
+"#;
+
+/// Two datacenters with a measured link between them: an unmeasured pair between them is
+/// estimated at the links' median, not at its coordinates' 40 ms; a node without a coordinate
+/// still has no estimate outside its datacenter; a pair named the wrong way round is refused.
+#[test]
+fn the_median_between_two_datacenters_estimates_their_unmeasured_pairs() {
+    use acoa_shared::coords::Known;
+    let c = parse_cluster(ESTIMATED).unwrap();
+    let e = c.estimates.as_ref().unwrap();
+    assert_eq!(e.between_ms("dc2", "dc1"), Some(4.5));
+    assert_eq!(e.between_ms("dc1", "dc1"), None);
+    let (a, b, n_c) = (
+        c.node("a").unwrap(),
+        c.node("b").unwrap(),
+        c.node("c").unwrap(),
+    );
+    let v = e.view(a, b).unwrap();
+    assert_eq!(v.latency_ms, Known::Estimated(4.5));
+    assert_eq!(v.jitter_ms, Known::Estimated(0.4));
+    assert_eq!(e.view(b, a).unwrap().latency_ms, Known::Estimated(4.5));
+    assert!(e.view(a, n_c).is_none());
+    // without the pair's median: the coordinates
+    let mut plain = e.clone();
+    plain.between.clear();
+    assert_eq!(plain.view(a, b).unwrap().latency_ms, Known::Estimated(40.0));
+    // set_between orders the names, scaled scales it
+    let mut set = LinkEstimates::default();
+    set.set_between("dc2", "dc1", 4.5);
+    assert_eq!(set.between, e.between);
+    assert_eq!(set.scaled(2.0).between_ms("dc1", "dc2"), Some(9.0));
+    let err = parse_cluster(&ESTIMATED.replace("dc1: {dc2: 4.5}", "dc2: {dc1: 4.5}")).unwrap_err();
+    assert_eq!(err.field, "estimates.between.dc2.dc1", "{err}");
+    assert!(err.reason.contains("lesser first"), "{err}");
+    let err = parse_cluster(&ESTIMATED.replace("dc2: 4.5", "dc2: -1")).unwrap_err();
+    assert_eq!(err.field, "estimates.between.dc1.dc2", "{err}");
 }

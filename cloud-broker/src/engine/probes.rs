@@ -37,8 +37,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use acoa_shared::coords::{
-    estimate_in_group_ms, select_all_neighbours, Coord, EndpointSummary, LinkView, MeasuredLink,
-    Member, NeighbourMix, DIMS,
+    estimate_in_group_ms, select_all_neighbours, Coord, EndpointSummary, Groups, LinkView,
+    MeasuredLink, Member, NeighbourMix, DIMS,
 };
 use acoa_shared::model::{self, CoordDoc, EstimatedNode, LinkEstimates};
 use acoa_shared::topics;
@@ -687,41 +687,49 @@ impl Engine {
             success: e.success,
         });
         if measured.is_some() {
-            return LinkView::of_pair::<DIMS>(measured, None, None, None);
+            return LinkView::of_pair::<DIMS>(measured, None, Groups::Unmeasured, None);
         }
-        let group = &na.info.datacenter;
-        let in_group = (group == &nb.info.datacenter)
+        let coords = match (self.probes.coords.get(from), self.probes.coords.get(to)) {
+            (Some(a), Some(b)) => Some((a, b)),
+            _ => None,
+        };
+        // the measured links inside the pair's datacenter, or between its two (used only
+        // with both coordinates: `coords::estimate`)
+        let (ga, gb) = (&na.info.datacenter, &nb.info.datacenter);
+        let inside = ga == gb;
+        let dc = |n: &str| self.nodes.get(n).map(|x| &x.info.datacenter);
+        let median = (inside || coords.is_some())
             .then(|| {
                 estimate_in_group_ms(
                     self.links
                         .iter()
                         .filter(|(a, b, _)| {
                             a != b
-                                && self
-                                    .nodes
-                                    .get(*a)
-                                    .is_some_and(|n| &n.info.datacenter == group)
-                                && self
-                                    .nodes
-                                    .get(*b)
-                                    .is_some_and(|n| &n.info.datacenter == group)
+                                && match (dc(a), dc(b)) {
+                                    (Some(x), Some(y)) => {
+                                        (x == ga && y == gb) || (x == gb && y == ga)
+                                    }
+                                    _ => false,
+                                }
                         })
                         .map(|(_, _, e)| e.latency_ms),
                 )
             })
             .flatten();
-        let coords = match (self.probes.coords.get(from), self.probes.coords.get(to)) {
-            (Some(a), Some(b)) => Some((a, b)),
-            _ => None,
+        let groups = match median {
+            Some(m) if inside => Groups::Inside(m),
+            Some(m) => Groups::Between(m),
+            None => Groups::Unmeasured,
         };
         let (sa, sb) = (self.summary(from)?, self.summary(to)?);
-        LinkView::of_pair(None, coords, in_group, Some((&sa, &sb)))
+        LinkView::of_pair(None, coords, groups, Some((&sa, &sb)))
     }
 }
 
 /// What the placements estimate the unmeasured pairs from (O(nodes + measured links),
 /// whatever the fleet's size): each online node's coordinate and measured-link medians, each
-/// datacenter's median internal latency; the rule is `coords::LinkView::of_pair`, applied by
+/// datacenter's median internal latency, the median latency between two datacenters with
+/// measured links between them; the rule is `coords::LinkView::of_pair`, applied by
 /// the scheduler to the pairs it looks at. Pure: the link table's numbers and `inputs`
 /// ([`Engine::estimate_inputs`]), no name looked up per link.
 pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> LinkEstimates {
@@ -758,6 +766,8 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
     };
     let mut flat = vec![none; at[names.len()]];
     let mut groups: Vec<Vec<f64>> = group_len.into_iter().map(Vec::with_capacity).collect();
+    // the links between two datacenters, by the pair (the lesser number first), then sorted
+    let mut cross: Vec<(usize, usize, f64)> = Vec::new();
     for (ia, ib, ga, gb, e) in between() {
         let m = MeasuredLink {
             latency_ms: e.latency_ms,
@@ -770,6 +780,8 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
         }
         if ga == gb {
             groups[ga].push(e.latency_ms);
+        } else {
+            cross.push((ga.min(gb), ga.max(gb), e.latency_ms));
         }
     }
     let ends = (0..names.len()).map(|i| &flat[at[i]..at[i + 1]]);
@@ -795,7 +807,19 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
         .filter(|(_, l)| !l.is_empty())
         .filter_map(|(i, l)| Some((inputs.datacenters[i].clone(), estimate_in_group_ms(l)?)))
         .collect();
-    LinkEstimates { nodes, groups }
+    cross.sort_unstable_by_key(|&(ga, gb, _)| (ga, gb));
+    let mut e = LinkEstimates {
+        nodes,
+        groups,
+        ..LinkEstimates::default()
+    };
+    for run in cross.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+        let (ga, gb, _) = run[0];
+        if let Some(m) = estimate_in_group_ms(run.iter().map(|x| x.2)) {
+            e.set_between(&inputs.datacenters[ga], &inputs.datacenters[gb], m);
+        }
+    }
+    e
 }
 
 #[cfg(test)]

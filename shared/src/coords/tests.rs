@@ -303,34 +303,52 @@ fn a_measured_pair_is_measured_an_unmeasured_one_estimated() {
     assert!((sb.median_jitter_ms - 0.6).abs() < 1e-12);
     assert!(EndpointSummary::from_links([]).is_none());
 
-    let est = LinkView::of_pair(None, Some((&a, &b)), None, Some((&sa, &sb))).unwrap();
+    let est =
+        LinkView::of_pair(None, Some((&a, &b)), Groups::Unmeasured, Some((&sa, &sb))).unwrap();
     assert_eq!(est.latency_ms, Known::Estimated(8.0));
     assert_eq!(est.jitter_ms, Known::Estimated(2.0));
     assert!(est.success.is_estimated());
     assert!((est.success.value() - 0.99 * 0.97).abs() < 1e-12);
 
     let m = link(0.3, 0.5);
-    let meas = LinkView::of_pair(Some(m), Some((&a, &b)), None, Some((&sa, &sb))).unwrap();
+    let meas = LinkView::of_pair(
+        Some(m),
+        Some((&a, &b)),
+        Groups::Unmeasured,
+        Some((&sa, &sb)),
+    )
+    .unwrap();
     assert_eq!(meas.latency_ms, Known::Measured(1.0));
     assert_eq!(meas.success, Known::Measured(0.5));
     assert!(!meas.jitter_ms.is_estimated());
 
     assert_eq!(
-        LinkView::of_pair::<2>(None, None, None, Some((&sa, &sb))),
+        LinkView::of_pair::<2>(None, None, Groups::Unmeasured, Some((&sa, &sb))),
         None
     );
     assert_eq!(
-        LinkView::of_pair::<2>(None, Some((&a, &b)), None, None),
+        LinkView::of_pair::<2>(None, Some((&a, &b)), Groups::Unmeasured, None),
         None
     );
     // Inside a group: the median of the group's measured links, not the coordinates.
     let g = estimate_in_group_ms([0.2, f64::NAN, 0.1, 0.3]);
     assert_eq!(g, Some(0.2));
     assert_eq!(estimate_in_group_ms([]), None);
+    let g = Groups::Inside(g.unwrap());
     let inside = LinkView::of_pair(None, Some((&a, &b)), g, Some((&sa, &sb))).unwrap();
     assert_eq!(inside.latency_ms, Known::Estimated(0.2));
     let no_coords = LinkView::of_pair::<2>(None, None, g, Some((&sa, &sb))).unwrap();
     assert_eq!(no_coords.latency_ms, Known::Estimated(0.2));
+    // Between two groups with a measured link: their median, not the coordinates; without
+    // coordinates nothing (a node without one is estimated only inside its group).
+    let between = Groups::Between(3.5);
+    let b2 = LinkView::of_pair(None, Some((&a, &b)), between, Some((&sa, &sb))).unwrap();
+    assert_eq!(b2.latency_ms, Known::Estimated(3.5));
+    assert_eq!(b2.jitter_ms, est.jitter_ms);
+    assert_eq!(
+        LinkView::of_pair::<2>(None, None, between, Some((&sa, &sb))),
+        None
+    );
     assert_eq!(
         serde_json::to_string(&est.latency_ms).unwrap(),
         r#"{"estimated":8.0}"#

@@ -1,13 +1,14 @@
 //! What the scheduler estimates a pair of nodes without a measured link from (issue 16): each
 //! node's network coordinate and the medians of its measured links, each datacenter's median
-//! internal latency. The rule that turns them into a link is `coords::LinkView::of_pair`
+//! internal latency, and the median latency between two datacenters with measured links
+//! between them. The rule that turns them into a link is `coords::LinkView::of_pair`
 //! (documented in `coords/estimate.rs`); the control plane fills this in from what the agents
 //! report, so the live model holds measured links plus O(nodes) values instead of an estimated
 //! link for every unmeasured pair.
 
 use super::checks::{check_name, check_rate};
 use super::{ModelError, Node};
-use crate::coords::{Coord, EndpointSummary, LinkView, DIMS};
+use crate::coords::{Coord, EndpointSummary, Groups, LinkView, DIMS};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 
@@ -23,6 +24,12 @@ pub struct LinkEstimates {
     /// an unmeasured pair inside it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub groups: BTreeMap<String, f64>,
+    /// Per pair of datacenters, the lesser name first then the greater: the median latency of
+    /// the measured links between them, either direction, ms (the estimate of an unmeasured
+    /// pair between them, for two nodes with coordinates). Set with
+    /// [`LinkEstimates::set_between`], read with [`LinkEstimates::between_ms`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub between: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 /// One node's part of the estimates.
@@ -79,7 +86,37 @@ impl EstimatedNode {
 
 impl LinkEstimates {
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.groups.is_empty()
+        self.nodes.is_empty() && self.groups.is_empty() && self.between.is_empty()
+    }
+
+    /// The median latency between datacenters `a` and `b` (either order), if links between
+    /// them were measured; `None` for `a == b`.
+    pub fn between_ms(&self, a: &str, b: &str) -> Option<f64> {
+        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+        (lo != hi).then(|| self.between.get(lo)?.get(hi).copied())?
+    }
+
+    /// Records the median latency between datacenters `a` and `b` (either order; ignored for
+    /// `a == b`, which is [`LinkEstimates::groups`]).
+    pub fn set_between(&mut self, a: &str, b: &str, median_ms: f64) {
+        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+        if lo != hi {
+            self.between
+                .entry(lo.to_string())
+                .or_default()
+                .insert(hi.to_string(), median_ms);
+        }
+    }
+
+    /// What the measured links of `a`'s and `b`'s datacenters say of the pair's latency.
+    pub fn groups_of(&self, a: &Node, b: &Node) -> Groups {
+        let median = if a.datacenter == b.datacenter {
+            self.groups.get(&a.datacenter).copied().map(Groups::Inside)
+        } else {
+            self.between_ms(&a.datacenter, &b.datacenter)
+                .map(Groups::Between)
+        };
+        median.unwrap_or(Groups::Unmeasured)
     }
 
     /// The estimate of the pair `a` → `b` (`coords::LinkView::of_pair`), whatever is
@@ -93,14 +130,11 @@ impl LinkEstimates {
             ea.coord.as_ref().and_then(CoordDoc::coord),
             eb.coord.as_ref().and_then(CoordDoc::coord),
         );
-        let in_group = (a.datacenter == b.datacenter)
-            .then(|| self.groups.get(&a.datacenter).copied())
-            .flatten();
         let (sa, sb) = (ea.summary(), eb.summary());
         LinkView::of_pair(
             None,
             ca.as_ref().zip(cb.as_ref()),
-            in_group,
+            self.groups_of(a, b),
             Some((&sa, &sb)),
         )
     }
@@ -140,6 +174,10 @@ impl LinkEstimates {
             }
         }
         e.groups.values_mut().for_each(|m| *m *= f);
+        e.between
+            .values_mut()
+            .flat_map(|m| m.values_mut())
+            .for_each(|m| *m *= f);
         e
     }
 
@@ -175,6 +213,20 @@ impl LinkEstimates {
             let f = format!("estimates.groups.{g}");
             check_name(&f, g)?;
             check_rate(&f, *ms)?;
+        }
+        for (a, to) in &self.between {
+            check_name(&format!("estimates.between.{a}"), a)?;
+            for (b, ms) in to {
+                let f = format!("estimates.between.{a}.{b}");
+                check_name(&f, b)?;
+                if a >= b {
+                    return Err(ModelError::new(
+                        f,
+                        format!("a pair of datacenters names the lesser first, `{b}` is not after `{a}`"),
+                    ));
+                }
+                check_rate(&f, *ms)?;
+            }
         }
         Ok(())
     }

@@ -129,11 +129,13 @@ pub struct Fleet<'a> {
 impl Fleet<'_> {
     /// What the estimates are made from, out of `links` as the control plane builds it
     /// (`Engine::link_estimates`): per node its coordinate and the medians of the measured
-    /// links it is an end of, per site the median of its measured internal links.
+    /// links it is an end of, per site the median of its measured internal links, per pair of
+    /// sites the median of the measured links between them.
     pub fn estimates(&self, links: &Links) -> LinkEstimates {
         let n = self.nodes.len();
         let mut ends: Vec<Vec<MeasuredLink>> = vec![Vec::new(); n];
         let mut internal: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+        let mut cross: BTreeMap<(usize, usize), Vec<f64>> = BTreeMap::new();
         for (&(a, b), m) in links {
             let (a, b) = (a as usize, b as usize);
             if a == b {
@@ -146,11 +148,12 @@ impl Fleet<'_> {
             };
             ends[a].push(l);
             ends[b].push(l);
-            if self.site[a] == self.site[b] {
-                internal
-                    .entry(self.site[a])
-                    .or_default()
-                    .push(m.q.latency_ms);
+            let (sa, sb) = (self.site[a], self.site[b]);
+            if sa == sb {
+                internal.entry(sa).or_default().push(m.q.latency_ms);
+            } else {
+                let key = (sa.min(sb), sa.max(sb));
+                cross.entry(key).or_default().push(m.q.latency_ms);
             }
         }
         let mut est = LinkEstimates::default();
@@ -172,10 +175,18 @@ impl Fleet<'_> {
                 },
             );
         }
+        let mut dc: BTreeMap<usize, &str> = BTreeMap::new();
+        for (i, s) in self.site.iter().enumerate() {
+            dc.entry(*s).or_insert(&self.nodes[i].datacenter);
+        }
         for (site, l) in internal {
             if let Some(m) = estimate_in_group_ms(l) {
-                let member = self.site.iter().position(|s| *s == site).expect("a member");
-                est.groups.insert(self.nodes[member].datacenter.clone(), m);
+                est.groups.insert(dc[&site].to_string(), m);
+            }
+        }
+        for ((x, y), l) in cross {
+            if let Some(m) = estimate_in_group_ms(l) {
+                est.set_between(dc[&x], dc[&y], m);
             }
         }
         est
