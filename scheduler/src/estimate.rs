@@ -29,7 +29,8 @@ pub struct Estimator {
     /// Per pair of datacenter indexes (the lesser first): the median latency measured
     /// between them.
     between: FxMap<(u32, u32), f64>,
-    /// Per datacenter index: the datacenters it has a `between` median with, and the median.
+    /// Per datacenter index: the datacenters it has a `between` median with, and the median,
+    /// shortest first.
     adjacent: Vec<Vec<(u32, f64)>>,
     /// Per node: see [`Estimator::half`].
     half: Vec<Option<LinkQ>>,
@@ -52,6 +53,8 @@ pub struct Cells {
     /// Per datacenter index (with a median to another): the least `val` of its members with
     /// a coordinate.
     between: FxMap<u32, f64>,
+    /// The least of `between`'s values.
+    least_between: f64,
 }
 
 /// How many nodes of a set can be the far end of an estimated link, for
@@ -101,9 +104,12 @@ impl Estimator {
             coord.push(e.and_then(|e| e.coord.as_ref()?.coord()));
             ends.push(e.map(|e| e.summary()));
         }
+        for a in &mut adjacent {
+            a.sort_unstable_by(|x, y| x.1.total_cmp(&y.1));
+        }
         let least_between: Vec<f64> = adjacent
             .iter()
-            .map(|a| a.iter().map(|x| x.1).fold(f64::INFINITY, f64::min))
+            .map(|a| a.first().map_or(f64::INFINITY, |x| x.1))
             .collect();
         let half = (0..nodes.len())
             .map(|i| {
@@ -231,7 +237,10 @@ impl Estimator {
     /// datacenter with a median the least `val(x)` of its members, and per datacenter with a
     /// median to another the least `val(x)` of its members with a coordinate.
     pub fn cells(&self, set: &[u32], val: impl Fn(u32) -> f64) -> Cells {
-        let mut c = Cells::default();
+        let mut c = Cells {
+            least_between: f64::INFINITY,
+            ..Cells::default()
+        };
         let mut pts: Vec<([f64; DIMS], f64)> = Vec::new();
         for x in set {
             let v = val(*x);
@@ -244,6 +253,7 @@ impl Estimator {
                 if !self.adjacent[self.group[i] as usize].is_empty() {
                     let m = c.between.entry(self.group[i]).or_insert(f64::INFINITY);
                     *m = m.min(v);
+                    c.least_between = c.least_between.min(v);
                 }
             }
             if self.group_ms[self.group[i] as usize].is_some() {
@@ -290,7 +300,8 @@ impl Estimator {
     /// estimated link with `y`. Holds because an estimate is either the coordinates'
     /// distance plus both heights (at least the distance from `y` to the member's box),
     /// inside one datacenter its median, or between two datacenters (both ends with a
-    /// coordinate) their median. O(cells + the datacenters `y`'s has a median with).
+    /// coordinate) their median. O(cells + the datacenters `y`'s has a median shorter than
+    /// the bound found so far with: they are read shortest first).
     #[inline]
     pub fn latency_lb(&self, y: u32, c: &Cells) -> f64 {
         let y = y as usize;
@@ -310,6 +321,9 @@ impl Estimator {
             }
             best += k.height();
             for (g2, ms) in &self.adjacent[self.group[y] as usize] {
+                if c.least_between + ms >= best {
+                    break;
+                }
                 if let Some(m) = c.between.get(g2) {
                     best = best.min(m + ms);
                 }

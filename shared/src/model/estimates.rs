@@ -100,11 +100,20 @@ impl LinkEstimates {
     /// `a == b`, which is [`LinkEstimates::groups`]).
     pub fn set_between(&mut self, a: &str, b: &str, median_ms: f64) {
         let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-        if lo != hi {
-            self.between
-                .entry(lo.to_string())
-                .or_default()
-                .insert(hi.to_string(), median_ms);
+        if lo == hi {
+            return;
+        }
+        // (no allocation for a datacenter already there: a large fleet sets a million)
+        match self.between.get_mut(lo) {
+            Some(to) => {
+                to.insert(hi.to_string(), median_ms);
+            }
+            None => {
+                self.between.insert(
+                    lo.to_string(),
+                    BTreeMap::from([(hi.to_string(), median_ms)]),
+                );
+            }
         }
     }
 
