@@ -9,9 +9,9 @@
 //! The estimates are computed here from the control plane's fleet document (`/api/fleet`: the
 //! measured links and every node's reported coordinate) with the control plane's own rule
 //! (`acoa_shared::coords::LinkView::of_pair`'s latency: two nodes of one group, the median of
-//! the group's measured internal links, [`estimate_in_group_ms`]; two nodes of two groups with
-//! coordinates, the median of the links measured between the groups if any; else the
-//! coordinates' distance, [`estimate_latency_ms`]).
+//! the group's measured internal links, [`estimate_in_group_ms`]; else the coordinates'
+//! distance, [`estimate_latency_ms`], or the median of the links measured between the two
+//! groups where it is shorter).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{Read, Write};
@@ -242,10 +242,13 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
                 None
             };
             let by_coords = match (coords.get(a), coords.get(b)) {
-                (Some(x), Some(y)) => pair_of(a, b)
-                    .and_then(|k| between_ms.get(&k))
-                    .and_then(|v| estimate_in_group_ms(v.iter().copied()))
-                    .or(Some(estimate_latency_ms(x, y))),
+                (Some(x), Some(y)) => {
+                    let by_coords = estimate_latency_ms(x, y);
+                    let between = pair_of(a, b)
+                        .and_then(|k| between_ms.get(&k))
+                        .and_then(|v| estimate_in_group_ms(v.iter().copied()));
+                    Some(between.map_or(by_coords, |m| m.min(by_coords)))
+                }
                 _ => None,
             };
             let baseline = if in_group { in_group_ms } else { across_median };

@@ -339,12 +339,15 @@ fn a_measured_pair_is_measured_an_unmeasured_one_estimated() {
     assert_eq!(inside.latency_ms, Known::Estimated(0.2));
     let no_coords = LinkView::of_pair::<2>(None, None, g, Some((&sa, &sb))).unwrap();
     assert_eq!(no_coords.latency_ms, Known::Estimated(0.2));
-    // Between two groups with a measured link: their median, not the coordinates; without
-    // coordinates nothing (a node without one is estimated only inside its group).
+    // Between two groups with a measured link: their median where it is shorter than the
+    // coordinates' 8 ms; without coordinates nothing (a node without one is estimated only
+    // inside its group).
     let between = Groups::Between(3.5);
     let b2 = LinkView::of_pair(None, Some((&a, &b)), between, Some((&sa, &sb))).unwrap();
     assert_eq!(b2.latency_ms, Known::Estimated(3.5));
     assert_eq!(b2.jitter_ms, est.jitter_ms);
+    let longer = LinkView::of_pair(None, Some((&a, &b)), Groups::Between(9.0), Some((&sa, &sb)));
+    assert_eq!(longer.unwrap().latency_ms, Known::Estimated(8.0));
     assert_eq!(
         LinkView::of_pair::<2>(None, None, between, Some((&sa, &sb))),
         None
