@@ -555,6 +555,55 @@ fn edge_node(name: &str, dc: &str) -> model::Node {
     }
 }
 
+/// A fleet of `nodes` measuring `links`, joined: every node reported, its links with its
+/// coordinate (`x(index, node)` on a line, `height`), start-up done.
+fn joined_on_a_line(
+    name: &str,
+    nodes: Vec<model::Node>,
+    links: Vec<model::Link>,
+    height: f32,
+    x: impl Fn(usize, &model::Node) -> f32,
+) -> Sim {
+    let c = model::Cluster {
+        cluster: name.into(),
+        nodes,
+        links,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(lost_when_silent());
+    for n in &c.nodes {
+        sim.feed(Event::Report(Box::new(report(n))));
+    }
+    for (i, n) in c.nodes.iter().enumerate() {
+        let mut l = links_of(&c, &n.name);
+        l.coord = Some(wire::WireCoord {
+            vec: [x(i, n), 0.0, 0.0],
+            height,
+            error: 0.1,
+        });
+        sim.feed(Event::Links(Box::new(l)));
+    }
+    sim.feed(Event::StartupDone);
+    sim
+}
+
+/// An application `name` of two components, `a` and `b` with their requirements, and the
+/// response time of the channel from `a` to `b`.
+fn two_components(name: &str, a_requires: &str, b_requires: &str) -> String {
+    format!(
+        "application: {name}\n\
+         components:\n\
+         - {{name: a, image: 'localhost/acoa/a:1', requires: {a_requires}}}\n\
+         - {{name: b, image: 'localhost/acoa/b:1', requires: {b_requires}}}\n\
+         channels:\n\
+         - {{name: a-to-b, from: a, to: b}}\n\
+         paths:\n\
+         - {{name: p, channels: [a-to-b]}}\n\
+         criteria:\n\
+         - {{type: min-e2e-response-time, path: p, weight: 1.0}}\n"
+    )
+}
+
 /// Above 500 online nodes (the live model's old limit for estimates, n^2 links) a placement
 /// still uses estimated pairs: 600 nodes in 120 datacenters, each measuring only its own
 /// datacenter, with coordinates; an application whose two components are pinned to two
@@ -582,26 +631,7 @@ fn a_fleet_of_600_nodes_places_on_an_estimated_pair() {
             }
         }
     }
-    let c = model::Cluster {
-        cluster: "big".into(),
-        nodes,
-        links,
-        ..Default::default()
-    };
-    let mut sim = Sim::new(lost_when_silent());
-    for n in &c.nodes {
-        sim.feed(Event::Report(Box::new(report(n))));
-    }
-    for (i, n) in c.nodes.iter().enumerate() {
-        let mut l = links_of(&c, &n.name);
-        l.coord = Some(wire::WireCoord {
-            vec: [(i / per_dc) as f32, 0.0, 0.0],
-            height: 2.0,
-            error: 0.1,
-        });
-        sim.feed(Event::Links(Box::new(l)));
-    }
-    sim.feed(Event::StartupDone);
+    let mut sim = joined_on_a_line("big", nodes, links, 2.0, |i, _| (i / per_dc) as f32);
     let live = sim.e.cluster();
     assert_eq!(live.nodes.len(), 600);
     assert_eq!(
@@ -612,17 +642,8 @@ fn a_fleet_of_600_nodes_places_on_an_estimated_pair() {
     let est = live.estimates.as_ref().expect("the estimates' inputs");
     assert_eq!(est.nodes.len(), 600);
     assert_eq!(est.groups.len(), dcs);
-    let text = "application: pair\n\
-                components:\n\
-                - {name: a, image: 'localhost/acoa/a:1', requires: {datacenter: dc003}}\n\
-                - {name: b, image: 'localhost/acoa/b:1', requires: {datacenter: dc117}}\n\
-                channels:\n\
-                - {name: a-to-b, from: a, to: b}\n\
-                paths:\n\
-                - {name: p, channels: [a-to-b]}\n\
-                criteria:\n\
-                - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
-    let acts = sim.publish("pair", text.as_bytes().to_vec());
+    let text = two_components("pair", "{datacenter: dc003}", "{datacenter: dc117}");
+    let acts = sim.publish("pair", text.into_bytes());
     let st = statuses(&acts, "pair").pop().expect("a status");
     let p = st.placement.clone().expect("placed on an estimated pair");
     assert!(p["a"].starts_with("n001"), "{p:?}");
@@ -662,42 +683,14 @@ fn a_link_measured_between_two_datacenters_estimates_their_other_pairs_for_place
         }
     }
     links.push(link("dca-1", "dcb-1", 2.0));
-    let c = model::Cluster {
-        cluster: "three".into(),
-        nodes,
-        links,
-        ..Default::default()
-    };
-    let mut sim = Sim::new(lost_when_silent());
-    for n in &c.nodes {
-        sim.feed(Event::Report(Box::new(report(n))));
-    }
-    let at = |dc: &str| match dc {
+    let at = |_: usize, n: &model::Node| match n.datacenter.as_str() {
         "dca" => 0.0,
         "dcb" => 30.0,
         _ => 10.0,
     };
-    for n in &c.nodes {
-        let mut l = links_of(&c, &n.name);
-        l.coord = Some(wire::WireCoord {
-            vec: [at(&n.datacenter), 0.0, 0.0],
-            height: 1.0,
-            error: 0.1,
-        });
-        sim.feed(Event::Links(Box::new(l)));
-    }
-    sim.feed(Event::StartupDone);
-    let text = "application: near\n\
-                components:\n\
-                - {name: a, image: 'localhost/acoa/a:1', requires: {hardware: [cam]}}\n\
-                - {name: b, image: 'localhost/acoa/b:1', requires: {hardware: [gps]}}\n\
-                channels:\n\
-                - {name: a-to-b, from: a, to: b}\n\
-                paths:\n\
-                - {name: p, channels: [a-to-b]}\n\
-                criteria:\n\
-                - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
-    let acts = sim.publish("near", text.as_bytes().to_vec());
+    let mut sim = joined_on_a_line("three", nodes, links, 1.0, at);
+    let text = two_components("near", "{hardware: [cam]}", "{hardware: [gps]}");
+    let acts = sim.publish("near", text.into_bytes());
     let st = statuses(&acts, "near").pop().expect("a status");
     let p = st.placement.clone().expect("placed");
     assert!(p["b"].starts_with("dcb-"), "{p:?}");
