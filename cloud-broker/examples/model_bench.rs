@@ -313,5 +313,23 @@ fn main() {
                 println!("| {n} | {model_links} | model: {what} | {ms:.0} ms | | |");
             }
         }
+        // what a remote scheduler worker receives of the model (packed once per model)
+        let cluster = sim.e.model().cluster();
+        let t = Instant::now();
+        let packed = acoa_shared::jobs::pack_cluster(&cluster);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let between: usize = cluster
+            .estimates
+            .as_ref()
+            .map_or(0, |e| e.between.values().map(|m| m.len()).sum());
+        match packed {
+            Ok(b) => println!(
+                "| {n} | {model_links} | model: packed for scheduler workers ({:.1} MiB; {between} datacenter pairs with a median) | | {ms:.0} ms | |",
+                b.len() as f64 / (1 << 20) as f64
+            ),
+            Err(e) => println!(
+                "| {n} | {model_links} | model: packed for scheduler workers: {e} ({between} datacenter pairs with a median) | | {ms:.0} ms | |"
+            ),
+        }
     }
 }

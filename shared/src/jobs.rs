@@ -1,4 +1,4 @@
-//! Placement jobs for `scheduler worker` processes, and their results (protocol v2).
+//! Placement jobs for `scheduler worker` processes, and their results (protocol v3).
 //!
 //! The control plane publishes a [`Job`] on [`JOBS`]; workers read it through an MQTT shared
 //! subscription ([`shared_jobs`]), so that each job goes to one worker of the group, and answer
@@ -28,9 +28,13 @@ use crate::model::{Application, Cluster, Link, Resources};
 
 /// The job protocol version this build speaks. Version 2 added the other applications'
 /// containers per node ([`Job::containers`]), without which a worker could fill a node past the
-/// limit of its desired state.
-pub const VERSION: u16 = 2;
-/// The version before: its jobs carry no container counts, so [`open_job`] names it.
+/// limit of its desired state; version 3 the medians between datacenters in the snapshot's
+/// estimates (`LinkEstimates::between`), which a version-2 worker's snapshot reader refuses.
+pub const VERSION: u16 = 3;
+/// The version before: its snapshots have no medians between datacenters and read the same
+/// (its pairs are estimated as a version-2 build did), so a frame of it is opened too.
+pub const VERSION_WITHOUT_BETWEEN: u16 = 2;
+/// The version before that: its jobs carry no container counts, so [`open_job`] names it.
 pub const VERSION_WITHOUT_CONTAINERS: u16 = 1;
 /// Domain separation for job signatures.
 pub const JOB_SIGNING_CONTEXT: &[u8] = b"acoa/v1 scheduler job\0";
@@ -376,7 +380,7 @@ fn open(bytes: &[u8], max: usize) -> Result<Frame<'_>, JobError> {
     if version == VERSION_WITHOUT_CONTAINERS {
         return Err(JobError::WithoutContainers);
     }
-    if version != VERSION {
+    if version != VERSION && version != VERSION_WITHOUT_BETWEEN {
         return Err(JobError::UnknownVersion(version));
     }
     postcard::from_bytes(bytes).map_err(JobError::Decode)
@@ -552,6 +556,20 @@ mod tests {
         let e = decode_job(&v1, &vk).unwrap_err();
         assert_eq!(e, JobError::WithoutContainers);
         assert!(e.to_string().contains("before the container counts"), "{e}");
+        // version 2 (no medians between datacenters) reads the same; 4 is unknown
+        let frame = |version| {
+            postcard::to_allocvec(&Frame {
+                version,
+                body: f.body,
+                signature: f.signature,
+            })
+            .unwrap()
+        };
+        assert_eq!(decode_job(&frame(2), &vk).unwrap(), back);
+        assert_eq!(
+            decode_job(&frame(4), &vk).unwrap_err(),
+            JobError::UnknownVersion(4)
+        );
         // counts for a node outside the snapshot, or a zero count: refused, named
         for (n, k) in [("zz", 3), ("b", 0)] {
             let mut bad = job();
@@ -598,13 +616,13 @@ mod tests {
         .unwrap();
         assert_eq!(decode_job(&unsigned, &vk), Err(JobError::Unsigned));
         // another version
-        let v3 = postcard::to_allocvec(&Frame {
-            version: 3,
+        let v9 = postcard::to_allocvec(&Frame {
+            version: 9,
             body: f.body,
             signature: f.signature,
         })
         .unwrap();
-        assert_eq!(decode_job(&v3, &vk), Err(JobError::UnknownVersion(3)));
+        assert_eq!(decode_job(&v9, &vk), Err(JobError::UnknownVersion(9)));
         // every truncation, and bit flips
         for n in 0..bytes.len() {
             assert!(decode_job(&bytes[..n], &vk).is_err());
