@@ -749,16 +749,23 @@ mod tests {
         assert_eq!(sinks(Rule::Probe), ["n00002", "n00001", "n00001"]);
     }
 
-    /// The sink in datacenter b: n00001 measured at 10 ms; n00002 and n00003 estimated at 7
-    /// and 8 ms but 12 and 15 ms in truth; n00004 estimated at 11 ms (worse than n00001) but
-    /// 5 ms in truth. From the first placement on n00002, the probe rule ends on n00001 and
+    /// The sink on a `sink` device: n00001 (datacenter c) measured at 10 ms; n00002 and
+    /// n00003 (datacenter b, as n00004) estimated at 7 and 8 ms but 12 and 15 ms in truth;
+    /// n00004 estimated at 11 ms (worse than n00001) but 5 ms in truth (n00001 is in a
+    /// datacenter of its own so that its measured link does not estimate b's pairs). From the first placement on n00002, the probe rule ends on n00001 and
     /// never probes n00004; the multi rule takes n00001 in round 1 (the search on the measured
     /// links alone), probes the neighbourhood of the search's candidate n00003 (n00004 among
     /// its single moves) and ends on n00004 in round 2, every move onto a measured link.
     #[test]
     fn the_multi_rule_probes_the_neighbourhood_and_adopts_only_measured() {
         let nodes: Vec<Node> = (0..5)
-            .map(|i| node(i, ["a", "b"][usize::from(i > 0)]))
+            .map(|i| {
+                let mut n = node(i, ["a", "c", "b", "b", "b"][i]);
+                if i > 0 {
+                    n.hardware = vec!["sink".into()];
+                }
+                n
+            })
             .collect();
         let coords = vec![
             (vec![0.0, 0.0, 0.0], 1.0, 0.2),
@@ -769,7 +776,7 @@ mod tests {
         ];
         let fleet = Fleet {
             nodes: &nodes,
-            site: vec![0, 1, 1, 1, 1],
+            site: vec![0, 2, 1, 1, 1],
             coords: &coords,
         };
         let mut base: Links = (0..5).map(|i| ((i, i), meas(0.05))).collect();
@@ -782,7 +789,7 @@ mod tests {
             assert_eq!(a, 0, "only the channel's pairs are probed");
             meas([0.0, 10.0, 12.0, 15.0, 5.0][b as usize])
         };
-        let app = app_where("datacenter: b");
+        let app = app_where("hardware: [sink]");
         let (model, _) = fleet.view(&base);
         let e = |b| model.link(0, b).unwrap().latency_ms;
         assert!(
