@@ -3,8 +3,8 @@
 //! internal latency, and the median latency between two datacenters with measured links
 //! between them. The rule that turns them into a link is `coords::LinkView::of_pair`
 //! (documented in `coords/estimate.rs`); the control plane fills this in from what the agents
-//! report, so the live model holds measured links plus O(nodes) values instead of an estimated
-//! link for every unmeasured pair.
+//! report, so the live model holds measured links plus O(nodes + measured links) values
+//! instead of an estimated link for every unmeasured pair.
 
 use super::checks::{check_name, check_rate};
 use super::{ModelError, Node};
@@ -26,7 +26,7 @@ pub struct LinkEstimates {
     pub groups: BTreeMap<String, f64>,
     /// Per pair of datacenters, the lesser name first then the greater: the median latency of
     /// the measured links between them, either direction, ms (the estimate of an unmeasured
-    /// pair between them, for two nodes with coordinates). Set with
+    /// pair between them where it is shorter than their coordinates' distance). Set with
     /// [`LinkEstimates::set_between`], read with [`LinkEstimates::between_ms`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub between: BTreeMap<String, BTreeMap<String, f64>>,
@@ -103,7 +103,7 @@ impl LinkEstimates {
         if lo == hi {
             return;
         }
-        // (no allocation for a datacenter already there: a large fleet sets a million)
+        // (no allocation for a datacenter already there: a large fleet sets 200,000 or more)
         match self.between.get_mut(lo) {
             Some(to) => {
                 to.insert(hi.to_string(), median_ms);
