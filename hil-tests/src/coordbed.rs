@@ -18,7 +18,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use acoa_shared::coords::{estimate_in_group_ms, estimate_latency_ms, Coord, DIMS};
+use acoa_shared::coords::{
+    estimate_in_group_ms, estimate_latency_ms, medians_between, Coord, DIMS,
+};
 use acoa_shared::model::Cluster;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -182,12 +184,8 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
         .collect();
     let mut group_ms: HashMap<&str, Vec<f64>> = HashMap::new();
     let mut across_ms = Vec::new();
-    // per pair of groups (the lesser name first): the links measured between them
-    let mut between_ms: HashMap<(&str, &str), Vec<f64>> = HashMap::new();
-    let pair_of = |x: &str, y: &str| -> Option<(&str, &str)> {
-        let (gx, gy) = (*group.get(x)?, *group.get(y)?);
-        Some((gx.min(gy), gx.max(gy)))
-    };
+    // the links measured between two groups
+    let mut cross: Vec<(&str, &str, f64)> = Vec::new();
     for l in &fleet.links {
         if l.from == l.to {
             continue;
@@ -198,12 +196,17 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
             }
         } else {
             across_ms.push(l.latency_ms);
-            if let Some(k) = pair_of(&l.from, &l.to) {
-                between_ms.entry(k).or_default().push(l.latency_ms);
+            if let (Some(gx), Some(gy)) = (group.get(l.from.as_str()), group.get(l.to.as_str())) {
+                cross.push((gx, gy, l.latency_ms));
             }
         }
     }
     let across_median = estimate_in_group_ms(across_ms.iter().copied());
+    // per pair of groups (the lesser name first): the median of the links between them
+    let between_ms: HashMap<(&str, &str), f64> = medians_between(cross)
+        .into_iter()
+        .map(|(x, y, m)| ((x, y), m))
+        .collect();
     let truth_ms: HashMap<(&str, &str), f64> = truth
         .links
         .iter()
@@ -244,9 +247,10 @@ pub fn estimates(fleet: &Fleet, truth: &Cluster) -> Estimates {
             let by_coords = match (coords.get(a), coords.get(b)) {
                 (Some(x), Some(y)) => {
                     let by_coords = estimate_latency_ms(x, y);
-                    let between = pair_of(a, b)
-                        .and_then(|k| between_ms.get(&k))
-                        .and_then(|v| estimate_in_group_ms(v.iter().copied()));
+                    let between = group
+                        .get(a)
+                        .zip(group.get(b))
+                        .and_then(|(gx, gy)| between_ms.get(&(*gx.min(gy), *gx.max(gy))));
                     Some(between.map_or(by_coords, |m| m.min(by_coords)))
                 }
                 _ => None,

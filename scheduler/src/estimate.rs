@@ -155,15 +155,14 @@ impl Estimator {
             (Some(x), Some(y)) => Some((x, y)),
             _ => None,
         };
+        // (a median between two datacenters needs both coordinates: `of_pair`)
         let groups = if ga == gb {
             self.group_ms[ga as usize].map_or(Groups::Unmeasured, Groups::Inside)
-        } else if coords.is_some() {
+        } else {
             let key = (ga.min(gb), ga.max(gb));
             self.between
                 .get(&key)
                 .map_or(Groups::Unmeasured, |m| Groups::Between(*m))
-        } else {
-            Groups::Unmeasured
         };
         let v = LinkView::of_pair(None, coords, groups, Some((sa, sb)))?;
         Some(LinkQ {
@@ -188,7 +187,8 @@ impl Estimator {
     /// between `a` and `b`, `latency >= half(a).latency + half(b).latency` and
     /// `success <= half(a).success * half(b).success` (the least of the height, half the
     /// datacenter's median and half its least median to another datacenter is below every
-    /// form of the latency estimate; the success estimate is that product). `None`: `a` has no estimated link.
+    /// form of the latency estimate; the success estimate is that product). `None`: `a` has
+    /// no estimated link.
     #[inline]
     pub fn half(&self, a: u32) -> Option<LinkQ> {
         self.half[a as usize]

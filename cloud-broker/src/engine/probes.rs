@@ -37,8 +37,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use acoa_shared::coords::{
-    estimate_in_group_ms, select_all_neighbours, Coord, EndpointSummary, Groups, LinkView,
-    MeasuredLink, Member, NeighbourMix, DIMS,
+    estimate_in_group_ms, medians_between, select_all_neighbours, Coord, EndpointSummary, Groups,
+    LinkView, MeasuredLink, Member, NeighbourMix, DIMS,
 };
 use acoa_shared::model::{self, CoordDoc, EstimatedNode, LinkEstimates};
 use acoa_shared::topics;
@@ -766,7 +766,7 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
     };
     let mut flat = vec![none; at[names.len()]];
     let mut groups: Vec<Vec<f64>> = group_len.into_iter().map(Vec::with_capacity).collect();
-    // the links between two datacenters, by the pair (the lesser number first), then sorted
+    // the links between two datacenters, by their numbers
     let mut cross: Vec<(usize, usize, f64)> = Vec::new();
     for (ia, ib, ga, gb, e) in between() {
         let m = MeasuredLink {
@@ -781,7 +781,7 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
         if ga == gb {
             groups[ga].push(e.latency_ms);
         } else {
-            cross.push((ga.min(gb), ga.max(gb), e.latency_ms));
+            cross.push((ga, gb, e.latency_ms));
         }
     }
     let ends = (0..names.len()).map(|i| &flat[at[i]..at[i + 1]]);
@@ -807,17 +807,13 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
         .filter(|(_, l)| !l.is_empty())
         .filter_map(|(i, l)| Some((inputs.datacenters[i].clone(), estimate_in_group_ms(l)?)))
         .collect();
-    cross.sort_unstable_by_key(|&(ga, gb, _)| (ga, gb));
     let mut e = LinkEstimates {
         nodes,
         groups,
         ..LinkEstimates::default()
     };
-    for run in cross.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
-        let (ga, gb, _) = run[0];
-        if let Some(m) = estimate_in_group_ms(run.iter().map(|x| x.2)) {
-            e.set_between(&inputs.datacenters[ga], &inputs.datacenters[gb], m);
-        }
+    for (ga, gb, m) in medians_between(cross) {
+        e.set_between(&inputs.datacenters[ga], &inputs.datacenters[gb], m);
     }
     e
 }

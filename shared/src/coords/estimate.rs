@@ -127,6 +127,27 @@ pub fn estimate_in_group_ms(measured_ms: impl IntoIterator<Item = f64>) -> Optio
     Some(median(&mut v))
 }
 
+/// The median latency between each two groups with links measured between them, from one
+/// `(group, group, latency)` per measured link (either direction; a link inside one group is
+/// skipped, non-finite latencies too): one `(lesser group, greater group, median)` per pair,
+/// in the groups' order. One sort, no allocation per pair.
+pub fn medians_between<K: Ord + Copy>(
+    links: impl IntoIterator<Item = (K, K, f64)>,
+) -> Vec<(K, K, f64)> {
+    let mut v: Vec<(K, K, f64)> = links
+        .into_iter()
+        .filter(|(a, b, _)| a != b)
+        .map(|(a, b, l)| (a.min(b), a.max(b), l))
+        .collect();
+    v.sort_unstable_by_key(|x| (x.0, x.1));
+    v.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1))
+        .filter_map(|run| {
+            let m = estimate_in_group_ms(run.iter().map(|x| x.2))?;
+            Some((run[0].0, run[0].1, m))
+        })
+        .collect()
+}
+
 /// A pair's latency, jitter and success rate, each marked measured or estimated.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LinkView {

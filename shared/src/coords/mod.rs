@@ -32,8 +32,8 @@ pub mod vivaldi;
 mod tests;
 
 pub use estimate::{
-    estimate_in_group_ms, estimate_latency_ms, EndpointSummary, Groups, Known, LinkView,
-    MeasuredLink,
+    estimate_in_group_ms, estimate_latency_ms, medians_between, EndpointSummary, Groups, Known,
+    LinkView, MeasuredLink,
 };
 pub use filter::{MpFilter, PeerFilters, RelativeFilter};
 pub use neighbours::{select_all_neighbours, select_neighbours, Member, NeighbourMix};

@@ -478,3 +478,18 @@ fn a_new_epoch_draws_the_random_slots_again_and_keeps_the_group_and_the_nearest(
     let least = k + 4 * mix.random * 3 / 4;
     assert!(seen.len() >= least, "{} peers over 5 epochs", seen.len());
 }
+
+#[test]
+fn medians_between_groups_take_both_directions_and_skip_links_inside_one() {
+    let m = medians_between([
+        ("b", "a", 4.0),
+        ("a", "b", 2.0),
+        ("a", "b", f64::NAN),
+        ("a", "a", 0.5),
+        ("c", "a", 9.0),
+        ("a", "b", 3.0),
+    ]);
+    assert_eq!(m, vec![("a", "b", 3.0), ("a", "c", 9.0)]);
+    assert!(medians_between::<u32>([]).is_empty());
+    assert!(medians_between([(1, 2, f64::NAN)]).is_empty());
+}

@@ -65,7 +65,7 @@ use std::time::Duration;
 
 use acoa_scheduler::explore;
 use acoa_scheduler::{place_on, score_all_on, Infra, Ledger, LinkQ, Options, Outcome as Placed};
-use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary, MeasuredLink};
+use acoa_shared::coords::{estimate_in_group_ms, medians_between, EndpointSummary, MeasuredLink};
 use acoa_shared::model::{Application, CoordDoc, EstimatedNode, LinkEstimates, Node};
 
 /// `EngineConfig::default().hysteresis`.
@@ -135,7 +135,7 @@ impl Fleet<'_> {
         let n = self.nodes.len();
         let mut ends: Vec<Vec<MeasuredLink>> = vec![Vec::new(); n];
         let mut internal: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
-        let mut cross: BTreeMap<(usize, usize), Vec<f64>> = BTreeMap::new();
+        let mut cross: Vec<(usize, usize, f64)> = Vec::new();
         for (&(a, b), m) in links {
             let (a, b) = (a as usize, b as usize);
             if a == b {
@@ -152,8 +152,7 @@ impl Fleet<'_> {
             if sa == sb {
                 internal.entry(sa).or_default().push(m.q.latency_ms);
             } else {
-                let key = (sa.min(sb), sa.max(sb));
-                cross.entry(key).or_default().push(m.q.latency_ms);
+                cross.push((sa, sb, m.q.latency_ms));
             }
         }
         let mut est = LinkEstimates::default();
@@ -184,10 +183,8 @@ impl Fleet<'_> {
                 est.groups.insert(dc[&site].to_string(), m);
             }
         }
-        for ((x, y), l) in cross {
-            if let Some(m) = estimate_in_group_ms(l) {
-                est.set_between(dc[&x], dc[&y], m);
-            }
+        for (x, y, m) in medians_between(cross) {
+            est.set_between(dc[&x], dc[&y], m);
         }
         est
     }
@@ -752,8 +749,8 @@ mod tests {
     /// The sink on a `sink` device: n00001 (datacenter c) measured at 10 ms; n00002 and
     /// n00003 (datacenter b, as n00004) estimated at 7 and 8 ms but 12 and 15 ms in truth;
     /// n00004 estimated at 11 ms (worse than n00001) but 5 ms in truth (n00001 is in a
-    /// datacenter of its own so that its measured link does not estimate b's pairs). From the first placement on n00002, the probe rule ends on n00001 and
-    /// never probes n00004; the multi rule takes n00001 in round 1 (the search on the measured
+    /// datacenter of its own so that its measured link does not estimate b's pairs). From
+    /// the first placement on n00002, the probe rule ends on n00001 and never probes n00004; the multi rule takes n00001 in round 1 (the search on the measured
     /// links alone), probes the neighbourhood of the search's candidate n00003 (n00004 among
     /// its single moves) and ends on n00004 in round 2, every move onto a measured link.
     #[test]
