@@ -36,6 +36,9 @@ pub struct Estimator {
     half: Vec<Option<LinkQ>>,
     /// Per node: `LinkEstimates::uncertainty`.
     uncertainty: Vec<f64>,
+    /// Set in a hopeful estimator ([`Estimator::hopeful`]): the largest `uncertainty`, by
+    /// which its bounds are lowered.
+    hope: Option<f64>,
 }
 
 /// How many boxes [`Estimator::cells`] makes of a set at most (a grid of 8 x 8).
@@ -55,6 +58,8 @@ pub struct Cells {
     between: FxMap<u32, f64>,
     /// The least of `between`'s values.
     least_between: f64,
+    /// The least `val` of all the members (a hopeful estimator's bound reads it).
+    least_val: f64,
 }
 
 /// How many nodes of a set can be the far end of an estimated link, for
@@ -138,7 +143,29 @@ impl Estimator {
             adjacent,
             half,
             uncertainty,
+            hope: None,
         }
+    }
+
+    /// The same estimates at their optimistic bound: every estimated latency x (1 - r), r the
+    /// larger uncertainty of its ends (as [`Estimator::optimistic`]), successes as they are.
+    /// Its bounds stay admissible: the halves and [`Estimator::latency_lb`] are lowered by
+    /// the largest uncertainty R (an estimate x (1 - r) is at least x (1 - R)), and the
+    /// maximum bound holds as it is (1 - r <= 1). A search on it places where the pairs
+    /// nobody measured could be best: several components moved at once onto pairs the
+    /// coordinates over-estimate, which no single move reaches (`crate::explore`).
+    pub fn hopeful(&self) -> Estimator {
+        let r = self
+            .uncertainty
+            .iter()
+            .fold(0.0f64, |m, x| m.max(*x))
+            .clamp(0.0, 1.0);
+        let mut e = self.clone();
+        e.hope = Some(r);
+        for h in e.half.iter_mut().flatten() {
+            h.latency_ms *= 1.0 - r;
+        }
+        e
     }
 
     /// The estimated link from `a` to `b` (`a != b`; no measurement consulted), if the
@@ -165,15 +192,20 @@ impl Estimator {
                 .map_or(Groups::Unmeasured, |m| Groups::Between(*m))
         };
         let v = LinkView::of_pair(None, coords, groups, Some((sa, sb)))?;
+        let latency = v.latency_ms.value();
         Some(LinkQ {
-            latency_ms: v.latency_ms.value(),
+            latency_ms: match self.hope {
+                None => latency,
+                Some(_) => optimistic_ms(latency, self.uncertainty[a], self.uncertainty[b]),
+            },
             success: v.success.value(),
         })
     }
 
     /// The optimistic bound of the estimated link from `a` to `b`: its latency x (1 - r), r
     /// the larger `LinkEstimates::uncertainty` of its ends (the bound the control plane
-    /// favours a placement's own estimated links with), its success as estimated.
+    /// favours a placement's own estimated links with), its success as estimated. (On a
+    /// hopeful estimator, the bound of its own, lower, estimate.)
     pub fn optimistic(&self, a: u32, b: u32) -> Option<LinkQ> {
         let q = self.estimate(a, b)?;
         let (ra, rb) = (self.uncertainty[a as usize], self.uncertainty[b as usize]);
@@ -239,6 +271,7 @@ impl Estimator {
     pub fn cells(&self, set: &[u32], val: impl Fn(u32) -> f64) -> Cells {
         let mut c = Cells {
             least_between: f64::INFINITY,
+            least_val: f64::INFINITY,
             ..Cells::default()
         };
         let mut pts: Vec<([f64; DIMS], f64)> = Vec::new();
@@ -248,6 +281,7 @@ impl Estimator {
             if !v.is_finite() || self.ends[i].is_none() {
                 continue;
             }
+            c.least_val = c.least_val.min(v);
             if let Some(k) = &self.coord[i] {
                 pts.push((*k.vec(), v + k.height()));
                 if !self.adjacent[self.group[i] as usize].is_empty() {
@@ -301,7 +335,9 @@ impl Estimator {
     /// distance plus both heights (at least the distance from `y` to the member's box),
     /// inside one datacenter its median, or between two datacenters (both ends with a
     /// coordinate) their median. O(cells + the datacenters `y`'s has a median shorter than
-    /// the bound found so far with: they are read shortest first).
+    /// the bound found so far with: they are read shortest first). On a hopeful estimator
+    /// (R the largest uncertainty): `(1 - R) x bound + R x least val`, since `val(x) + (1 -
+    /// r) x latency >= (1 - R) x (val(x) + latency) + R x val(x)`.
     #[inline]
     pub fn latency_lb(&self, y: u32, c: &Cells) -> f64 {
         let y = y as usize;
@@ -333,7 +369,10 @@ impl Estimator {
         if let (Some(gm), Some(m)) = (self.group_ms[g as usize], c.groups.get(&g)) {
             best = best.min(m + gm);
         }
-        best
+        match self.hope {
+            Some(r) if best.is_finite() => (1.0 - r) * best + r * c.least_val,
+            _ => best,
+        }
     }
 
     /// The counts [`Estimator::supports`] reads, over `set`.
@@ -401,7 +440,7 @@ mod tests {
                     let coord = r.chance(0.7).then(|| CoordDoc {
                         position: [20.0 * r.unit(), 20.0 * r.unit(), 5.0 * r.unit()],
                         height_ms: 5.0 * r.unit(),
-                        error: 0.0,
+                        error: r.unit(),
                     });
                     let e = EstimatedNode {
                         coord,
@@ -421,40 +460,44 @@ mod tests {
                     est.set_between(g, h, 6.0 * r.unit());
                 }
             }
-            let e = Estimator::new(&nodes, &est);
-            let n = nodes.len() as u32;
-            for a in 0..n {
-                for b in 0..n {
-                    let Some(q) = e.estimate(a, b) else { continue };
-                    let (ha, hb) = (e.half(a).unwrap(), e.half(b).unwrap());
-                    assert!(q.latency_ms >= ha.latency_ms + hb.latency_ms - 1e-12);
-                    assert!(q.success <= ha.success * hb.success + 1e-12);
-                    assert!(q.latency_ms <= e.max_latency_bound() + 1e-9);
+            let plain = Estimator::new(&nodes, &est);
+            // the hopeful view's bounds too (every estimate x (1 - r))
+            for e in [plain.clone(), plain.hopeful()] {
+                let n = nodes.len() as u32;
+                for a in 0..n {
+                    for b in 0..n {
+                        let Some(q) = e.estimate(a, b) else { continue };
+                        assert!(q.latency_ms <= plain.estimate(a, b).unwrap().latency_ms);
+                        let (ha, hb) = (e.half(a).unwrap(), e.half(b).unwrap());
+                        assert!(q.latency_ms >= ha.latency_ms + hb.latency_ms - 1e-12);
+                        assert!(q.success <= ha.success * hb.success + 1e-12);
+                        assert!(q.latency_ms <= e.max_latency_bound() + 1e-9);
+                    }
                 }
-            }
-            let set: Vec<u32> = (0..n).filter(|_| r.chance(0.5)).collect();
-            let val: Vec<f64> = (0..n).map(|_| 3.0 * r.unit()).collect();
-            for cells in [e.cells(&set, |x| val[x as usize]), {
-                // the grid (more members than CELLS): the set repeated
-                let many: Vec<u32> = set.iter().copied().cycle().take(CELLS * 3).collect();
-                e.cells(&many, |x| val[x as usize])
-            }] {
-                for y in 0..n {
-                    let least = set
-                        .iter()
-                        .filter_map(|x| Some(val[*x as usize] + e.estimate(*x, y)?.latency_ms))
-                        .fold(f64::INFINITY, f64::min);
-                    assert!(
-                        e.latency_lb(y, &cells) <= least + 1e-9,
-                        "seed {seed} node {y}"
-                    );
+                let set: Vec<u32> = (0..n).filter(|_| r.chance(0.5)).collect();
+                let val: Vec<f64> = (0..n).map(|_| 3.0 * r.unit() - 1.0).collect();
+                for cells in [e.cells(&set, |x| val[x as usize]), {
+                    // the grid (more members than CELLS): the set repeated
+                    let many: Vec<u32> = set.iter().copied().cycle().take(CELLS * 3).collect();
+                    e.cells(&many, |x| val[x as usize])
+                }] {
+                    for y in 0..n {
+                        let least = set
+                            .iter()
+                            .filter_map(|x| Some(val[*x as usize] + e.estimate(*x, y)?.latency_ms))
+                            .fold(f64::INFINITY, f64::min);
+                        assert!(
+                            e.latency_lb(y, &cells) <= least + 1e-9,
+                            "seed {seed} node {y}"
+                        );
+                    }
                 }
-            }
-            let s = e.set(&set);
-            for a in 0..n {
-                let inside = set.contains(&a);
-                let any = set.iter().any(|b| e.estimate(a, *b).is_some());
-                assert_eq!(e.supports(a, &s, inside), any, "seed {seed} node {a}");
+                let s = e.set(&set);
+                for a in 0..n {
+                    let inside = set.contains(&a);
+                    let any = set.iter().any(|b| e.estimate(a, *b).is_some());
+                    assert_eq!(e.supports(a, &s, inside), any, "seed {seed} node {a}");
+                }
             }
         }
     }

@@ -67,15 +67,35 @@ struct Data {
     /// Shared with the views requalified from this one ([`Infra::requalified`]).
     nodes: Arc<Vec<Node>>,
     index: Arc<HashMap<String, u32>>,
+    /// The measured links, shared with the views that differ only in their estimates
+    /// ([`Infra::without_estimates`], [`Infra::hopeful`]).
+    net: Arc<Net>,
+    /// What the applications were measured to use ([`Cluster::observed`]).
+    observed: BTreeMap<String, Observed>,
+    /// The pairs without a measurement, estimated.
+    est: Option<Arc<Estimator>>,
+}
+
+/// The measured links: their qualities by number, numbered by (from, to) key, and in rows.
+#[derive(Debug)]
+struct Net {
     links: Vec<LinkQ>,
     map: FxMap<u64, u32>,
     /// Measured links by their source, and by their destination.
     out: Rows,
     inn: Rows,
-    /// What the applications were measured to use ([`Cluster::observed`]).
-    observed: BTreeMap<String, Observed>,
-    /// The pairs without a measurement, estimated.
-    est: Option<Estimator>,
+}
+
+impl Net {
+    fn new(n: usize, links: Vec<LinkQ>, map: FxMap<u64, u32>) -> Arc<Net> {
+        let (out, inn) = rows_of(n, &map, &links);
+        Arc::new(Net {
+            links,
+            map,
+            out,
+            inn,
+        })
+    }
 }
 
 fn key(from: u32, to: u32) -> u64 {
@@ -181,15 +201,12 @@ impl Infra {
             let k = key(new_of_old[f as usize], new_of_old[t as usize]);
             put(&mut map, &mut qs, k, q);
         }
-        let (out, inn) = rows_of(nodes.len(), &map, &qs);
+        let net = Net::new(nodes.len(), qs, map);
         Infra {
             d: Arc::new(Data {
                 nodes: Arc::new(nodes),
                 index: Arc::new(index),
-                links: qs,
-                map,
-                out,
-                inn,
+                net,
                 observed: BTreeMap::new(),
                 est: None,
             }),
@@ -198,16 +215,26 @@ impl Infra {
 
     /// The same view with the unmeasured pairs estimated from `est` (empty: none is).
     pub fn with_estimates(mut self, est: &LinkEstimates) -> Infra {
-        let e = (!est.is_empty()).then(|| Estimator::new(&self.d.nodes, est));
+        let e = (!est.is_empty()).then(|| Arc::new(Estimator::new(&self.d.nodes, est)));
         Arc::make_mut(&mut self.d).est = e;
         self
     }
 
-    /// The same view without the estimator: only the measured links exist (a copy of the
-    /// links, the nodes shared).
+    /// The same view without the estimator: only the measured links exist (nodes and links
+    /// shared, not copied).
     pub fn without_estimates(&self) -> Infra {
         let mut d = (*self.d).clone();
         d.est = None;
+        Infra { d: Arc::new(d) }
+    }
+
+    /// The same view with every estimated link at its optimistic bound
+    /// ([`Estimator::hopeful`]: what the pairs nobody measured could be if the coordinates
+    /// are as wrong as they say they may be); measured links as they are (shared, not
+    /// copied). Without an estimator, the same view.
+    pub fn hopeful(&self) -> Infra {
+        let mut d = (*self.d).clone();
+        d.est = d.est.map(|e| Arc::new(e.hopeful()));
         Infra { d: Arc::new(d) }
     }
 
@@ -219,7 +246,7 @@ impl Infra {
     /// The estimator of the unmeasured pairs, if the snapshot has one.
     #[inline]
     pub fn estimator(&self) -> Option<&Estimator> {
-        self.d.est.as_ref()
+        self.d.est.as_deref()
     }
 
     /// The same view with the applications' measured use ([`Cluster::observed`]), which the
@@ -274,7 +301,7 @@ impl Infra {
 
     /// Measured links (estimated ones are not counted: they are not stored).
     pub fn link_count(&self) -> usize {
-        self.d.links.len()
+        self.d.net.links.len()
     }
 
     pub fn node(&self, i: u32) -> &Node {
@@ -293,16 +320,18 @@ impl Infra {
     /// estimated, if either is known.
     #[inline]
     pub fn link(&self, from: u32, to: u32) -> Option<LinkQ> {
-        match self.d.map.get(&key(from, to)) {
-            Some(i) => Some(self.d.links[*i as usize]),
+        let net = &self.d.net;
+        match net.map.get(&key(from, to)) {
+            Some(i) => Some(net.links[*i as usize]),
             None => self.d.est.as_ref()?.estimate(from, to),
         }
     }
 
     /// [`Infra::link`], marked measured or estimated.
     pub fn link_known(&self, from: u32, to: u32) -> Option<Known<LinkQ>> {
-        match self.d.map.get(&key(from, to)) {
-            Some(i) => Some(Known::Measured(self.d.links[*i as usize])),
+        let net = &self.d.net;
+        match net.map.get(&key(from, to)) {
+            Some(i) => Some(Known::Measured(net.links[*i as usize])),
             None => self
                 .d
                 .est
@@ -333,17 +362,17 @@ impl Infra {
 
     /// Nodes `from` has a measured link to (sorted) and those links.
     pub fn out_links(&self, from: u32) -> (&[u32], &[LinkQ]) {
-        self.d.out.row(from)
+        self.d.net.out.row(from)
     }
 
     /// Nodes with a measured link to `to` (sorted) and those links.
     pub fn inn_links(&self, to: u32) -> (&[u32], &[LinkQ]) {
-        self.d.inn.row(to)
+        self.d.net.inn.row(to)
     }
 
     /// Whether the link from `from` to `to` is measured (not estimated).
     pub fn is_measured(&self, from: u32, to: u32) -> bool {
-        self.d.map.contains_key(&key(from, to))
+        self.d.net.map.contains_key(&key(from, to))
     }
 
     /// The same nodes and links with other qualities: each measured link's becomes
@@ -358,30 +387,27 @@ impl Infra {
         extra: &[(u32, u32, LinkQ)],
     ) -> Infra {
         let d = &self.d;
+        let net = &d.net;
         let mut links = vec![
             LinkQ {
                 latency_ms: 0.0,
                 success: 0.0
             };
-            d.links.len()
+            net.links.len()
         ];
-        for (k, i) in &d.map {
+        for (k, i) in &net.map {
             let (f, t) = ends(*k);
-            links[*i as usize] = quality(*i as usize, f, t, d.links[*i as usize]);
+            links[*i as usize] = quality(*i as usize, f, t, net.links[*i as usize]);
         }
-        let mut map = d.map.clone();
+        let mut map = net.map.clone();
         for (f, t, q) in extra {
             put(&mut map, &mut links, key(*f, *t), *q);
         }
-        let (out, inn) = rows_of(d.nodes.len(), &map, &links);
         Infra {
             d: Arc::new(Data {
                 nodes: d.nodes.clone(),
                 index: d.index.clone(),
-                links,
-                map,
-                out,
-                inn,
+                net: Net::new(d.nodes.len(), links, map),
                 observed: d.observed.clone(),
                 est: d.est.clone(),
             }),
@@ -390,12 +416,12 @@ impl Infra {
 
     /// Nodes `from` has a measured link to, sorted.
     pub fn out(&self, from: u32) -> &[u32] {
-        self.d.out.row(from).0
+        self.d.net.out.row(from).0
     }
 
     /// Nodes with a measured link to `to`, sorted.
     pub fn inn(&self, to: u32) -> &[u32] {
-        self.d.inn.row(to).0
+        self.d.net.inn.row(to).0
     }
 }
 
