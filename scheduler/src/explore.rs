@@ -27,7 +27,14 @@
 //!    (train, station): the `width - 1` mates nearest the other end, their unmeasured pairs.
 //!    Mates share an access link, so their links to the rest are about the same, but their
 //!    coordinates can differ by milliseconds, and a pair over-estimated by a coordinate that
-//!    is sure of itself is hoped for by no ranking.
+//!    is sure of itself is hoped for by no ranking;
+//! 7. a third search, on the *hopeful* view ([`Infra::hopeful`]: every estimated pair at
+//!    its optimistic bound, as in step 5), and its placement's unmeasured pairs probed.
+//!    Steps 4-6 probe around single moves; the placement on every pair measured often moves
+//!    several components at once onto pairs the coordinates over-estimate (components of
+//!    one path into the stations between them), which only a search that hopes for every
+//!    pair at once reaches. Its placement is never a move: it is the next candidate when the
+//!    search's placement is not one, compared once measured (step 3).
 //!
 //! Scores compared with one another are computed together ([`score_all_on`]: one l_min search
 //! under the search's time budget). In a large fleet a component's single moves are limited
@@ -65,8 +72,8 @@ pub type Assignment = BTreeMap<String, String>;
 pub struct Explored {
     /// The placement in force after the round (the current one when nothing measured beats it).
     pub next: Assignment,
-    /// The search's placement when it differs from `next` and uses estimated pairs: to be
-    /// compared once its pairs are measured.
+    /// The search's placement when it differs from `next` and uses estimated pairs (else the
+    /// hopeful search's, if so): to be compared once its pairs are measured.
     pub candidate: Option<Assignment>,
     /// The unmeasured pairs (from, to), by the model's node numbers, to probe before the next
     /// round.
@@ -142,7 +149,6 @@ pub fn round(
     }
     let next = options[chosen].clone();
     let next_score = graded[chosen].take();
-    let candidate = searched.filter(|p| *p != next && model.estimated_channels(app, p) > 0);
     let hopeful = optimistic_scores(model, app, &moves, &all[options.len()..], opts);
     let mut probe = neighbourhood(
         model,
@@ -152,7 +158,18 @@ pub fn round(
         [&scores[options.len()..], &hopeful[..]],
         width,
     );
-    for a in std::iter::once(&next).chain(&candidate) {
+    // a third search, on the hopeful view: several components moved at once onto pairs the
+    // coordinates may over-estimate (only probed: it decides nothing)
+    let hoped = match model.estimator() {
+        Some(_) => placed(&model.hopeful()).0,
+        None => None,
+    };
+    // the next round compares the search's placement, else the hopeful one, once measured
+    let unsure = |p: &Assignment| *p != next && model.estimated_channels(app, p) > 0;
+    let candidate = searched
+        .filter(unsure)
+        .or_else(|| hoped.clone().filter(unsure));
+    for a in std::iter::once(&next).chain(&candidate).chain(&hoped) {
         probe.extend(
             channel_pairs(model, app, a)
                 .into_iter()
@@ -638,6 +655,95 @@ mod tests {
             mates(&m, &app(), &at("n00001"), 1).is_empty(),
             "width 1: none"
         );
+    }
+
+    /// Two components that move together: the source (pinned to n00000) feeds `mid` (n00001
+    /// or n00002), which feeds the sink (n00003 or n00004), each node a datacenter of its own.
+    /// The placement in force, n00001 and n00003, is measured at 10 + 10 ms; the estimates
+    /// put n00002 and n00004 at 12 + 12 ms, and either alone far from the other's first node
+    /// (112 and 72 ms). Their coordinates are unsure (error 0.9): hoped for together, they
+    /// could be 1.2 + 1.2 ms. Width 1, so that steps 4-6 probe only single moves: the pair
+    /// between n00002 and n00004 is probed by the hopeful search alone, and once it is
+    /// measured the next round moves there.
+    #[test]
+    fn a_round_probes_the_placement_that_moves_several_components_at_once_hopefully() {
+        let app = parse_application(
+            "application: t\ncomponents:\n- {name: src, image: i, requires: {node: n00000}}\n- {name: mid, image: i, requires: {hardware: [m]}}\n- {name: sink, image: i, requires: {hardware: [s]}}\nchannels:\n- {name: a, from: src, to: mid}\n- {name: b, from: mid, to: sink}\npaths:\n- {name: p, channels: [a, b]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n",
+        )
+        .unwrap();
+        let model = |measured: &[(u32, u32, f64)]| {
+            let nodes: Vec<Node> = (0..5)
+                .map(|i| Node {
+                    hardware: match i {
+                        1 | 2 => vec!["m".into()],
+                        3 | 4 => vec!["s".into()],
+                        _ => vec![],
+                    },
+                    ..node(i, &format!("d{i}"))
+                })
+                .collect();
+            let x = [0.0, -50.0, 10.0, -100.0, 20.0];
+            let error = [0.2, 0.2, 0.9, 0.2, 0.9];
+            let mut est = LinkEstimates::default();
+            for (i, n) in nodes.iter().enumerate() {
+                let coord = CoordDoc {
+                    position: [x[i], 0.0, 0.0],
+                    height_ms: 1.0,
+                    error: error[i],
+                };
+                let e = EstimatedNode {
+                    coord: Some(coord),
+                    median_jitter_ms: 0.1,
+                    median_success: 1.0,
+                };
+                est.nodes.insert(n.name.clone(), e);
+            }
+            let links = (0..5)
+                .map(|i| (i, i, q(0.05)))
+                .chain(measured.iter().map(|&(a, b, l)| (a, b, q(l))));
+            Infra::new(nodes, links).with_estimates(&est)
+        };
+        let placed = |mid: &str, sink: &str| -> Assignment {
+            [("src", "n00000"), ("mid", mid), ("sink", sink)]
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let opts = Options::default();
+        let m = model(&[(0, 1, 10.0), (1, 3, 10.0)]);
+        assert_eq!(m.link(2, 4).unwrap().latency_ms, 12.0);
+        assert!((m.hopeful().link(2, 4).unwrap().latency_ms - 1.2).abs() < 1e-9);
+        assert_eq!(
+            m.hopeful().link(1, 3).unwrap().latency_ms,
+            10.0,
+            "measured: as is"
+        );
+        let current = placed("n00001", "n00003");
+        let r1 = round(&m, &app, &Ledger::new(), &current, None, 1, &opts);
+        assert_eq!(r1.next, current, "no move onto an estimate");
+        // the search on estimates keeps the measured placement: the hopeful one is compared
+        assert_eq!(r1.candidate, Some(placed("n00002", "n00004")));
+        // the single moves hoped best (mid to n00002, sink to n00004) and the hopeful search's
+        assert_eq!(r1.probe, BTreeSet::from([(0, 2), (1, 4), (2, 3), (2, 4)]));
+        let m = model(&[
+            (0, 1, 10.0),
+            (1, 3, 10.0),
+            (0, 2, 3.0),
+            (1, 4, 60.0),
+            (2, 3, 90.0),
+            (2, 4, 3.0),
+        ]);
+        let r2 = round(
+            &m,
+            &app,
+            &Ledger::new(),
+            &r1.next,
+            r1.candidate.as_ref(),
+            1,
+            &opts,
+        );
+        assert_eq!(r2.next, placed("n00002", "n00004"));
+        assert_eq!(r2.candidate, None);
     }
 
     /// In a fleet larger than [`MOVES_PER_COMPONENT`], a component's single moves are the
