@@ -547,7 +547,17 @@ mod tests {
         let nodes: Vec<Node> = (0..5)
             .map(|i| node(i, if i == 0 { "a" } else { "b" }))
             .collect();
-        let x = [0.0, -20.0, 5.0, 6.0, 9.0];
+        on_a_line(nodes, [0.0, -20.0, 5.0, 6.0, 9.0], errors, measured)
+    }
+
+    /// Five nodes, each with its coordinate on a line at `x` (height 1 ms: an estimate is the
+    /// distance plus 2 ms) and its error, a loopback of 0.05 ms and the `measured` links.
+    fn on_a_line(
+        nodes: Vec<Node>,
+        x: [f64; 5],
+        errors: [f64; 5],
+        measured: &[(u32, u32, f64)],
+    ) -> Infra {
         let mut est = LinkEstimates::default();
         for ((n, x), error) in nodes.iter().zip(x).zip(errors) {
             let coord = CoordDoc {
@@ -683,25 +693,7 @@ mod tests {
                 })
                 .collect();
             let x = [0.0, -50.0, 10.0, -100.0, 20.0];
-            let error = [0.2, 0.2, 0.9, 0.2, 0.9];
-            let mut est = LinkEstimates::default();
-            for (i, n) in nodes.iter().enumerate() {
-                let coord = CoordDoc {
-                    position: [x[i], 0.0, 0.0],
-                    height_ms: 1.0,
-                    error: error[i],
-                };
-                let e = EstimatedNode {
-                    coord: Some(coord),
-                    median_jitter_ms: 0.1,
-                    median_success: 1.0,
-                };
-                est.nodes.insert(n.name.clone(), e);
-            }
-            let links = (0..5)
-                .map(|i| (i, i, q(0.05)))
-                .chain(measured.iter().map(|&(a, b, l)| (a, b, q(l))));
-            Infra::new(nodes, links).with_estimates(&est)
+            on_a_line(nodes, x, [0.2, 0.2, 0.9, 0.2, 0.9], measured)
         };
         let placed = |mid: &str, sink: &str| -> Assignment {
             [("src", "n00000"), ("mid", mid), ("sink", sink)]
