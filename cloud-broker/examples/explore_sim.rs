@@ -92,6 +92,10 @@ struct Args {
     /// The control plane's log on stderr.
     #[arg(long)]
     log: bool,
+    /// Nodes whose coordinate is unsure (error 1, as an agent that has just joined reports
+    /// it): the last this many of the fleet (their coordinates as converged).
+    #[arg(long, default_value_t = 0)]
+    unsure: usize,
 }
 
 const TICK_MS: u64 = 250;
@@ -337,7 +341,11 @@ fn main() -> anyhow::Result<()> {
         wire::WireCoord {
             vec: [v[0] as f32, v[1] as f32, v[2] as f32],
             height: h as f32,
-            error: e as f32,
+            error: if i + args.unsure >= s.nodes.len() {
+                1.0
+            } else {
+                e as f32
+            },
         }
     };
     for (i, node) in s.nodes.iter().enumerate() {

@@ -47,6 +47,10 @@ struct Args {
     /// Fresh models whose parts are timed (a median is printed).
     #[arg(long, default_value_t = 3)]
     models: usize,
+    /// Nodes whose coordinate is unsure (error 1, as an agent that has just joined reports
+    /// it): the last this many of the fleet.
+    #[arg(long, default_value_t = 0)]
+    unsure: usize,
 }
 
 const TRAIN: usize = 10;
@@ -99,7 +103,7 @@ fn node(i: usize, n: usize, cpu_used: u64) -> Node {
 }
 
 /// Node `i`'s link report: its train (or the other clouds), then peers spread over the fleet.
-fn links(i: usize, n: usize, peers: usize) -> Event {
+fn links(i: usize, n: usize, peers: usize, unsure: bool) -> Event {
     let c = clouds(n);
     let group: Vec<usize> = if i < c {
         (1..=8).map(|k| (i + k) % c).collect()
@@ -127,7 +131,11 @@ fn links(i: usize, n: usize, peers: usize) -> Event {
         })
         .collect();
     let mut l = link_metrics(&name(i, n), samples);
-    l.coord = Some(coord(i, n));
+    let mut c = coord(i, n);
+    if unsure {
+        c.error = 1.0;
+    }
+    l.coord = Some(c);
     Event::Links(Box::new(l))
 }
 
@@ -222,7 +230,7 @@ fn main() {
             sim.feed(report(i, 100));
         }
         for i in 0..n {
-            sim.feed(links(i, n, args.peers));
+            sim.feed(links(i, n, args.peers, i + args.unsure >= n));
         }
         sim.tick(200);
         sim.log.clear();
