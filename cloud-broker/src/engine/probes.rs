@@ -2,7 +2,8 @@
 //!
 //! - Each node's peer list ([`peer_lists`], pure): its neighbour set from
 //!   `acoa_shared::coords::select_all_neighbours` (its own datacenter or train first, then the
-//!   nearest by the reported coordinates, then a few random ones; at most `k`, the `serve`
+//!   nearest by the reported coordinates, one per datacenter or train first, then a few
+//!   random ones; at most `k`, the `serve`
 //!   option `--peers-k`, 32 by default), plus the peers the placements ask it to probe
 //!   (targeted probes, beyond `k`, up to [`wire::MAX_PEERS_PER_NODE`]). Signed and published
 //!   retained on the node's own topic, only for the nodes whose list changed, debounced:

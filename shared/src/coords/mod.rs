@@ -36,7 +36,9 @@ pub use estimate::{
     LinkView, MeasuredLink,
 };
 pub use filter::{MpFilter, PeerFilters, RelativeFilter};
-pub use neighbours::{select_all_neighbours, select_neighbours, Member, NeighbourMix};
+pub use neighbours::{
+    select_all_neighbours, select_neighbours, Member, NeighbourMix, GROUP_SPREAD,
+};
 pub use vivaldi::{Coord, VivaldiConfig, VivaldiNode};
 
 /// Dimensions of the coordinates the agents report (plus the height). In the simulation

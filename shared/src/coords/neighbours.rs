@@ -5,7 +5,9 @@
 //! 1. its own group (datacenter, train), at most [`NeighbourMix::group_max`] of them (drawn at
 //!    random when the group is larger): the links placement uses most, measured directly;
 //! 2. the nearest others by coordinates (predicted latency `|x_i - x_j| + h_j`), which Vivaldi
-//!    needs to place a node precisely among its neighbours;
+//!    needs to place a node precisely among its neighbours: of the [`GROUP_SPREAD`] x as many
+//!    nearest, the nearest of each group first (`one_per_group`), so that they measure
+//!    as many pairs of groups as they can;
 //! 3. [`NeighbourMix::random`] others drawn uniformly (half of the slots the group leaves), which keep the global layout right (with
 //!    near neighbours only, regions of the map drift against one another) and let the set
 //!    change as coordinates improve; drawn again when the member's [`Member::epoch`] changes.
@@ -144,7 +146,7 @@ pub fn select_neighbours<G: PartialEq, const D: usize>(
         .collect();
     let ring = Ring::build(members);
     select_with(me, members, k, mix, seed, group, &ring, |c, near| {
-        let mut best = Best::new(near);
+        let mut best = Best::new(near * GROUP_SPREAD);
         for (j, m) in members.iter().enumerate() {
             if j == me || m.group == mine.group {
                 continue;
@@ -152,7 +154,7 @@ pub fn select_neighbours<G: PartialEq, const D: usize>(
             let Some(o) = &m.coord else { continue };
             best.offer(Far(c.euclid(o) + o.height(), j));
         }
-        best.into_sorted()
+        one_per_group(members, best.into_sorted(), near)
     })
 }
 
@@ -181,10 +183,44 @@ pub fn select_all_neighbours<G: Eq + Hash, const D: usize>(
             let mine = &members[me].group;
             let group: Vec<usize> = groups[mine].iter().copied().filter(|&j| j != me).collect();
             select_with(me, members, k, mix, seed, group, &ring, |c, near| {
-                index.nearest(c, near, |j| j != me && members[j].group != *mine)
+                let cands = index.nearest(c, near * GROUP_SPREAD, |j| {
+                    j != me && members[j].group != *mine
+                });
+                one_per_group(members, cands, near)
             })
         })
         .collect()
+}
+
+/// The nearest slots are chosen among this many times as many nearest candidates: one per
+/// group first (`one_per_group`).
+pub const GROUP_SPREAD: usize = 4;
+
+/// `near` of `cands` (nearest first): the nearest member of each group first, then the
+/// nearest left. Members of one datacenter or train reach the others through the same access
+/// link, so a second member of a group measures about what the first does; the slots spread
+/// over the groups around a node measure more pairs of groups, and the control plane
+/// estimates every pair of two groups from the median measured between them. Coordinates
+/// over-estimate short pairs by milliseconds, so the neighbouring stations are often not the
+/// nearest by coordinates: spread over groups, the slots reach more of them (BENCHMARKS.md,
+/// "Nearest slots spread over groups").
+fn one_per_group<G: PartialEq, const D: usize>(
+    members: &[Member<G, D>],
+    cands: Vec<usize>,
+    near: usize,
+) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::with_capacity(near);
+    let mut rest = Vec::new();
+    for j in cands {
+        if out.len() < near && !out.iter().any(|&o| members[o].group == members[j].group) {
+            out.push(j);
+        } else {
+            rest.push(j);
+        }
+    }
+    let left = near - out.len();
+    out.extend(rest.into_iter().take(left));
+    out
 }
 
 /// The selection, given the other members of `me`'s group (in index order), the fleet's hash

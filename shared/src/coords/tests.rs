@@ -267,6 +267,31 @@ fn neighbours_take_the_group_then_the_nearest_then_random() {
 }
 
 #[test]
+fn the_nearest_slots_spread_over_the_groups_around() {
+    // Node 0 alone in group 1; around it groups 2..=9 of four members each, group g at
+    // x = g - 1 .. g - 0.7, so that the four nearest are all of group 2.
+    let mut pts = vec![(1, 0.0)];
+    for g in 2..=9u32 {
+        pts.extend((0..4).map(|i| (g, g as f64 - 1.0 + i as f64 / 10.0)));
+    }
+    let m = members(&pts);
+    let mix = NeighbourMix {
+        group_max: 0,
+        random: 0,
+    };
+    let got = select_neighbours(0, &m, 5, mix, 42);
+    let groups: Vec<u32> = got.iter().map(|&j| m[j].group).collect();
+    // the nearest member of each of the five nearest groups, nearest first
+    assert_eq!(groups, vec![2, 3, 4, 5, 6], "{got:?}");
+    assert_eq!(got, vec![1, 5, 9, 13, 17]);
+    // more slots than groups among the candidates: the nearest left fill them
+    let got = select_neighbours(0, &m, 12, mix, 42);
+    assert_eq!(&got[..8], &[1, 5, 9, 13, 17, 21, 25, 29]);
+    assert_eq!(&got[8..], &[2, 3, 4, 6]);
+    assert_eq!(select_all_neighbours(&m, 12, mix, 42)[0], got);
+}
+
+#[test]
 fn neighbours_without_coordinates_or_with_few_nodes() {
     let mut m = members(&[(1, 0.0), (2, 1.0), (2, 2.0), (3, 3.0)]);
     // Everyone but me, whatever k says.

@@ -1,6 +1,7 @@
 //! A node's network coordinate on the wire (v5): [`crate::coords::DIMS`] components, a height
-//! and an error estimate, as `f32`. Carried in [`super::LinkMetrics::coord`] and, packed in 20
-//! bytes ([`WireCoord::to_bytes`]), in the agents' probe pongs. A coordinate off the wire is
+//! and an error estimate, as `f32`. Carried in
+//! [`LinkMetrics::coord`](crate::wire::LinkMetrics::coord) and, packed in 20 bytes
+//! ([`WireCoord::to_bytes`]), in the agents' probe pongs. A coordinate off the wire is
 //! checked before use ([`WireCoord::to_coord`]: finite, height and error non-negative).
 
 use serde::{Deserialize, Serialize};
