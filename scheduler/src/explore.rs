@@ -536,6 +536,25 @@ mod tests {
             .collect()
     }
 
+    /// The round after `last` on `m` (what it decided, its candidate now to compare).
+    fn next_round(
+        m: &Infra,
+        app: &Application,
+        last: &Explored,
+        width: usize,
+        opts: &Options,
+    ) -> Explored {
+        round(
+            m,
+            app,
+            &Ledger::new(),
+            &last.next,
+            last.candidate.as_ref(),
+            width,
+            opts,
+        )
+    }
+
     /// n00000 in datacenter a, n00001-n00004 in b; `measured` links, every node's coordinate
     /// on a line at `x` (height 1 ms: an estimate is the distance plus 2 ms), its error 0.2.
     fn model(measured: &[(u32, u32, f64)]) -> Infra {
@@ -598,17 +617,7 @@ mod tests {
         assert_eq!(narrow.probe, BTreeSet::from([(0, 2), (0, 3)]));
         // measured: the best of the candidate (12 ms) and the measured search's (n00004)
         let m = model(&[(0, 1, 10.0), (0, 2, 12.0), (0, 3, 15.0), (0, 4, 5.0)]);
-        let second = || {
-            round(
-                &m,
-                &app,
-                &Ledger::new(),
-                &r1.next,
-                r1.candidate.as_ref(),
-                8,
-                &opts,
-            )
-        };
+        let second = || next_round(&m, &app, &r1, 8, &opts);
         let r2 = second();
         assert_eq!(r2.next, at("n00004"));
         assert_eq!(r2.candidate, None);
@@ -725,15 +734,7 @@ mod tests {
             (2, 3, 90.0),
             (2, 4, 3.0),
         ]);
-        let r2 = round(
-            &m,
-            &app,
-            &Ledger::new(),
-            &r1.next,
-            r1.candidate.as_ref(),
-            1,
-            &opts,
-        );
+        let r2 = next_round(&m, &app, &r1, 1, &opts);
         assert_eq!(r2.next, placed("n00002", "n00004"));
         assert_eq!(r2.candidate, None);
     }
