@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use acoa_shared::coords::DIMS;
 use acoa_shared::model::{self, Capacity, Layer, Usage};
 use acoa_shared::topics;
-use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message};
+use acoa_shared::wire::{self, LinkMetrics, LinkSample, Message, WireCoord};
 use cloud_broker::testkit::{presence_frame, report_of};
 use ed25519_dalek::SigningKey;
 use rand::{Rng, RngCore, SeedableRng};
@@ -84,7 +85,44 @@ pub fn password(i: usize) -> String {
     format!("pw-{i}")
 }
 
-/// Peers of node i: its datacenter group, and four cloud nodes; clouds: eight other clouds.
+/// Node `i`'s sample of its link to node `j` (the same every time: a pair's own seed): within
+/// a group 0.2-2 ms, else the coordinates' distance and up to a quarter more.
+fn sample(i: usize, j: usize, n: usize, same_group: bool) -> LinkSample {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(((i as u64) << 32) ^ j as u64 ^ 0x5a3e);
+    let latency_ms = if same_group {
+        rng.gen_range(0.2..2.0)
+    } else {
+        let (a, b) = (coord_of(i, n).to_coord(), coord_of(j, n).to_coord());
+        let d = a.and_then(|a| Ok(a.distance_ms(&b?))).unwrap_or(50.0);
+        d as f32 * rng.gen_range(1.0..1.25)
+    };
+    LinkSample {
+        peer: wire::name(&node_profile(j, n).name).unwrap(),
+        latency_ms,
+        jitter_ms: rng.gen_range(0.0..0.2),
+        success: 0.95 + (rng.next_u32() % 50) as f32 / 1000.0,
+        samples: 20,
+        last_answer_ms: 0,
+    }
+}
+
+/// The index of the node named `name` in [`node_profile`]'s numbering (`c00012`, `e01234`).
+fn index_of(name: &str) -> Option<usize> {
+    name.get(1..)?.parse().ok()
+}
+
+/// What node `i`'s agent measures once it has its peer list: one sample per listed peer (as
+/// many as a link metrics message holds), as [`sample`] gives it.
+pub fn samples_of(i: usize, n: usize, list: &wire::PeerList) -> Vec<LinkSample> {
+    list.peers
+        .iter()
+        .filter_map(|p| Some(sample(i, index_of(&p.node)?, n, p.group)))
+        .take(wire::MAX_LINKS_PER_MESSAGE)
+        .collect()
+}
+
+/// Peers of node i: its datacenter group, and four cloud nodes (at their coordinates' distance
+/// and up to a quarter more, 19-80 ms); clouds: eight other clouds.
 pub fn peers(i: usize, n: usize) -> Vec<LinkSample> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
     let clouds = clouds(n);
@@ -114,12 +152,45 @@ pub fn peers(i: usize, n: usize) -> Vec<LinkSample> {
                 push(j, rng.gen_range(0.2..2.0), &mut rng);
             }
         }
+        // to a cloud: what the two coordinates say, up to a quarter longer (so that the
+        // coordinates under-estimate some clouds, as Vivaldi's do: placements rest on them)
+        let own = coord_of(i, n).to_coord().expect("a finite coordinate");
         for k in 0..4 {
             let j = (e * 7 + k * 13) % clouds;
-            push(j, rng.gen_range(20.0..80.0), &mut rng);
+            let d = own.distance_ms(&coord_of(j, n).to_coord().expect("a finite coordinate"));
+            push(j, d as f32 * rng.gen_range(1.0..1.25), &mut rng);
         }
     }
     out
+}
+
+/// Node `i`'s network coordinate, as its agent would report it once settled: consistent with
+/// [`peers`]' latencies (a cloud's 0.5-3 ms apart, a train's nodes within 2 ms, trains 20-80
+/// ms from the clouds), fixed for the run. With it the control plane estimates the pairs
+/// nobody measured, picks each node's nearest peers with its k-d tree, and explores the
+/// placements that rest on estimates, as with a real fleet.
+pub fn coord_of(i: usize, n: usize) -> WireCoord {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xc0_0d ^ (i as u64) << 8);
+    let clouds = clouds(n);
+    let mut vec = [0f32; DIMS];
+    let (centre, height) = if i < clouds {
+        // two cloud datacenters 2 ms apart
+        ([(i % 2) as f32 * 2.0, 0.0], 0.3)
+    } else {
+        // a train at 19-77 ms from the clouds, its own direction (golden angle)
+        let t = (i - clouds) / 10;
+        let angle = t as f32 * 2.399_963;
+        let radius = 19.0 + (t % 30) as f32 * 2.0;
+        ([radius * angle.cos(), radius * angle.sin()], 0.4)
+    };
+    for (d, x) in vec.iter_mut().enumerate() {
+        *x = centre.get(d).copied().unwrap_or(0.0) + rng.gen_range(-0.4f32..0.4);
+    }
+    WireCoord {
+        vec,
+        height,
+        error: rng.gen_range(0.1f32..0.3),
+    }
 }
 
 /// How the simulated agents send.
@@ -130,6 +201,9 @@ pub struct Cadence {
     /// A node report on every connection and then every this many periods (nothing changes
     /// in a simulated node: the agent's `report_max_interval_s`); 1: every period.
     pub report_every: u64,
+    /// Whether link metrics carry the node's coordinate ([`coord_of`]) and the agent measures
+    /// the peers of its list ([`samples_of`]) rather than fixed ones ([`peers`]).
+    pub coords: bool,
 }
 
 /// How late the simulated agents are themselves: a process of thousands of agents on a shared
@@ -159,7 +233,9 @@ pub async fn start_agents(
     for (k, i) in range.enumerate() {
         let node = node_profile(i, n);
         let key = node_key(i);
-        let samples = peers(i, n);
+        // what it measures: fixed, or (with coordinates) its peer list's once it has one
+        let samples = Arc::new(std::sync::Mutex::new(peers(i, n)));
+        let coord = cadence.coords.then(|| coord_of(i, n));
         let sent = sent.clone();
         let lateness = lateness.clone();
         let (host, port) = brokers[i % brokers.len()].clone();
@@ -191,9 +267,14 @@ pub async fn start_agents(
                     seq,
                     run: 0,
                     links: Default::default(),
-                    coord: None,
+                    coord,
                 };
-                for s in samples.iter().take(wire::MAX_LINKS_PER_MESSAGE) {
+                for s in samples
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .take(wire::MAX_LINKS_PER_MESSAGE)
+                {
                     let _ = l.links.push(s.clone());
                 }
                 wire::encode(&Message::LinkMetrics(Box::new(l)), Some(&key)).unwrap()
@@ -206,6 +287,8 @@ pub async fn start_agents(
                 let name = name.clone();
                 let here = presence_frame(&name, &key, true);
                 let connected = connected.clone();
+                let samples = samples.clone();
+                let follow = cadence.coords;
                 tokio::spawn(async move {
                     loop {
                         match el.poll().await {
@@ -216,7 +299,21 @@ pub async fn start_agents(
                                     true,
                                     here.clone(),
                                 );
+                                if follow {
+                                    let _ = c.try_subscribe(topics::peers(&name), QoS::AtLeastOnce);
+                                }
                                 connected.store(true, Ordering::Relaxed);
+                            }
+                            Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
+                                // (the agent checks the signature; the load is the control
+                                // plane's, so this one does not)
+                                if let Ok(Message::PeerList(l)) =
+                                    wire::decode_unverified(&p.payload)
+                                {
+                                    if l.node.as_str() == name {
+                                        *samples.lock().unwrap() = samples_of(i, n, &l);
+                                    }
+                                }
                             }
                             Ok(_) => {}
                             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,

@@ -2,7 +2,11 @@
 //! clients publishing real signed link metrics every second and their node report on each
 //! connection and every `--report-every-s` (10 s, the agent's `report_max_interval_s`: nothing
 //! changes in a simulated node) — against the real `cloud-broker serve` (embedded broker, or
-//! one or several Mosquitto) in its own process. Prints the control plane's ingest rate, CPU
+//! one or several Mosquitto) in its own process. As a real agent, each reports its network
+//! coordinate and measures the peers of its signed peer list (up to 32), so the control plane
+//! estimates the pairs nobody measured, places on them and explores those placements;
+//! `--no-coords` gives the lighter fleet of the runs before 2026-12-05 (fixed peers: the
+//! train's nodes and four clouds, no coordinate). Prints the control plane's ingest rate, CPU
 //! and peak memory, each Mosquitto's CPU and RSS, the peer lists' sizes, and the time from an
 //! application's publication to the last of its desired states being published (p50, p99).
 //!
@@ -21,6 +25,8 @@
 //! # to 19 so that they stand for machines of their own rather than take the control plane's:
 //! target/release/examples/loadgen --nodes 50000:60 --mosquitto --brokers 4 --agent-procs 4 \
 //!     --agent-nice 19
+//! # and 90 s more after the applications, while their explorations run:
+//! #   ... --after-s 90
 //! ```
 //!
 //! On a machine shared with builds, run it with a higher priority (`nice -n -10`): starved of
@@ -97,6 +103,20 @@ struct Args {
     /// nothing changes in a simulated node); 0: every period (the agent before issue 16).
     #[arg(long, default_value_t = 10)]
     report_every_s: u64,
+    /// The simulated agents report no network coordinate and measure fixed peers (their
+    /// group, four clouds), whatever their peer list says: the runs before 2026-12-05. The
+    /// control plane then estimates no pair, its peer lists take no nearest peers, and no
+    /// placement rests on estimates, so none is explored. By default each agent reports its
+    /// coordinate and measures the peers of its signed list (up to 32), so that the targeted
+    /// probes of an exploration are measured.
+    #[arg(long)]
+    no_coords: bool,
+    /// Seconds the load goes on after the applications are placed: their explorations run
+    /// then (a round waits up to 30 s for its targeted probes, which the simulated agents do
+    /// not send), and the control plane's CPU and ingest over that time are printed; the peak
+    /// RSS is read after it.
+    #[arg(long, default_value_t = 0)]
+    after_s: u64,
     /// (internal) Be a child process running the agents of nodes FROM..TO.
     #[arg(long, hide = true)]
     child: Option<String>,
@@ -171,6 +191,7 @@ fn cadence(args: &Args) -> fleet::Cadence {
     fleet::Cadence {
         period: Duration::from_millis(args.period_ms),
         report_every: (args.report_every_s * 1000 / args.period_ms.max(1)).max(1),
+        coords: !args.no_coords,
     }
 }
 
@@ -511,7 +532,10 @@ async fn bench(
                         line.split(' ').next().unwrap_or(""),
                         line.split("probes: ").last().unwrap_or(&line)
                     );
-                } else if line.contains(" placed (") {
+                } else if line.contains(" placed (")
+                    || line.contains(": exploration ")
+                    || line.contains(" re-placed (")
+                {
                     println!(
                         "cp: {}",
                         line.split("cloud_broker::engine").last().unwrap_or(&line)
@@ -614,6 +638,9 @@ async fn bench(
                 "--report-every-s",
                 &args.report_every_s.to_string(),
             ]);
+            if args.no_coords {
+                cmd.arg("--no-coords");
+            }
             let mut child = Killed(cmd.stdout(Stdio::piped()).spawn()?);
             if args.agent_nice != 0 {
                 // the simulated fleet stands for other machines: it gets what the control
@@ -829,6 +856,29 @@ async fn bench(
             unplaced += 1;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if args.after_s > 0 {
+        let (c0, t0, at) = (
+            proc_cpu_ticks(pid),
+            Instant::now(),
+            last_stats.lock().unwrap().len(),
+        );
+        let mut rss_max = 0;
+        while t0.elapsed() < Duration::from_secs(args.after_s) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            rss_max = rss_max.max(proc_status_kb(pid, "VmRSS"));
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        let ingest: Vec<f64> = last_stats.lock().unwrap()[at..]
+            .iter()
+            .filter_map(|l| l.split("ingest ").nth(1)?.split(' ').next()?.parse().ok())
+            .collect();
+        println!(
+            "nodes {n}, {wall:.0} s after the applications (their explorations): CPU {:.2} cores, RSS at most {} MiB, control plane ingest {:?} msg/s",
+            (proc_cpu_ticks(pid) - c0) as f64 / hz / wall,
+            rss_max / 1024,
+            ingest
+        );
     }
     let peak_kb = proc_status_kb(pid, "VmHWM");
     let rss_kb = proc_status_kb(pid, "VmRSS");
