@@ -321,6 +321,20 @@ fn main() {
                 println!("| {n} | {model_links} | model: {what} | {ms:.0} ms | | |");
             }
         }
+        // the operators' view (`serve --http-listen` / `--metrics-listen`: built every
+        // `observe::PUBLISH_EVERY_MS`), on a model nothing has read yet, then again at once
+        sim.feed(report(clouds(n) + 8, 990));
+        for what in ["a new model", "the same model"] {
+            let rss = rss_mib();
+            let t = Instant::now();
+            let v = sim.e.view();
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            println!(
+                "| {n} | {model_links} | operators' view, {what} ({} links) | {ms:.0} ms | | {:.0} MiB (before: {rss:.0}) |",
+                v.links.len(),
+                rss_mib()
+            );
+        }
         // what a remote scheduler worker receives of the model (packed once per model)
         let cluster = sim.e.model().cluster();
         let t = Instant::now();

@@ -4,7 +4,8 @@
 //! The decision loop hands each event's outcome to an [`Observer`]: it counts from the
 //! engine's events and statistics, keeps the recent operator events in a bounded ring, and
 //! publishes a [`crate::engine::view::FleetView`] through a `watch` channel at most every
-//! [`PUBLISH_EVERY_MS`]. Everything else (the fleet document with its paths scored against the
+//! [`PUBLISH_EVERY_MS`], and in a large fleet less often, so that building it takes no more
+//! than a tenth of the loop ([`publish_every_ms`]). Everything else (the fleet document with its paths scored against the
 //! optimum, the HTTP servers) runs off the loop.
 //!
 //! Invariants: off unless asked for (no observer, no listener); the web view never answers
@@ -32,6 +33,17 @@ pub use metrics::Metrics;
 
 /// The loop publishes a new view at most this often.
 pub const PUBLISH_EVERY_MS: u64 = 250;
+
+/// Building the view takes at most one part in this of the decision loop's time: every link
+/// of a 50,000-node fleet takes about 0.8 s to build, which every [`PUBLISH_EVERY_MS`] would
+/// stall the loop (BENCHMARKS.md, "A fleet that reports coordinates").
+pub const VIEW_SHARE: u64 = 10;
+
+/// The wait before the next view, after one that took `took_ms` to build: at least
+/// [`PUBLISH_EVERY_MS`], and [`VIEW_SHARE`] times what the last one took.
+pub fn publish_every_ms(took_ms: u64) -> u64 {
+    PUBLISH_EVERY_MS.max(took_ms.saturating_mul(VIEW_SHARE))
+}
 
 /// `serve`'s flags for what operators watch.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -119,6 +131,9 @@ pub struct Observer {
     tx: watch::Sender<Option<Arc<Published>>>,
     ring: events::Ring,
     last_pub: Option<u64>,
+    /// The wait between views ([`publish_every_ms`]), and the one last logged.
+    every_ms: u64,
+    said_every_ms: u64,
 }
 
 impl Observer {
@@ -142,6 +157,8 @@ impl Observer {
             tx,
             ring: events::Ring::default(),
             last_pub: None,
+            every_ms: PUBLISH_EVERY_MS,
+            said_every_ms: PUBLISH_EVERY_MS,
         }))
     }
 
@@ -167,7 +184,7 @@ impl Observer {
     }
 
     /// Counts what the engine did with the event noted in `before`, and publishes a view
-    /// when the last one is older than [`PUBLISH_EVERY_MS`].
+    /// when the last one is older than [`publish_every_ms`] of what it took to build.
     pub fn after(&mut self, engine: &mut Engine, before: Before, now_ms: u64) {
         if let Some((_, us)) = before.scheduled {
             self.metrics.placement_seconds.observe(us as f64 / 1e6);
@@ -184,9 +201,10 @@ impl Observer {
         }
         let due = self
             .last_pub
-            .is_none_or(|t| now_ms.saturating_sub(t) >= PUBLISH_EVERY_MS);
+            .is_none_or(|t| now_ms.saturating_sub(t) >= self.every_ms);
         if due {
             self.last_pub = Some(now_ms);
+            let started = std::time::Instant::now();
             let view = engine.view();
             self.metrics.count_stats(&view.stats);
             self.ring.states(&view);
@@ -195,6 +213,32 @@ impl Observer {
                 events: self.ring.recent(),
             };
             self.tx.send_replace(Some(Arc::new(p)));
+            let took = started.elapsed().as_millis() as u64;
+            self.every_ms = publish_every_ms(took);
+            if self.every_ms >= self.said_every_ms.saturating_mul(2)
+                || self.every_ms.saturating_mul(2) <= self.said_every_ms
+            {
+                self.said_every_ms = self.every_ms;
+                tracing::info!(
+                    "the operators' view took {took} ms to build: published every {:.2} s from now on (its building takes at most 1/{VIEW_SHARE} of the decision loop)",
+                    self.every_ms as f64 / 1000.0
+                );
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_view_that_is_slow_to_build_is_built_less_often() {
+        // a small fleet's view (a few ms) every 250 ms, as before
+        assert_eq!(publish_every_ms(0), PUBLISH_EVERY_MS);
+        assert_eq!(publish_every_ms(25), PUBLISH_EVERY_MS);
+        // 50,000 nodes (about 0.8 s a view): every 8 s, a tenth of the loop
+        assert_eq!(publish_every_ms(800), 8_000);
+        assert_eq!(publish_every_ms(u64::MAX), u64::MAX);
     }
 }
