@@ -49,6 +49,11 @@ use cloud_broker::testkit::engine::bench_app_yaml;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
 mod fleet;
+mod procs;
+mod report;
+
+use procs::{etcd_status, proc_cpu_ticks, proc_status_kb, smaps_anon_kb, Killed, Mosq};
+use report::Summary;
 
 #[derive(Parser, Clone)]
 struct Args {
@@ -136,57 +141,6 @@ enum StoreChoice {
     Etcd,
 }
 
-/// What etcd says of itself: its revision (one per write transaction) and its database's size.
-fn etcd_status(endpoints: &str) -> Option<(u64, u64)> {
-    let out = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["--endpoints", endpoints, "endpoint", "status", "-w", "json"])
-        .output()
-        .ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    let st = &v[0]["Status"];
-    Some((st["header"]["revision"].as_u64()?, st["dbSize"].as_u64()?))
-}
-
-/// One fleet size's figures.
-struct Summary {
-    nodes: usize,
-    store: StoreChoice,
-    /// etcd: writes per second over the window, and the database's size (bytes) when the
-    /// control plane started and at the end of the window, with the seconds in between.
-    etcd: Option<(f64, u64, u64, f64)>,
-    window_s: f64,
-    offered: f64,
-    ingest: f64,
-    cpu: f64,
-    rss_joined_mib: f64,
-    rss_end_mib: f64,
-    peak_mib: f64,
-    /// (minute, min MiB, max MiB) over the window.
-    per_minute: Vec<(u64, f64, f64)>,
-    p50: f64,
-    p99: f64,
-    apps: usize,
-    unplaced: usize,
-    /// Each Mosquitto's CPU (cores) over the window and peak RSS (MiB) of the 10 s samples.
-    brokers: Vec<(f64, f64)>,
-    /// Peer lists seen: how many, and their sizes (min, mean, max).
-    lists: (usize, usize, f64, usize),
-}
-
-fn proc_cpu_ticks(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // fields after the name: state(0) ... utime(11) stime(12)
-    f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
-        + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
-}
-
-fn proc_status_kb(pid: u32, field: &str) -> u64 {
-    acoa_test_support::proc_status_kb(Some(pid), field).unwrap_or(0)
-}
-
 fn cadence(args: &Args) -> fleet::Cadence {
     fleet::Cadence {
         period: Duration::from_millis(args.period_ms),
@@ -258,87 +212,8 @@ fn main() -> anyhow::Result<()> {
         summaries.push(s);
         std::thread::sleep(Duration::from_secs(2));
     }
-    println!();
-    println!(
-        "| nodes | store | window | offered | ingested | CPU (cores) | RSS joined → end | peak RSS (VmHWM) | publish → desired p50 / p99 (apps) | Mosquitto CPU / peak RSS each | peer lists (min / mean / max peers) | etcd writes/s | etcd db size (start → end, s) |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for s in &summaries {
-        let etcd = match s.etcd {
-            Some((w, db0, db1, secs)) => format!(
-                "{w:.1} | {:.1} → {:.1} MiB ({secs:.0} s)",
-                db0 as f64 / 1048576.0,
-                db1 as f64 / 1048576.0
-            ),
-            None => "– | –".into(),
-        };
-        let brokers = if s.brokers.is_empty() {
-            "embedded".to_string()
-        } else {
-            s.brokers
-                .iter()
-                .map(|(c, m)| format!("{c:.2} / {m:.0} MiB"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let (ln, lmin, lmean, lmax) = s.lists;
-        println!(
-            "| {} | {:?} | {:.0} s | {:.0} msg/s | {:.0} msg/s | {:.2} | {:.0} → {:.0} MiB | {:.0} MiB | {:.1} / {:.1} ms ({}{}) | {brokers} | {ln} lists: {lmin} / {lmean:.1} / {lmax} | {etcd} |",
-            s.nodes,
-            s.store,
-            s.window_s,
-            s.offered,
-            s.ingest,
-            s.cpu,
-            s.rss_joined_mib,
-            s.rss_end_mib,
-            s.peak_mib,
-            s.p50,
-            s.p99,
-            s.apps,
-            if s.unplaced > 0 { format!(", {} not placed", s.unplaced) } else { String::new() }
-        );
-    }
-    for s in &summaries {
-        let curve: Vec<String> = s
-            .per_minute
-            .iter()
-            .map(|(m, lo, hi)| format!("min {m}: {lo:.0}-{hi:.0}"))
-            .collect();
-        println!(
-            "RSS per minute, {} nodes (MiB): {}",
-            s.nodes,
-            curve.join(", ")
-        );
-    }
+    report::print(&summaries);
     Ok(())
-}
-
-fn smaps_anon_kb(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with("Anonymous:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|x| x.parse().ok())
-        .unwrap_or(0)
-}
-
-/// A child process killed on drop.
-struct Killed(std::process::Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// An external Mosquitto for the run (killed on drop).
-struct Mosq(std::process::Child);
-impl Drop for Mosq {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 async fn bench(
