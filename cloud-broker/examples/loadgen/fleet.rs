@@ -92,10 +92,13 @@ fn sample(i: usize, j: usize, n: usize, same_group: bool) -> LinkSample {
     let latency_ms = if same_group {
         rng.gen_range(0.2..2.0)
     } else {
-        let (a, b) = (coord_of(i, n).to_coord(), coord_of(j, n).to_coord());
-        let d = a.and_then(|a| Ok(a.distance_ms(&b?))).unwrap_or(50.0);
-        d as f32 * rng.gen_range(1.0..1.25)
+        distance_ms(i, j, n) * rng.gen_range(1.0..1.25)
     };
+    link_sample(j, n, latency_ms, &mut rng)
+}
+
+/// A sample of the link to node `j` at `latency_ms`, its jitter and success drawn from `rng`.
+fn link_sample(j: usize, n: usize, latency_ms: f32, rng: &mut rand::rngs::StdRng) -> LinkSample {
     LinkSample {
         peer: wire::name(&node_profile(j, n).name).unwrap(),
         latency_ms,
@@ -104,6 +107,12 @@ fn sample(i: usize, j: usize, n: usize, same_group: bool) -> LinkSample {
         samples: 20,
         last_answer_ms: 0,
     }
+}
+
+/// The distance between nodes `i` and `j` by their coordinates ([`coord_of`]).
+fn distance_ms(i: usize, j: usize, n: usize) -> f32 {
+    let c = |k: usize| coord_of(k, n).to_coord().expect("a finite coordinate");
+    c(i).distance_ms(&c(j)) as f32
 }
 
 /// The index of the node named `name` in [`node_profile`]'s numbering (`c00012`, `e01234`).
@@ -126,18 +135,9 @@ pub fn samples_of(i: usize, n: usize, list: &wire::PeerList) -> Vec<LinkSample> 
 pub fn peers(i: usize, n: usize) -> Vec<LinkSample> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
     let clouds = clouds(n);
-    let name = |j: usize| node_profile(j, n).name;
     let mut out = vec![];
     let mut push = |j: usize, lat: f32, rng: &mut rand::rngs::StdRng| {
-        let jitter: f32 = rng.gen_range(0.0..0.2);
-        out.push(LinkSample {
-            peer: wire::name(&name(j)).unwrap(),
-            latency_ms: lat,
-            jitter_ms: jitter,
-            success: 0.95 + (rng.next_u32() % 50) as f32 / 1000.0,
-            samples: 20,
-            last_answer_ms: 0,
-        });
+        out.push(link_sample(j, n, lat, rng));
     };
     if i < clouds {
         for k in 1..=8 {
@@ -154,11 +154,9 @@ pub fn peers(i: usize, n: usize) -> Vec<LinkSample> {
         }
         // to a cloud: what the two coordinates say, up to a quarter longer (so that the
         // coordinates under-estimate some clouds, as Vivaldi's do: placements rest on them)
-        let own = coord_of(i, n).to_coord().expect("a finite coordinate");
         for k in 0..4 {
             let j = (e * 7 + k * 13) % clouds;
-            let d = own.distance_ms(&coord_of(j, n).to_coord().expect("a finite coordinate"));
-            push(j, d as f32 * rng.gen_range(1.0..1.25), &mut rng);
+            push(j, distance_ms(i, j, n) * rng.gen_range(1.0..1.25), &mut rng);
         }
     }
     out

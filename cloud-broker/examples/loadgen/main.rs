@@ -149,6 +149,14 @@ fn cadence(args: &Args) -> fleet::Cadence {
     }
 }
 
+/// The ingest rates (msg/s) the control plane's stats lines give.
+fn ingest_rates(stats: &[String]) -> Vec<f64> {
+    stats
+        .iter()
+        .filter_map(|l| l.split("ingest ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect()
+}
+
 fn pct(v: &[f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -690,10 +698,7 @@ async fn bench(
         );
     }
     let offered = (s1 - s0) as f64 / wall;
-    let ingest: Vec<f64> = last_stats.lock().unwrap()[stats_before..]
-        .iter()
-        .filter_map(|l| l.split("ingest ").nth(1)?.split(' ').next()?.parse().ok())
-        .collect();
+    let ingest = ingest_rates(&last_stats.lock().unwrap()[stats_before..]);
 
     // latency: publish applications one by one while the load goes on
     let mut o = MqttOptions::new("loadgen-admin", obs_host.clone(), port);
@@ -744,10 +749,7 @@ async fn bench(
             rss_max = rss_max.max(proc_status_kb(pid, "VmRSS"));
         }
         let wall = t0.elapsed().as_secs_f64();
-        let ingest: Vec<f64> = last_stats.lock().unwrap()[at..]
-            .iter()
-            .filter_map(|l| l.split("ingest ").nth(1)?.split(' ').next()?.parse().ok())
-            .collect();
+        let ingest = ingest_rates(&last_stats.lock().unwrap()[at..]);
         println!(
             "nodes {n}, {wall:.0} s after the applications (their explorations): CPU {:.2} cores, RSS at most {} MiB, control plane ingest {:?} msg/s",
             (proc_cpu_ticks(pid) - c0) as f64 / hz / wall,
