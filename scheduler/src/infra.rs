@@ -4,8 +4,9 @@
 //! it cannot be placed there).
 //!
 //! A full mesh of 10,000 nodes is 10^8 links: that is never a YAML file. [`Infra`] keeps
-//! only the measured links, in a hash map for point look-ups and in per-node sorted
-//! adjacency lists for the search's "where can the other end of this channel go"; an
+//! only the measured links, in per-node sorted adjacency lists (by source and by
+//! destination) that serve both the search's "where can the other end of this channel go"
+//! and point look-ups (a binary search in the source's row); an
 //! estimated link is computed when asked ([`Infra::link`], [`Infra::link_known`]) and the
 //! search bounds estimated links with the estimator's per-node halves, never by visiting
 //! n^2 pairs.
@@ -38,9 +39,9 @@ impl Hasher for FxHasher {
     }
     /// The product's high bits, rotated down (as rustc-hash 2 does): the map picks a bucket by
     /// the low bits, and the low bits of `key x K` are those of the key's own low bits alone.
-    /// A link's key is `from << 32 | to`, so without the rotation every link into one node
-    /// fell in one bucket: n^2 links made chains of n (an all-pairs network of 10,000 nodes
-    /// did not finish building in 25 minutes; every look-up of a link walked its chain).
+    /// A pair of nodes hashes as `from` then `to`, so without the rotation every pair into
+    /// one node fell in one bucket: n^2 pairs made chains of n (when the links were in such a
+    /// map, an all-pairs network of 10,000 nodes did not finish building in 25 minutes).
     fn finish(&self) -> u64 {
         self.0.rotate_left(26)
     }
@@ -76,45 +77,43 @@ struct Data {
     est: Option<Arc<Estimator>>,
 }
 
-/// The measured links: their qualities by number, numbered by (from, to) key, and in rows.
+/// The measured links in compressed rows, by source (`out`: the links themselves, numbered in
+/// (from, to) order) and by destination (`inn`: the same qualities again, for the search's
+/// backward walks). No hash map: a point look-up is a binary search in its source's row (a
+/// node measures a few dozen peers). At 1.6 million links a map and a list of the qualities
+/// beside the rows took about 80 bytes a link, the rows alone take 40.
 #[derive(Debug)]
 struct Net {
-    links: Vec<LinkQ>,
-    map: FxMap<u64, u32>,
-    /// Measured links by their source, and by their destination.
     out: Rows,
     inn: Rows,
 }
 
 impl Net {
-    fn new(n: usize, links: Vec<LinkQ>, map: FxMap<u64, u32>) -> Arc<Net> {
-        let (out, inn) = rows_of(n, &map, &links);
-        Arc::new(Net {
-            links,
-            map,
-            out,
-            inn,
-        })
+    /// The links `(from, to, quality)` of `n` nodes (a pair given again: the later one wins).
+    fn new(n: usize, links: impl IntoIterator<Item = (u32, u32, LinkQ)>) -> Arc<Net> {
+        let links: Vec<(u32, u32, LinkQ)> = links.into_iter().collect();
+        Net::from_out(Rows::build(n, &links))
     }
-}
 
-fn key(from: u32, to: u32) -> u64 {
-    (u64::from(from) << 32) | u64::from(to)
-}
+    /// The net of its `out` rows (`inn`: the same links by destination, built here).
+    fn from_out(out: Rows) -> Arc<Net> {
+        let inn = out.transposed();
+        Arc::new(Net { out, inn })
+    }
 
-/// The (from, to) of a [`key`].
-fn ends(k: u64) -> (u32, u32) {
-    ((k >> 32) as u32, k as u32)
-}
+    /// The number of the link from `from` to `to`, if it is measured.
+    #[inline]
+    fn find(&self, from: u32, to: u32) -> Option<usize> {
+        let (a, b) = self.out.span(from);
+        self.out.other[a..b].binary_search(&to).ok().map(|i| a + i)
+    }
 
-/// Sets the link `k` to `q` (a link given again: the later one wins), numbering a new one.
-fn put(map: &mut FxMap<u64, u32>, qs: &mut Vec<LinkQ>, k: u64, q: LinkQ) {
-    match map.entry(k) {
-        std::collections::hash_map::Entry::Occupied(e) => qs[*e.get() as usize] = q,
-        std::collections::hash_map::Entry::Vacant(e) => {
-            e.insert(qs.len() as u32);
-            qs.push(q);
-        }
+    /// Every link, in (from, to) order: (number, from, to).
+    fn each(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
+        (0..self.out.at.len().saturating_sub(1) as u32).flat_map(move |f| {
+            let (a, b) = self.out.span(f);
+            (a..b).map(move |i| (i, f, self.out.other[i]))
+        })
     }
 }
 
@@ -128,9 +127,9 @@ struct Rows {
 }
 
 impl Rows {
-    /// The rows of `rows` nodes from `(row, other end, link number)` entries (a counting sort,
-    /// then each row's few entries sorted).
-    fn build(rows: usize, entries: &[(u32, u32, u32)], qs: &[LinkQ]) -> Rows {
+    /// The rows of `rows` nodes from `(row, other end, quality)` entries (a counting sort,
+    /// then each row's few entries sorted; of two entries for one pair the later one stays).
+    fn build(rows: usize, entries: &[(u32, u32, LinkQ)]) -> Rows {
         let mut at = vec![0u32; rows + 1];
         for (r, _, _) in entries {
             at[*r as usize + 1] += 1;
@@ -139,38 +138,78 @@ impl Rows {
             at[r + 1] += at[r];
         }
         let mut next = at.clone();
-        let mut placed = vec![(0u32, 0u32); entries.len()];
-        for (r, o, i) in entries {
+        let mut placed: Vec<(u32, u32)> = vec![(0, 0); entries.len()];
+        for (i, (r, o, _)) in entries.iter().enumerate() {
             let p = &mut next[*r as usize];
-            placed[*p as usize] = (*o, *i);
+            placed[*p as usize] = (*o, i as u32);
             *p += 1;
         }
+        let mut kept = Rows {
+            at: Vec::with_capacity(rows + 1),
+            other: Vec::with_capacity(entries.len()),
+            q: Vec::with_capacity(entries.len()),
+        };
+        kept.at.push(0);
         for r in 0..rows {
-            placed[at[r] as usize..at[r + 1] as usize].sort_unstable();
+            let row = &mut placed[at[r] as usize..at[r + 1] as usize];
+            // by the other end, then the order given: the last of equal ends is the later
+            row.sort_unstable();
+            for (j, (o, i)) in row.iter().enumerate() {
+                if row.get(j + 1).is_some_and(|(next, _)| next == o) {
+                    continue;
+                }
+                kept.other.push(*o);
+                kept.q.push(entries[*i as usize].2);
+            }
+            kept.at.push(kept.other.len() as u32);
         }
-        let (other, q) = placed.into_iter().map(|(o, i)| (o, qs[i as usize])).unzip();
+        kept
+    }
+
+    /// The same links by their other end (each row comes out sorted: the rows are walked in
+    /// order).
+    fn transposed(&self) -> Rows {
+        let rows = self.at.len() - 1;
+        let mut at = vec![0u32; rows + 1];
+        for o in &self.other {
+            at[*o as usize + 1] += 1;
+        }
+        for r in 0..rows {
+            at[r + 1] += at[r];
+        }
+        let mut next = at.clone();
+        let mut other = vec![0u32; self.other.len()];
+        let mut q = vec![
+            LinkQ {
+                latency_ms: 0.0,
+                success: 0.0
+            };
+            self.q.len()
+        ];
+        for r in 0..rows as u32 {
+            let (a, b) = self.span(r);
+            for i in a..b {
+                let p = &mut next[self.other[i] as usize];
+                other[*p as usize] = r;
+                q[*p as usize] = self.q[i];
+                *p += 1;
+            }
+        }
         Rows { at, other, q }
     }
 
-    fn row(&self, r: u32) -> (&[u32], &[LinkQ]) {
-        let (a, b) = (
+    #[inline]
+    fn span(&self, r: u32) -> (usize, usize) {
+        (
             self.at[r as usize] as usize,
             self.at[r as usize + 1] as usize,
-        );
+        )
+    }
+
+    fn row(&self, r: u32) -> (&[u32], &[LinkQ]) {
+        let (a, b) = self.span(r);
         (&self.other[a..b], &self.q[a..b])
     }
-}
-
-/// The rows of `map`'s links (by source and by destination), their qualities from `qs`.
-fn rows_of(n: usize, map: &FxMap<u64, u32>, qs: &[LinkQ]) -> (Rows, Rows) {
-    let mut by_from = Vec::with_capacity(map.len());
-    let mut by_to = Vec::with_capacity(map.len());
-    for (k, i) in map {
-        let (f, t) = ends(*k);
-        by_from.push((f, t, *i));
-        by_to.push((t, f, *i));
-    }
-    (Rows::build(n, &by_from, qs), Rows::build(n, &by_to, qs))
 }
 
 impl Infra {
@@ -193,15 +232,12 @@ impl Infra {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i as u32))
             .collect();
-        let links = links.into_iter();
-        let hint = links.size_hint().0;
-        let mut map: FxMap<u64, u32> = FxMap::with_capacity_and_hasher(hint, Default::default());
-        let mut qs: Vec<LinkQ> = Vec::with_capacity(hint);
-        for (f, t, q) in links {
-            let k = key(new_of_old[f as usize], new_of_old[t as usize]);
-            put(&mut map, &mut qs, k, q);
-        }
-        let net = Net::new(nodes.len(), qs, map);
+        let net = Net::new(
+            nodes.len(),
+            links
+                .into_iter()
+                .map(|(f, t, q)| (new_of_old[f as usize], new_of_old[t as usize], q)),
+        );
         Infra {
             d: Arc::new(Data {
                 nodes: Arc::new(nodes),
@@ -301,7 +337,7 @@ impl Infra {
 
     /// Measured links (estimated ones are not counted: they are not stored).
     pub fn link_count(&self) -> usize {
-        self.d.net.links.len()
+        self.d.net.out.other.len()
     }
 
     pub fn node(&self, i: u32) -> &Node {
@@ -321,8 +357,8 @@ impl Infra {
     #[inline]
     pub fn link(&self, from: u32, to: u32) -> Option<LinkQ> {
         let net = &self.d.net;
-        match net.map.get(&key(from, to)) {
-            Some(i) => Some(net.links[*i as usize]),
+        match net.find(from, to) {
+            Some(i) => Some(net.out.q[i]),
             None => self.d.est.as_ref()?.estimate(from, to),
         }
     }
@@ -330,8 +366,8 @@ impl Infra {
     /// [`Infra::link`], marked measured or estimated.
     pub fn link_known(&self, from: u32, to: u32) -> Option<Known<LinkQ>> {
         let net = &self.d.net;
-        match net.map.get(&key(from, to)) {
-            Some(i) => Some(Known::Measured(net.links[*i as usize])),
+        match net.find(from, to) {
+            Some(i) => Some(Known::Measured(net.out.q[i])),
             None => self
                 .d
                 .est
@@ -372,15 +408,14 @@ impl Infra {
 
     /// Whether the link from `from` to `to` is measured (not estimated).
     pub fn is_measured(&self, from: u32, to: u32) -> bool {
-        self.d.net.map.contains_key(&key(from, to))
+        self.d.net.find(from, to).is_some()
     }
 
     /// The same nodes and links with other qualities: each measured link's becomes
-    /// `quality(i, from, to, q)` (`i`: its number, the order links were first given to
-    /// [`Infra::new`] in), and the `extra` links are added (a pair already measured takes the
-    /// extra quality). The applications' use and the estimator are kept. O(links) numbers, no
-    /// name: the whole network seen otherwise (e.g. at its confidence bounds) without
-    /// building the view again.
+    /// `quality(i, from, to, q)` (`i`: its number, the links numbered in (from, to) order),
+    /// and the `extra` links are added (a pair already measured takes the extra quality). The
+    /// applications' use and the estimator are kept. O(links) numbers, no name: the whole
+    /// network seen otherwise (e.g. at its confidence bounds) without building the view again.
     pub fn requalified(
         &self,
         quality: impl Fn(usize, u32, u32, LinkQ) -> LinkQ,
@@ -388,30 +423,35 @@ impl Infra {
     ) -> Infra {
         let d = &self.d;
         let net = &d.net;
-        let mut links = vec![
-            LinkQ {
-                latency_ms: 0.0,
-                success: 0.0
+        let links = net
+            .each()
+            .map(|(i, f, t)| (f, t, quality(i, f, t, net.out.q[i])));
+        let net = if extra.is_empty() {
+            // the same rows with other qualities
+            let out = Rows {
+                at: net.out.at.clone(),
+                other: net.out.other.clone(),
+                q: links.map(|(_, _, q)| q).collect(),
             };
-            net.links.len()
-        ];
-        for (k, i) in &net.map {
-            let (f, t) = ends(*k);
-            links[*i as usize] = quality(*i as usize, f, t, net.links[*i as usize]);
-        }
-        let mut map = net.map.clone();
-        for (f, t, q) in extra {
-            put(&mut map, &mut links, key(*f, *t), *q);
-        }
+            Net::from_out(out)
+        } else {
+            Net::new(d.nodes.len(), links.chain(extra.iter().copied()))
+        };
         Infra {
             d: Arc::new(Data {
                 nodes: d.nodes.clone(),
                 index: d.index.clone(),
-                net: Net::new(d.nodes.len(), links, map),
+                net,
                 observed: d.observed.clone(),
                 est: d.est.clone(),
             }),
         }
+    }
+
+    /// The (from, to) of each measured link, by its number (the order of
+    /// [`Infra::requalified`]'s numbers).
+    pub fn link_ends(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.d.net.each().map(|(_, f, t)| (f, t))
     }
 
     /// Nodes `from` has a measured link to, sorted.
@@ -436,16 +476,16 @@ mod tests {
         }
     }
 
-    /// The links into one node spread over the buckets of a map: the bucket is picked by the
-    /// hash's low bits, which without mixing hold only the key's `to`.
+    /// Pairs into one node spread over the buckets of a map: the bucket is picked by the
+    /// hash's low bits, which without mixing hold only the pair's `to`.
     #[test]
-    fn links_into_one_node_spread_over_the_buckets() {
+    fn pairs_into_one_node_spread_over_the_buckets() {
         use std::hash::BuildHasher;
         let build = BuildHasherDefault::<FxHasher>::default();
         let mask = (1u64 << 20) - 1; // a map of a million buckets
         for to in [0, 7, 4_999] {
             let buckets: std::collections::BTreeSet<u64> = (0..1_000)
-                .map(|from| build.hash_one(key(from, to)) & mask)
+                .map(|from| build.hash_one((from, to)) & mask)
                 .collect();
             assert!(buckets.len() > 990, "to {to}: {} buckets", buckets.len());
         }

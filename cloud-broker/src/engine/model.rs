@@ -153,9 +153,9 @@ impl LiveModel {
             .clone()
     }
 
-    /// Every link of the scheduler's view, in the order it is built in (so that the n-th
-    /// link visited is the view's link number n): each measured link between online nodes
-    /// (by their places in [`LiveModel::nodes`]), then the loopbacks filled in.
+    /// Every link of the scheduler's view, once each (in no particular order): each measured
+    /// link between online nodes (by their places in [`LiveModel::nodes`]), then the
+    /// loopbacks filled in.
     fn each_infra_link(&self, mut visit: impl FnMut(u32, u32, Option<&LinkEntry>)) {
         let at: HashMap<&str, u32> = self
             .nodes
@@ -209,13 +209,15 @@ impl LiveModel {
             .clone()
     }
 
-    /// Confidence bounds of the links of [`LiveModel::infra`], by the view's link number.
+    /// Confidence bounds of the links of [`LiveModel::infra`], by the view's link number (the
+    /// links in (from, to) order of the nodes' places, which are the view's own).
     pub fn infra_bounds(&self) -> Arc<Vec<LinkBounds>> {
         self.infra_bounds
             .get_or_init(|| {
                 let mut b = Vec::with_capacity(self.links.len() + self.nodes.len());
-                self.each_infra_link(|x, y, e| b.push(bounds_of(x == y, e)));
-                Arc::new(b)
+                self.each_infra_link(|x, y, e| b.push((x, y, bounds_of(x == y, e))));
+                b.sort_unstable_by_key(|(x, y, _)| (*x, *y));
+                Arc::new(b.into_iter().map(|(_, _, b)| b).collect())
             })
             .clone()
     }
