@@ -11,12 +11,13 @@
 
 use std::sync::Arc;
 
+use acoa_shared::coords::MeasuredLink;
 use acoa_shared::model::{self, Cluster, Usage};
 use acoa_shared::wire::{self, LinkMetrics, NodeReport};
 use tracing::{info, warn};
 
 use super::disconnect::model_node;
-use super::links::quantize_latency;
+use super::links::{LATENCY_FLOOR_MS, LATENCY_STEP_MS};
 use super::liveness::{Heard, NodeState, Witnessed};
 use super::model::LiveModel;
 use super::{ms, Action, Engine, Purpose, LINK_MODEL_EVERY_MS, LINK_MODEL_LINKS_PER_MS};
@@ -35,15 +36,65 @@ pub(super) struct LiveNode {
     pub(super) unreachable_since: Option<u64>,
 }
 
-/// A link's last metrics, as its source node measured them.
-#[derive(Debug, Clone, Copy)]
+/// A link's last metrics, as its source node measured them, held small (24 bytes; 1.6
+/// million links at 50,000 nodes): the latency as a count of [`LATENCY_STEP_MS`], which is
+/// what the model reads of it ([`quantize_latency`](super::links::quantize_latency)), jitter and success rate as the wire
+/// carries them (`f32`).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct LinkEntry {
-    pub(super) latency_ms: f64,
-    pub(super) jitter_ms: f64,
-    pub(super) success: f64,
+    latency_steps: u32,
+    jitter_ms: f32,
+    success: f32,
     pub(super) samples: u16,
     /// When they came.
     pub(super) at: u64,
+}
+
+impl LinkEntry {
+    /// The metrics of one sample (a latency beyond 4 · 10^8 ms is held as that).
+    pub(super) fn new(
+        latency_ms: f64,
+        jitter_ms: f64,
+        success: f64,
+        samples: u16,
+        at: u64,
+    ) -> Self {
+        LinkEntry {
+            // `as` saturates (and takes NaN to 0): the step count of any latency given
+            latency_steps: (latency_ms / LATENCY_STEP_MS).round() as u32,
+            jitter_ms: jitter_ms as f32,
+            success: success as f32,
+            samples,
+            at,
+        }
+    }
+
+    /// The latency, quantized (`quantize_latency` of the one given).
+    pub(super) fn latency_ms(&self) -> f64 {
+        (f64::from(self.latency_steps) * LATENCY_STEP_MS).max(LATENCY_FLOOR_MS)
+    }
+
+    pub(super) fn jitter_ms(&self) -> f64 {
+        f64::from(self.jitter_ms)
+    }
+
+    pub(super) fn success(&self) -> f64 {
+        f64::from(self.success)
+    }
+
+    /// The same metrics as the estimator reads them.
+    pub(super) fn measured(&self) -> MeasuredLink {
+        MeasuredLink {
+            latency_ms: self.latency_ms(),
+            jitter_ms: self.jitter_ms(),
+            success: self.success(),
+        }
+    }
+
+    /// Whether `other` carries the same metrics (whenever it came).
+    fn same_metrics(&self, other: &LinkEntry) -> bool {
+        LinkEntry { at: 0, ..*self } == LinkEntry { at: 0, ..*other }
+    }
 }
 
 /// How often unplaced applications are placed again while nodes keep joining.
@@ -246,21 +297,12 @@ impl Engine {
             if !(lat.is_finite() && lat >= 0.0 && jit.is_finite() && (0.0..=1.0).contains(&suc)) {
                 continue;
             }
-            let e = LinkEntry {
-                latency_ms: quantize_latency(lat),
-                jitter_ms: jit.max(0.0),
-                success: suc,
-                samples: s.samples,
-                at: self.now,
-            };
+            let e = LinkEntry::new(lat, jit.max(0.0), suc, s.samples, self.now);
             let to = s.peer.as_str();
             measured.push(to);
             match links.get_mut(to) {
                 Some(o) => {
-                    let same = o.latency_ms == e.latency_ms
-                        && o.success == e.success
-                        && o.jitter_ms == e.jitter_ms
-                        && o.samples == e.samples;
+                    let same = o.same_metrics(&e);
                     *o = e;
                     if !same {
                         // taken into the model on its next build a second on

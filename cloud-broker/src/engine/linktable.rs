@@ -184,13 +184,7 @@ mod tests {
     use super::*;
 
     fn e(latency_ms: f64) -> LinkEntry {
-        LinkEntry {
-            latency_ms,
-            jitter_ms: 0.0,
-            success: 1.0,
-            samples: 20,
-            at: 0,
-        }
+        LinkEntry::new(latency_ms, 0.0, 1.0, 20, 0)
     }
 
     #[test]
@@ -200,8 +194,8 @@ mod tests {
         t.from("b").insert("a", e(2.0));
         t.from("a").insert("b", e(3.0));
         assert_eq!(t.len(), 2);
-        assert_eq!(t.get("a", "b").map(|l| l.latency_ms), Some(3.0));
-        assert_eq!(t.get("b", "a").map(|l| l.latency_ms), Some(2.0));
+        assert_eq!(t.get("a", "b").map(|l| l.latency_ms()), Some(3.0));
+        assert_eq!(t.get("b", "a").map(|l| l.latency_ms()), Some(2.0));
         assert!(!t.contains("a", "c"));
         assert!(!t.contains("c", "a"));
         let mut all: Vec<(&str, &str)> = t.iter().map(|(a, b, _)| (a, b)).collect();
@@ -218,8 +212,8 @@ mod tests {
             [("0", "c"), ("a", "b"), ("a", "c"), ("b", "a"), ("c", "a")]
         );
         let mut from_a = t.from("a");
-        from_a.get_mut("b").unwrap().latency_ms = 4.0;
-        assert_eq!(t.get("a", "b").map(|l| l.latency_ms), Some(4.0));
+        *from_a.get_mut("b").unwrap() = e(4.0);
+        assert_eq!(t.get("a", "b").map(|l| l.latency_ms()), Some(4.0));
     }
 
     #[test]
@@ -234,7 +228,7 @@ mod tests {
         assert_eq!(t.free.len(), 1);
         t.from("d").insert("a", e(5.0));
         assert!(t.free.is_empty(), "d took b's number");
-        assert_eq!(t.get("d", "a").map(|l| l.latency_ms), Some(5.0));
+        assert_eq!(t.get("d", "a").map(|l| l.latency_ms()), Some(5.0));
         assert!(!t.contains("a", "b"));
         assert!(!t.contains("b", "a"));
         // a node's own loopback holds its name twice
@@ -244,5 +238,23 @@ mod tests {
         t.retain(|_, _, _| false);
         assert_eq!(t.len(), 0);
         assert!(t.ids.is_empty());
+    }
+
+    /// A link is held in 24 bytes and gives back what the model read of the sample before:
+    /// the quantized latency, the wire's jitter and success rate.
+    #[test]
+    fn an_entry_is_small_and_gives_back_the_quantized_metrics() {
+        use super::super::links::quantize_latency;
+        assert_eq!(std::mem::size_of::<LinkEntry>(), 24);
+        for lat in [
+            0.0f32, 0.04, 0.26, 0.81, 3.0, 24.057, 77.35, 1234.56, 99_999.9,
+        ] {
+            for (jit, suc) in [(0.0f32, 1.0f32), (0.3, 0.95), (12.5, 0.05)] {
+                let e = LinkEntry::new(lat as f64, jit as f64, suc as f64, 20, 7);
+                assert_eq!(e.latency_ms(), quantize_latency(lat as f64), "{lat}");
+                assert_eq!(e.jitter_ms(), jit as f64);
+                assert_eq!(e.success(), suc as f64);
+            }
+        }
     }
 }

@@ -138,7 +138,7 @@ impl LiveModel {
                     while let Some(n) = loops.next_if(|n| (*n, *n) < (a, b)) {
                         links.push(loopback(n));
                     }
-                    links.push(link(a, b, e.latency_ms, e.jitter_ms, e.success));
+                    links.push(link(a, b, e.latency_ms(), e.jitter_ms(), e.success()));
                 }
                 links.extend(loops.map(loopback));
                 Arc::new(Cluster {
@@ -190,8 +190,8 @@ impl LiveModel {
                 self.each_infra_link(|a, b, e| {
                     let q = match e {
                         Some(e) => LinkQ {
-                            latency_ms: e.latency_ms,
-                            success: e.success,
+                            latency_ms: e.latency_ms(),
+                            success: e.success(),
                         },
                         None => LinkQ {
                             latency_ms: LOOPBACK_LATENCY_MS,
@@ -229,9 +229,9 @@ impl LiveModel {
 fn bounds_of(loopback: bool, e: Option<&LinkEntry>) -> LinkBounds {
     match e {
         Some(e) if !loopback => {
-            LinkBounds::measured(e.latency_ms, e.jitter_ms, e.success, e.samples)
+            LinkBounds::measured(e.latency_ms(), e.jitter_ms(), e.success(), e.samples)
         }
-        Some(e) => LinkBounds::exact(e.latency_ms, e.success),
+        Some(e) => LinkBounds::exact(e.latency_ms(), e.success()),
         None => LinkBounds::exact(LOOPBACK_LATENCY_MS, 1.0),
     }
 }

@@ -668,11 +668,7 @@ impl Engine {
             self.links
                 .iter()
                 .filter(|(a, b, _)| a != b && (*a == node || *b == node))
-                .map(|(_, _, e)| MeasuredLink {
-                    latency_ms: e.latency_ms,
-                    jitter_ms: e.jitter_ms,
-                    success: e.success,
-                }),
+                .map(|(_, _, e)| e.measured()),
         )
     }
 
@@ -682,11 +678,7 @@ impl Engine {
     /// for an estimate: a caller that asks for many keeps what it needs.
     pub fn link_view(&self, from: &str, to: &str) -> Option<LinkView> {
         let (na, nb) = (self.nodes.get(from)?, self.nodes.get(to)?);
-        let measured = self.links.get(from, to).map(|e| MeasuredLink {
-            latency_ms: e.latency_ms,
-            jitter_ms: e.jitter_ms,
-            success: e.success,
-        });
+        let measured = self.links.get(from, to).map(|e| e.measured());
         if measured.is_some() {
             return LinkView::of_pair::<DIMS>(measured, None, Groups::Unmeasured, None);
         }
@@ -713,7 +705,7 @@ impl Engine {
                                     _ => false,
                                 }
                         })
-                        .map(|(_, _, e)| e.latency_ms),
+                        .map(|(_, _, e)| e.latency_ms()),
                 )
             })
             .flatten();
@@ -770,19 +762,15 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
     // the links between two datacenters, by their numbers
     let mut cross: Vec<(usize, usize, f64)> = Vec::new();
     for (ia, ib, ga, gb, e) in between() {
-        let m = MeasuredLink {
-            latency_ms: e.latency_ms,
-            jitter_ms: e.jitter_ms,
-            success: e.success,
-        };
+        let m = e.measured();
         for i in [ia, ib] {
             flat[next[i]] = m;
             next[i] += 1;
         }
         if ga == gb {
-            groups[ga].push(e.latency_ms);
+            groups[ga].push(e.latency_ms());
         } else {
-            cross.push((ga, gb, e.latency_ms));
+            cross.push((ga, gb, e.latency_ms()));
         }
     }
     let ends = (0..names.len()).map(|i| &flat[at[i]..at[i + 1]]);

@@ -232,8 +232,8 @@ impl Engine {
                 continue;
             }
             let l = self.links.get(&x, &y)?;
-            q.network_ms += l.latency_ms;
-            q.reliability *= l.success;
+            q.network_ms += l.latency_ms();
+            q.reliability *= l.success();
         }
         let service = &self.measured.service;
         for c in components {

@@ -101,9 +101,9 @@ impl Engine {
             .map(|(a, b, e)| LinkView {
                 from: a.to_string(),
                 to: b.to_string(),
-                latency_ms: e.latency_ms,
-                jitter_ms: e.jitter_ms,
-                success: e.success,
+                latency_ms: e.latency_ms(),
+                jitter_ms: e.jitter_ms(),
+                success: e.success(),
                 samples: e.samples,
                 age_ms: now.saturating_sub(e.at),
             })
