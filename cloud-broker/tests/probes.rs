@@ -330,10 +330,14 @@ fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_else
     assert_eq!(est.between_ms(dc(&a), &third.datacenter), None);
 }
 
-#[test]
-fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_measured() {
-    let c = railway();
-    let mut sim = Sim::new(lost_when_silent());
+/// The railway's nodes each measuring its own group only (a small k) and reporting a
+/// coordinate (its datacenter's place on a line: cloud far, stations and trains near one
+/// another), then `smoke-monitoring` published: its placement and the channels of it that run
+/// on estimated links (some do).
+fn placed_on_estimates(
+    sim: &mut Sim,
+    c: &model::Cluster,
+) -> (BTreeMap<String, String>, Vec<String>) {
     let dc = |n: &str| {
         c.nodes
             .iter()
@@ -342,8 +346,6 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
             .datacenter
             .clone()
     };
-    // every node measures its own group only (a small k), and reports a coordinate: its
-    // datacenter's place on a line (cloud far, stations and trains near one another)
     let groups: Vec<String> = c
         .nodes
         .iter()
@@ -355,7 +357,7 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
         sim.feed(Event::Report(Box::new(report(n))));
     }
     for n in &c.nodes {
-        let mut l = links_of(&c, &n.name);
+        let mut l = links_of(c, &n.name);
         l.links.retain(|s| dc(s.peer.as_str()) == n.datacenter);
         let g = groups.iter().position(|g| *g == n.datacenter).unwrap();
         l.coord = Some(wire::WireCoord {
@@ -372,17 +374,25 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
         .placement
         .clone()
         .expect("placed on measured and estimated links");
-    let estimated: Vec<&String> = st
+    let estimated: Vec<String> = st
         .links
         .iter()
         .filter(|(_, s)| *s == "estimated")
-        .map(|(c, _)| c)
+        .map(|(c, _)| c.clone())
         .collect();
     assert!(!estimated.is_empty(), "{:?}", st.links);
     assert!(st
         .links
         .values()
         .all(|s| ["measured", "estimated", "local"].contains(&s.as_str())));
+    (p, estimated)
+}
+
+#[test]
+fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_measured() {
+    let c = railway();
+    let mut sim = Sim::new(lost_when_silent());
+    let (p, estimated) = placed_on_estimates(&mut sim, &c);
     // the nodes of the estimated links are asked to probe them: their lists name the far end
     let lists = peer_lists_published(&sim.tick(1000), &sim.key);
     let app = model::parse_application(&String::from_utf8(app_text("smoke-monitoring")).unwrap())
@@ -429,6 +439,63 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
         "{:?}",
         st.links
     );
+}
+
+/// In a large fleet (`peers_offload_from`: its live model taken ahead) new links make no new
+/// model at once, they come with the next one taken (at most `model_every_ms` later: with
+/// rotating peer lists links come every few seconds there, and each made a new model whose
+/// views a placement waited for); an application whose targeted links were measured is
+/// evaluated again on that model, not on one without them.
+#[test]
+fn in_a_large_fleet_new_links_come_with_the_next_model_and_so_does_the_evaluation_they_allow() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig {
+        peers_offload_from: c.nodes.len(),
+        ..lost_when_silent()
+    });
+    let (p, estimated) = placed_on_estimates(&mut sim, &c);
+    let app = model::parse_application(&String::from_utf8(app_text("smoke-monitoring")).unwrap())
+        .unwrap();
+    let pairs: Vec<(String, String)> = app
+        .channels
+        .iter()
+        .filter(|ch| estimated.contains(&ch.name))
+        .map(|ch| (p[&ch.from].clone(), p[&ch.to].clone()))
+        .collect();
+    let before = sim.e.model();
+    // every link measured, the targeted ones with them
+    for n in &c.nodes {
+        let mut l = links_of(&c, &n.name);
+        l.seq = 2;
+        sim.feed(Event::Links(Box::new(l)));
+    }
+    sim.run_jobs = false;
+    sim.tick(10);
+    assert!(
+        std::sync::Arc::ptr_eq(&before, &sim.e.model()),
+        "new links made a new model at once"
+    );
+    assert!(
+        sim.pending_jobs.iter().all(|j| j.app != "smoke-monitoring"),
+        "evaluated again on a model without its links"
+    );
+    // the next model, due a second after the last: it has them, and the application is
+    // evaluated again on it
+    sim.tick(1000);
+    let job = sim
+        .pending_jobs
+        .iter()
+        .find(|j| j.app == "smoke-monitoring" && j.purpose == Purpose::Explore)
+        .expect("evaluated again once the model has its links");
+    assert!(!std::sync::Arc::ptr_eq(&before, &job.model));
+    let infra = job.model.infra();
+    for (x, y) in &pairs {
+        let (a, b) = (infra.index_of(x).unwrap(), infra.index_of(y).unwrap());
+        assert!(
+            infra.is_measured(a, b),
+            "{x} -> {y} measured in the job's model"
+        );
+    }
 }
 
 /// The peers each node's list names (the last list published, or the engine's).

@@ -90,7 +90,7 @@ impl Engine {
             if let Some(a) = self.apps.get_mut(&app) {
                 a.explore.waiting_since = None;
             }
-            self.probes.measured_apps.insert(app);
+            self.measured_now(app);
         }
     }
 
@@ -175,7 +175,7 @@ impl Engine {
         if round < rounds && ask.is_empty() && found.candidate.is_some() {
             // the candidate's links were measured meanwhile: the next round at once
             a.explore.candidate = found.candidate;
-            self.probes.measured_apps.insert(app.clone());
+            self.measured_now(app.clone());
         } else if round < rounds && !ask.is_empty() {
             a.explore.candidate = found.candidate;
             a.explore.waiting_since = Some(self.now);

@@ -6,7 +6,8 @@
 //! node's properties, usage or liveness, a new link, the measurements), so that the cached
 //! live model and bounds are those of the current version; new metrics of a link already
 //! measured make it grow too, at most once every [`LINK_MODEL_EVERY_MS`] (the model is
-//! O(links) to build: at 50,000 nodes every link report would rebuild it). Memory stays
+//! O(links) to build: at 50,000 nodes every link report would rebuild it), and so do new
+//! links in a large fleet ([`Engine::large_fleet`]). Memory stays
 //! bounded (links only between known nodes, forgotten with their node or when too old).
 
 use std::sync::Arc;
@@ -288,6 +289,7 @@ impl Engine {
             return;
         }
         self.heard_by_links(&from);
+        let large = self.large_fleet();
         // the sender looked up once: a sample is one lookup of its peer's name
         let mut links = self.links.from(&from);
         let mut measured: Vec<&str> = Vec::with_capacity(l.links.len());
@@ -311,7 +313,13 @@ impl Engine {
                 }
                 None => {
                     links.insert(to, e);
-                    self.model_version += 1;
+                    if large {
+                        // new links come with every round of peer lists there: the model
+                        // takes them with the metrics, at most every `model_every_ms`
+                        self.links_moved = true;
+                    } else {
+                        self.model_version += 1;
+                    }
                 }
             }
         }
@@ -408,7 +416,28 @@ impl Engine {
         ));
         self.model_cache = Some((self.model_version, m.clone()));
         self.model_built_at = self.now;
+        self.models_built += 1;
         m
+    }
+
+    /// A fleet of `peers_offload_from` nodes or more: its live model is taken ahead
+    /// ([`Engine::warm_model`]) and takes new links as it takes new metrics, at most every
+    /// [`Engine::model_every_ms`] (with rotating peer lists, links come every few seconds
+    /// there: each made a new model, whose views a placement then waited for).
+    pub(super) fn large_fleet(&self) -> bool {
+        self.nodes.len() >= self.cfg.peers_offload_from
+    }
+
+    /// Whether the next placement job sees the link table as it is now: in a small fleet
+    /// always (a new link makes a new model), in a large one when the model was taken after
+    /// `built` models or no metrics moved since the last ([`Engine::large_fleet`]).
+    pub(super) fn model_has_links_since(&self, built: u64) -> bool {
+        !self.large_fleet() || self.models_built > built || !self.links_moved
+    }
+
+    /// How many live models were taken ([`Engine::model_has_links_since`]).
+    pub(super) fn models_built(&self) -> u64 {
+        self.models_built
     }
 
     /// The live model as a cluster document ([`Engine::model`], [`LiveModel::cluster`]).
@@ -427,7 +456,7 @@ impl Engine {
     /// scheduler's view derived off the loop ([`Action::WarmModel`]): deriving it is seconds of
     /// CPU at 50,000 nodes, which the first placement after a change would otherwise wait for.
     pub(super) fn warm_model(&mut self, out: &mut Vec<Action>) {
-        if self.nodes.len() < self.cfg.peers_offload_from {
+        if !self.large_fleet() {
             return;
         }
         let due = self.now.saturating_sub(self.model_built_at) >= self.model_every_ms();

@@ -374,10 +374,11 @@ pub struct Engine {
     last_link_expiry: u64,
     /// When the unreachable nodes were last judged ([`UNREACHABLE_JUDGED_EVERY_MS`]).
     last_unreachable_judged: u64,
-    /// Metrics of measured links changed since the live model was built, and when it was
-    /// ([`LINK_MODEL_EVERY_MS`]).
+    /// Metrics of measured links changed (or, in a large fleet, links came) since the live
+    /// model was built, when it was ([`LINK_MODEL_EVERY_MS`]), and how many were built.
     links_moved: bool,
     model_built_at: u64,
+    models_built: u64,
     /// Coordinates, peer lists sent, targeted probes (`probes`).
     probes: probes::Probes,
     last_peers_pub: u64,
@@ -451,6 +452,7 @@ impl Engine {
             last_unreachable_judged: 0,
             links_moved: false,
             model_built_at: 0,
+            models_built: 0,
             probes: probes::Probes::default(),
             last_peers_pub: 0,
             last_reeval: now,
@@ -658,8 +660,10 @@ impl Engine {
         {
             self.publish_peers(out);
         }
-        self.reevaluate_measured(out);
+        // the model taken ahead first: an application whose targeted links came is evaluated
+        // again on the model that has them
         self.warm_model(out);
+        self.reevaluate_measured(out);
         if now.saturating_sub(self.last_reeval) >= self.cfg.reevaluate_ms {
             self.last_reeval = now;
             let apps: Vec<(String, bool, bool)> = self

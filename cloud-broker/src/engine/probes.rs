@@ -237,8 +237,9 @@ pub(super) struct Probes {
     /// Per application, the targeted pairs not measured yet: when none is left, the
     /// application is evaluated again.
     pub(super) awaiting: BTreeMap<String, BTreeSet<(String, String)>>,
-    /// Applications whose targeted pairs were all measured, to evaluate again.
-    pub(super) measured_apps: BTreeSet<String>,
+    /// Applications whose targeted pairs were all measured, to evaluate again once the live
+    /// model has them: the count of models taken then ([`Engine::model_has_links_since`]).
+    pub(super) measured_apps: BTreeMap<String, u64>,
     /// A coordinate moved since the lists were computed.
     pub(super) moved: bool,
     pub(super) last_refresh: u64,
@@ -618,15 +619,31 @@ impl Engine {
         }
         for app in done {
             self.probes.awaiting.remove(&app);
-            self.probes.measured_apps.insert(app);
+            self.measured_now(app);
         }
     }
 
-    /// The applications whose targeted links were all measured are evaluated again.
+    /// `app`'s links are measured: it is evaluated again once the live model has them.
+    pub(super) fn measured_now(&mut self, app: String) {
+        let built = self.models_built();
+        self.probes.measured_apps.insert(app, built);
+    }
+
+    /// The applications whose targeted links were all measured are evaluated again, once the
+    /// live model has those links (in a large fleet, the next taken: at most
+    /// `Engine::model_every_ms` later, [`Engine::warm_model`] takes it when due).
     /// An exploration round (`explore`) when the application has rounds left.
     pub(super) fn reevaluate_measured(&mut self, out: &mut Vec<Action>) {
         self.explore_overdue();
-        for app in std::mem::take(&mut self.probes.measured_apps) {
+        let ready: Vec<String> = self
+            .probes
+            .measured_apps
+            .iter()
+            .filter(|(_, built)| self.model_has_links_since(**built))
+            .map(|(app, _)| app.clone())
+            .collect();
+        for app in ready {
+            self.probes.measured_apps.remove(&app);
             if !self.apps.contains_key(&app) {
                 continue;
             }
