@@ -400,7 +400,7 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
     for ch in app
         .channels
         .iter()
-        .filter(|ch| estimated.contains(&&ch.name))
+        .filter(|ch| estimated.contains(&ch.name))
     {
         let (x, y) = (&p[&ch.from], &p[&ch.to]);
         let list = lists
