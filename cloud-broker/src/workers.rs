@@ -9,13 +9,13 @@
 //!   pure [`Dispatch`]; this module only carries out its [`Step`]s and feeds it what happens.
 //! - A result reaches the [`Dispatch`] only from the topic of the worker it names.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use acoa_shared::jobs;
 use ed25519_dalek::SigningKey;
 use rumqttc::{AsyncClient, Publish, QoS};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, error, info, warn};
 
 use crate::conn::{self, Inbox, Link};
@@ -48,10 +48,41 @@ impl Placer {
     }
 }
 
-/// Computes `job` on a blocking thread of this process and hands the result to the engine.
-/// A scheduler bug must not leave the application unscheduled forever: a panic is an error.
+/// Placement jobs computed at once in this process: one per core, the others wait their turn
+/// (first come, first computed). Each job takes a core and holds its own views of the live
+/// model (tens of MiB at 50,000 nodes: an exploration's, the network in the current
+/// placement's favour); twenty applications' jobs at once held twenty such views and made
+/// every one of them late.
+fn job_slots() -> Arc<Semaphore> {
+    static SLOTS: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    SLOTS
+        .get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            Arc::new(Semaphore::new(cores))
+        })
+        .clone()
+}
+
+/// Runs `work` on a blocking thread once one of `slots` is free (it holds the slot while it
+/// runs). Needs a Tokio runtime.
+fn run_bounded(slots: Arc<Semaphore>, work: impl FnOnce() + Send + 'static) {
+    tokio::spawn(async move {
+        // the semaphore is never closed
+        let Ok(slot) = slots.acquire_owned().await else {
+            return;
+        };
+        tokio::task::spawn_blocking(move || {
+            work();
+            drop(slot);
+        });
+    });
+}
+
+/// Computes `job` on a blocking thread of this process, when a core is free for it
+/// ([`job_slots`]), and hands the result to the engine. A scheduler bug must not leave the
+/// application unscheduled forever: a panic is an error.
 pub fn run_in_process(job: Box<Job>, tx: mpsc::Sender<Event>) {
-    tokio::task::spawn_blocking(move || {
+    run_bounded(job_slots(), move || {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_job(&job))).or_else(
             |_| {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -277,6 +308,37 @@ impl Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No more than the slots' count of jobs run at once, and every one runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn jobs_in_process_run_no_more_at_once_than_there_are_slots() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let slots = Arc::new(Semaphore::new(2));
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (tx, mut done) = mpsc::channel(16);
+        for i in 0..8 {
+            let (running, most, tx) = (running.clone(), most.clone(), tx.clone());
+            run_bounded(slots.clone(), move || {
+                let now = running.fetch_add(1, SeqCst) + 1;
+                most.fetch_max(now, SeqCst);
+                std::thread::sleep(Duration::from_millis(30));
+                running.fetch_sub(1, SeqCst);
+                let _ = tx.blocking_send(i);
+            });
+        }
+        let mut got = vec![];
+        for _ in 0..8 {
+            got.push(done.recv().await.expect("every job runs"));
+        }
+        got.sort();
+        assert_eq!(got, (0..8).collect::<Vec<_>>());
+        assert_eq!(
+            most.load(SeqCst),
+            2,
+            "at most 2 at once, and 2 did run at once"
+        );
+    }
     use crate::dispatch::fixtures::jobs_for;
     use crate::engine::ExploreInput;
 
