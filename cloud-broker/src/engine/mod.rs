@@ -610,10 +610,10 @@ impl Engine {
         }
     }
 
-    /// Forgets the links not measured for `link_max_age_ms`, except an unreachable node's (its
-    /// last measurements stand until it returns). At most once every [`LINK_EXPIRY_EVERY_MS`]:
-    /// it is a pass over every link (640,000 at 20,000 nodes), and the unreachable nodes are
-    /// gathered only when a link is old.
+    /// Forgets the links and the witnesses' samples not measured for `link_max_age_ms`, except
+    /// an unreachable node's (its last measurements stand until it returns). At most once every
+    /// [`LINK_EXPIRY_EVERY_MS`]: it is a pass over every link (640,000 at 20,000 nodes), and the
+    /// unreachable nodes are gathered only when a link is old.
     fn expire_links(&mut self) {
         let now = self.now;
         if now.saturating_sub(self.last_link_expiry) < LINK_EXPIRY_EVERY_MS {
@@ -638,6 +638,9 @@ impl Engine {
         self.links.retain(|a, b, e| {
             now.saturating_sub(e.at) <= max_age || cut_off.contains(a) || cut_off.contains(b)
         });
+        // a witness that stopped measuring a node left an old link, and an old sample
+        self.evidence
+            .forget_older_than(now, max_age, |n| cut_off.contains(n));
         if self.links.len() != before {
             self.model_version += 1;
         }

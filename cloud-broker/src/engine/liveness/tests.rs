@@ -329,3 +329,37 @@ fn a_node_heard_in_another_datacenter_leaves_its_old_group() {
     assert_eq!(v.state, NodeState::Lost, "{}", v.evidence);
     assert_eq!(ev.silent_nodes(T, &w()).count(), 2);
 }
+
+/// A sample is held in 16 bytes and read back as it came (an answer never had, one just now,
+/// one long ago).
+#[test]
+fn a_sample_is_small_and_read_back_as_it_came() {
+    assert_eq!(std::mem::size_of::<Sample>(), 16);
+    let mut ev = heard(&[("a", "x", T), ("b", "x", T)]);
+    for ago in [None, Some(0), Some(1), Some(30_000), Some(T)] {
+        saw(&mut ev, "a", "b", T, ago);
+        assert_eq!(
+            ev.sample("a", "b"),
+            Some(Witnessed {
+                at: T,
+                answered_at: ago.map(|a| T - a)
+            })
+        );
+    }
+}
+
+/// A witness that stopped measuring a node (its sample grows old) is forgotten as one, unless
+/// the sample is by or about a node kept (unreachable: its last samples stand); the fresh
+/// ones stay.
+#[test]
+fn old_samples_are_forgotten_except_those_of_nodes_kept() {
+    let mut ev = heard(&[("a", "x", T), ("b", "x", T), ("c", "y", T), ("u", "y", T)]);
+    saw(&mut ev, "a", "b", T - 70_000, Some(0)); // old: forgotten
+    saw(&mut ev, "c", "b", T - 1_000, Some(0)); // fresh
+    saw(&mut ev, "u", "b", T - 70_000, Some(0)); // old, by a node kept
+    saw(&mut ev, "a", "u", T - 70_000, Some(0)); // old, about a node kept
+    ev.forget_older_than(T, 60_000, |n| n == "u");
+    let of_b: Vec<&str> = ev.witnesses_of("b").map(|(by, _)| by).collect();
+    assert_eq!(of_b, ["c", "u"]);
+    assert!(ev.sample("a", "u").is_some());
+}
