@@ -293,7 +293,7 @@ fn main() {
                 let _ = m.infra();
             });
             time(3, &mut || {
-                let _ = m.infra_bounds();
+                let _ = m.infra_spread();
             });
             time(4, &mut || {
                 let _ = m.cluster();

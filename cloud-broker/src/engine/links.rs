@@ -104,7 +104,7 @@ pub fn favour_current(
     current: &BTreeMap<String, String>,
 ) -> Infra {
     let infra = model.infra();
-    let bounds = model.infra_bounds();
+    let spread = model.infra_spread();
     let at = |c: &str| infra.index_of(current.get(c)?);
     let used: HashSet<(u32, u32)> = app
         .channels
@@ -131,8 +131,8 @@ pub fn favour_current(
     // deterministic whatever the set's order
     extra.sort_by_key(|(a, b, _)| (*a, *b));
     let favoured = infra.requalified(
-        |i, a, b, _| {
-            let x = &bounds[i];
+        |i, a, b, q| {
+            let x = spread[i].bounds(a, b, q);
             if used.contains(&(a, b)) {
                 LinkQ {
                     latency_ms: x.latency_ms.0,

@@ -46,7 +46,7 @@ pub struct LiveModel {
     estimates: Arc<OnceLock<Option<LinkEstimates>>>,
     cluster: OnceLock<Arc<Cluster>>,
     infra: OnceLock<Arc<Infra>>,
-    infra_bounds: OnceLock<Arc<Vec<LinkBounds>>>,
+    infra_spread: OnceLock<Arc<Vec<LinkSpread>>>,
 }
 
 impl LiveModel {
@@ -65,7 +65,7 @@ impl LiveModel {
             estimates: Arc::default(),
             cluster: OnceLock::new(),
             infra: OnceLock::new(),
-            infra_bounds: OnceLock::new(),
+            infra_spread: OnceLock::new(),
         }
     }
 
@@ -87,7 +87,7 @@ impl LiveModel {
             estimates: self.estimates.clone(),
             cluster: OnceLock::new(),
             infra: OnceLock::new(),
-            infra_bounds: OnceLock::new(),
+            infra_spread: OnceLock::new(),
         }
     }
 
@@ -209,30 +209,52 @@ impl LiveModel {
             .clone()
     }
 
-    /// Confidence bounds of the links of [`LiveModel::infra`], by the view's link number (the
-    /// links in (from, to) order of the nodes' places, which are the view's own).
-    pub fn infra_bounds(&self) -> Arc<Vec<LinkBounds>> {
-        self.infra_bounds
+    /// What the confidence bounds of the links of [`LiveModel::infra`] are computed from
+    /// beside their quality, by the view's link number (the links in (from, to) order of the
+    /// nodes' places, which are the view's own): 8 bytes a link, where the bounds themselves
+    /// took 32 ([`LinkSpread::bounds`]).
+    pub fn infra_spread(&self) -> Arc<Vec<LinkSpread>> {
+        self.infra_spread
             .get_or_init(|| {
                 let mut b = Vec::with_capacity(self.links.len() + self.nodes.len());
-                self.each_infra_link(|x, y, e| b.push((x, y, bounds_of(x == y, e))));
+                self.each_infra_link(|x, y, e| {
+                    let spread = e.map_or(LinkSpread::default(), |e| LinkSpread {
+                        jitter_ms: e.jitter_ms() as f32,
+                        samples: e.samples,
+                    });
+                    b.push((x, y, spread));
+                });
                 b.sort_unstable_by_key(|(x, y, _)| (*x, *y));
-                Arc::new(b.into_iter().map(|(_, _, b)| b).collect())
+                Arc::new(b.into_iter().map(|(_, _, s)| s).collect())
             })
             .clone()
     }
 }
 
-/// A link's confidence bounds: measured where a node reported it, exact for a loopback (a
-/// node's own loopback carries no network: what its prober loses there is the host's
-/// scheduling, not a link's quality) or a loopback filled in.
-fn bounds_of(loopback: bool, e: Option<&LinkEntry>) -> LinkBounds {
-    match e {
-        Some(e) if !loopback => {
-            LinkBounds::measured(e.latency_ms(), e.jitter_ms(), e.success(), e.samples)
+/// A measured link's spread: its jitter (as measured, the wire's `f32`) and the samples it
+/// was measured over.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LinkSpread {
+    pub jitter_ms: f32,
+    pub samples: u16,
+}
+
+impl LinkSpread {
+    /// The confidence bounds of the view's link `from` -> `to` of quality `q` with this
+    /// spread: measured, exact for a loopback (a node's own loopback carries no network: what
+    /// its prober loses there is the host's scheduling, not a link's quality; one filled in is
+    /// exact too).
+    pub fn bounds(&self, from: u32, to: u32, q: LinkQ) -> LinkBounds {
+        if from == to {
+            LinkBounds::exact(q.latency_ms, q.success)
+        } else {
+            LinkBounds::measured(
+                q.latency_ms,
+                f64::from(self.jitter_ms),
+                q.success,
+                self.samples,
+            )
         }
-        Some(e) => LinkBounds::exact(e.latency_ms(), e.success()),
-        None => LinkBounds::exact(LOOPBACK_LATENCY_MS, 1.0),
     }
 }
 
