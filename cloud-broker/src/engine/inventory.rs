@@ -388,7 +388,11 @@ impl Engine {
     /// [`LiveModel::estimates`]). On the loop: the online nodes and a copy of the link table
     /// (numbers); what a job reads is derived from it on the job's thread ([`LiveModel`]).
     pub fn model(&mut self) -> Arc<LiveModel> {
-        self.settle_links();
+        // in a large fleet new metrics are taken by the tick alone (`warm_model`), whose model
+        // has its views derived ahead: a job that took them itself derived them again
+        if !self.large_fleet() {
+            self.settle_links();
+        }
         if let Some((v, m)) = &self.model_cache {
             if *v == self.model_version {
                 return m.clone();
@@ -455,6 +459,8 @@ impl Engine {
     /// placement once it would change (at most every [`Engine::model_every_ms`]), and its
     /// scheduler's view derived off the loop ([`Action::WarmModel`]): deriving it is seconds of
     /// CPU at 50,000 nodes, which the first placement after a change would otherwise wait for.
+    /// New links and metrics are taken here only: a job takes the model as it was taken last
+    /// (or a new one when a node changed).
     pub(super) fn warm_model(&mut self, out: &mut Vec<Action>) {
         if !self.large_fleet() {
             return;
@@ -466,6 +472,7 @@ impl Engine {
                 .as_ref()
                 .is_none_or(|(v, _)| *v != self.model_version);
         if stale && due {
+            self.settle_links();
             self.model();
         }
         // the model a job would take now, once
