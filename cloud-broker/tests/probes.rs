@@ -416,12 +416,7 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
         assert!(list.contains(y), "{x} is to probe {y}: {list:?}");
     }
     // the links are measured: the application is evaluated again, on the next tick
-    for n in &c.nodes {
-        let mut l = links_of(&c, &n.name);
-        l.seq = 2;
-        sim.feed(Event::Links(Box::new(l)));
-    }
-    sim.run_jobs = false;
+    measure_every_link(&mut sim, &c);
     sim.tick(1000);
     assert!(
         sim.pending_jobs
@@ -439,6 +434,17 @@ fn a_placement_on_estimated_links_asks_for_them_and_is_evaluated_again_once_meas
         "{:?}",
         st.links
     );
+}
+
+/// Every node of `c` reports all its links (the targeted ones with them); the jobs asked for
+/// from now on are kept, not run.
+fn measure_every_link(sim: &mut Sim, c: &model::Cluster) {
+    for n in &c.nodes {
+        let mut l = links_of(c, &n.name);
+        l.seq = 2;
+        sim.feed(Event::Links(Box::new(l)));
+    }
+    sim.run_jobs = false;
 }
 
 /// In a large fleet (`peers_offload_from`: its live model taken ahead) new links make no new
@@ -464,12 +470,7 @@ fn in_a_large_fleet_new_links_come_with_the_next_model_and_so_does_the_evaluatio
         .collect();
     let before = sim.e.model();
     // every link measured, the targeted ones with them
-    for n in &c.nodes {
-        let mut l = links_of(&c, &n.name);
-        l.seq = 2;
-        sim.feed(Event::Links(Box::new(l)));
-    }
-    sim.run_jobs = false;
+    measure_every_link(&mut sim, &c);
     sim.tick(10);
     assert!(
         std::sync::Arc::ptr_eq(&before, &sim.e.model()),
