@@ -254,3 +254,22 @@ paths:\n- {{name: alarm, channels: [raw]}}\n- {{name: archive, channels: [keep]}
 criteria:\n- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n- {{type: max-e2e-reliability, path: archive, weight: {archive_weight}}}\n"
     )
 }
+
+/// An aarch64 edge node of datacenter `dc` with room for the tests' applications.
+pub fn edge_node(name: &str, dc: &str) -> model::Node {
+    model::Node {
+        name: name.into(),
+        datacenter: dc.into(),
+        layer: model::Layer::Edge,
+        arch: "aarch64".into(),
+        hardware: vec![],
+        software: vec![],
+        capacity: model::Capacity {
+            cpu_millis: 4000,
+            memory_mb: 4096,
+            disk_mb: 100_000,
+            ..Default::default()
+        },
+        usage: model::Usage::default(),
+    }
+}
