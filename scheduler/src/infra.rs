@@ -126,17 +126,24 @@ struct Rows {
     q: Vec<LinkQ>,
 }
 
+/// Where each of `rows` rows starts (and, last, where the entries end) when the entries'
+/// rows are `of`: a counting sort's offsets.
+fn row_starts(rows: usize, of: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut at = vec![0u32; rows + 1];
+    for r in of {
+        at[r as usize + 1] += 1;
+    }
+    for r in 0..rows {
+        at[r + 1] += at[r];
+    }
+    at
+}
+
 impl Rows {
     /// The rows of `rows` nodes from `(row, other end, quality)` entries (a counting sort,
     /// then each row's few entries sorted; of two entries for one pair the later one stays).
     fn build(rows: usize, entries: &[(u32, u32, LinkQ)]) -> Rows {
-        let mut at = vec![0u32; rows + 1];
-        for (r, _, _) in entries {
-            at[*r as usize + 1] += 1;
-        }
-        for r in 0..rows {
-            at[r + 1] += at[r];
-        }
+        let at = row_starts(rows, entries.iter().map(|(r, _, _)| *r));
         let mut next = at.clone();
         let mut placed: Vec<(u32, u32)> = vec![(0, 0); entries.len()];
         for (i, (r, o, _)) in entries.iter().enumerate() {
@@ -170,13 +177,7 @@ impl Rows {
     /// order).
     fn transposed(&self) -> Rows {
         let rows = self.at.len() - 1;
-        let mut at = vec![0u32; rows + 1];
-        for o in &self.other {
-            at[*o as usize + 1] += 1;
-        }
-        for r in 0..rows {
-            at[r + 1] += at[r];
-        }
+        let at = row_starts(rows, self.other.iter().copied());
         let mut next = at.clone();
         let mut other = vec![0u32; self.other.len()];
         let mut q = vec![
@@ -446,12 +447,6 @@ impl Infra {
                 est: d.est.clone(),
             }),
         }
-    }
-
-    /// The (from, to) of each measured link, by its number (the order of
-    /// [`Infra::requalified`]'s numbers).
-    pub fn link_ends(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.d.net.each().map(|(_, f, t)| (f, t))
     }
 
     /// Nodes `from` has a measured link to, sorted.
