@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use acoa_shared::model::{self, Application, Resources};
 use acoa_shared::topics;
+use acoa_shared::wire::MAX_CONTAINERS;
 use tracing::{debug, info, warn};
 
 use super::{
@@ -176,9 +177,13 @@ impl Engine {
         if busy {
             return;
         }
-        let model = self.model();
+        let (model, closed) = self.job_model();
         let reserved = self.reserved_by_others(app);
-        let containers = self.containers_of_others(app);
+        let mut containers = self.containers_of_others(app);
+        // gone or changed since the model was taken: no room there
+        for n in &closed {
+            containers.insert(n.clone(), MAX_CONTAINERS as u32);
+        }
         let id = self.next_job;
         self.next_job += 1;
         let ledger_version = self.ledger_version;
@@ -190,9 +195,10 @@ impl Engine {
                 let Some(comp) = a.rec.application.component(c) else {
                     continue;
                 };
-                if model
-                    .node(n)
-                    .is_some_and(|node| node.satisfies(&comp.requires))
+                if !closed.contains(n)
+                    && model
+                        .node(n)
+                        .is_some_and(|node| node.satisfies(&comp.requires))
                 {
                     keep.insert(c.clone(), n.clone());
                 }
@@ -521,7 +527,7 @@ impl Engine {
             return;
         }
         let (score_now, criteria) =
-            match sched::score_on(&self.model().infra(), &application, &assignment) {
+            match sched::score_on(&self.model_having(&node).infra(), &application, &assignment) {
                 Ok((s, g)) => (s, grades(&g)),
                 Err(_) => (score, vec![]),
             };

@@ -195,7 +195,7 @@ impl Engine {
         n.online = false;
         n.state = NodeState::Unreachable;
         n.unreachable_since = Some(now);
-        self.model_version += 1;
+        self.node_left(node);
         let mut held = vec![];
         let mut affected = vec![];
         for (name, a) in &self.apps {
@@ -383,7 +383,6 @@ impl Engine {
     /// are not restarted: the agent keeps a container whose spec is the same).
     pub(super) fn settle_return(&mut self, node: &str, out: &mut Vec<Action>) {
         self.returning.remove(node);
-        let infra = self.model().infra();
         let held: Vec<(String, String)> = self
             .desired
             .get(node)
@@ -394,6 +393,15 @@ impl Engine {
                     .collect()
             })
             .unwrap_or_default();
+        // scored only when a copy runs elsewhere: thousands of nodes return in a large fleet's
+        // churn, each a view derived on the loop when every return took one
+        let copies = held.iter().any(|(app, comp)| {
+            self.apps
+                .get(app)
+                .and_then(|a| a.rec.placement.as_ref()?.assignment.get(comp))
+                .is_some_and(|other| other != node)
+        });
+        let infra = copies.then(|| self.model_having(node).infra());
         let mut changed: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         for (app, comp) in held {
             let Some(a) = self.apps.get(&app) else {
@@ -405,9 +413,9 @@ impl Engine {
             let Some(other) = p.assignment.get(&comp).cloned() else {
                 continue;
             };
-            if other == node {
+            let (false, Some(infra)) = (other == node, &infra) else {
                 continue;
-            }
+            };
             let cname = format!("{app}.{comp}");
             let (orig, repl) = (self.runs(node, &cname), self.runs(&other, &cname));
             let policy = a.rec.application.disconnect.on_return;
@@ -420,7 +428,7 @@ impl Engine {
                     let app_def = &self.apps[&app].rec.application;
                     // scored together: they compare with each other
                     let mut s =
-                        sched::score_all_on(&infra, app_def, &[back.clone(), p.assignment.clone()])
+                        sched::score_all_on(infra, app_def, &[back.clone(), p.assignment.clone()])
                             .into_iter()
                             .map(|s| s.map(|s| s.0));
                     let (s_back, s_now) = (s.next().expect("two"), s.next().expect("two"));
@@ -467,7 +475,10 @@ impl Engine {
             let Some(old) = a.rec.placement.clone() else {
                 continue;
             };
-            let (score, criteria) = match sched::score_on(&infra, &a.rec.application, &assignment) {
+            let Some(infra) = &infra else {
+                continue;
+            };
+            let (score, criteria) = match sched::score_on(infra, &a.rec.application, &assignment) {
                 Ok((s, g)) => (s, super::grades(&g)),
                 Err(_) => (old.score, old.criteria.clone()),
             };

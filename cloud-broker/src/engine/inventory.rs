@@ -1,27 +1,21 @@
-//! The node inventory and the live infrastructure model: nodes join with a signed report and
-//! are lost on silence, on a confirmed last will or on removal; link metrics between known
-//! nodes; the live [`Cluster`] and its links' confidence bounds (the peer lists: `probes`).
+//! The node inventory: nodes join with a signed report and are lost on silence, on a
+//! confirmed last will or on removal; link metrics between known nodes (the live model taken
+//! from them: `models`; the peer lists: `probes`).
 //!
-//! Invariant: `model_version` grows whenever anything [`Engine::cluster`] shows changes (a
-//! node's properties, usage or liveness, a new link, the measurements), so that the cached
-//! live model and bounds are those of the current version; new metrics of a link already
-//! measured make it grow too, at most once every [`LINK_MODEL_EVERY_MS`] (the model is
-//! O(links) to build: at 50,000 nodes every link report would rebuild it), and so do new
-//! links in a large fleet ([`Engine::large_fleet`]). Memory stays
-//! bounded (links only between known nodes, forgotten with their node or when too old).
-
-use std::sync::Arc;
+//! Invariant: every change the live model shows is told to `models` as it happens (a node
+//! gone or changed: [`Engine::node_left`]; joined, its usage, a link new or forgotten:
+//! [`Engine::model_moved`]; a link's new metrics: [`Engine::metrics_moved`]), which decides
+//! when the next model takes it. Memory stays bounded (links only between known nodes,
+//! forgotten with their node or when too old).
 
 use acoa_shared::coords::MeasuredLink;
-use acoa_shared::model::{self, Cluster, Usage};
+use acoa_shared::model::Usage;
 use acoa_shared::wire::{self, LinkMetrics, NodeReport};
 use tracing::{info, warn};
 
-use super::disconnect::model_node;
 use super::links::{LATENCY_FLOOR_MS, LATENCY_STEP_MS};
 use super::liveness::{Heard, NodeState, Witnessed};
-use super::model::LiveModel;
-use super::{ms, Action, Engine, Purpose, LINK_MODEL_EVERY_MS, LINK_MODEL_LINKS_PER_MS};
+use super::{ms, Action, Engine, Purpose};
 use crate::records::{NodeInfo, PersistOp};
 
 /// A node of the inventory, as last reported.
@@ -116,6 +110,7 @@ impl Engine {
         let now = self.now;
         let mut joined = false;
         let mut returned = false;
+        let (mut changed, mut moved) = (false, false);
         let will = self.evidence.heard(&name).and_then(|h| h.will_at);
         if let (Some(at), true) = (will, self.is_online(&name)) {
             info!(
@@ -134,11 +129,11 @@ impl Engine {
                     }
                     out.push(Action::Persist(PersistOp::PutNode(Box::new(info.clone()))));
                     n.info = info;
-                    self.model_version += 1;
+                    changed = true;
                 }
                 if n.usage != usage {
                     n.usage = usage;
-                    self.model_version += 1;
+                    moved = true;
                 }
                 n.last_seen = now;
                 if !n.online {
@@ -176,7 +171,7 @@ impl Engine {
                 n.info.capacity.memory_mb,
                 n.info.probe_addr
             );
-            self.model_version += 1;
+            moved = true;
             // an unreachable node never left the peer lists (`Engine::candidates`): its
             // return changes none (in a fleet joining at once, returns by the thousand each
             // made a round of every list)
@@ -185,10 +180,15 @@ impl Engine {
             }
             // A node that joins may make unplaced applications feasible.
             match &mut self.joins_pending {
-                Some((_, count)) => *count += 1,
-                None => self.joins_pending = Some((name.clone(), 1)),
+                Some((_, count, _)) => *count += 1,
+                None => self.joins_pending = Some((name.clone(), 1, self.models_built())),
             }
             self.retry_for_joins(out);
+        }
+        if changed {
+            self.node_left(&name);
+        } else if moved {
+            self.model_moved();
         }
         if returned {
             self.node_returned(&name, out);
@@ -198,9 +198,10 @@ impl Engine {
     /// The unplaced applications placed again for the nodes that joined: at once for the first
     /// join after a quiet [`JOIN_RETRY_MS`], then at most once every [`JOIN_RETRY_MS`] (from the
     /// tick) while nodes keep joining, or as seldom as the live model takes new link metrics
-    /// when that is longer (each retry builds it again: seconds at 50,000 nodes). A fleet
+    /// when that is longer (each retry built it again: seconds at 50,000 nodes). A fleet
     /// joining by the thousand must not start a search per application per join, each on a
-    /// new cluster.
+    /// new cluster. In a large fleet, once the model jobs read has the joins
+    /// ([`Engine::joins_modelled`]): a retry before would search the same nodes again.
     pub(super) fn retry_for_joins(&mut self, out: &mut Vec<Action>) {
         // each retry builds the live model again: no more often than it takes link metrics
         let every = JOIN_RETRY_MS.max(self.model_every_ms());
@@ -210,7 +211,13 @@ impl Engine {
         {
             return;
         }
-        let Some((first, count)) = self.joins_pending.take() else {
+        let Some((_, _, built)) = self.joins_pending else {
+            return;
+        };
+        if !self.joins_modelled(built) {
+            return;
+        }
+        let Some((first, count, _)) = self.joins_pending.take() else {
             return;
         };
         self.last_join_retry = Some(self.now);
@@ -289,7 +296,7 @@ impl Engine {
             return;
         }
         self.heard_by_links(&from);
-        let large = self.large_fleet();
+        let (mut metrics_moved, mut link_came) = (false, false);
         // the sender looked up once: a sample is one lookup of its peer's name
         let mut links = self.links.from(&from);
         let mut measured: Vec<&str> = Vec::with_capacity(l.links.len());
@@ -307,21 +314,22 @@ impl Engine {
                     let same = o.same_metrics(&e);
                     *o = e;
                     if !same {
-                        // taken into the model on its next build a second on
-                        self.links_moved = true;
+                        metrics_moved = true;
                     }
                 }
                 None => {
                     links.insert(to, e);
-                    if large {
-                        // new links come with every round of peer lists there: the model
-                        // takes them with the metrics, at most every `model_every_ms`
-                        self.links_moved = true;
-                    } else {
-                        self.model_version += 1;
-                    }
+                    link_came = true;
                 }
             }
+        }
+        // new links come with every round of peer lists in a large fleet: its model takes
+        // them with the metrics, at most every `model_every_ms`
+        if link_came {
+            self.model_moved();
+        }
+        if metrics_moved {
+            self.metrics_moved();
         }
         self.on_measured(&from, &measured);
     }
@@ -336,7 +344,7 @@ impl Engine {
         self.links
             .retain(|a, b, _| !lost.contains(a) && !lost.contains(b));
         if self.links.len() != before {
-            self.model_version += 1;
+            self.model_moved();
         }
     }
 
@@ -352,7 +360,7 @@ impl Engine {
         n.online = false;
         n.state = NodeState::Lost;
         n.unreachable_since = None;
-        self.model_version += 1;
+        self.node_left(node);
         self.peers_dirty = true;
         // its links go with the next `drop_links_of` (one pass over the links for all the
         // nodes lost at once: a pass each was 8 ms at 20,000 nodes, seconds when thousands go)
@@ -380,119 +388,6 @@ impl Engine {
         for app in affected {
             self.request(&app, Purpose::Place(format!("node {node} lost")), out);
             self.update_status(&app, out);
-        }
-    }
-
-    /// The live infrastructure model: online nodes, their measured links (loopbacks filled
-    /// in) and what the other pairs are estimated from (`probes`: `Engine::estimate_inputs`,
-    /// [`LiveModel::estimates`]). On the loop: the online nodes and a copy of the link table
-    /// (numbers); what a job reads is derived from it on the job's thread ([`LiveModel`]).
-    pub fn model(&mut self) -> Arc<LiveModel> {
-        // in a large fleet new metrics are taken by the tick alone (`warm_model`), whose model
-        // has its views derived ahead: a job that took them itself derived them again
-        if !self.large_fleet() {
-            self.settle_links();
-        }
-        if let Some((v, m)) = &self.model_cache {
-            if *v == self.model_version {
-                return m.clone();
-            }
-        }
-        let nodes: Vec<model::Node> = self
-            .nodes
-            .values()
-            .filter(|n| n.online)
-            .map(model_node)
-            .collect();
-        let inputs = self.estimate_inputs(&nodes);
-        let observed = self
-            .apps
-            .iter()
-            .filter_map(|(n, a)| {
-                Some((n.clone(), self.measured.table.observed(&a.rec.application)?))
-            })
-            .collect();
-        let m = Arc::new(LiveModel::new(
-            nodes,
-            Arc::new(self.links.clone()),
-            inputs,
-            observed,
-        ));
-        self.model_cache = Some((self.model_version, m.clone()));
-        self.model_built_at = self.now;
-        self.models_built += 1;
-        m
-    }
-
-    /// A fleet of `peers_offload_from` nodes or more: its live model is taken ahead
-    /// ([`Engine::warm_model`]) and takes new links as it takes new metrics, at most every
-    /// [`Engine::model_every_ms`] (with rotating peer lists, links come every few seconds
-    /// there: each made a new model, whose views a placement then waited for).
-    pub(super) fn large_fleet(&self) -> bool {
-        self.nodes.len() >= self.cfg.peers_offload_from
-    }
-
-    /// Whether the next placement job sees the link table as it is now: in a small fleet
-    /// always (a new link makes a new model), in a large one when the model was taken after
-    /// `built` models or no metrics moved since the last ([`Engine::large_fleet`]).
-    pub(super) fn model_has_links_since(&self, built: u64) -> bool {
-        !self.large_fleet() || self.models_built > built || !self.links_moved
-    }
-
-    /// How many live models were taken ([`Engine::model_has_links_since`]).
-    pub(super) fn models_built(&self) -> u64 {
-        self.models_built
-    }
-
-    /// The live model as a cluster document ([`Engine::model`], [`LiveModel::cluster`]).
-    pub fn cluster(&mut self) -> Arc<Cluster> {
-        self.model().cluster()
-    }
-
-    /// How often the live model takes new link metrics: [`LINK_MODEL_EVERY_MS`], longer with
-    /// many links ([`LINK_MODEL_LINKS_PER_MS`]).
-    fn model_every_ms(&self) -> u64 {
-        LINK_MODEL_EVERY_MS.max(self.links.len() as u64 / LINK_MODEL_LINKS_PER_MS)
-    }
-
-    /// In a fleet of `peers_offload_from` nodes or more, the live model taken ahead of the next
-    /// placement once it would change (at most every [`Engine::model_every_ms`]), and its
-    /// scheduler's view derived off the loop ([`Action::WarmModel`]): deriving it is seconds of
-    /// CPU at 50,000 nodes, which the first placement after a change would otherwise wait for.
-    /// New links and metrics are taken here only: a job takes the model as it was taken last
-    /// (or a new one when a node changed).
-    pub(super) fn warm_model(&mut self, out: &mut Vec<Action>) {
-        if !self.large_fleet() {
-            return;
-        }
-        let due = self.now.saturating_sub(self.model_built_at) >= self.model_every_ms();
-        let stale = self.links_moved
-            || self
-                .model_cache
-                .as_ref()
-                .is_none_or(|(v, _)| *v != self.model_version);
-        if stale && due {
-            self.settle_links();
-            self.model();
-        }
-        // the model a job would take now, once
-        let Some((v, m)) = &self.model_cache else {
-            return;
-        };
-        if *v != self.model_version || self.warmed_model == Some(*v) {
-            return;
-        }
-        self.warmed_model = Some(*v);
-        out.push(Action::WarmModel(m.clone()));
-    }
-
-    /// Takes the links' new metrics into the model if it was built [`LINK_MODEL_EVERY_MS`]
-    /// ago or more (longer with many links: [`LINK_MODEL_LINKS_PER_MS`]).
-    fn settle_links(&mut self) {
-        let every = self.model_every_ms();
-        if self.links_moved && self.now.saturating_sub(self.model_built_at) >= every {
-            self.links_moved = false;
-            self.model_version += 1;
         }
     }
 }

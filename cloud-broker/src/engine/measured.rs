@@ -131,7 +131,7 @@ impl Engine {
                 .cloned()
         };
         if self.measured.table.fold(self.now, u, placed) {
-            self.model_version += 1;
+            self.model_moved();
         }
         self.measured.service.fold(self.now, u);
     }
@@ -150,7 +150,7 @@ impl Engine {
             self.measured.plans.remove(a);
         }
         if changed {
-            self.model_version += 1;
+            self.model_moved();
         }
     }
 
@@ -175,7 +175,7 @@ impl Engine {
             .table
             .expire(now, self.cfg.observed_max_age_ms)
         {
-            self.model_version += 1;
+            self.model_moved();
         }
         self.measured
             .service

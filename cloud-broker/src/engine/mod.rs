@@ -10,7 +10,8 @@
 //! [`Action::Publish`] that depends on it. The parts:
 //! - `links`: link statistics and the confidence-aware comparison (pure functions);
 //! - `jobs`: placement computations (pure functions of a [`Job`]);
-//! - `inventory`: the nodes, their links and the live model; `probes`: the coordinates, the
+//! - `inventory`: the nodes and their links; `models`: when the live model is taken and which
+//!   one a job reads (`model`: what is derived from it); `probes`: the coordinates, the
 //!   per-node peer lists, the estimates of unmeasured links and the targeted probes;
 //! - `commit`: the applications' lifecycle, the resource ledger and placement commits;
 //! - `rollout`: desired states, actual states and the application status documents;
@@ -42,6 +43,7 @@ pub mod liveness;
 pub mod loopback;
 mod measured;
 mod model;
+mod models;
 pub mod probes;
 mod revisions;
 mod rollout;
@@ -344,9 +346,8 @@ pub struct Engine {
     now: u64,
     nodes: BTreeMap<String, LiveNode>,
     links: linktable::LinkTable,
-    model_version: u64,
-    /// The live model of `model_version` ([`Engine::model`]).
-    model_cache: Option<(u64, Arc<LiveModel>)>,
+    /// The live models taken (`models`).
+    models: models::Models,
     apps: BTreeMap<String, AppState>,
     desired: BTreeMap<String, DesiredDoc>,
     /// Per node, per container of its desired state, the generation that gave the container
@@ -366,19 +367,14 @@ pub struct Engine {
     meta: Meta,
     peers_dirty: bool,
     /// Joins not yet answered by a retry of the unplaced applications (the first node that
-    /// joined, and how many), and when they were last retried for a join
-    /// ([`Engine::retry_for_joins`]).
-    joins_pending: Option<(String, usize)>,
+    /// joined, how many, and how many live models were taken before the first), and when they
+    /// were last retried for a join ([`Engine::retry_for_joins`]).
+    joins_pending: Option<(String, usize, u64)>,
     last_join_retry: Option<u64>,
     /// When old links were last looked for ([`Engine::expire_links`]).
     last_link_expiry: u64,
     /// When the unreachable nodes were last judged ([`UNREACHABLE_JUDGED_EVERY_MS`]).
     last_unreachable_judged: u64,
-    /// Metrics of measured links changed (or, in a large fleet, links came) since the live
-    /// model was built, when it was ([`LINK_MODEL_EVERY_MS`]), and how many were built.
-    links_moved: bool,
-    model_built_at: u64,
-    models_built: u64,
     /// Coordinates, peer lists sent, targeted probes (`probes`).
     probes: probes::Probes,
     last_peers_pub: u64,
@@ -397,8 +393,6 @@ pub struct Engine {
     returning: BTreeMap<String, u64>,
     /// How far behind the control plane hears (`loopback`).
     loopback: loopback::Loopback,
-    /// The version of the last live model derived ahead ([`Engine::warm_model`]).
-    warmed_model: Option<u64>,
 }
 
 fn ms(v: u64) -> String {
@@ -431,8 +425,7 @@ impl Engine {
             now,
             nodes: BTreeMap::new(),
             links: linktable::LinkTable::default(),
-            model_version: 0,
-            model_cache: None,
+            models: models::Models::default(),
             apps: BTreeMap::new(),
             desired: snap.desired,
             spec_since: HashMap::new(),
@@ -450,9 +443,6 @@ impl Engine {
             last_join_retry: None,
             last_link_expiry: 0,
             last_unreachable_judged: 0,
-            links_moved: false,
-            model_built_at: 0,
-            models_built: 0,
             probes: probes::Probes::default(),
             last_peers_pub: 0,
             last_reeval: now,
@@ -465,7 +455,6 @@ impl Engine {
             evidence: liveness::Evidence::default(),
             returning: BTreeMap::new(),
             loopback,
-            warmed_model: None,
         };
         for (name, info) in snap.nodes {
             e.evidence.hear(
@@ -642,7 +631,7 @@ impl Engine {
         self.evidence
             .forget_older_than(now, max_age, |n| cut_off.contains(n));
         if self.links.len() != before {
-            self.model_version += 1;
+            self.model_moved();
         }
     }
 

@@ -91,6 +91,12 @@ impl LiveModel {
         }
     }
 
+    /// Whether what a job reads of it is derived ([`LiveModel::infra`],
+    /// [`LiveModel::infra_spread`]): a job on it waits for no derivation.
+    pub fn views_ready(&self) -> bool {
+        self.infra.get().is_some() && self.infra_spread.get().is_some()
+    }
+
     /// The online nodes, in name order.
     pub fn nodes(&self) -> &[model::Node] {
         &self.nodes

@@ -135,7 +135,7 @@ impl Engine {
             links,
             apps,
             cluster,
-            model_version: self.model_version,
+            model_version: self.models.version,
             stats: self.stats.clone(),
         }
     }

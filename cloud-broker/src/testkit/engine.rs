@@ -108,6 +108,9 @@ impl EngineSim {
                     Action::Schedule(j) => self.pending_jobs.push((**j).clone()),
                     // as the I/O loop does, off the decision (here: at once)
                     Action::ComputePeers(j) => queue.push(Event::PeersComputed(Box::new(j.run()))),
+                    Action::WarmModel(m) => {
+                        let _ = (m.infra(), m.infra_spread());
+                    }
                     _ => {}
                 }
                 all.push(a);
