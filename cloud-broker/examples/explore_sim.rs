@@ -570,8 +570,8 @@ fn main() -> anyhow::Result<()> {
                         let (o, oq) = infra.out_links(n);
                         let (p, pq) = infra.inn_links(n);
                         o.iter()
-                            .zip(oq)
-                            .chain(p.iter().zip(pq))
+                            .zip(oq.iter().copied())
+                            .chain(p.iter().zip(pq.iter()))
                             .map(|(&m, q)| (m, q.latency_ms))
                             .collect::<Vec<_>>()
                     };

@@ -77,42 +77,56 @@ struct Data {
     est: Option<Arc<Estimator>>,
 }
 
-/// The measured links in compressed rows, by source (`out`: the links themselves, numbered in
-/// (from, to) order) and by destination (`inn`: the same qualities again, for the search's
-/// backward walks). No hash map: a point look-up is a binary search in its source's row (a
-/// node measures a few dozen peers). At 1.6 million links a map and a list of the qualities
-/// beside the rows took about 80 bytes a link, the rows alone take 40.
+/// The measured links in compressed rows: their shape (which pairs, by source and by
+/// destination), shared by every view that differs only in the links' qualities
+/// ([`Infra::requalified`]), and their qualities by link number (the links numbered in
+/// (from, to) order: the rows by source in order). No hash map: a point look-up is a binary
+/// search in its source's row (a node measures a few dozen peers). At 1.7 million links a view
+/// takes about 32 bytes a link (16 of them the qualities), and a view requalified the 16 of
+/// its qualities alone; a map and the qualities held again by destination took 80.
 #[derive(Debug)]
 struct Net {
+    shape: Arc<Shape>,
+    q: Vec<LinkQ>,
+}
+
+/// Which pairs are measured: by source (`out`: entry `i` is link number `i`) and by
+/// destination (`inn`, for the search's backward walks: each entry's link number in
+/// `inn_link`, not a second copy of its quality).
+#[derive(Debug)]
+struct Shape {
     out: Rows,
     inn: Rows,
+    inn_link: Vec<u32>,
 }
 
 impl Net {
     /// The links `(from, to, quality)` of `n` nodes (a pair given again: the later one wins).
     fn new(n: usize, links: impl IntoIterator<Item = (u32, u32, LinkQ)>) -> Arc<Net> {
         let links: Vec<(u32, u32, LinkQ)> = links.into_iter().collect();
-        Net::from_out(Rows::build(n, &links))
-    }
-
-    /// The net of its `out` rows (`inn`: the same links by destination, built here).
-    fn from_out(out: Rows) -> Arc<Net> {
-        let inn = out.transposed();
-        Arc::new(Net { out, inn })
+        let (out, q) = Rows::build(n, &links);
+        drop(links);
+        let (inn, inn_link) = out.transposed();
+        Arc::new(Net {
+            shape: Arc::new(Shape { out, inn, inn_link }),
+            q,
+        })
     }
 
     /// The number of the link from `from` to `to`, if it is measured.
     #[inline]
     fn find(&self, from: u32, to: u32) -> Option<usize> {
-        let (a, b) = self.out.span(from);
-        self.out.other[a..b].binary_search(&to).ok().map(|i| a + i)
+        let out = &self.shape.out;
+        let (a, b) = out.span(from);
+        out.other[a..b].binary_search(&to).ok().map(|i| a + i)
     }
 
     /// Every link, in (from, to) order: (number, from, to).
     fn each(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
-        (0..self.out.at.len().saturating_sub(1) as u32).flat_map(move |f| {
-            let (a, b) = self.out.span(f);
-            (a..b).map(move |i| (i, f, self.out.other[i]))
+        let out = &self.shape.out;
+        (0..out.at.len().saturating_sub(1) as u32).flat_map(move |f| {
+            let (a, b) = out.span(f);
+            (a..b).map(move |i| (i, f, out.other[i]))
         })
     }
 }
@@ -123,7 +137,6 @@ impl Net {
 struct Rows {
     at: Vec<u32>,
     other: Vec<u32>,
-    q: Vec<LinkQ>,
 }
 
 /// Where each of `rows` rows starts (and, last, where the entries end) when the entries'
@@ -140,9 +153,10 @@ fn row_starts(rows: usize, of: impl Iterator<Item = u32>) -> Vec<u32> {
 }
 
 impl Rows {
-    /// The rows of `rows` nodes from `(row, other end, quality)` entries (a counting sort,
-    /// then each row's few entries sorted; of two entries for one pair the later one stays).
-    fn build(rows: usize, entries: &[(u32, u32, LinkQ)]) -> Rows {
+    /// The rows of `rows` nodes from `(row, other end, quality)` entries, and the qualities in
+    /// the rows' order (a counting sort, then each row's few entries sorted; of two entries
+    /// for one pair the later one stays).
+    fn build(rows: usize, entries: &[(u32, u32, LinkQ)]) -> (Rows, Vec<LinkQ>) {
         let at = row_starts(rows, entries.iter().map(|(r, _, _)| *r));
         let mut next = at.clone();
         let mut placed: Vec<(u32, u32)> = vec![(0, 0); entries.len()];
@@ -154,8 +168,8 @@ impl Rows {
         let mut kept = Rows {
             at: Vec::with_capacity(rows + 1),
             other: Vec::with_capacity(entries.len()),
-            q: Vec::with_capacity(entries.len()),
         };
+        let mut q = Vec::with_capacity(entries.len());
         kept.at.push(0);
         for r in 0..rows {
             let row = &mut placed[at[r] as usize..at[r + 1] as usize];
@@ -166,37 +180,31 @@ impl Rows {
                     continue;
                 }
                 kept.other.push(*o);
-                kept.q.push(entries[*i as usize].2);
+                q.push(entries[*i as usize].2);
             }
             kept.at.push(kept.other.len() as u32);
         }
-        kept
+        (kept, q)
     }
 
-    /// The same links by their other end (each row comes out sorted: the rows are walked in
-    /// order).
-    fn transposed(&self) -> Rows {
+    /// The same entries by their other end, and each one's number here (each row comes out
+    /// sorted: the rows are walked in order).
+    fn transposed(&self) -> (Rows, Vec<u32>) {
         let rows = self.at.len() - 1;
         let at = row_starts(rows, self.other.iter().copied());
         let mut next = at.clone();
         let mut other = vec![0u32; self.other.len()];
-        let mut q = vec![
-            LinkQ {
-                latency_ms: 0.0,
-                success: 0.0
-            };
-            self.q.len()
-        ];
+        let mut number = vec![0u32; self.other.len()];
         for r in 0..rows as u32 {
             let (a, b) = self.span(r);
             for i in a..b {
                 let p = &mut next[self.other[i] as usize];
                 other[*p as usize] = r;
-                q[*p as usize] = self.q[i];
+                number[*p as usize] = i as u32;
                 *p += 1;
             }
         }
-        Rows { at, other, q }
+        (Rows { at, other }, number)
     }
 
     #[inline]
@@ -207,9 +215,39 @@ impl Rows {
         )
     }
 
-    fn row(&self, r: u32) -> (&[u32], &[LinkQ]) {
+    fn row(&self, r: u32) -> &[u32] {
         let (a, b) = self.span(r);
-        (&self.other[a..b], &self.q[a..b])
+        &self.other[a..b]
+    }
+}
+
+/// The qualities of the links into one node, in its row's order ([`Infra::inn_links`]):
+/// looked up by link number.
+#[derive(Debug, Clone, Copy)]
+pub struct InnQ<'a> {
+    links: &'a [u32],
+    q: &'a [LinkQ],
+}
+
+impl<'a> InnQ<'a> {
+    /// The `j`-th link's quality.
+    #[inline]
+    pub fn get(&self, j: usize) -> LinkQ {
+        self.q[self.links[j] as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    /// The qualities in the row's order.
+    pub fn iter(&self) -> impl Iterator<Item = LinkQ> + 'a {
+        let q = self.q;
+        self.links.iter().map(move |i| q[*i as usize])
     }
 }
 
@@ -338,7 +376,7 @@ impl Infra {
 
     /// Measured links (estimated ones are not counted: they are not stored).
     pub fn link_count(&self) -> usize {
-        self.d.net.out.other.len()
+        self.d.net.q.len()
     }
 
     pub fn node(&self, i: u32) -> &Node {
@@ -359,7 +397,7 @@ impl Infra {
     pub fn link(&self, from: u32, to: u32) -> Option<LinkQ> {
         let net = &self.d.net;
         match net.find(from, to) {
-            Some(i) => Some(net.out.q[i]),
+            Some(i) => Some(net.q[i]),
             None => self.d.est.as_ref()?.estimate(from, to),
         }
     }
@@ -368,7 +406,7 @@ impl Infra {
     pub fn link_known(&self, from: u32, to: u32) -> Option<Known<LinkQ>> {
         let net = &self.d.net;
         match net.find(from, to) {
-            Some(i) => Some(Known::Measured(net.out.q[i])),
+            Some(i) => Some(Known::Measured(net.q[i])),
             None => self
                 .d
                 .est
@@ -399,12 +437,22 @@ impl Infra {
 
     /// Nodes `from` has a measured link to (sorted) and those links.
     pub fn out_links(&self, from: u32) -> (&[u32], &[LinkQ]) {
-        self.d.net.out.row(from)
+        let net = &self.d.net;
+        let (a, b) = net.shape.out.span(from);
+        (&net.shape.out.other[a..b], &net.q[a..b])
     }
 
     /// Nodes with a measured link to `to` (sorted) and those links.
-    pub fn inn_links(&self, to: u32) -> (&[u32], &[LinkQ]) {
-        self.d.net.inn.row(to)
+    pub fn inn_links(&self, to: u32) -> (&[u32], InnQ<'_>) {
+        let net = &self.d.net;
+        let (a, b) = net.shape.inn.span(to);
+        (
+            &net.shape.inn.other[a..b],
+            InnQ {
+                links: &net.shape.inn_link[a..b],
+                q: &net.q,
+            },
+        )
     }
 
     /// Whether the link from `from` to `to` is measured (not estimated).
@@ -426,15 +474,13 @@ impl Infra {
         let net = &d.net;
         let links = net
             .each()
-            .map(|(i, f, t)| (f, t, quality(i, f, t, net.out.q[i])));
+            .map(|(i, f, t)| (f, t, quality(i, f, t, net.q[i])));
         let net = if extra.is_empty() {
-            // the same rows with other qualities
-            let out = Rows {
-                at: net.out.at.clone(),
-                other: net.out.other.clone(),
+            // the same shape with other qualities
+            Arc::new(Net {
+                shape: net.shape.clone(),
                 q: links.map(|(_, _, q)| q).collect(),
-            };
-            Net::from_out(out)
+            })
         } else {
             Net::new(d.nodes.len(), links.chain(extra.iter().copied()))
         };
@@ -451,12 +497,12 @@ impl Infra {
 
     /// Nodes `from` has a measured link to, sorted.
     pub fn out(&self, from: u32) -> &[u32] {
-        self.d.net.out.row(from).0
+        self.d.net.shape.out.row(from)
     }
 
     /// Nodes with a measured link to `to`, sorted.
     pub fn inn(&self, to: u32) -> &[u32] {
-        self.d.net.inn.row(to).0
+        self.d.net.shape.inn.row(to)
     }
 }
 
@@ -540,7 +586,11 @@ mod tests {
         assert_eq!(twice.link_count(), infra.link_count() + 1);
         for a in 0..n {
             assert_eq!(twice.out_links(a), built.out_links(a), "out of {a}");
-            assert_eq!(twice.inn_links(a), built.inn_links(a), "into {a}");
+            let into = |v: &Infra| {
+                let (from, qs) = v.inn_links(a);
+                (from.to_vec(), qs.iter().collect::<Vec<_>>())
+            };
+            assert_eq!(into(&twice), into(&built), "into {a}");
             for b in 0..n {
                 assert_eq!(twice.link(a, b), built.link(a, b), "{a} -> {b}");
             }
@@ -555,5 +605,18 @@ mod tests {
         );
         // the original is untouched
         assert_eq!(infra.link(measured.0, measured.1), Some(measured.2));
+        // without extras only the qualities are new: the rows are shared
+        let slower = infra.requalified(|_, _, _, x| q(x.latency_ms * 2.0), &[]);
+        assert!(Arc::ptr_eq(&slower.d.net.shape, &infra.d.net.shape));
+        assert!(!Arc::ptr_eq(&twice.d.net.shape, &infra.d.net.shape));
+        for a in 0..n {
+            for b in 0..n {
+                assert_eq!(
+                    slower.link(a, b),
+                    infra.link(a, b).map(|x| q(x.latency_ms * 2.0)),
+                    "{a} -> {b}"
+                );
+            }
+        }
     }
 }

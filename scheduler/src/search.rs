@@ -280,31 +280,40 @@ impl<'s, 'm> Searcher<'s, 'm> {
                     })
                     .collect()
             } else {
-                let (nodes, idx) = if c.to == u {
+                // by a merge of the domain with the placed end's row
+                let merged = |nodes: &[u32], q: &dyn Fn(usize) -> LinkQ| -> Vec<LinkQ> {
+                    let mut j = 0;
+                    domain
+                        .iter()
+                        .map(|b| {
+                            while j < nodes.len() && nodes[j] < *b {
+                                j += 1;
+                            }
+                            if j < nodes.len() && nodes[j] == *b {
+                                q(j)
+                            } else {
+                                missing
+                            }
+                        })
+                        .collect()
+                };
+                if c.to == u {
                     match self.a[c.from] {
                         UNSET => continue,
-                        x => infra.out_links(x),
+                        x => {
+                            let (nodes, qs) = infra.out_links(x);
+                            merged(nodes, &|j| qs[j])
+                        }
                     }
                 } else {
                     match self.a[c.to] {
                         UNSET => continue,
-                        y => infra.inn_links(y),
+                        y => {
+                            let (nodes, qs) = infra.inn_links(y);
+                            merged(nodes, &|j| qs.get(j))
+                        }
                     }
-                };
-                let mut j = 0;
-                domain
-                    .iter()
-                    .map(|b| {
-                        while j < nodes.len() && nodes[j] < *b {
-                            j += 1;
-                        }
-                        if j < nodes.len() && nodes[j] == *b {
-                            idx[j]
-                        } else {
-                            missing
-                        }
-                    })
-                    .collect()
+                }
             };
             out.push((*ch, qs));
         }

@@ -111,17 +111,23 @@ pub(super) fn propagate(
         if !vx.is_finite() {
             continue;
         }
-        let (ys, ls) = if forward {
-            infra.out_links(*x)
-        } else {
-            infra.inn_links(*x)
-        };
-        for (y, l) in ys.iter().zip(ls) {
-            if dst_member[*y as usize] {
-                let c = vx + cost.of(*l);
-                if c < out[*y as usize] {
-                    out[*y as usize] = c;
+        let mut relax = |y: u32, l: LinkQ| {
+            if dst_member[y as usize] {
+                let c = vx + cost.of(l);
+                if c < out[y as usize] {
+                    out[y as usize] = c;
                 }
+            }
+        };
+        if forward {
+            let (ys, ls) = infra.out_links(*x);
+            for (y, l) in ys.iter().zip(ls) {
+                relax(*y, *l);
+            }
+        } else {
+            let (ys, ls) = infra.inn_links(*x);
+            for (y, l) in ys.iter().zip(ls.iter()) {
+                relax(*y, l);
             }
         }
     }
