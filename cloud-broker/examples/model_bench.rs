@@ -226,6 +226,13 @@ fn main() {
             let addr = format!("10.{}.{}.1:7878", i / 256, i % 256);
             Event::Report(Box::new(report_of(&node(i, n, cpu), 1, &addr)))
         };
+        // a node's properties change (its probe address): the next model must not offer it
+        // as it was, so one is taken at once (a usage change waits for the tick's next model
+        // in a fleet this large, and the jobs read the model derived)
+        let moved = |i: usize, k: usize| {
+            let addr = format!("10.{}.{}.{}:7878", i / 256, i % 256, 2 + k % 250);
+            Event::Report(Box::new(report_of(&node(i, n, 100), 1, &addr)))
+        };
         for i in 0..n {
             sim.feed(report(i, 100));
         }
@@ -244,7 +251,8 @@ fn main() {
         let mut explored: Vec<(f64, usize)> = vec![];
         for round in 0..args.rounds {
             for (k, t) in times.iter_mut().enumerate() {
-                // a node's usage changes: the live model is built again for the next job
+                // a node's usage changes (taken with the tick's next model: the job reads the
+                // model derived, as the control plane's do)
                 let i = clouds(n) + round * 3 + k;
                 sim.feed(report(i, 200 + (round * 3 + k) as u64));
                 let (app, payload) = match k {
@@ -277,7 +285,7 @@ fn main() {
         ];
         let mut parts: Vec<Vec<f64>> = vec![vec![]; names_parts.len()];
         for k in 0..args.models {
-            sim.feed(report(clouds(n) + k % 7, 900 + k as u64));
+            sim.feed(moved(clouds(n) + k % 7, k));
             let mut time = |i: usize, f: &mut dyn FnMut()| {
                 let t = Instant::now();
                 f();
@@ -323,7 +331,7 @@ fn main() {
         }
         // the operators' view (`serve --http-listen` / `--metrics-listen`: built every
         // `observe::PUBLISH_EVERY_MS`), on a model nothing has read yet, then again at once
-        sim.feed(report(clouds(n) + 8, 990));
+        sim.feed(moved(clouds(n) + 8, 999));
         for what in ["a new model", "the same model"] {
             let rss = rss_mib();
             let t = Instant::now();
