@@ -113,6 +113,70 @@ impl Net {
         })
     }
 
+    /// This net with each link's quality `quality(i, from, to, q)` and the `extra` links added
+    /// (an extra pair already measured takes the extra quality; of two extras for one pair
+    /// the later): each row merged with its extras in order, no sort of every link again (an
+    /// exploration's view at 1.7 million links held 50 MB more while it was built).
+    fn merged(
+        &self,
+        quality: &impl Fn(usize, u32, u32, LinkQ) -> LinkQ,
+        extra: &[(u32, u32, LinkQ)],
+    ) -> Arc<Net> {
+        let mut ex: Vec<(u32, u32, LinkQ)> = extra.to_vec();
+        // stable: of equal pairs the later given stays last
+        ex.sort_by_key(|(f, t, _)| (*f, *t));
+        let mut kept: Vec<(u32, u32, LinkQ)> = Vec::with_capacity(ex.len());
+        for e in ex {
+            match kept.last_mut() {
+                Some(l) if (l.0, l.1) == (e.0, e.1) => *l = e,
+                _ => kept.push(e),
+            }
+        }
+        let old = &self.shape.out;
+        let rows = old.at.len() - 1;
+        let mut out = Rows {
+            at: Vec::with_capacity(rows + 1),
+            other: Vec::with_capacity(old.other.len() + kept.len()),
+        };
+        let mut q = Vec::with_capacity(old.other.len() + kept.len());
+        out.at.push(0);
+        let mut e = kept.iter().peekable();
+        for f in 0..rows as u32 {
+            let (a, b) = old.span(f);
+            let mut i = a;
+            loop {
+                let next_extra = e.peek().filter(|x| x.0 == f).map(|x| x.1);
+                match (i < b, next_extra) {
+                    (false, None) => break,
+                    (true, Some(t)) if old.other[i] == t => {
+                        out.other.push(t);
+                        q.push(e.next().expect("peeked").2);
+                        i += 1;
+                    }
+                    (true, Some(t)) if t < old.other[i] => {
+                        out.other.push(t);
+                        q.push(e.next().expect("peeked").2);
+                    }
+                    (true, _) => {
+                        out.other.push(old.other[i]);
+                        q.push(quality(i, f, old.other[i], self.q[i]));
+                        i += 1;
+                    }
+                    (false, Some(t)) => {
+                        out.other.push(t);
+                        q.push(e.next().expect("peeked").2);
+                    }
+                }
+            }
+            out.at.push(out.other.len() as u32);
+        }
+        let (inn, inn_link) = out.transposed();
+        Arc::new(Net {
+            shape: Arc::new(Shape { out, inn, inn_link }),
+            q,
+        })
+    }
+
     /// The number of the link from `from` to `to`, if it is measured.
     #[inline]
     fn find(&self, from: u32, to: u32) -> Option<usize> {
@@ -472,17 +536,17 @@ impl Infra {
     ) -> Infra {
         let d = &self.d;
         let net = &d.net;
-        let links = net
-            .each()
-            .map(|(i, f, t)| (f, t, quality(i, f, t, net.q[i])));
         let net = if extra.is_empty() {
             // the same shape with other qualities
             Arc::new(Net {
                 shape: net.shape.clone(),
-                q: links.map(|(_, _, q)| q).collect(),
+                q: net
+                    .each()
+                    .map(|(i, f, t)| quality(i, f, t, net.q[i]))
+                    .collect(),
             })
         } else {
-            Net::new(d.nodes.len(), links.chain(extra.iter().copied()))
+            net.merged(&quality, extra)
         };
         Infra {
             d: Arc::new(Data {
@@ -532,6 +596,64 @@ mod tests {
         }
     }
 
+    /// Extras merged into the rows give the view built with them, whatever rows they fall in
+    /// (empty rows, before, between and after the measured ends, the last row), pair by pair.
+    #[test]
+    fn extras_merged_into_the_rows_are_the_view_built_with_them() {
+        let n = 30u32;
+        let nodes: Vec<Node> = (0..n)
+            .map(|i| Node {
+                name: format!("n{i:02}"),
+                datacenter: "dc".into(),
+                layer: acoa_shared::model::Layer::Edge,
+                arch: "aarch64".into(),
+                hardware: vec![],
+                software: vec![],
+                capacity: Default::default(),
+                usage: Default::default(),
+            })
+            .collect();
+        // a small deterministic generator (xorshift)
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |m: u32| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % u64::from(m)) as u32
+        };
+        let links: Vec<(u32, u32, LinkQ)> = (0..200)
+            .map(|k| (next(n - 3), next(n), q(1.0 + k as f64)))
+            .collect();
+        let extra: Vec<(u32, u32, LinkQ)> = (0..80)
+            .map(|k| (next(n), next(n), q(500.0 + k as f64)))
+            .collect();
+        let infra = Infra::new(nodes.clone(), links.clone());
+        let merged = infra.requalified(|_, _, _, x| q(x.latency_ms + 0.5), &extra);
+        let mut all: Vec<(u32, u32, LinkQ)> = vec![];
+        for a in 0..n {
+            let (to, qs) = infra.out_links(a);
+            all.extend(
+                to.iter()
+                    .zip(qs)
+                    .map(|(b, x)| (a, *b, q(x.latency_ms + 0.5))),
+            );
+        }
+        all.extend(extra.iter().copied());
+        let built = Infra::new(nodes, all);
+        assert_eq!(merged.link_count(), built.link_count());
+        for a in 0..n {
+            assert_eq!(merged.out_links(a), built.out_links(a), "out of {a}");
+            let into = |v: &Infra| {
+                let (from, qs) = v.inn_links(a);
+                (from.to_vec(), qs.iter().collect::<Vec<_>>())
+            };
+            assert_eq!(into(&merged), into(&built), "into {a}");
+            for b in 0..n {
+                assert_eq!(merged.link(a, b), built.link(a, b), "{a} -> {b}");
+            }
+        }
+    }
+
     /// A view requalified is the view built again with those qualities: point look-ups and
     /// the adjacency the search walks agree, extra links included.
     #[test]
@@ -571,8 +693,9 @@ mod tests {
             .expect("a pair not measured");
         let measured = all[3];
         let extra = [
-            (unmeasured.0, unmeasured.1, q(77.0)),
+            (unmeasured.0, unmeasured.1, q(66.0)),
             (measured.0, measured.1, q(55.0)),
+            (unmeasured.0, unmeasured.1, q(77.0)),
         ];
         // every link twice as slow, then the extras
         let twice = infra.requalified(|_, _, _, x| q(x.latency_ms * 2.0), &extra);
