@@ -155,10 +155,19 @@ impl Engine {
         }
         self.models.refresh_ready();
         match &self.models.ready {
-            Some(r) => (
-                r.model.clone(),
-                self.models.left.iter().map(|(_, n)| n.clone()).collect(),
-            ),
+            Some(r) => {
+                // once each, and only those the model offers (a churning fleet loses thousands)
+                let mut closed: Vec<String> = self
+                    .models
+                    .left
+                    .iter()
+                    .filter(|(_, n)| r.model.node(n).is_some())
+                    .map(|(_, n)| n.clone())
+                    .collect();
+                closed.sort_unstable();
+                closed.dedup();
+                (r.model.clone(), closed)
+            }
             None => (self.model(), vec![]),
         }
     }
