@@ -894,23 +894,9 @@ fn in_a_large_fleet_a_job_reads_the_last_model_derived_and_keeps_off_the_nodes_g
     sim.pending_jobs.clear();
     // new metrics: the next tick takes a model, whose views are not derived yet (the I/O loop
     // derives them off the loop; here nobody does)
-    for n in &c.nodes {
-        let mut l = links_of(&c, &n.name);
-        l.seq += 1;
-        for s in l.links.iter_mut() {
-            s.latency_ms += 1.0;
-        }
-        sim.feed(Event::Links(Box::new(l)));
-    }
+    every_link_slower(&mut sim, &c);
     sim.now += 1000;
-    let acts = sim.e.handle(sim.now, Event::Tick);
-    let taken: Vec<_> = acts
-        .iter()
-        .filter_map(|a| match a {
-            Action::WarmModel(m) => Some(m.clone()),
-            _ => None,
-        })
-        .collect();
+    let taken = warmed(&sim.e.handle(sim.now, Event::Tick));
     assert_eq!(taken.len(), 1, "a model taken");
     assert!(!taken[0].views_ready());
     // a node of the placement goes: its components are placed again at once, on the model
@@ -1079,6 +1065,18 @@ fn the_scheduler_view_of_the_live_model_is_its_cluster_documents_and_jobs_share_
     }
 }
 
+/// Every node of `c` reports its links again, each a millisecond slower.
+fn every_link_slower(sim: &mut Sim, c: &Cluster) {
+    for n in &c.nodes {
+        let mut l = links_of(c, &n.name);
+        l.seq += 1;
+        for s in l.links.iter_mut() {
+            s.latency_ms += 1.0;
+        }
+        sim.feed(Event::Links(Box::new(l)));
+    }
+}
+
 /// The live models `acts` ask to be derived ahead.
 fn warmed(acts: &[Action]) -> Vec<std::sync::Arc<cloud_broker::engine::LiveModel>> {
     acts.iter()
@@ -1113,14 +1111,7 @@ fn in_a_large_fleet_the_live_model_is_taken_ahead_once_it_changes_and_the_next_j
         );
     }
     // new link metrics: taken again, at most once per model period (1 s here)
-    for n in &c.nodes {
-        let mut l = links_of(&c, &n.name);
-        l.seq += 1;
-        for s in l.links.iter_mut() {
-            s.latency_ms += 1.0;
-        }
-        sim.feed(Event::Links(Box::new(l)));
-    }
+    every_link_slower(&mut sim, &c);
     let again = warmed(&sim.tick(1000));
     assert_eq!(again.len(), 1);
     assert!(!std::sync::Arc::ptr_eq(&again[0], &first[0]));

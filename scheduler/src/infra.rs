@@ -596,6 +596,23 @@ mod tests {
         }
     }
 
+    /// `got` and `want` hold the same links, row by row both ways, and answer every pair alike.
+    fn assert_same_view(got: &Infra, want: &Infra) {
+        assert_eq!(got.link_count(), want.link_count());
+        let n = want.len() as u32;
+        for a in 0..n {
+            assert_eq!(got.out_links(a), want.out_links(a), "out of {a}");
+            let into = |v: &Infra| {
+                let (from, qs) = v.inn_links(a);
+                (from.to_vec(), qs.iter().collect::<Vec<_>>())
+            };
+            assert_eq!(into(got), into(want), "into {a}");
+            for b in 0..n {
+                assert_eq!(got.link(a, b), want.link(a, b), "{a} -> {b}");
+            }
+        }
+    }
+
     /// Extras merged into the rows give the view built with them, whatever rows they fall in
     /// (empty rows, before, between and after the measured ends, the last row), pair by pair.
     #[test]
@@ -640,18 +657,7 @@ mod tests {
         }
         all.extend(extra.iter().copied());
         let built = Infra::new(nodes, all);
-        assert_eq!(merged.link_count(), built.link_count());
-        for a in 0..n {
-            assert_eq!(merged.out_links(a), built.out_links(a), "out of {a}");
-            let into = |v: &Infra| {
-                let (from, qs) = v.inn_links(a);
-                (from.to_vec(), qs.iter().collect::<Vec<_>>())
-            };
-            assert_eq!(into(&merged), into(&built), "into {a}");
-            for b in 0..n {
-                assert_eq!(merged.link(a, b), built.link(a, b), "{a} -> {b}");
-            }
-        }
+        assert_same_view(&merged, &built);
     }
 
     /// A view requalified is the view built again with those qualities: point look-ups and
@@ -705,19 +711,8 @@ mod tests {
             .collect();
         expected.extend(extra);
         let built = Infra::new(infra.nodes().to_vec(), expected);
-        assert_eq!(twice.link_count(), built.link_count());
+        assert_same_view(&twice, &built);
         assert_eq!(twice.link_count(), infra.link_count() + 1);
-        for a in 0..n {
-            assert_eq!(twice.out_links(a), built.out_links(a), "out of {a}");
-            let into = |v: &Infra| {
-                let (from, qs) = v.inn_links(a);
-                (from.to_vec(), qs.iter().collect::<Vec<_>>())
-            };
-            assert_eq!(into(&twice), into(&built), "into {a}");
-            for b in 0..n {
-                assert_eq!(twice.link(a, b), built.link(a, b), "{a} -> {b}");
-            }
-        }
         assert_eq!(
             twice.link(unmeasured.0, unmeasured.1).map(|x| x.latency_ms),
             Some(77.0)
