@@ -596,6 +596,22 @@ mod tests {
         }
     }
 
+    /// `n` edge nodes named in index order, `per_dc` to a datacenter.
+    fn edge_nodes(n: u32, per_dc: u32) -> Vec<Node> {
+        (0..n)
+            .map(|i| Node {
+                name: format!("n{i:02}"),
+                datacenter: format!("dc{}", i / per_dc),
+                layer: acoa_shared::model::Layer::Edge,
+                arch: "aarch64".into(),
+                hardware: vec![],
+                software: vec![],
+                capacity: Default::default(),
+                usage: Default::default(),
+            })
+            .collect()
+    }
+
     /// `got` and `want` hold the same links, row by row both ways, and answer every pair alike.
     fn assert_same_view(got: &Infra, want: &Infra) {
         assert_eq!(got.link_count(), want.link_count());
@@ -618,18 +634,7 @@ mod tests {
     #[test]
     fn extras_merged_into_the_rows_are_the_view_built_with_them() {
         let n = 30u32;
-        let nodes: Vec<Node> = (0..n)
-            .map(|i| Node {
-                name: format!("n{i:02}"),
-                datacenter: "dc".into(),
-                layer: acoa_shared::model::Layer::Edge,
-                arch: "aarch64".into(),
-                hardware: vec![],
-                software: vec![],
-                capacity: Default::default(),
-                usage: Default::default(),
-            })
-            .collect();
+        let nodes = edge_nodes(n, n);
         // a small deterministic generator (xorshift)
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = move |m: u32| {
@@ -665,18 +670,7 @@ mod tests {
     #[test]
     fn a_requalified_view_is_the_view_built_with_those_qualities() {
         let n = 8u32;
-        let nodes: Vec<Node> = (0..n)
-            .map(|i| Node {
-                name: format!("n{i}"),
-                datacenter: format!("dc{}", i / 4),
-                layer: acoa_shared::model::Layer::Edge,
-                arch: "aarch64".into(),
-                hardware: vec![],
-                software: vec![],
-                capacity: Default::default(),
-                usage: Default::default(),
-            })
-            .collect();
+        let nodes = edge_nodes(n, 4);
         // a ring both ways, every loopback, and a chord
         let mut links = vec![];
         for i in 0..n {
