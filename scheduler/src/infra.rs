@@ -145,27 +145,26 @@ impl Net {
             let (a, b) = old.span(f);
             let mut i = a;
             loop {
-                let next_extra = e.peek().filter(|x| x.0 == f).map(|x| x.1);
-                match (i < b, next_extra) {
-                    (false, None) => break,
-                    (true, Some(t)) if old.other[i] == t => {
-                        out.other.push(t);
-                        q.push(e.next().expect("peeked").2);
+                let measured = (i < b).then(|| old.other[i]);
+                let extra = e.peek().filter(|x| x.0 == f).map(|x| x.1);
+                // the lower end first; an extra for a measured pair takes its place
+                let take_extra = match (measured, extra) {
+                    (None, None) => break,
+                    (None, Some(_)) => true,
+                    (Some(_), None) => false,
+                    (Some(m), Some(t)) => t <= m,
+                };
+                if take_extra {
+                    let (_, t, x) = *e.next().expect("peeked");
+                    out.other.push(t);
+                    q.push(x);
+                    if measured == Some(t) {
                         i += 1;
                     }
-                    (true, Some(t)) if t < old.other[i] => {
-                        out.other.push(t);
-                        q.push(e.next().expect("peeked").2);
-                    }
-                    (true, _) => {
-                        out.other.push(old.other[i]);
-                        q.push(quality(i, f, old.other[i], self.q[i]));
-                        i += 1;
-                    }
-                    (false, Some(t)) => {
-                        out.other.push(t);
-                        q.push(e.next().expect("peeked").2);
-                    }
+                } else {
+                    out.other.push(old.other[i]);
+                    q.push(quality(i, f, old.other[i], self.q[i]));
+                    i += 1;
                 }
             }
             out.at.push(out.other.len() as u32);
