@@ -515,7 +515,7 @@ impl Outbox {
             Action::WarmModel(m) => {
                 tokio::task::spawn_blocking(move || {
                     let t = Instant::now();
-                    let _ = (m.infra(), m.infra_spread());
+                    m.derive_views();
                     debug!(
                         "live model's view derived ahead in {} ms",
                         t.elapsed().as_millis()

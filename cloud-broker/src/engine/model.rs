@@ -91,8 +91,14 @@ impl LiveModel {
         }
     }
 
-    /// Whether what a job reads of it is derived ([`LiveModel::infra`],
-    /// [`LiveModel::infra_spread`]): a job on it waits for no derivation.
+    /// Derives what a job reads of it ([`LiveModel::infra`], [`LiveModel::infra_spread`]),
+    /// ahead of the jobs (`Action::WarmModel`).
+    pub fn derive_views(&self) {
+        let _ = (self.infra(), self.infra_spread());
+    }
+
+    /// Whether what a job reads of it is derived ([`LiveModel::derive_views`]): a job on it
+    /// waits for no derivation.
     pub fn views_ready(&self) -> bool {
         self.infra.get().is_some() && self.infra_spread.get().is_some()
     }

@@ -108,9 +108,7 @@ impl EngineSim {
                     Action::Schedule(j) => self.pending_jobs.push((**j).clone()),
                     // as the I/O loop does, off the decision (here: at once)
                     Action::ComputePeers(j) => queue.push(Event::PeersComputed(Box::new(j.run()))),
-                    Action::WarmModel(m) => {
-                        let _ = (m.infra(), m.infra_spread());
-                    }
+                    Action::WarmModel(m) => m.derive_views(),
                     _ => {}
                 }
                 all.push(a);
