@@ -259,8 +259,7 @@ impl Engine {
                 .as_ref()
                 .is_none_or(|c| c.version != self.models.version);
         if stale && due {
-            self.models.moved = false;
-            self.models.version += 1;
+            self.settle_links();
             self.model();
         }
         // the model taken, once
@@ -274,8 +273,8 @@ impl Engine {
         out.push(Action::WarmModel(c.model.clone()));
     }
 
-    /// Takes the links' new metrics into the model if it was built
-    /// [`Engine::model_every_ms`] ago or more (a small fleet, when a job takes a model).
+    /// Takes what moved into the next model if the last was built [`Engine::model_every_ms`]
+    /// ago or more (a small fleet when a job takes a model, a large one on the tick).
     fn settle_links(&mut self) {
         let every = self.model_every_ms();
         if self.models.moved && self.now.saturating_sub(self.models.built_at) >= every {
