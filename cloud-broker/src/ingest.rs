@@ -185,6 +185,49 @@ pub fn classify(
     keys: &Keys,
     control_plane: &VerifyingKey,
 ) -> Result<Option<Event>, Dropped> {
+    classify_checked(topic, payload, keys, control_plane, None)
+}
+
+/// [`classify`] of several publications `(topic, payload)`, the signatures of their node
+/// telemetry (reports, links, actual states, usage: nearly all of a fleet's messages) checked
+/// in one batch ([`wire::verify_all`], about half the cost of one by one): the same results,
+/// in the same order.
+pub fn classify_all(
+    items: &[(&str, &[u8])],
+    keys: &Keys,
+    control_plane: &VerifyingKey,
+) -> Vec<Result<Option<Event>, Dropped>> {
+    // the telemetry whose node has a key and whose frame opens: its signature to check
+    let mut pending: Vec<(usize, wire::Envelope<'_>, &VerifyingKey)> = Vec::new();
+    for (i, (topic, payload)) in items.iter().enumerate() {
+        if let Some(Topic::Report(n) | Topic::Links(n) | Topic::Actual(n) | Topic::Usage(n)) =
+            topics::parse(topic)
+        {
+            if let (Some(Some(key)), Ok(env)) = (keys.get(n), wire::open(payload)) {
+                pending.push((i, env, key));
+            }
+        }
+    }
+    let envelopes: Vec<_> = pending.iter().map(|(_, e, k)| (*e, *k)).collect();
+    let mut verdicts: Vec<Option<Result<(), wire::WireError>>> = vec![None; items.len()];
+    for ((i, ..), v) in pending.iter().zip(wire::verify_all(&envelopes)) {
+        verdicts[*i] = Some(v);
+    }
+    items
+        .iter()
+        .zip(verdicts)
+        .map(|((topic, payload), v)| classify_checked(topic, payload, keys, control_plane, v))
+        .collect()
+}
+
+/// [`classify`], with the node telemetry's signature already checked when `verdict` is given.
+fn classify_checked(
+    topic: &str,
+    payload: &[u8],
+    keys: &Keys,
+    control_plane: &VerifyingKey,
+    verdict: Option<Result<(), wire::WireError>>,
+) -> Result<Option<Event>, Dropped> {
     let Some(t) = topics::parse(topic) else {
         return Err(Dropped::UnknownTopic(topic.chars().take(200).collect()));
     };
@@ -211,7 +254,12 @@ pub fn classify(
                 }
                 Some(Some(k)) => k,
             };
-            let msg = wire::decode_verified(payload, key).map_err(|e| Dropped::Bad {
+            let msg = match verdict {
+                None => wire::decode_verified(payload, key),
+                // opened already, then checked in a batch: the errors in the same order
+                Some(v) => v.and_then(|()| wire::open(payload)?.message()),
+            };
+            let msg = msg.map_err(|e| Dropped::Bad {
                 kind,
                 node: n.into(),
                 reason: e.to_string(),
@@ -497,6 +545,71 @@ mod tests {
             Err(Dropped::BadMarker { .. })
         ));
         assert!(classify("acoa/v1/nodes/n1/online", b"maybe", &keys, &cp).is_err());
+    }
+
+    /// The ingest tasks classify what waits in their queue together, the signatures in one
+    /// batch: each publication gets what it gets alone, good ones beside bad ones included.
+    #[test]
+    fn classified_together_each_gets_what_it_gets_alone() {
+        let ks: Vec<SigningKey> = (1..=20u8)
+            .map(|i| SigningKey::from_bytes(&[i; 32]))
+            .collect();
+        let cp = SigningKey::from_bytes(&[99; 32]).verifying_key();
+        let mut keys = Keys::new();
+        for (i, k) in ks.iter().enumerate() {
+            keys.insert(format!("n{}", i + 1), Some(k.verifying_key()));
+        }
+        keys.insert("n0".into(), None);
+        let topic = |n: usize, what: &str| format!("acoa/v1/nodes/n{n}/{what}");
+        let mut good: Vec<(String, Vec<u8>)> = (1..=20)
+            .map(|n| {
+                let f = wire::encode(&report(&format!("n{n}")), Some(&ks[n - 1])).unwrap();
+                (topic(n, "report"), f)
+            })
+            .collect();
+        let mut flipped = good[4].1.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        let bad: Vec<(String, Vec<u8>)> = vec![
+            (topic(5, "report"), flipped),
+            // n2's report signed by n3
+            (
+                topic(2, "report"),
+                wire::encode(&report("n2"), Some(&ks[2])).unwrap(),
+            ),
+            (
+                topic(2, "report"),
+                wire::encode(&report("n2"), None).unwrap(),
+            ),
+            (topic(3, "report"), good[0].1.clone()),
+            (topic(0, "report"), good[0].1.clone()),
+            (topic(77, "report"), good[0].1.clone()),
+            (topic(1, "links"), good[0].1.clone()),
+            (topic(1, "report"), b"\xff\x00garbage".to_vec()),
+            ("other/topic".into(), vec![]),
+            (topic(1, "online"), b"offline".to_vec()),
+        ];
+        let check = |list: &[(String, Vec<u8>)]| {
+            let items: Vec<(&str, &[u8])> = list
+                .iter()
+                .map(|(t, p)| (t.as_str(), p.as_slice()))
+                .collect();
+            let alone: Vec<_> = items
+                .iter()
+                .map(|(t, p)| classify(t, p, &keys, &cp))
+                .collect();
+            assert_eq!(classify_all(&items, &keys, &cp), alone);
+            alone
+        };
+        assert!(check(&good)
+            .iter()
+            .all(|r| matches!(r, Ok(Some(Event::Report(_))))));
+        // the bad ones among the good, each where it came
+        for (i, b) in bad.into_iter().enumerate() {
+            good.insert(i * 2 + 1, b);
+        }
+        let r = check(&good);
+        assert_eq!(r.iter().filter(|r| r.is_err()).count(), 10);
     }
 
     fn report_at(node: &str, run: u64, seq: u64) -> Event {

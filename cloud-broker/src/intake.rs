@@ -26,13 +26,18 @@ use crate::broker::Logins;
 use crate::conn::Inbox;
 use crate::engine::Event;
 use crate::identity::DataDir;
-use crate::ingest::{classify, periodic, Freshness, Keys};
+use crate::ingest::{classify, classify_all, periodic, Freshness, Keys};
 
 mod waiting;
 use waiting::{Offer, Waiting};
 
 /// Publications queued for one ingest task.
 const INGEST_QUEUE: usize = 4096;
+/// The most publications an ingest task takes from its queue at once, their signatures
+/// checked in one batch (`ingest::classify_all`): about 25 µs a signature from 16 on, against
+/// 46 one by one (BENCHMARKS.md, "Signatures verified in batches"). A quiet queue gives
+/// batches of one.
+const VERIFY_BATCH: usize = 32;
 /// The most ingest tasks (one per core up to this).
 const MAX_INGEST_TASKS: usize = 8;
 /// With several brokers, how often the ingest tasks log how many copies they dropped.
@@ -263,56 +268,72 @@ fn spawn_ingest_task(
             };
             let Some(p) = p else { return };
             heard.flush(&control);
-            let r = {
+            // what waits behind it too, its signatures checked in one batch
+            let mut batch = vec![p];
+            while batch.len() < VERIFY_BATCH {
+                match rx.try_recv() {
+                    Ok(p) => batch.push(p),
+                    Err(_) => break,
+                }
+            }
+            let results = {
+                let items: Vec<(&str, &[u8])> = batch
+                    .iter()
+                    .map(|p| (p.topic.as_str(), p.payload.as_ref()))
+                    .collect();
                 let k = keys.read().expect("keys lock");
-                classify(&p.topic, &p.payload, &k, &control_plane)
+                classify_all(&items, &k, &control_plane)
             };
-            // a node's first report of an agent run is how it joins (or returns after a
-            // restart): never shed
-            let joins = matches!(&r, Ok(Some(ev @ Event::Report(_))) if fresh.first_of_run(ev));
-            let r = match r {
-                Ok(Some(ev)) => match fresh.check(&ev) {
-                    Ok(()) => Ok(Some(ev)),
-                    Err(d) if copies => {
-                        debug!("{d}");
-                        if let Some((n, secs)) = copies_log.add() {
-                            info!(
-                                "{n} messages not newer than the last accepted dropped in {secs} s (copies through another broker, or replays); the last: {d}"
-                            );
+            for r in results {
+                // a node's first report of an agent run is how it joins (or returns after a
+                // restart): never shed
+                let joins = matches!(&r, Ok(Some(ev @ Event::Report(_))) if fresh.first_of_run(ev));
+                let r = match r {
+                    Ok(Some(ev)) => match fresh.check(&ev) {
+                        Ok(()) => Ok(Some(ev)),
+                        Err(d) if copies => {
+                            debug!("{d}");
+                            if let Some((n, secs)) = copies_log.add() {
+                                info!(
+                                    "{n} messages not newer than the last accepted dropped in {secs} s (copies through another broker, or replays); the last: {d}"
+                                );
+                            }
+                            continue;
                         }
-                        continue;
+                        Err(d) => {
+                            crate::observe::count_drop(&d);
+                            warn!("{d} ({} replays dropped by this ingest task)", fresh.stale);
+                            continue;
+                        }
+                    },
+                    other => other,
+                };
+                match r {
+                    Ok(Some(ev)) if periodic(&ev).is_some() && !joins => {
+                        match events.try_send(ev) {
+                            Ok(()) => {}
+                            Err(mpsc::error::TrySendError::Closed(_)) => return,
+                            Err(mpsc::error::TrySendError::Full(ev)) => {
+                                let (kind, node) = periodic(&ev).expect("periodic, matched above");
+                                shed.shed(&crate::ingest::Dropped::Shed {
+                                    kind,
+                                    node: node.to_string(),
+                                    queue: events.max_capacity(),
+                                });
+                                heard.nodes.insert(node.to_string());
+                            }
+                        }
                     }
+                    Ok(Some(ev)) => {
+                        if events.send(ev).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => {}
                     Err(d) => {
                         crate::observe::count_drop(&d);
-                        warn!("{d} ({} replays dropped by this ingest task)", fresh.stale);
-                        continue;
+                        warn!("{d}");
                     }
-                },
-                other => other,
-            };
-            match r {
-                Ok(Some(ev)) if periodic(&ev).is_some() && !joins => match events.try_send(ev) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Closed(_)) => return,
-                    Err(mpsc::error::TrySendError::Full(ev)) => {
-                        let (kind, node) = periodic(&ev).expect("periodic, matched above");
-                        shed.shed(&crate::ingest::Dropped::Shed {
-                            kind,
-                            node: node.to_string(),
-                            queue: events.max_capacity(),
-                        });
-                        heard.nodes.insert(node.to_string());
-                    }
-                },
-                Ok(Some(ev)) => {
-                    if events.send(ev).await.is_err() {
-                        return;
-                    }
-                }
-                Ok(None) => {}
-                Err(d) => {
-                    crate::observe::count_drop(&d);
-                    warn!("{d}");
                 }
             }
         }
