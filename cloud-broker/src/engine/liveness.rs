@@ -186,7 +186,9 @@ type Id = u32;
 struct Slot {
     name: String,
     heard: Option<Heard>,
-    /// The peers that measure it and their latest sample, in the order they came.
+    /// The peers that measure it and their latest sample, by the peer's number: found by a
+    /// binary search (a cloud or a hub is measured by thousands of nodes, whose every link
+    /// report a linear search would walk them all for).
     about: Vec<Sample>,
 }
 
@@ -323,9 +325,9 @@ impl Evidence {
         let of = self.intern(of);
         let ws = &mut self.slots[of as usize].about;
         let sample = Sample::new(by, sample);
-        match ws.iter_mut().find(|s| s.by == by) {
-            Some(s) => *s = sample,
-            None => ws.push(sample),
+        match ws.binary_search_by_key(&by, |s| s.by) {
+            Ok(i) => ws[i] = sample,
+            Err(i) => ws.insert(i, sample),
         }
     }
 
@@ -360,11 +362,9 @@ impl Evidence {
     }
 
     fn sample_id(&self, by: Id, of: Id) -> Option<Witnessed> {
-        self.slot(of)
-            .about
-            .iter()
-            .find(|s| s.by == by)
-            .map(Sample::witnessed)
+        let about = &self.slot(of).about;
+        let i = about.binary_search_by_key(&by, |s| s.by).ok()?;
+        Some(about[i].witnessed())
     }
 
     /// How many samples are kept.

@@ -363,3 +363,42 @@ fn old_samples_are_forgotten_except_those_of_nodes_kept() {
     assert_eq!(of_b, ["c", "u"]);
     assert!(ev.sample("a", "u").is_some());
 }
+
+/// A hub measured by thousands of nodes, in any order, again and again, some of them
+/// forgotten: each witness's latest sample is found, once (the samples are kept sorted by
+/// their witness, for a binary search).
+#[test]
+fn a_hub_with_thousands_of_witnesses_keeps_each_ones_latest_sample() {
+    let names: Vec<String> = (0..3000).map(|i| format!("n{i}")).collect();
+    let mut ev = heard(&[("hub", "x", T)]);
+    for n in &names {
+        ev.hear(
+            n,
+            Heard {
+                datacenter: "y".into(),
+                last_heard: T,
+                will_at: None,
+                back: None,
+            },
+        );
+    }
+    // three rounds, each in another order (a stride prime to 3000), the last one latest
+    for (round, stride) in [(0u64, 7usize), (1, 11), (2, 13)] {
+        for k in 0..names.len() {
+            let n = &names[(k * stride) % names.len()];
+            saw(&mut ev, n, "hub", T - 100 + round, Some(round));
+        }
+    }
+    for n in names.iter().step_by(3) {
+        ev.forget(n);
+    }
+    assert_eq!(ev.witnesses_of("hub").count(), 2000);
+    assert_eq!(ev.samples(), 2000);
+    for (i, n) in names.iter().enumerate() {
+        let want = (i % 3 != 0).then_some(Witnessed {
+            at: T - 98,
+            answered_at: Some(T - 100),
+        });
+        assert_eq!(ev.sample(n, "hub"), want, "{n}");
+    }
+}
