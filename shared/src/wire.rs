@@ -576,27 +576,28 @@ impl<'a> Envelope<'a> {
 /// signature bytes; freshness is the signed `(run, seq)`.
 #[cfg(feature = "batch-verify")]
 pub fn verify_all(items: &[(Envelope<'_>, &VerifyingKey)]) -> Vec<Result<(), WireError>> {
+    // the signatures that parse go into the batch; the others fail as they fail alone
     let sigs: Vec<Option<Signature>> = items
         .iter()
         .map(|(e, _)| Signature::from_slice(e.signature).ok())
         .collect();
-    let signed: Vec<Vec<u8>> = items.iter().map(|(e, _)| signed_bytes(e.body)).collect();
     let whole: Vec<usize> = (0..items.len()).filter(|&i| sigs[i].is_some()).collect();
     let batch_ok = whole.len() > 1 && {
-        let messages: Vec<&[u8]> = whole.iter().map(|&i| signed[i].as_slice()).collect();
+        let signed: Vec<Vec<u8>> = whole
+            .iter()
+            .map(|&i| signed_bytes(items[i].0.body))
+            .collect();
+        let messages: Vec<&[u8]> = signed.iter().map(Vec::as_slice).collect();
         let signatures: Vec<Signature> = whole.iter().filter_map(|&i| sigs[i]).collect();
         let keys: Vec<VerifyingKey> = whole.iter().map(|&i| *items[i].1).collect();
         ed25519_dalek::verify_batch(&messages, &signatures, &keys).is_ok()
     };
-    (0..items.len())
-        .map(|i| match &sigs[i] {
-            None if !items[i].0.is_signed() => Err(WireError::Unsigned),
-            None => Err(WireError::BadSignature),
+    items
+        .iter()
+        .zip(&sigs)
+        .map(|((e, key), sig)| match sig {
             Some(_) if batch_ok => Ok(()),
-            Some(sig) => items[i]
-                .1
-                .verify(&signed[i], sig)
-                .map_err(|_| WireError::BadSignature),
+            _ => e.verify(key),
         })
         .collect()
 }
