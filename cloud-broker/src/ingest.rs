@@ -209,9 +209,9 @@ pub fn classify_all(
         }
     }
     let envelopes: Vec<_> = pending.iter().map(|(_, e, k)| (*e, *k)).collect();
-    let mut verdicts: Vec<Option<Result<(), wire::WireError>>> = vec![None; items.len()];
-    for ((i, ..), v) in pending.iter().zip(wire::verify_all(&envelopes)) {
-        verdicts[*i] = Some(v);
+    let mut verdicts: Vec<Option<Checked<'_>>> = vec![None; items.len()];
+    for ((i, env, _), v) in pending.iter().zip(wire::verify_all(&envelopes)) {
+        verdicts[*i] = Some((*env, v));
     }
     items
         .iter()
@@ -220,13 +220,17 @@ pub fn classify_all(
         .collect()
 }
 
-/// [`classify`], with the node telemetry's signature already checked when `verdict` is given.
+/// A node telemetry frame opened, and what its signature check found.
+type Checked<'a> = (wire::Envelope<'a>, Result<(), wire::WireError>);
+
+/// [`classify`], with the node telemetry's frame opened and its signature checked already
+/// when `checked` is given.
 fn classify_checked(
     topic: &str,
     payload: &[u8],
     keys: &Keys,
     control_plane: &VerifyingKey,
-    verdict: Option<Result<(), wire::WireError>>,
+    checked: Option<Checked<'_>>,
 ) -> Result<Option<Event>, Dropped> {
     let Some(t) = topics::parse(topic) else {
         return Err(Dropped::UnknownTopic(topic.chars().take(200).collect()));
@@ -254,10 +258,9 @@ fn classify_checked(
                 }
                 Some(Some(k)) => k,
             };
-            let msg = match verdict {
+            let msg = match checked {
                 None => wire::decode_verified(payload, key),
-                // opened already, then checked in a batch: the errors in the same order
-                Some(v) => v.and_then(|()| wire::open(payload)?.message()),
+                Some((env, verdict)) => verdict.and_then(|()| env.message()),
             };
             let msg = msg.map_err(|e| Dropped::Bad {
                 kind,
