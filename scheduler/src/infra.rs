@@ -318,6 +318,9 @@ impl Infra {
     /// Builds the view from `nodes` and links given as indices into `nodes`
     /// (`(from, to, quality)`). Node names must be unique; a later duplicate link wins.
     pub fn new(nodes: Vec<Node>, links: impl IntoIterator<Item = (u32, u32, LinkQ)>) -> Infra {
+        if nodes.windows(2).all(|w| w[0].name < w[1].name) {
+            return Infra::of_sorted(Arc::new(nodes), links);
+        }
         let mut order: Vec<u32> = (0..nodes.len() as u32).collect();
         order.sort_by(|a, b| nodes[*a as usize].name.cmp(&nodes[*b as usize].name));
         let mut new_of_old = vec![0u32; nodes.len()];
@@ -343,6 +346,33 @@ impl Infra {
         Infra {
             d: Arc::new(Data {
                 nodes: Arc::new(nodes),
+                index: Arc::new(index),
+                net,
+                observed: BTreeMap::new(),
+                est: None,
+            }),
+        }
+    }
+
+    /// [`Infra::new`] of nodes already in name order, shared with the caller, not copied (a
+    /// live model of 50,000 nodes holds them once, not twice). Nodes out of order or named
+    /// twice are copied and sorted by [`Infra::new`].
+    pub fn of_sorted(
+        nodes: Arc<Vec<Node>>,
+        links: impl IntoIterator<Item = (u32, u32, LinkQ)>,
+    ) -> Infra {
+        if !nodes.windows(2).all(|w| w[0].name < w[1].name) {
+            return Infra::new(nodes.as_ref().clone(), links);
+        }
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i as u32))
+            .collect();
+        let net = Net::new(nodes.len(), links);
+        Infra {
+            d: Arc::new(Data {
+                nodes,
                 index: Arc::new(index),
                 net,
                 observed: BTreeMap::new(),
@@ -626,6 +656,31 @@ mod tests {
                 assert_eq!(got.link(a, b), want.link(a, b), "{a} -> {b}");
             }
         }
+    }
+
+    /// Nodes already in name order are shared with the caller, not copied, and give the view
+    /// that the same nodes given in another order give (their links numbered by those places).
+    #[test]
+    fn nodes_in_name_order_are_shared_and_give_the_same_view() {
+        let n = 12u32;
+        let sorted = edge_nodes(n, 4);
+        let links: Vec<(u32, u32, LinkQ)> = (0..n)
+            .flat_map(|i| [(i, (i * 5 + 1) % n, q(1.0 + i as f64)), (i, i, q(0.5))])
+            .collect();
+        let shared = Arc::new(sorted.clone());
+        let view = Infra::of_sorted(shared.clone(), links.clone());
+        assert!(std::ptr::eq(view.nodes(), shared.as_slice()), "not copied");
+        let reversed: Vec<Node> = sorted.iter().rev().cloned().collect();
+        let r = |i: u32| n - 1 - i;
+        let built = Infra::new(reversed, links.iter().map(|(a, b, x)| (r(*a), r(*b), *x)));
+        assert_eq!(built.nodes(), view.nodes());
+        assert_same_view(&view, &built);
+        // out of order, given shared: copied and sorted, the same view again
+        let unsorted = Infra::of_sorted(
+            Arc::new(sorted.iter().rev().cloned().collect()),
+            links.iter().map(|(a, b, x)| (r(*a), r(*b), *x)),
+        );
+        assert_same_view(&unsorted, &built);
     }
 
     /// Extras merged into the rows give the view built with them, whatever rows they fall in

@@ -37,8 +37,8 @@ pub(super) struct EstimateInputs {
 /// The live model of one moment (see the module doc).
 #[derive(Debug)]
 pub struct LiveModel {
-    /// Online nodes, in name order.
-    nodes: Vec<model::Node>,
+    /// Online nodes, in name order (shared with the scheduler's view, [`LiveModel::infra`]).
+    nodes: Arc<Vec<model::Node>>,
     links: Arc<LinkTable>,
     inputs: Arc<EstimateInputs>,
     observed: BTreeMap<String, Observed>,
@@ -58,7 +58,7 @@ impl LiveModel {
     ) -> LiveModel {
         debug_assert!(nodes.windows(2).all(|w| w[0].name < w[1].name));
         LiveModel {
-            nodes,
+            nodes: Arc::new(nodes),
             links,
             inputs: Arc::new(inputs),
             observed,
@@ -72,14 +72,14 @@ impl LiveModel {
     /// The same model with `extra` nodes online too (their measured links and loopbacks with
     /// them; the estimates stay those of this model's nodes). Shares the link table.
     pub(super) fn with_nodes(&self, extra: Vec<model::Node>) -> LiveModel {
-        let mut nodes = self.nodes.clone();
+        let mut nodes = self.nodes.as_ref().clone();
         for n in extra {
             if let Err(i) = nodes.binary_search_by(|x| x.name.cmp(&n.name)) {
                 nodes.insert(i, n);
             }
         }
         LiveModel {
-            nodes,
+            nodes: Arc::new(nodes),
             links: self.links.clone(),
             inputs: self.inputs.clone(),
             observed: self.observed.clone(),
@@ -156,7 +156,7 @@ impl LiveModel {
                 Arc::new(Cluster {
                     cluster: "live".into(),
                     datacenters: vec![],
-                    nodes: self.nodes.clone(),
+                    nodes: self.nodes.as_ref().clone(),
                     links,
                     observed: self.observed.clone(),
                     estimates: self.estimates().clone(),
@@ -212,7 +212,8 @@ impl LiveModel {
                     };
                     qs.push((a, b, q));
                 });
-                let infra = Infra::new(self.nodes.clone(), qs).with_observed(self.observed.clone());
+                let infra =
+                    Infra::of_sorted(self.nodes.clone(), qs).with_observed(self.observed.clone());
                 Arc::new(match self.estimates() {
                     Some(e) => infra.with_estimates(e),
                     None => infra,
@@ -237,7 +238,10 @@ impl LiveModel {
                     b.push((x, y, spread));
                 });
                 b.sort_unstable_by_key(|(x, y, _)| (*x, *y));
-                Arc::new(b.into_iter().map(|(_, _, s)| s).collect())
+                // a new vector: collected in place, it would keep the 16 bytes a link of `b`
+                let mut spread = Vec::with_capacity(b.len());
+                spread.extend(b.iter().map(|(_, _, s)| *s));
+                Arc::new(spread)
             })
             .clone()
     }
