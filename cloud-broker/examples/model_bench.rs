@@ -19,6 +19,8 @@
 //! exploration round around it (`Purpose::Explore`: two searches and the single moves scored,
 //! on the job's thread) is timed too, with the number of links it asks to probe.
 
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 
 use acoa_shared::model::{Capacity, Layer, Node, Usage};
@@ -30,9 +32,40 @@ use cloud_broker::engine::{
 use cloud_broker::testkit::engine::{bench_app_yaml, link_metrics, EngineSim};
 use cloud_broker::testkit::report_of;
 
-/// The control plane's allocator (cloud-broker/src/main.rs), so that the figures are its.
+/// The control plane's allocator (cloud-broker/src/main.rs), so that the figures are its,
+/// counting the bytes live on the heap (what a model's part holds, where RSS only grows).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Counting = Counting(mimalloc::MiMalloc);
+
+struct Counting(mimalloc::MiMalloc);
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is passed to mimalloc unchanged; only a counter is kept beside it.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Relaxed);
+        unsafe { self.0.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Relaxed);
+        unsafe { self.0.alloc_zeroed(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Relaxed);
+        unsafe { self.0.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new, Relaxed);
+        LIVE.fetch_sub(l.size(), Relaxed);
+        unsafe { self.0.realloc(p, l, new) }
+    }
+}
+
+/// Bytes live on the heap, MiB.
+fn live_mib() -> f64 {
+    LIVE.load(Relaxed) as f64 / (1 << 20) as f64
+}
 
 #[derive(Parser)]
 struct Args {
@@ -284,12 +317,16 @@ fn main() {
             "cluster document",
         ];
         let mut parts: Vec<Vec<f64>> = vec![vec![]; names_parts.len()];
+        // the heap each part holds (the model before kept alive while the next is taken)
+        let mut heap: Vec<Vec<f64>> = vec![vec![]; names_parts.len()];
+        let mut before = None;
         for k in 0..args.models {
             sim.feed(moved(clouds(n) + k % 7, k));
             let mut time = |i: usize, f: &mut dyn FnMut()| {
-                let t = Instant::now();
+                let (t, h) = (Instant::now(), live_mib());
                 f();
                 parts[i].push(t.elapsed().as_secs_f64() * 1000.0);
+                heap[i].push(live_mib() - h);
             };
             let mut m = None;
             time(0, &mut || m = Some(sim.e.model()));
@@ -306,7 +343,9 @@ fn main() {
             time(4, &mut || {
                 let _ = m.cluster();
             });
+            before = Some(m);
         }
+        drop(before);
         for (k, (l, j, rss)) in times.into_iter().enumerate().filter(|_| args.rounds > 0) {
             println!(
                 "| {n} | {model_links} | {} | {:.0} ms | {:.0} ms | {rss:.0} MiB |",
@@ -323,10 +362,12 @@ fn main() {
                 rss_mib()
             );
         }
-        for (what, ms) in names_parts.iter().zip(parts) {
+        for ((what, ms), mib) in names_parts.iter().zip(parts).zip(heap) {
             if !ms.is_empty() {
-                let ms = median(ms);
-                println!("| {n} | {model_links} | model: {what} | {ms:.0} ms | | |");
+                let (ms, mib) = (median(ms), median(mib));
+                println!(
+                    "| {n} | {model_links} | model: {what} | {ms:.0} ms | | heap +{mib:.0} MiB |"
+                );
             }
         }
         // the operators' view (`serve --http-listen` / `--metrics-listen`: built every
