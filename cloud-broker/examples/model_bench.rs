@@ -40,15 +40,21 @@ static ALLOCATOR: Counting = Counting(mimalloc::MiMalloc);
 struct Counting(mimalloc::MiMalloc);
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(size: usize) {
+    let now = LIVE.fetch_add(size, Relaxed) + size;
+    PEAK.fetch_max(now, Relaxed);
+}
 
 // SAFETY: every call is passed to mimalloc unchanged; only a counter is kept beside it.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Relaxed);
+        grew(l.size());
         unsafe { self.0.alloc(l) }
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Relaxed);
+        grew(l.size());
         unsafe { self.0.alloc_zeroed(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
@@ -56,7 +62,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { self.0.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new, Relaxed);
+        grew(new);
         LIVE.fetch_sub(l.size(), Relaxed);
         unsafe { self.0.realloc(p, l, new) }
     }
@@ -65,6 +71,15 @@ unsafe impl GlobalAlloc for Counting {
 /// Bytes live on the heap, MiB.
 fn live_mib() -> f64 {
     LIVE.load(Relaxed) as f64 / (1 << 20) as f64
+}
+
+/// Runs `f`; how much more the heap held at its peak than before it, MiB.
+fn peak_over<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let before = LIVE.load(Relaxed);
+    PEAK.store(before, Relaxed);
+    let t = f();
+    let peak = PEAK.load(Relaxed).saturating_sub(before);
+    (t, peak as f64 / (1 << 20) as f64)
 }
 
 #[derive(Parser)]
@@ -194,7 +209,10 @@ fn rss_mib() -> f64 {
 
 /// A first exploration round's job around the placement `r` found by `job`: its time (ms)
 /// and how many links it asks to probe.
-fn explore(job: &cloud_broker::engine::Job, r: &cloud_broker::engine::JobResult) -> (f64, usize) {
+fn explore(
+    job: &cloud_broker::engine::Job,
+    r: &cloud_broker::engine::JobResult,
+) -> (f64, usize, f64) {
     let JobOutcome::Placed(p) = &r.outcome else {
         panic!("{}: not placed", job.app)
     };
@@ -206,9 +224,9 @@ fn explore(job: &cloud_broker::engine::Job, r: &cloud_broker::engine::JobResult)
         width: acoa_scheduler::explore::DEFAULT_WIDTH,
     });
     let t = Instant::now();
-    let x = run_job(&j);
+    let (x, peak) = peak_over(|| run_job(&j));
     let ms = t.elapsed().as_secs_f64() * 1000.0;
-    (ms, x.explored.map_or(0, |f| f.probe.len()))
+    (ms, x.explored.map_or(0, |f| f.probe.len()), peak)
 }
 
 /// Publishes `payload` as `app`, timing the decision loop, then runs its job, timing it (and,
@@ -217,15 +235,15 @@ fn step(
     sim: &mut EngineSim,
     app: &str,
     payload: Vec<u8>,
-    explored: Option<&mut Vec<(f64, usize)>>,
-) -> (f64, f64) {
+    explored: Option<&mut Vec<(f64, usize, f64)>>,
+) -> (f64, f64, f64) {
     let t = Instant::now();
     sim.publish(app, payload);
     let on_loop = t.elapsed().as_secs_f64() * 1000.0;
     let jobs = std::mem::take(&mut sim.pending_jobs);
     assert_eq!(jobs.len(), 1, "one job for {app}");
     let t = Instant::now();
-    let r = run_job(&jobs[0]);
+    let (r, peak) = peak_over(|| run_job(&jobs[0]));
     let job = t.elapsed().as_secs_f64() * 1000.0;
     if let Some(e) = explored {
         e.push(explore(&jobs[0], &r));
@@ -237,7 +255,7 @@ fn step(
     );
     // what the control plane keeps: not every action so far (a job holds its model)
     sim.log.clear();
-    (on_loop, job)
+    (on_loop, job, peak)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -247,8 +265,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let args = Args::parse();
-    println!("| nodes | links | step | decision loop (median) | job (median) | RSS after |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| nodes | links | step | decision loop (median) | job (median) | RSS after | heap at the job's peak (median) |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for &n in &args.nodes {
         let mut sim = EngineSim::new(EngineConfig {
             stats_every_ms: 0,
@@ -274,14 +294,18 @@ fn main() {
         }
         sim.tick(200);
         sim.log.clear();
-        let model_links = sim.e.cluster().links.len();
+        // the scheduler's view's links (as the cluster document counts them: loopbacks filled
+        // in), without building that document (163 MiB held by the model at 50,000 nodes)
+        let model_links = sim.e.model().infra().link_count();
         let names = [
             "new placement",
             "re-placement (current, bounds)",
             "another application",
         ];
-        let mut times: Vec<(Vec<f64>, Vec<f64>, f64)> = vec![(vec![], vec![], 0.0); 3];
-        let mut explored: Vec<(f64, usize)> = vec![];
+        // per step: the loop's times, the job's, the job's heap peaks, the RSS after
+        type Step = (Vec<f64>, Vec<f64>, Vec<f64>, f64);
+        let mut times: Vec<Step> = vec![(vec![], vec![], vec![], 0.0); 3];
+        let mut explored: Vec<(f64, usize, f64)> = vec![];
         for round in 0..args.rounds {
             for (k, t) in times.iter_mut().enumerate() {
                 // a node's usage changes (taken with the tick's next model: the job reads the
@@ -302,10 +326,11 @@ fn main() {
                         bench_app_yaml(&format!("b{round}"), round + 100, 0.5).into_bytes(),
                     ),
                 };
-                let (l, j) = step(&mut sim, &app, payload, (k == 0).then_some(&mut explored));
+                let (l, j, peak) = step(&mut sim, &app, payload, (k == 0).then_some(&mut explored));
                 t.0.push(l);
                 t.1.push(j);
-                t.2 = rss_mib();
+                t.2.push(peak);
+                t.3 = rss_mib();
             }
         }
         // the parts of a model, each timed on a model nothing has read yet
@@ -346,27 +371,28 @@ fn main() {
             before = Some(m);
         }
         drop(before);
-        for (k, (l, j, rss)) in times.into_iter().enumerate().filter(|_| args.rounds > 0) {
+        for (k, (l, j, peak, rss)) in times.into_iter().enumerate().filter(|_| args.rounds > 0) {
             println!(
-                "| {n} | {model_links} | {} | {:.0} ms | {:.0} ms | {rss:.0} MiB |",
+                "| {n} | {model_links} | {} | {:.0} ms | {:.0} ms | {rss:.0} MiB | +{:.0} MiB |",
                 names[k],
                 median(l),
-                median(j)
+                median(j),
+                median(peak)
             );
         }
         if !explored.is_empty() {
             let ms = median(explored.iter().map(|e| e.0).collect());
             let pairs = median(explored.iter().map(|e| e.1 as f64).collect());
+            let peak = median(explored.iter().map(|e| e.2).collect());
             println!(
-                "| {n} | {model_links} | exploration round after the new placement ({pairs:.0} links to probe) | | {ms:.0} ms | {:.0} MiB |",
-                rss_mib()
+                "| {n} | {model_links} | exploration round after the new placement ({pairs:.0} links to probe) | | {ms:.0} ms | | +{peak:.0} MiB |"
             );
         }
         for ((what, ms), mib) in names_parts.iter().zip(parts).zip(heap) {
             if !ms.is_empty() {
                 let (ms, mib) = (median(ms), median(mib));
                 println!(
-                    "| {n} | {model_links} | model: {what} | {ms:.0} ms | | heap +{mib:.0} MiB |"
+                    "| {n} | {model_links} | model: {what} | {ms:.0} ms | | | held: +{mib:.0} MiB |"
                 );
             }
         }
@@ -379,7 +405,7 @@ fn main() {
             let v = sim.e.view();
             let ms = t.elapsed().as_secs_f64() * 1000.0;
             println!(
-                "| {n} | {model_links} | operators' view, {what} ({} links) | {ms:.0} ms | | {:.0} MiB (before: {rss:.0}) |",
+                "| {n} | {model_links} | operators' view, {what} ({} links) | {ms:.0} ms | | {:.0} MiB (before: {rss:.0}) | |",
                 v.links.len(),
                 rss_mib()
             );
@@ -395,11 +421,11 @@ fn main() {
             .map_or(0, |e| e.between.values().map(|m| m.len()).sum());
         match packed {
             Ok(b) => println!(
-                "| {n} | {model_links} | model: packed for scheduler workers ({:.1} MiB; {between} datacenter pairs with a median) | | {ms:.0} ms | |",
+                "| {n} | {model_links} | model: packed for scheduler workers ({:.1} MiB; {between} datacenter pairs with a median) | | {ms:.0} ms | | |",
                 b.len() as f64 / (1 << 20) as f64
             ),
             Err(e) => println!(
-                "| {n} | {model_links} | model: packed for scheduler workers: {e} ({between} datacenter pairs with a median) | | {ms:.0} ms | |"
+                "| {n} | {model_links} | model: packed for scheduler workers: {e} ({between} datacenter pairs with a median) | | {ms:.0} ms | | |"
             ),
         }
     }
