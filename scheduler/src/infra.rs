@@ -388,6 +388,18 @@ impl Infra {
         self
     }
 
+    /// The same view with every estimated latency multiplied by `f` >= 0 (as
+    /// `with_estimates(&est.scaled(f))` of the estimates this view was given, built from its
+    /// estimator: [`Estimator::scaled`]); measured links as they are. Without an estimator,
+    /// the same view.
+    pub fn estimates_scaled(mut self, f: f64) -> Infra {
+        if let Some(e) = &self.d.est {
+            let scaled = Arc::new(e.scaled(f));
+            Arc::make_mut(&mut self.d).est = Some(scaled);
+        }
+        self
+    }
+
     /// The same view without the estimator: only the measured links exist (nodes and links
     /// shared, not copied).
     pub fn without_estimates(&self) -> Infra {

@@ -148,7 +148,7 @@ pub fn favour_current(
         &extra,
     );
     match model.estimates() {
-        Some(est) => favoured.with_estimates(&est.scaled(1.0 + est.max_uncertainty())),
+        Some(est) => favoured.estimates_scaled(1.0 + est.max_uncertainty()),
         None => favoured,
     }
 }
