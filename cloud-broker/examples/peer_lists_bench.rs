@@ -55,13 +55,13 @@ fn fleet(n: usize, rng: &mut impl Rng) -> Vec<Candidate> {
             for v in x.iter_mut() {
                 *v = region + rng.gen_range(-20.0..20.0);
             }
-            Candidate {
-                name: name.into(),
-                addr: format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256).into(),
+            Candidate::new(
+                &name,
+                &format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256),
                 group,
-                coord: Some(Coord::new(x, rng.gen_range(0.0..3.0), 0.2).unwrap()),
-                epoch: 0,
-            }
+                Some(Coord::new(x, rng.gen_range(0.0..3.0), 0.2).unwrap()),
+                0,
+            )
         })
         .collect()
 }
@@ -102,7 +102,7 @@ fn main() {
         for l in lists.values() {
             let each = PEERS_PER_PERIOD.min(l.len()) as f64 / l.len().max(1) as f64;
             for p in l {
-                *packets.entry(p.peer.as_ref()).or_default() += 2.0 * each;
+                *packets.entry(&*p.peer.name).or_default() += 2.0 * each;
             }
         }
         let mut per_agent: Vec<f64> = packets.into_values().collect();

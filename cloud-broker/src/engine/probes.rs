@@ -57,18 +57,48 @@ use crate::records::PersistOp;
 /// their coordinates or the node's rotation epoch do).
 const NEIGHBOUR_SEED: u64 = 0x16_c00d;
 
+/// A node as a peer list names it: its name and where it answers probes, held once and
+/// shared by every list that names it (50,000 lists of 32 peers: 1.6 million entries of 16
+/// bytes, where two shared strings took 40).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PeerAt {
+    pub name: Box<str>,
+    pub addr: Box<str>,
+}
+
 /// One node as the peer lists see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
-    /// Shared by every list that names it (50,000 lists of 32 peers: 1.6 million entries).
-    pub name: Arc<str>,
-    /// Where it answers probes.
-    pub addr: Arc<str>,
+    pub peer: Arc<PeerAt>,
     /// Its datacenter (or train).
     pub group: String,
     pub coord: Option<Coord<DIMS>>,
     /// Its random peers' epoch ([`rotation_epoch`]; `Member::epoch`).
     pub epoch: u64,
+}
+
+impl Candidate {
+    pub fn new(
+        name: &str,
+        addr: &str,
+        group: String,
+        coord: Option<Coord<DIMS>>,
+        epoch: u64,
+    ) -> Candidate {
+        Candidate {
+            peer: Arc::new(PeerAt {
+                name: name.into(),
+                addr: addr.into(),
+            }),
+            group,
+            coord,
+            epoch,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.peer.name
+    }
 }
 
 /// Node `name`'s rotation epoch at `now_ms` (wall-clock milliseconds) with a period of
@@ -90,12 +120,11 @@ fn name_key(name: &str) -> u64 {
     })
 }
 
-/// One peer of a node's list.
+/// One peer of a node's list (in the order of the peer's name, then address).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ListEntry {
     /// The candidate's own name and address, shared ([`Candidate`]).
-    pub peer: Arc<str>,
-    pub addr: Arc<str>,
+    pub peer: Arc<PeerAt>,
     /// Of the node's own group.
     pub group: bool,
 }
@@ -115,21 +144,21 @@ pub fn peer_lists(
         .map(|c| Member {
             group: c.group.as_str(),
             coord: c.coord,
-            key: name_key(&c.name),
+            key: name_key(c.name()),
             epoch: c.epoch,
         })
         .collect();
     let index: HashMap<&str, usize> = cands
         .iter()
         .enumerate()
-        .map(|(i, c)| (&*c.name, i))
+        .map(|(i, c)| (c.name(), i))
         .collect();
     let mix = NeighbourMix::for_k(k);
     let neighbours = select_all_neighbours(&members, k, mix, seed);
     let mut out = BTreeMap::new();
     for ((i, c), sel) in cands.iter().enumerate().zip(neighbours) {
         let mut chosen: BTreeSet<usize> = sel.into_iter().collect();
-        for t in targeted.get(&*c.name).into_iter().flatten() {
+        for t in targeted.get(c.name()).into_iter().flatten() {
             if chosen.len() >= MAX_PEERS_PER_NODE {
                 break;
             }
@@ -142,13 +171,12 @@ pub fn peer_lists(
         let mut list: Vec<ListEntry> = chosen
             .into_iter()
             .map(|j| ListEntry {
-                peer: cands[j].name.clone(),
-                addr: cands[j].addr.clone(),
+                peer: cands[j].peer.clone(),
                 group: cands[j].group == c.group,
             })
             .collect();
         list.sort();
-        out.insert(c.name.to_string(), list);
+        out.insert(c.name().to_string(), list);
     }
     out
 }
@@ -264,8 +292,8 @@ fn frame(node: &str, generation: u64, list: &[ListEntry]) -> Result<Message, wir
     let mut peers = heapless::Vec::new();
     for e in list {
         let p = Peer {
-            node: wire::name(&e.peer)?,
-            addr: wire::bounded("probe_addr", &e.addr)?,
+            node: wire::name(&e.peer.name)?,
+            addr: wire::bounded("probe_addr", &e.peer.addr)?,
             group: e.group,
         };
         peers.push(p).map_err(|_| wire::WireError::TooMany {
@@ -299,16 +327,18 @@ impl Engine {
         self.nodes
             .values()
             .filter(|n| n.state != NodeState::Lost && !n.info.probe_addr.is_empty())
-            .map(|n| Candidate {
-                name: n.info.name.as_str().into(),
-                addr: n.info.probe_addr.as_str().into(),
-                group: n.info.datacenter.clone(),
-                coord: self.probes.coords.get(&n.info.name).copied(),
-                epoch: rotation_epoch(
+            .map(|n| {
+                Candidate::new(
                     &n.info.name,
-                    self.cfg.wall_clock_at_0_ms.saturating_add(self.now),
-                    self.cfg.peers_rotate_ms,
-                ),
+                    &n.info.probe_addr,
+                    n.info.datacenter.clone(),
+                    self.probes.coords.get(&n.info.name).copied(),
+                    rotation_epoch(
+                        &n.info.name,
+                        self.cfg.wall_clock_at_0_ms.saturating_add(self.now),
+                        self.cfg.peers_rotate_ms,
+                    ),
+                )
             })
             .collect()
     }
@@ -453,7 +483,7 @@ impl Engine {
         self.probes
             .sent
             .get(node)
-            .map(|(_, l)| l.iter().map(|e| e.peer.to_string()).collect())
+            .map(|(_, l)| l.iter().map(|e| e.peer.name.to_string()).collect())
     }
 
     /// The status `app` would have published now (its links measured or estimated as of now).
@@ -829,12 +859,26 @@ mod tests {
     use super::*;
 
     fn cand(name: &str, group: &str, x: f64) -> Candidate {
-        Candidate {
-            name: name.into(),
-            addr: format!("10.0.0.1:{}", 7000 + name.len()).into(),
-            group: group.into(),
-            coord: Some(Coord::new([x, 0.0, 0.0], 1.0, 0.2).unwrap()),
-            epoch: 0,
+        Candidate::new(
+            name,
+            &format!("10.0.0.1:{}", 7000 + name.len()),
+            group.into(),
+            Some(Coord::new([x, 0.0, 0.0], 1.0, 0.2).unwrap()),
+            0,
+        )
+    }
+
+    /// A list's entry is a pointer to its peer, shared with every other list naming it.
+    #[test]
+    fn an_entry_is_a_shared_pointer_to_its_peer() {
+        assert_eq!(std::mem::size_of::<ListEntry>(), 16);
+        let cands: Vec<Candidate> = (0..40)
+            .map(|i| cand(&format!("n{i}"), &format!("dc{}", i % 4), i as f64))
+            .collect();
+        let lists = peer_lists(&cands, 8, &BTreeMap::new(), 1);
+        for e in lists.values().flatten() {
+            let c = cands.iter().find(|c| c.name() == &*e.peer.name).unwrap();
+            assert!(Arc::ptr_eq(&c.peer, &e.peer), "{}", e.peer.name);
         }
     }
 
@@ -848,7 +892,7 @@ mod tests {
         assert_eq!(lists.len(), 200);
         for (n, l) in &lists {
             assert_eq!(l.len(), 8, "{n}");
-            assert!(l.iter().all(|e| *e.peer != **n));
+            assert!(l.iter().all(|e| *e.peer.name != **n));
             let group = l.iter().filter(|e| e.group).count();
             assert_eq!(group, 2, "a quarter of k for the node's own group: {n}");
         }
@@ -858,8 +902,8 @@ mod tests {
         let t = BTreeMap::from([("n0".to_string(), BTreeSet::from([far.clone(), "n0".into()]))]);
         let with = peer_lists(&cands, 8, &t, 1);
         let l = &with["n0"];
-        assert!(l.iter().any(|e| *e.peer == *far));
-        assert!(l.len() <= 9 && l.iter().all(|e| &*e.peer != "n0"));
+        assert!(l.iter().any(|e| *e.peer.name == *far));
+        assert!(l.len() <= 9 && l.iter().all(|e| &*e.peer.name != "n0"));
         assert_eq!(with["n1"], lists["n1"], "other lists unchanged");
         // k above the wire's bound is cut to it
         let big = peer_lists(&cands, 1000, &none, 1);
