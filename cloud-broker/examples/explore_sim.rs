@@ -357,7 +357,7 @@ fn main() -> anyhow::Result<()> {
     for (i, node) in s.nodes.iter().enumerate() {
         let mut l = link_metrics(&node.name, []);
         l.coord = Some(coord(i));
-        sim.feed(Event::Links(Box::new(l)));
+        sim.feed(Event::links(Box::new(l)));
     }
     sim.feed(Event::StartupDone);
     let index: BTreeMap<&str, usize> = s
@@ -391,7 +391,7 @@ fn main() -> anyhow::Result<()> {
             let mut l = link_metrics(&node.name, samples);
             l.seq = seq;
             l.coord = Some(coord(i));
-            sim.feed(Event::Links(Box::new(l)));
+            sim.feed(Event::links(Box::new(l)));
             reported[i] = list;
         }
         changed

@@ -184,7 +184,7 @@ fn links(i: usize, n: usize, peers: usize, unsure: bool) -> Event {
         c.error = 1.0;
     }
     l.coord = Some(c);
-    Event::Links(Box::new(l))
+    Event::links(Box::new(l))
 }
 
 /// Node `i`'s network coordinate: the clouds near one another, the trains along 100 lines.

@@ -66,7 +66,7 @@ fn links(i: usize, n: usize) -> Event {
         .map(|s| (i + s * 7919) % n)
         .filter(|&j| j / TRAIN != i / TRAIN);
     let peers = own.chain(spread).take(PEERS);
-    Event::Links(Box::new(link_metrics(
+    Event::links(Box::new(link_metrics(
         &format!("e{i:05}"),
         peers.map(|j| LinkSample {
             peer: wire::name(&format!("e{j:05}")).unwrap(),

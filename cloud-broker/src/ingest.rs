@@ -269,7 +269,7 @@ fn classify_checked(
             })?;
             let (body_node, ev) = match (t, msg) {
                 (Topic::Report(_), Message::NodeReport(r)) => (r.node.clone(), Event::Report(r)),
-                (Topic::Links(_), Message::LinkMetrics(l)) => (l.node.clone(), Event::Links(l)),
+                (Topic::Links(_), Message::LinkMetrics(l)) => (l.node.clone(), Event::links(l)),
                 (Topic::Actual(_), Message::ActualState(a)) => (a.node.clone(), Event::Actual(a)),
                 (Topic::Usage(_), Message::ComponentUsage(u)) => (u.node.clone(), Event::Usage(u)),
                 (_, other) => {
@@ -625,7 +625,7 @@ mod tests {
     }
 
     fn links_at(node: &str, run: u64, seq: u64) -> Event {
-        Event::Links(Box::new(wire::LinkMetrics {
+        Event::links(Box::new(wire::LinkMetrics {
             node: wire::name(node).unwrap(),
             seq,
             run,

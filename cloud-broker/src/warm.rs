@@ -131,7 +131,7 @@ mod tests {
     }
 
     fn links(node: &str, seq: u64) -> Event {
-        Event::Links(Box::new(LinkMetrics {
+        Event::links(Box::new(LinkMetrics {
             node: wire::name(node).unwrap(),
             seq,
             run: 1,

@@ -235,7 +235,7 @@ fn link_metrics_keep_a_node_online_between_its_reports_but_do_not_bring_it_back(
     let (mut sim, before) = placed_on(&c, timing_out());
     let storage = before["storage"].clone();
     let links = |n: &str| {
-        Event::Links(Box::new(link_metrics(
+        Event::links(Box::new(link_metrics(
             n,
             samples_of(&c, n)
                 .into_iter()
@@ -402,7 +402,7 @@ fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_
         l.latency_ms *= 1.02;
     }
     for n in &noisy.nodes {
-        sim.feed(Event::Links(Box::new(links_of(&noisy, &n.name))));
+        sim.feed(Event::links(Box::new(links_of(&noisy, &n.name))));
     }
     for _ in 0..6 {
         sim.tick(1000);
@@ -419,7 +419,7 @@ fn the_descheduler_moves_one_component_at_a_time_only_for_a_clear_and_sustained_
         }
     }
     for n in &bad.nodes {
-        sim.feed(Event::Links(Box::new(links_of(&bad, &n.name))));
+        sim.feed(Event::links(Box::new(links_of(&bad, &n.name))));
     }
     sim.tick(1000);
     sim.tick(1000);
@@ -555,7 +555,7 @@ impl Probers {
 
 fn feed_links(sim: &mut Sim, m: &Cluster) {
     for n in &m.nodes {
-        sim.feed(Event::Links(Box::new(links_of(m, &n.name))));
+        sim.feed(Event::links(Box::new(links_of(m, &n.name))));
     }
 }
 
@@ -803,7 +803,7 @@ fn a_links_new_metrics_reach_the_live_model_once_a_second_and_a_new_link_at_once
         m
     };
     sim.now += 100;
-    sim.feed(Event::Links(Box::new(slower(before + 40.0))));
+    sim.feed(Event::links(Box::new(slower(before + 40.0))));
     assert_eq!(
         latency(&mut sim, &l.from, &l.to),
         Some(before),
@@ -825,7 +825,7 @@ fn a_links_new_metrics_reach_the_live_model_once_a_second_and_a_new_link_at_once
     sim.now += 10;
     let mut m = link_metrics(&a, first);
     m.seq = 3;
-    sim.feed(Event::Links(Box::new(m)));
+    sim.feed(Event::links(Box::new(m)));
     assert_eq!(latency(&mut sim, &a, &b), Some(7.0));
 }
 
@@ -987,7 +987,7 @@ fn with_many_links_the_retry_for_joins_waits_as_long_as_the_live_model() {
             samples: 20,
             last_answer_ms: 0,
         });
-        sim.feed(Event::Links(Box::new(link_metrics(&name(i), samples))));
+        sim.feed(Event::links(Box::new(link_metrics(&name(i), samples))));
     }
     sim.tick(1000);
     assert_eq!(searches(&mut sim), 0, "a second on: the model is not due");
@@ -1020,7 +1020,7 @@ fn the_scheduler_view_of_the_live_model_is_its_cluster_documents_and_jobs_share_
     }
     // half the nodes measure: the other pairs are estimated
     for n in c.nodes.iter().step_by(2) {
-        sim.feed(Event::Links(Box::new(links_of(&c, &n.name))));
+        sim.feed(Event::links(Box::new(links_of(&c, &n.name))));
     }
     let m = sim.e.model();
     let (a, b) = (m.infra(), acoa_scheduler::Infra::from_cluster(&m.cluster()));
@@ -1073,7 +1073,7 @@ fn every_link_slower(sim: &mut Sim, c: &Cluster) {
         for s in l.links.iter_mut() {
             s.latency_ms += 1.0;
         }
-        sim.feed(Event::Links(Box::new(l)));
+        sim.feed(Event::links(Box::new(l)));
     }
 }
 

@@ -101,7 +101,7 @@ impl Railway {
                 });
             }
             let l = link_metrics(&n.name, samples);
-            out.extend(self.feed(Event::Links(Box::new(l))));
+            out.extend(self.feed(Event::links(Box::new(l))));
         }
         out.extend(self.feed(Event::Tick));
         out

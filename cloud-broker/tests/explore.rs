@@ -65,7 +65,7 @@ fn report_links(sim: &mut Sim, c: &model::Cluster, coords: &BTreeMap<String, f32
             height: 1.0,
             error: 0.2,
         });
-        sim.feed(Event::Links(Box::new(l)));
+        sim.feed(Event::links(Box::new(l)));
     }
 }
 

@@ -91,7 +91,7 @@ impl Pipeline for EngineSim {
         }
         for n in &c.nodes {
             let l = link_metrics(&n.name, samples_of(c, &n.name));
-            self.feed(Event::Links(Box::new(l)));
+            self.feed(Event::links(Box::new(l)));
         }
     }
 
@@ -349,7 +349,7 @@ fn a_group_move_is_carried_through_one_member_at_a_time_without_flapping() {
     // the gateway's links to the pair's node become slow (both directions)
     let slow = cluster_with_gateway(Some(&home));
     for n in ["gw", home.as_str()] {
-        s.feed(Event::Links(Box::new(LinkMetrics {
+        s.feed(Event::links(Box::new(LinkMetrics {
             node: wire::name(n).unwrap(),
             seq: 2,
             run: 0,

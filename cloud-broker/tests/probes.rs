@@ -117,7 +117,7 @@ fn with_a_small_k_each_node_probes_its_group_the_nearest_and_a_few_random() {
         let mut l = links_of(&c, &n.name);
         l.seq = 2;
         l.coord = Some(coord_of(10.0 * i as f32));
-        sim.feed(Event::Links(Box::new(l)));
+        sim.feed(Event::links(Box::new(l)));
     }
     assert_eq!(
         sim.e.coordinate(&c.nodes[3].name).map(|c| c.vec()[0]),
@@ -136,7 +136,7 @@ fn with_a_small_k_each_node_probes_its_group_the_nearest_and_a_few_random() {
         height: -1.0,
         ..coord_of(5.0)
     });
-    sim.feed(Event::Links(Box::new(bad)));
+    sim.feed(Event::links(Box::new(bad)));
     assert_eq!(
         sim.e.coordinate(&c.nodes[0].name).map(|c| c.vec()[0]),
         Some(0.0)
@@ -280,7 +280,7 @@ fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_else
             height: 2.0,
             error: 0.1,
         });
-        sim.feed(Event::Links(Box::new(l)));
+        sim.feed(Event::links(Box::new(l)));
     };
     // a third datacenter's node that measures only a mate of its own
     let dc = |n: &str| &c.nodes.iter().find(|x| x.name == n).unwrap().datacenter;
@@ -365,7 +365,7 @@ fn placed_on_estimates(
             height: 1.0,
             error: 0.2,
         });
-        sim.feed(Event::Links(Box::new(l)));
+        sim.feed(Event::links(Box::new(l)));
     }
     sim.feed(Event::StartupDone);
     let acts = sim.publish("smoke-monitoring", app_text("smoke-monitoring"));
@@ -442,7 +442,7 @@ fn measure_every_link(sim: &mut Sim, c: &model::Cluster) {
     for n in &c.nodes {
         let mut l = links_of(c, &n.name);
         l.seq = 2;
-        sim.feed(Event::Links(Box::new(l)));
+        sim.feed(Event::links(Box::new(l)));
     }
     sim.run_jobs = false;
 }
@@ -587,7 +587,7 @@ fn a_restored_placement_has_its_links_probed_and_is_evaluated_again_once_they_ar
     // descheduler's hysteresis: an exploration's state is not stored)
     for n in &c.nodes {
         let l = links_of(&c, &n.name);
-        next.feed(Event::Links(Box::new(l)));
+        next.feed(Event::links(Box::new(l)));
     }
     next.tick(1000);
     let jobs: Vec<_> = next
@@ -631,7 +631,7 @@ fn joined_on_a_line(
             height,
             error: 0.1,
         });
-        sim.feed(Event::Links(Box::new(l)));
+        sim.feed(Event::links(Box::new(l)));
     }
     sim.feed(Event::StartupDone);
     sim

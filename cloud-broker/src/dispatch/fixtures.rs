@@ -35,7 +35,7 @@ pub fn jobs_for(apps: &[&str]) -> Vec<Box<Job>> {
         for chunk in links.chunks(wire::MAX_LINKS_PER_MESSAGE) {
             e.handle(
                 1,
-                Event::Links(Box::new(LinkMetrics {
+                Event::links(Box::new(LinkMetrics {
                     node: wire::name(&n.name).unwrap(),
                     seq: 1,
                     run: 0,

@@ -10,9 +10,10 @@
 
 use acoa_shared::coords::MeasuredLink;
 use acoa_shared::model::Usage;
-use acoa_shared::wire::{self, LinkMetrics, NodeReport};
+use acoa_shared::wire::{self, NodeReport};
 use tracing::{info, warn};
 
+use super::linkbatch::LinkBatch;
 use super::links::{LATENCY_FLOOR_MS, LATENCY_STEP_MS};
 use super::liveness::{Heard, NodeState, Witnessed};
 use super::{ms, Action, Engine, Purpose};
@@ -256,35 +257,33 @@ impl Engine {
         }
     }
 
-    pub(super) fn on_links(&mut self, l: &LinkMetrics) {
+    pub(super) fn on_links(&mut self, l: &LinkBatch) {
         self.stats.links += 1;
-        let from = l.node.to_string();
-        if !self.nodes.contains_key(&from) {
+        let from = l.node.as_str();
+        if !self.nodes.contains_key(from) {
             return;
         }
         if let Some(c) = &l.coord {
-            self.on_coord(&from, c);
+            self.on_coord(from, c);
         }
         let now = self.now;
         // the peers this control plane knows, looked up once per sample (5,000 nodes each
         // reporting 32 peers a second: 160,000 samples a second)
         let known: Vec<bool> = l
-            .links
             .iter()
-            .map(|s| self.nodes.contains_key(s.peer.as_str()))
+            .map(|(peer, _)| self.nodes.contains_key(peer))
             .collect();
         // a node's sample of its own loopback is a link of the model, not evidence about a peer
         self.evidence.witness_all(
-            &from,
-            l.links
-                .iter()
+            from,
+            l.iter()
                 .zip(&known)
-                .filter(|(s, k)| **k && s.peer.as_str() != from)
-                .map(|(s, _)| {
+                .filter(|((peer, _), k)| **k && *peer != from)
+                .map(|((peer, s), _)| {
                     let answered_at = (s.last_answer_ms != wire::NEVER_ANSWERED)
                         .then(|| now.saturating_sub(u64::from(s.last_answer_ms)));
                     (
-                        s.peer.as_str(),
+                        peer,
                         Witnessed {
                             at: now,
                             answered_at,
@@ -292,22 +291,21 @@ impl Engine {
                     )
                 }),
         );
-        if !self.nodes.get(&from).is_some_and(|n| n.online) {
+        if !self.nodes.get(from).is_some_and(|n| n.online) {
             return;
         }
-        self.heard_by_links(&from);
+        self.heard_by_links(from);
         let (mut metrics_moved, mut link_came) = (false, false);
         // the sender looked up once: a sample is one lookup of its peer's name
-        let mut links = self.links.from(&from);
-        let mut measured: Vec<&str> = Vec::with_capacity(l.links.len());
+        let mut links = self.links.from(from);
+        let mut measured: Vec<&str> = Vec::with_capacity(l.len());
         // unknown peers are not remembered: memory stays bounded
-        for (s, _) in l.links.iter().zip(&known).filter(|(_, k)| **k) {
+        for ((to, s), _) in l.iter().zip(&known).filter(|(_, k)| **k) {
             let (lat, jit, suc) = (s.latency_ms as f64, s.jitter_ms as f64, s.success as f64);
             if !(lat.is_finite() && lat >= 0.0 && jit.is_finite() && (0.0..=1.0).contains(&suc)) {
                 continue;
             }
             let e = LinkEntry::new(lat, jit.max(0.0), suc, s.samples, self.now);
-            let to = s.peer.as_str();
             measured.push(to);
             match links.get_mut(to) {
                 Some(o) => {
@@ -331,7 +329,7 @@ impl Engine {
         if metrics_moved {
             self.metrics_moved();
         }
-        self.on_measured(&from, &measured);
+        self.on_measured(from, &measured);
     }
 
     /// Forgets every link from or to the `lost` nodes, in one pass.

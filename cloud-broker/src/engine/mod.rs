@@ -37,6 +37,7 @@ mod durable;
 mod explore;
 mod inventory;
 mod jobs;
+mod linkbatch;
 mod links;
 mod linktable;
 pub mod liveness;
@@ -59,6 +60,7 @@ pub use jobs::{
     finish_job, run_job, search_job, Compared, ExploreFound, ExploreInput, Job, JobOutcome,
     JobResult, Purpose,
 };
+pub use linkbatch::{LinkBatch, PeerSample};
 pub use links::{
     favour_current, quantize_latency, wilson_interval, LinkBounds, CONFIDENCE_Z, LATENCY_FLOOR_MS,
     LATENCY_STEP_MS, LOOPBACK_LATENCY_MS,
@@ -173,8 +175,8 @@ impl Default for EngineConfig {
 pub enum Event {
     /// A verified node report.
     Report(Box<NodeReport>),
-    /// Verified link metrics.
-    Links(Box<LinkMetrics>),
+    /// Verified link metrics, compact ([`Event::links`]).
+    Links(Box<LinkBatch>),
     /// Verified per-component usage of a node.
     Usage(Box<ComponentUsage>),
     /// A verified container-state report.
@@ -222,6 +224,14 @@ pub enum Event {
     LoopedBack { broker: usize, nonce: u64, seq: u64 },
     /// Time passes.
     Tick,
+}
+
+impl Event {
+    /// Verified link metrics as the engine keeps them ([`LinkBatch`]: sized to the samples
+    /// that came, not the wire's 64 inline).
+    pub fn links(m: impl std::borrow::Borrow<LinkMetrics>) -> Event {
+        Event::Links(Box::new(LinkBatch::from(m.borrow())))
+    }
 }
 
 /// How often old links are looked for.

@@ -124,7 +124,7 @@ impl EngineSim {
             self.feed(Event::Report(Box::new(first_report(n))));
         }
         for n in &c.nodes {
-            self.feed(Event::Links(Box::new(links_of(c, &n.name))));
+            self.feed(Event::links(Box::new(links_of(c, &n.name))));
         }
     }
 
