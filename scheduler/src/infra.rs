@@ -314,12 +314,17 @@ impl<'a> InnQ<'a> {
     }
 }
 
+/// Names strictly increasing: in name order, none twice.
+fn in_name_order(nodes: &[Node]) -> bool {
+    nodes.windows(2).all(|w| w[0].name < w[1].name)
+}
+
 impl Infra {
     /// Builds the view from `nodes` and links given as indices into `nodes`
     /// (`(from, to, quality)`). Node names must be unique; a later duplicate link wins.
     pub fn new(nodes: Vec<Node>, links: impl IntoIterator<Item = (u32, u32, LinkQ)>) -> Infra {
-        if nodes.windows(2).all(|w| w[0].name < w[1].name) {
-            return Infra::of_sorted(Arc::new(nodes), links);
+        if in_name_order(&nodes) {
+            return Infra::built(Arc::new(nodes), links);
         }
         let mut order: Vec<u32> = (0..nodes.len() as u32).collect();
         order.sort_by(|a, b| nodes[*a as usize].name.cmp(&nodes[*b as usize].name));
@@ -332,26 +337,12 @@ impl Infra {
             .iter()
             .map(|o| slots[*o as usize].take().expect("each node once"))
             .collect();
-        let index = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i as u32))
-            .collect();
-        let net = Net::new(
-            nodes.len(),
+        Infra::built(
+            Arc::new(nodes),
             links
                 .into_iter()
                 .map(|(f, t, q)| (new_of_old[f as usize], new_of_old[t as usize], q)),
-        );
-        Infra {
-            d: Arc::new(Data {
-                nodes: Arc::new(nodes),
-                index: Arc::new(index),
-                net,
-                observed: BTreeMap::new(),
-                est: None,
-            }),
-        }
+        )
     }
 
     /// [`Infra::new`] of nodes already in name order, shared with the caller, not copied (a
@@ -361,9 +352,14 @@ impl Infra {
         nodes: Arc<Vec<Node>>,
         links: impl IntoIterator<Item = (u32, u32, LinkQ)>,
     ) -> Infra {
-        if !nodes.windows(2).all(|w| w[0].name < w[1].name) {
+        if !in_name_order(&nodes) {
             return Infra::new(nodes.as_ref().clone(), links);
         }
+        Infra::built(nodes, links)
+    }
+
+    /// The view of `nodes` in the order given (their places) and `links` by those places.
+    fn built(nodes: Arc<Vec<Node>>, links: impl IntoIterator<Item = (u32, u32, LinkQ)>) -> Infra {
         let index = nodes
             .iter()
             .enumerate()
