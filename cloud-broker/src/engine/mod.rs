@@ -45,6 +45,7 @@ pub mod loopback;
 mod measured;
 mod model;
 mod models;
+mod peerlists;
 pub mod probes;
 mod revisions;
 mod rollout;

@@ -38,13 +38,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use acoa_shared::coords::{
-    estimate_in_group_ms, medians_between, select_all_neighbours, Coord, EndpointSummary, Groups,
-    LinkView, MeasuredLink, Member, NeighbourMix, DIMS,
+    estimate_in_group_ms, medians_between, Coord, EndpointSummary, Groups, LinkView, MeasuredLink,
+    DIMS,
 };
 use acoa_shared::model::{self, CoordDoc, EstimatedNode, LinkEstimates};
 use acoa_shared::topics;
-use acoa_shared::wire::{self, Message, Peer, PeerList, WireCoord, MAX_PEERS_PER_NODE};
-use ed25519_dalek::SigningKey;
+use acoa_shared::wire::{self, WireCoord, MAX_PEERS_PER_NODE};
 use tracing::{error, info};
 
 use super::linktable::LinkTable;
@@ -53,200 +52,14 @@ use super::model::EstimateInputs;
 use super::{Action, Engine, Purpose};
 use crate::records::PersistOp;
 
+use super::peerlists::{changed, frame};
+pub use super::peerlists::{
+    peer_lists, rotation_epoch, Candidate, ListEntry, PeerAt, PeersComputed, PeersJob, Sent,
+};
+
 /// The seed of the neighbour sets' random slots (fixed: a list changes only when its members,
 /// their coordinates or the node's rotation epoch do).
 const NEIGHBOUR_SEED: u64 = 0x16_c00d;
-
-/// A node as a peer list names it: its name and where it answers probes, held once and
-/// shared by every list that names it (50,000 lists of 32 peers: 1.6 million entries of 16
-/// bytes, where two shared strings took 40).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct PeerAt {
-    pub name: Box<str>,
-    pub addr: Box<str>,
-}
-
-/// One node as the peer lists see it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
-    pub peer: Arc<PeerAt>,
-    /// Its datacenter (or train).
-    pub group: String,
-    pub coord: Option<Coord<DIMS>>,
-    /// Its random peers' epoch ([`rotation_epoch`]; `Member::epoch`).
-    pub epoch: u64,
-}
-
-impl Candidate {
-    pub fn new(
-        name: &str,
-        addr: &str,
-        group: String,
-        coord: Option<Coord<DIMS>>,
-        epoch: u64,
-    ) -> Candidate {
-        Candidate {
-            peer: Arc::new(PeerAt {
-                name: name.into(),
-                addr: addr.into(),
-            }),
-            group,
-            coord,
-            epoch,
-        }
-    }
-
-    pub fn name(&self) -> &str {
-        &self.peer.name
-    }
-}
-
-/// Node `name`'s rotation epoch at `now_ms` (wall-clock milliseconds) with a period of
-/// `rotate_ms` (0: never, always 0): the nodes' epochs advance at times spread over the period
-/// by their stable keys, so a rotation changes about `refresh / period` of the lists each time
-/// they are computed, not every list at once.
-pub fn rotation_epoch(name: &str, now_ms: u64, rotate_ms: u64) -> u64 {
-    if rotate_ms == 0 {
-        return 0;
-    }
-    now_ms.saturating_add(name_key(name) % rotate_ms) / rotate_ms
-}
-
-/// A node's stable key for the neighbour selection's random choices (FNV-1a of its name: the
-/// same on every run and build).
-fn name_key(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// One peer of a node's list (in the order of the peer's name, then address).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ListEntry {
-    /// The candidate's own name and address, shared ([`Candidate`]).
-    pub peer: Arc<PeerAt>,
-    /// Of the node's own group.
-    pub group: bool,
-}
-
-/// The peer list of every candidate: its `k` neighbours and, beyond them, the peers
-/// `targeted` names for it (while there is room), sorted by peer name. O(n log n) in the
-/// candidates (`select_all_neighbours`: the nearest from a k-d tree over the coordinates).
-pub fn peer_lists(
-    cands: &[Candidate],
-    k: usize,
-    targeted: &BTreeMap<String, BTreeSet<String>>,
-    seed: u64,
-) -> BTreeMap<String, Vec<ListEntry>> {
-    let k = k.min(MAX_PEERS_PER_NODE);
-    let members: Vec<Member<&str, DIMS>> = cands
-        .iter()
-        .map(|c| Member {
-            group: c.group.as_str(),
-            coord: c.coord,
-            key: name_key(c.name()),
-            epoch: c.epoch,
-        })
-        .collect();
-    let index: HashMap<&str, usize> = cands
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.name(), i))
-        .collect();
-    let mix = NeighbourMix::for_k(k);
-    let neighbours = select_all_neighbours(&members, k, mix, seed);
-    let mut out = BTreeMap::new();
-    for ((i, c), sel) in cands.iter().enumerate().zip(neighbours) {
-        let mut chosen: BTreeSet<usize> = sel.into_iter().collect();
-        for t in targeted.get(c.name()).into_iter().flatten() {
-            if chosen.len() >= MAX_PEERS_PER_NODE {
-                break;
-            }
-            if let Some(&j) = index.get(t.as_str()) {
-                if j != i {
-                    chosen.insert(j);
-                }
-            }
-        }
-        let mut list: Vec<ListEntry> = chosen
-            .into_iter()
-            .map(|j| ListEntry {
-                peer: cands[j].peer.clone(),
-                group: cands[j].group == c.group,
-            })
-            .collect();
-        list.sort();
-        out.insert(c.name().to_string(), list);
-    }
-    out
-}
-
-/// A computation of every peer list, handed to the I/O loop ([`Action::ComputePeers`]) when
-/// the fleet is large: the same pure [`peer_lists`], and the lists that changed since those
-/// sent framed and signed for the round's generation (signing is most of a round's CPU at
-/// 20,000 nodes), off the decision loop. A small fleet's job runs on the loop.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PeersJob {
-    /// Which computation this is (the engine takes only the result of the last one asked).
-    pub id: u64,
-    pub cands: Vec<Candidate>,
-    pub k: usize,
-    pub targets: BTreeMap<String, BTreeSet<String>>,
-    pub seed: u64,
-    /// The generation the round's changed lists carry.
-    pub generation: u64,
-    /// The lists sent before (a snapshot: no list is sent while a job is out).
-    pub sent: Arc<Sent>,
-    /// The control plane's key, to sign the lists.
-    pub key: SigningKey,
-}
-
-/// Per node, the peer list last published and its generation.
-pub type Sent = BTreeMap<String, (u64, Vec<ListEntry>)>;
-
-impl PeersJob {
-    /// The lists, and the changed ones signed (CPU only: seconds at 50,000 nodes).
-    pub fn run(&self) -> PeersComputed {
-        let lists = peer_lists(&self.cands, self.k, &self.targets, self.seed);
-        let mut signed = BTreeMap::new();
-        for (node, list) in changed(&lists, &self.sent) {
-            match frame(node, self.generation, list).and_then(|m| wire::encode(&m, Some(&self.key)))
-            {
-                Ok(bytes) => {
-                    signed.insert(node.clone(), bytes);
-                }
-                Err(e) => error!("peer list of node {node} cannot be encoded: {e}"),
-            }
-        }
-        PeersComputed {
-            id: self.id,
-            generation: self.generation,
-            lists,
-            signed,
-        }
-    }
-}
-
-/// The lists of `lists` that differ from those `sent`.
-fn changed<'a>(
-    lists: &'a BTreeMap<String, Vec<ListEntry>>,
-    sent: &'a Sent,
-) -> impl Iterator<Item = (&'a String, &'a Vec<ListEntry>)> {
-    lists
-        .iter()
-        .filter(|(n, l)| sent.get(*n).is_none_or(|(_, s)| s != *l))
-}
-
-/// The result of a [`PeersJob`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct PeersComputed {
-    pub id: u64,
-    /// The generation `signed` carries.
-    pub generation: u64,
-    pub lists: BTreeMap<String, Vec<ListEntry>>,
-    /// The lists that changed, framed and signed: what is published.
-    pub signed: BTreeMap<String, Vec<u8>>,
-}
 
 /// How long a computation handed out may take before the engine asks for another (one that
 /// never came back must not stop the lists for good).
@@ -286,26 +99,6 @@ impl Probes {
         }
         t
     }
-}
-
-fn frame(node: &str, generation: u64, list: &[ListEntry]) -> Result<Message, wire::WireError> {
-    let mut peers = heapless::Vec::new();
-    for e in list {
-        let p = Peer {
-            node: wire::name(&e.peer.name)?,
-            addr: wire::bounded("probe_addr", &e.peer.addr)?,
-            group: e.group,
-        };
-        peers.push(p).map_err(|_| wire::WireError::TooMany {
-            field: "peer list",
-            max: MAX_PEERS_PER_NODE,
-        })?;
-    }
-    Ok(Message::PeerList(Box::new(PeerList {
-        node: wire::name(node)?,
-        generation,
-        peers,
-    })))
 }
 
 impl Engine {
@@ -852,61 +645,4 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
         e.set_between(&inputs.datacenters[ga], &inputs.datacenters[gb], m);
     }
     e
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cand(name: &str, group: &str, x: f64) -> Candidate {
-        Candidate::new(
-            name,
-            &format!("10.0.0.1:{}", 7000 + name.len()),
-            group.into(),
-            Some(Coord::new([x, 0.0, 0.0], 1.0, 0.2).unwrap()),
-            0,
-        )
-    }
-
-    /// A list's entry is a pointer to its peer, shared with every other list naming it.
-    #[test]
-    fn an_entry_is_a_shared_pointer_to_its_peer() {
-        assert_eq!(std::mem::size_of::<ListEntry>(), 16);
-        let cands: Vec<Candidate> = (0..40)
-            .map(|i| cand(&format!("n{i}"), &format!("dc{}", i % 4), i as f64))
-            .collect();
-        let lists = peer_lists(&cands, 8, &BTreeMap::new(), 1);
-        for e in lists.values().flatten() {
-            let c = cands.iter().find(|c| c.name() == &*e.peer.name).unwrap();
-            assert!(Arc::ptr_eq(&c.peer, &e.peer), "{}", e.peer.name);
-        }
-    }
-
-    #[test]
-    fn lists_are_bounded_by_k_plus_targets_and_never_name_their_node() {
-        let cands: Vec<Candidate> = (0..200)
-            .map(|i| cand(&format!("n{i}"), &format!("dc{}", i % 10), i as f64))
-            .collect();
-        let none = BTreeMap::new();
-        let lists = peer_lists(&cands, 8, &none, 1);
-        assert_eq!(lists.len(), 200);
-        for (n, l) in &lists {
-            assert_eq!(l.len(), 8, "{n}");
-            assert!(l.iter().all(|e| *e.peer.name != **n));
-            let group = l.iter().filter(|e| e.group).count();
-            assert_eq!(group, 2, "a quarter of k for the node's own group: {n}");
-        }
-        assert_eq!(lists, peer_lists(&cands, 8, &none, 1), "deterministic");
-        // a targeted peer comes on top of the k neighbours, once
-        let far = "n199".to_string();
-        let t = BTreeMap::from([("n0".to_string(), BTreeSet::from([far.clone(), "n0".into()]))]);
-        let with = peer_lists(&cands, 8, &t, 1);
-        let l = &with["n0"];
-        assert!(l.iter().any(|e| *e.peer.name == *far));
-        assert!(l.len() <= 9 && l.iter().all(|e| &*e.peer.name != "n0"));
-        assert_eq!(with["n1"], lists["n1"], "other lists unchanged");
-        // k above the wire's bound is cut to it
-        let big = peer_lists(&cands, 1000, &none, 1);
-        assert!(big.values().all(|l| l.len() == MAX_PEERS_PER_NODE));
-    }
 }
