@@ -137,7 +137,7 @@ pub fn peer_lists(
     out
 }
 
-/// A computation of every peer list, handed to the I/O loop ([`Action::ComputePeers`]) when
+/// A computation of every peer list, handed to the I/O loop ([`super::Action::ComputePeers`]) when
 /// the fleet is large: the same pure [`peer_lists`], and the lists that changed since those
 /// sent framed and signed for the round's generation (signing is most of a round's CPU at
 /// 20,000 nodes), off the decision loop. A small fleet's job runs on the loop.
