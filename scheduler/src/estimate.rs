@@ -143,11 +143,16 @@ impl Estimator {
         e.adjacent.iter_mut().flatten().for_each(|(_, m)| *m *= f);
         e.half = halves(&e.coord, &e.ends, &e.group, &e.group_ms, &e.adjacent);
         if let Some(r) = e.hope {
-            for h in e.half.iter_mut().flatten() {
-                h.latency_ms *= 1.0 - r;
-            }
+            e.lower_halves(r);
         }
         e
+    }
+
+    /// Every half's latency x (1 - r) (a hopeful estimator's, [`Estimator::hopeful`]).
+    fn lower_halves(&mut self, r: f64) {
+        for h in self.half.iter_mut().flatten() {
+            h.latency_ms *= 1.0 - r;
+        }
     }
 
     /// The same estimates at their optimistic bound: every estimated latency x (1 - r), r the
@@ -165,9 +170,7 @@ impl Estimator {
             .clamp(0.0, 1.0);
         let mut e = self.clone();
         e.hope = Some(r);
-        for h in e.half.iter_mut().flatten() {
-            h.latency_ms *= 1.0 - r;
-        }
+        e.lower_halves(r);
         e
     }
 
