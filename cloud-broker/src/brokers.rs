@@ -3,7 +3,9 @@
 //! on each of them, so that an agent reaches it through whichever broker it is connected to.
 //!
 //! Invariants:
-//! - Every publication goes to every broker, in the engine's order on each.
+//! - Every publication goes to every broker, in the engine's order on each, except the peer
+//!   lists: the loop queues them without waiting ([`Publishers::publish_latest`]), and a task
+//!   per broker publishes the latest list of each node ([`crate::latest`]).
 //! - A broker that is up gets it with back-pressure (the engine waits for room in that broker's
 //!   queue, at most [`SLOW_BROKER`] when there are several); a broker that is down never holds
 //!   the control plane up: what does not fit its queue is dropped (one log line per outage),
@@ -23,6 +25,7 @@ use tracing::{error, info, warn};
 
 use crate::conn::Connection;
 use crate::engine::Event;
+use crate::latest::LatestQueue;
 
 /// How long a publication waits for room in the queue of a broker that is up, when there are
 /// several: past that the broker is treated as down for this publication.
@@ -36,6 +39,8 @@ struct Target {
     up: Arc<AtomicBool>,
     /// Whether publications to it are being dropped (logged once per outage).
     dropping: AtomicBool,
+    /// The peer lists waiting for it, published by a task of its own.
+    latest: Arc<LatestQueue>,
 }
 
 /// Where the control plane's publications go: every broker of its list.
@@ -44,19 +49,46 @@ pub struct Publishers {
 }
 
 impl Publishers {
-    /// The brokers `urls` through their connections `conns` (same order, same length).
+    /// The brokers `urls` through their connections `conns` (same order, same length); a task
+    /// per broker publishes what [`Publishers::publish_latest`] queues (in a runtime).
     pub fn new(urls: &[String], conns: &[Connection]) -> Publishers {
         let targets = urls
             .iter()
             .zip(conns)
-            .map(|(url, c)| Target {
-                url: url.clone(),
-                client: c.client.clone(),
-                up: c.up.clone(),
-                dropping: AtomicBool::new(false),
+            .map(|(url, c)| {
+                let latest = Arc::new(LatestQueue::default());
+                tokio::spawn(publish_queued(latest.clone(), c.client.clone()));
+                Target {
+                    url: url.clone(),
+                    client: c.client.clone(),
+                    up: c.up.clone(),
+                    dropping: AtomicBool::new(false),
+                    latest,
+                }
             })
             .collect();
         Publishers { targets }
+    }
+
+    /// Queues a retained document of which only the latest counts (a peer list) for every
+    /// broker, without waiting: each broker's task publishes it, unless a later one for the
+    /// same topic replaces it first ([`LatestQueue`]).
+    pub fn publish_latest(&self, topic: &str, payload: Vec<u8>) {
+        if let [rest @ .., last] = self.targets.as_slice() {
+            for t in rest {
+                t.latest.put(topic.to_string(), payload.clone());
+            }
+            last.latest.put(topic.to_string(), payload);
+        }
+    }
+
+    /// How many documents wait in the fullest broker's queue of [`Publishers::publish_latest`].
+    pub fn latest_queued(&self) -> usize {
+        self.targets
+            .iter()
+            .map(|t| t.latest.len())
+            .max()
+            .unwrap_or(0)
     }
 
     /// Publishes at least once on every broker.
@@ -135,6 +167,23 @@ pub fn first_subscribed(subscribed: Vec<oneshot::Receiver<()>>) -> oneshot::Rece
         }
     });
     rx
+}
+
+/// Publishes what `latest` queues on `client`, retained, QoS 1, waiting for room in the
+/// connection's queue as long as it takes (a broker down holds only this task; its documents
+/// keep being replaced by later ones meanwhile).
+async fn publish_queued(latest: Arc<LatestQueue>, client: AsyncClient) {
+    loop {
+        let (topic, payload) = latest.next().await;
+        if let Err(e) = client
+            .publish(&topic, QoS::AtLeastOnce, true, payload)
+            .await
+        {
+            // the connection's loop is gone: the control plane is stopping
+            error!("cannot publish {topic}: {e}");
+            return;
+        }
+    }
 }
 
 /// Every reconnection of an applications connection (the ones our publications leave on)

@@ -26,6 +26,7 @@ pub mod engine;
 pub mod identity;
 pub mod ingest;
 pub mod intake;
+pub mod latest;
 pub mod mosquitto;
 pub mod observe;
 pub mod observed;

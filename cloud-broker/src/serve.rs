@@ -4,7 +4,8 @@
 //!
 //! Invariants:
 //! - The decisions are the engine's; this loop carries out its actions one after the other, in
-//!   the order it gives them.
+//!   the order it gives them. A peer list ([`Action::PublishLatest`]) is only queued, per broker
+//!   ([`crate::latest`]): the loop does not wait for it, and it may leave after what follows.
 //! - A record (other than a node's static properties) is durable before the next action runs,
 //!   so nothing is published that could not be made durable: after a failed write the rest of
 //!   that event's writes and publications are dropped and the engine is told
@@ -510,6 +511,9 @@ impl Outbox {
                 debug!("publish {topic} ({} bytes)", payload.len());
                 self.publisher.publish(&topic, payload, retain).await;
             }
+            Action::PublishLatest { topic, payload } => {
+                self.publisher.publish_latest(&topic, payload);
+            }
             Action::Schedule(job) => self.placer.submit(job).await,
             Action::Loopback { nonce, seq } => self.loopback.loopback(nonce, seq),
             Action::WarmModel(m) => {
@@ -553,6 +557,7 @@ async fn run(
     let now = || t0.elapsed().as_millis() as u64;
     let mut shutdown = Box::pin(shutdown_signal());
     let mut store_retry_at = 0;
+    let mut busy = LoopBusy::default();
     for ev in handover {
         let _ = outbox.apply_all(engine.handle(now(), ev)).await;
     }
@@ -578,7 +583,11 @@ async fn run(
             }
         }
         let noted = observer.as_ref().map(|o| o.before(&ev));
-        let mut failed = outbox.apply_all(engine.handle(now(), ev)).await;
+        let t_ev = Instant::now();
+        let actions = engine.handle(now(), ev);
+        let t_out = Instant::now();
+        let mut failed = outbox.apply_all(actions).await;
+        busy.add(t_ev, t_out, now());
         if let (Some(o), Some(noted)) = (observer.as_mut(), noted) {
             o.after(&mut engine, noted, now());
         }
@@ -598,6 +607,38 @@ async fn run(
         }
     }
     Ok(())
+}
+
+/// How the decision loop spent each [`LOOP_BUSY_EVERY_MS`]: deciding (the engine's
+/// `handle`) and carrying out the decisions (writes, publications, jobs handed out).
+#[derive(Default)]
+struct LoopBusy {
+    since_ms: u64,
+    deciding: Duration,
+    carrying_out: Duration,
+}
+
+const LOOP_BUSY_EVERY_MS: u64 = 10_000;
+
+impl LoopBusy {
+    fn add(&mut self, t_ev: Instant, t_out: Instant, now_ms: u64) {
+        self.deciding += t_out - t_ev;
+        self.carrying_out += t_out.elapsed();
+        let span = now_ms.saturating_sub(self.since_ms);
+        if span >= LOOP_BUSY_EVERY_MS {
+            let pct = |d: Duration| d.as_secs_f64() * 1e5 / span as f64;
+            info!(
+                "decision loop: {:.0} % deciding, {:.0} % carrying out (writes, publications) over {:.1} s",
+                pct(self.deciding),
+                pct(self.carrying_out),
+                span as f64 / 1e3
+            );
+            *self = LoopBusy {
+                since_ms: now_ms,
+                ..LoopBusy::default()
+            };
+        }
+    }
 }
 
 async fn shutdown_signal() {

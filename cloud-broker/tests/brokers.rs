@@ -138,7 +138,14 @@ async fn apply_running(data: &Path, file: &Path, cp: &ControlPlane) -> AppStatus
 
 /// The generation of the retained desired state of `node` on the broker at `port`, read with the
 /// node's own login (its ACL lets it read that topic).
-async fn retained_generation(port: u16, node: &str, password: &str) -> Option<u64> {
+/// The generation of the document `node` finds retained on `topic` of the broker on `port`
+/// (its desired state or its peer list).
+async fn retained_generation_on(
+    port: u16,
+    node: &str,
+    password: &str,
+    topic: String,
+) -> Option<u64> {
     let mut o = MqttOptions::new(format!("{node}-reader"), "127.0.0.1", port);
     o.set_credentials(node, password);
     o.set_max_packet_size(1 << 20, 1 << 20);
@@ -147,13 +154,12 @@ async fn retained_generation(port: u16, node: &str, password: &str) -> Option<u6
         loop {
             match el.poll().await {
                 Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
-                    c.subscribe(topics::desired(node), QoS::AtLeastOnce)
-                        .await
-                        .unwrap();
+                    c.subscribe(topic.as_str(), QoS::AtLeastOnce).await.unwrap();
                 }
                 Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
                     return match wire::decode_unverified(&p.payload) {
                         Ok(Message::DesiredState(d)) => Some(d.generation),
+                        Ok(Message::PeerList(l)) => Some(l.generation),
                         _ => None,
                     };
                 }
@@ -166,6 +172,15 @@ async fn retained_generation(port: u16, node: &str, password: &str) -> Option<u6
         .await
         .ok()
         .flatten()
+}
+
+async fn retained_generation(port: u16, node: &str, password: &str) -> Option<u64> {
+    retained_generation_on(port, node, password, topics::desired(node)).await
+}
+
+/// The generation of `node`'s peer list retained on the broker on `port`.
+async fn retained_peers(port: u16, node: &str, password: &str) -> Option<u64> {
+    retained_generation_on(port, node, password, topics::peers(node)).await
 }
 
 #[test]
@@ -326,6 +341,11 @@ fn an_agent_moves_to_the_other_broker_keeps_its_containers_and_stays_reachable()
         let generation_b = retained_generation(port_b, &node, &password)
             .await
             .expect("B holds the desired state");
+        // the peer lists leave through a queue of their own per broker (`latest`): B holds
+        // the agent's too
+        let peers_b = retained_peers(port_b, &node, &password)
+            .await
+            .expect("B holds the agent's peer list");
         let conf = dir_a.join("mosquitto/mosquitto.conf");
         let mlog = std::fs::File::create(dir_a.join("mosquitto-2.log")).unwrap();
         let _m_a = Killed(
@@ -346,12 +366,13 @@ fn an_agent_moves_to_the_other_broker_keeps_its_containers_and_stays_reachable()
         let t = Instant::now();
         loop {
             let g = retained_generation(port_a, &node, &password).await;
-            if g == Some(generation_b) {
+            let p = retained_peers(port_a, &node, &password).await;
+            if g == Some(generation_b) && p >= Some(peers_b) {
                 break;
             }
             assert!(
                 t.elapsed() < Duration::from_secs(5),
-                "A holds {g:?}, B {generation_b}"
+                "A holds {g:?} and peer list {p:?}, B {generation_b} and {peers_b}"
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

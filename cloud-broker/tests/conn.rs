@@ -1,8 +1,9 @@
 //! The control plane's connection loop (`conn::spawn`) against a real Mosquitto that is stopped
 //! and started again: the connection comes back by itself and subscribes again, so a
 //! publication after the broker's restart still arrives (the session is clean: without the
-//! new subscription it would not). Needs the `mosquitto` binary (Debian: apt-get install
-//! mosquitto).
+//! new subscription it would not). And the peer lists' queue per broker against a Mosquitto
+//! whose process is stopped (`kill -STOP`). Needs the `mosquitto` binary (Debian: apt-get
+//! install mosquitto).
 
 mod common;
 
@@ -10,6 +11,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use acoa_test_support::sh;
+use cloud_broker::brokers::Publishers;
 use cloud_broker::conn::{self, Inbox, Link};
 use cloud_broker::identity::Login;
 use common::*;
@@ -74,6 +77,34 @@ async fn publish_once(port: u16, topic: &str) {
     let _ = c.disconnect().await;
 }
 
+/// A connection of the control plane's (`conn::spawn`, requests queued up to `capacity`) to
+/// the anonymous broker on `port`, subscribed to `filters` (their publications' topics go to
+/// `topics`); its URL.
+async fn subscribed(
+    port: u16,
+    id: &str,
+    filters: &'static [&'static str],
+    capacity: usize,
+    topics: mpsc::Sender<String>,
+) -> (String, conn::Connection) {
+    let login = Login {
+        username: "anyone".into(),
+        password: "anything".into(),
+    };
+    let url = format!("mqtt://127.0.0.1:{port}");
+    let o = conn::mqtt_options(&url, id, &login).unwrap();
+    let link = Link {
+        filters,
+        purpose: Some("the test"),
+    };
+    let mut c = conn::spawn(o, capacity, link, Topics(topics));
+    tokio::time::timeout(Duration::from_secs(10), &mut c.subscribed)
+        .await
+        .expect("subscribed in time")
+        .unwrap();
+    (url, c)
+}
+
 #[test]
 fn a_connection_comes_back_and_subscribes_again_after_the_broker_restarts() {
     let Some(mosquitto) = find_bin("mosquitto") else {
@@ -85,22 +116,8 @@ fn a_connection_comes_back_and_subscribes_again_after_the_broker_restarts() {
         let port = free_port();
         let broker = Broker::start(&mosquitto, dir.path(), port).await;
 
-        let login = Login {
-            username: "anyone".into(),
-            password: "anything".into(),
-        };
-        let url = format!("mqtt://127.0.0.1:{port}");
-        let o = conn::mqtt_options(&url, "conn-test", &login).unwrap();
         let (tx, mut rx) = mpsc::channel(16);
-        let link = Link {
-            filters: &["t/#"],
-            purpose: Some("the test"),
-        };
-        let c = conn::spawn(o, 16, link, Topics(tx));
-        tokio::time::timeout(Duration::from_secs(10), c.subscribed)
-            .await
-            .expect("subscribed in time")
-            .unwrap();
+        let (_, _c) = subscribed(port, "conn-test", &["t/#"], 16, tx).await;
         publish_once(port, "t/before").await;
         let got = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
         assert_eq!(got.unwrap().as_deref(), Some("t/before"));
@@ -123,6 +140,103 @@ fn a_connection_comes_back_and_subscribes_again_after_the_broker_restarts() {
                 assert_eq!(topic, "t/after");
                 break;
             }
+        }
+    });
+}
+
+/// The newest version each of `topics` topics `t/0..` holds retained on the broker on `port`
+/// (the first 8 bytes of a document are its version), read by a client of its own.
+async fn retained_versions(port: u16, topics: usize) -> Vec<Option<u64>> {
+    let mut o = MqttOptions::new(format!("sub-{}", rand::random::<u32>()), "127.0.0.1", port);
+    o.set_max_packet_size(1 << 21, 1 << 21);
+    let (c, mut el) = AsyncClient::new(o, 8);
+    let mut got = vec![None; topics];
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(3) && got.iter().any(Option::is_none) {
+        match tokio::time::timeout(Duration::from_millis(500), el.poll()).await {
+            Ok(Ok(MqttEvent::Incoming(Packet::ConnAck(_)))) => {
+                c.subscribe("t/#", QoS::AtLeastOnce).await.unwrap();
+            }
+            Ok(Ok(MqttEvent::Incoming(Packet::Publish(p)))) => {
+                let i: usize = p.topic["t/".len()..].parse().unwrap();
+                got[i] = Some(u64::from_le_bytes(p.payload[..8].try_into().unwrap()));
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(_) => {}
+        }
+    }
+    let _ = c.disconnect().await;
+    got
+}
+
+/// The peer lists leave through a queue of their own per broker
+/// (`Publishers::publish_latest`): a broker that stops reading (its process stopped, as a
+/// machine under load would be) holds up neither the caller, which the decision loop is, nor
+/// more than one document per topic; once it reads again it gets the latest of each.
+#[test]
+fn the_latest_documents_never_wait_for_a_stalled_broker_and_only_the_latest_is_kept() {
+    let Some(mosquitto) = find_bin("mosquitto") else {
+        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
+        return;
+    };
+    run(async move {
+        let dir = tempdir_for_mosquitto();
+        let port = free_port();
+        let broker = Broker::start(&mosquitto, dir.path(), port).await;
+        let (tx, _rx) = mpsc::channel(16);
+        let (url, c) = subscribed(port, "latest-test", &["nothing/#"], 4, tx).await;
+        let publishers = Publishers::new(std::slice::from_ref(&url), std::slice::from_ref(&c));
+
+        // the broker stops reading; 100 topics of 256 KiB documents, five versions each, are
+        // far more than the sockets' buffers hold
+        let pid = broker.0.id().to_string();
+        sh(Command::new("kill").args(["-STOP", &pid]));
+        const TOPICS: usize = 100;
+        let doc = |version: u64| {
+            let mut d = vec![0u8; 256 << 10];
+            d[..8].copy_from_slice(&version.to_le_bytes());
+            d
+        };
+        for version in 1..=5 {
+            for t in 0..TOPICS {
+                publishers.publish_latest(&format!("t/{t}"), doc(version));
+            }
+            assert!(publishers.latest_queued() <= TOPICS, "one per topic");
+        }
+        // once the broker's connection has taken what it can, the rest waits in the queue
+        let mut queued = publishers.latest_queued();
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = publishers.latest_queued();
+            if now == queued {
+                break;
+            }
+            queued = now;
+        }
+        assert!(queued > 0, "the stalled broker took every document");
+        // what held the decision loop before: a publication it awaits waits for the broker
+        assert!(
+            tokio::time::timeout(
+                Duration::from_secs(1),
+                publishers.publish("t/awaited", doc(0), true)
+            )
+            .await
+            .is_err(),
+            "a publication to a stalled broker's full queue returned"
+        );
+
+        sh(Command::new("kill").args(["-CONT", &pid]));
+        let t = Instant::now();
+        loop {
+            let got = retained_versions(port, TOPICS).await;
+            if got.iter().all(|v| *v == Some(5)) {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "the broker holds {got:?}, not the latest (5) of each topic"
+            );
         }
     });
 }

@@ -21,11 +21,7 @@ fn peer_lists_published(
 ) -> BTreeMap<String, wire::PeerList> {
     acts.iter()
         .filter_map(|a| match a {
-            Action::Publish {
-                topic,
-                payload,
-                retain: true,
-            } => match topics::parse(topic) {
+            Action::PublishLatest { topic, payload } => match topics::parse(topic) {
                 Some(topics::Topic::Peers(n)) => {
                     let Message::PeerList(pl) =
                         wire::decode_verified(payload, &key.verifying_key()).unwrap()
@@ -832,14 +828,14 @@ fn a_large_fleets_peer_lists_are_computed_off_the_loop_and_give_the_same_lists()
     let acts = sim.e.handle(sim.now, Event::PeersComputed(Box::new(r)));
     assert!(
         acts.iter()
-            .any(|a| matches!(a, Action::Publish { topic, payload, .. }
+            .any(|a| matches!(a, Action::PublishLatest { topic, payload }
             if *topic == acoa_shared::topics::peers(&marked)
                 && payload.as_slice() == b"as the computation signed it")),
         "{marked}'s list was signed again on the loop"
     );
     let others: Vec<Action> = acts
         .into_iter()
-        .filter(|a| !matches!(a, Action::Publish { topic, .. } if *topic == acoa_shared::topics::peers(&marked)))
+        .filter(|a| !matches!(a, Action::PublishLatest { topic, .. } if *topic == acoa_shared::topics::peers(&marked)))
         .collect();
     assert!(
         !peer_lists_published(&others, &sim.key).is_empty(),

@@ -383,7 +383,10 @@ async fn bench(
     cmd.arg("--data-dir")
         .arg(&data)
         .args(&serve_args)
-        .env("RUST_LOG", "warn,cloud_broker::engine=info")
+        .env(
+            "RUST_LOG",
+            "warn,cloud_broker::engine=info,cloud_broker::serve=info",
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     for kv in &args.cp_env {
@@ -423,6 +426,9 @@ async fn bench(
                         "cp: {}",
                         line.split("cloud_broker::engine").last().unwrap_or(&line)
                     );
+                } else if line.contains("decision loop: ") {
+                    // how the loop spent each 10 s (deciding, carrying out)
+                    println!("cp: {}", line.split("serve: ").last().unwrap_or(&line));
                 } else if line.contains("ERROR") || line.contains("WARN") {
                     eprintln!("cp: {line}");
                 }

@@ -268,6 +268,13 @@ pub enum Action {
         payload: Vec<u8>,
         retain: bool,
     },
+    /// A retained document of which only the latest counts (a node's peer list), QoS 1:
+    /// queued without waiting, and replaced by a later one for the same topic while it waits
+    /// (`crate::latest`); it may leave after publications that come after it.
+    PublishLatest {
+        topic: String,
+        payload: Vec<u8>,
+    },
     Schedule(Box<Job>),
     /// Compute these peer lists off the loop ([`probes::PeersJob::run`]) and hand the result
     /// back as an [`Event::PeersComputed`].

@@ -229,10 +229,9 @@ impl Engine {
             };
             match bytes {
                 Ok(bytes) => {
-                    out.push(Action::Publish {
+                    out.push(Action::PublishLatest {
                         topic: topics::peers(node),
                         payload: bytes,
-                        retain: true,
                     });
                     published += 1;
                 }
@@ -262,10 +261,9 @@ impl Engine {
             if let Ok(bytes) =
                 frame(node, *generation, list).and_then(|m| wire::encode(&m, Some(&self.key)))
             {
-                out.push(Action::Publish {
+                out.push(Action::PublishLatest {
                     topic: topics::peers(node),
                     payload: bytes,
-                    retain: true,
                 });
             }
         }
