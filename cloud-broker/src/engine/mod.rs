@@ -45,6 +45,7 @@ pub mod loopback;
 mod measured;
 mod model;
 mod models;
+mod nodemap;
 mod peerlists;
 pub mod probes;
 mod revisions;
@@ -362,7 +363,7 @@ pub struct Engine {
     /// The leader's term, carried by every desired state it decides (0: no election).
     term: u64,
     now: u64,
-    nodes: BTreeMap<String, LiveNode>,
+    nodes: nodemap::NodeMap,
     links: linktable::LinkTable,
     /// The live models taken (`models`).
     models: models::Models,
@@ -441,7 +442,7 @@ impl Engine {
             key,
             term: 0,
             now,
-            nodes: BTreeMap::new(),
+            nodes: nodemap::NodeMap::default(),
             links: linktable::LinkTable::default(),
             models: models::Models::default(),
             apps: BTreeMap::new(),
