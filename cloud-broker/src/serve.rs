@@ -421,7 +421,8 @@ fn spawn_node_writer(store: Arc<dyn Store>) -> anyhow::Result<std::sync::mpsc::S
             // logged once per run of failures (a full disk fails every write)
             let mut failing = false;
             while let Ok(op) = rx.recv() {
-                match store.apply(&op) {
+                let batch = latest_records(op, &rx);
+                match store.apply_nodes(&batch).map_err(|e| e.error) {
                     Err(e) if !failing => {
                         failing = true;
                         error!("store: node record not written: {e}");
@@ -436,6 +437,33 @@ fn spawn_node_writer(store: Arc<dyn Store>) -> anyhow::Result<std::sync::mpsc::S
             }
         })?;
     Ok(tx)
+}
+
+/// At most this many node records are written together.
+const NODE_RECORDS_BATCH: usize = 4096;
+
+/// `first` and the records queued behind it (up to [`NODE_RECORDS_BATCH`]), the latest of each
+/// node only, in the order of their latest.
+fn latest_records(first: PersistOp, rx: &std::sync::mpsc::Receiver<PersistOp>) -> Vec<PersistOp> {
+    let mut batch = vec![first];
+    while batch.len() < NODE_RECORDS_BATCH {
+        match rx.try_recv() {
+            Ok(op) => batch.push(op),
+            Err(_) => break,
+        }
+    }
+    let name = |op: &PersistOp| match op {
+        PersistOp::PutNode(n) => Some(n.name.clone()),
+        _ => None,
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut latest: Vec<PersistOp> = batch
+        .into_iter()
+        .rev()
+        .filter(|op| name(op).is_none_or(|n| seen.insert(n)))
+        .collect();
+    latest.reverse();
+    latest
 }
 
 /// Where the engine's actions go.
@@ -653,6 +681,36 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_records_queued_together_keep_each_nodes_latest_in_its_order() {
+        let record = |name: &str, probe: &str| {
+            PersistOp::PutNode(Box::new(crate::records::NodeInfo {
+                name: name.into(),
+                datacenter: "dc1".into(),
+                layer: acoa_shared::model::Layer::Edge,
+                arch: "x86_64".into(),
+                hardware: vec![],
+                software: vec![],
+                capacity: Default::default(),
+                probe_addr: probe.into(),
+            }))
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        for op in [record("n2", "a"), record("n1", "b"), record("n2", "c")] {
+            tx.send(op).unwrap();
+        }
+        let batch = latest_records(record("n1", "a"), &rx);
+        let got: Vec<(String, String)> = batch
+            .iter()
+            .map(|op| match op {
+                PersistOp::PutNode(n) => (n.name.clone(), n.probe_addr.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(got, [("n1".into(), "b".into()), ("n2".into(), "c".into())]);
+        assert!(rx.try_recv().is_err(), "everything queued was taken");
+    }
 
     #[test]
     fn the_embedded_broker_is_reached_on_loopback_when_listening_everywhere() {

@@ -73,26 +73,11 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 
 /// Writes `bytes` to `path` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StoreError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("record"),
-        std::process::id()
-    ));
-    let written = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            f.sync_all()
-        })
+    let tmp = temporary_of(path);
+    let written = write_temporary(&tmp, bytes, mode)
+        .and_then(|f| f.sync_all())
         .and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = written {
         // a full disk must not keep the partial copy's space
@@ -102,6 +87,81 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StoreErr
     fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err(dir))?;
+    Ok(())
+}
+
+/// The temporary a record is written to before it is renamed over `path` (the names
+/// [`remove_temporaries`] knows).
+fn temporary_of(path: &Path) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("record"),
+        std::process::id()
+    ))
+}
+
+fn write_temporary(tmp: &Path, bytes: &[u8], mode: u32) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(tmp)?;
+    f.write_all(bytes)?;
+    Ok(f)
+}
+
+/// Writes several records, each as [`write_atomic`] would (old or new after a crash, never
+/// torn), with two flushes for the lot instead of two per record: every temporary written,
+/// the file system flushed once (`syncfs`), each renamed over its record, then each directory
+/// flushed. A fleet of 50,000 joining is 50,000 node records; one by one, their 100,000
+/// flushes took a fifth of the control plane's CPU in the join.
+pub fn write_many_atomic(records: &[(PathBuf, Vec<u8>)], mode: u32) -> Result<(), BatchError> {
+    let fail = |written: usize| move |error: StoreError| BatchError { written, error };
+    let mut tmps: Vec<PathBuf> = Vec::with_capacity(records.len());
+    let cleanup = |tmps: &[PathBuf]| {
+        for t in tmps {
+            let _ = fs::remove_file(t);
+        }
+    };
+    let mut dirs: Vec<&Path> = Vec::new();
+    for (path, bytes) in records {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if !dirs.contains(&dir) {
+            fs::create_dir_all(dir).map_err(|e| fail(0)(io_err(dir)(e)))?;
+            dirs.push(dir);
+        }
+        let tmp = temporary_of(path);
+        if let Err(e) = write_temporary(&tmp, bytes, mode) {
+            // a full disk must not keep the partial copies' space
+            tmps.push(tmp.clone());
+            cleanup(&tmps);
+            return Err(fail(0)(io_err(&tmp)(e)));
+        }
+        tmps.push(tmp);
+    }
+    let Some(first) = dirs.first() else {
+        return Ok(());
+    };
+    if let Err(e) = fs::File::open(first).and_then(|d| rustix::fs::syncfs(&d).map_err(Into::into)) {
+        cleanup(&tmps);
+        return Err(fail(0)(io_err(first)(e)));
+    }
+    for (i, ((path, _), tmp)) in records.iter().zip(&tmps).enumerate() {
+        if let Err(e) = fs::rename(tmp, path) {
+            cleanup(&tmps[i..]);
+            return Err(fail(i)(io_err(tmp)(e)));
+        }
+    }
+    for dir in dirs {
+        fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| fail(records.len())(io_err(dir)(e)))?;
+    }
     Ok(())
 }
 
@@ -165,6 +225,12 @@ pub trait Store: Send + Sync {
                 .map_err(|error| BatchError { written, error })?;
         }
         Ok(())
+    }
+    /// Makes the node records `ops` ([`PersistOp::PutNode`], the node-records thread's, off the
+    /// critical path) durable, each atomic. By default as [`Store::apply_batch`] does; the file
+    /// store flushes the lot at once ([`write_many_atomic`]).
+    fn apply_nodes(&self, ops: &[PersistOp]) -> Result<(), BatchError> {
+        self.apply_batch(ops)
     }
     /// `Ok` when a record of [`PROBE_BYTES`] can be made durable now (after a failure, to
     /// know when writes are possible again).
@@ -274,6 +340,21 @@ impl Store for FileStore {
             }
             PersistOp::PutMeta(m) => write_atomic(&self.root.join("meta.json"), &json(m), 0o600),
         }
+    }
+
+    fn apply_nodes(&self, ops: &[PersistOp]) -> Result<(), BatchError> {
+        let records: Vec<(PathBuf, Vec<u8>)> = ops
+            .iter()
+            .filter_map(|op| match op {
+                PersistOp::PutNode(n) => Some((self.file("nodes", &n.name), json(n.as_ref()))),
+                _ => None,
+            })
+            .collect();
+        if records.len() < ops.len() {
+            // not node records only: one by one, as the loop's records are
+            return self.apply_batch(ops);
+        }
+        write_many_atomic(&records, 0o600)
     }
 
     fn writable(&self) -> Result<(), StoreError> {

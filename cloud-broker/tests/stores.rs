@@ -142,6 +142,50 @@ fn a_batch_loads_as_its_operations_one_by_one_etcd() {
     a_batch_loads_as_its_operations_one_by_one(Kind::Etcd);
 }
 
+/// The node-records thread writes its records together (`Store::apply_nodes`; the file store
+/// flushes them at once): they load as written, a node's latest replacing its earlier record,
+/// next to what was written one by one, and no temporary is left behind.
+fn node_records_written_together_load_as_written(kind: Kind) {
+    let b = Backend::new(kind);
+    let data = b.dir.path().join("data");
+    let store = b.open(&data);
+    store
+        .apply(&PersistOp::PutNode(Box::new(node("n0"))))
+        .unwrap();
+    let mut moved = node("n1");
+    moved.probe_addr = "127.0.0.1:2".into();
+    let ops: Vec<PersistOp> = (1..=300)
+        .map(|i| PersistOp::PutNode(Box::new(node(&format!("n{i}")))))
+        .chain([PersistOp::PutNode(Box::new(moved.clone()))])
+        .collect();
+    store.apply_nodes(&ops[..300]).unwrap();
+    store.apply_nodes(&ops[300..]).unwrap();
+    drop(store);
+    let snap = b.open(&data).load().unwrap();
+    assert_eq!(snap.nodes.len(), 301);
+    assert_eq!(snap.nodes["n0"], node("n0"));
+    assert_eq!(snap.nodes["n300"], node("n300"));
+    assert_eq!(snap.nodes["n1"], moved);
+    if kind == Kind::File {
+        let left: Vec<String> = std::fs::read_dir(data.join("store/nodes"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "temporaries left: {left:?}");
+    }
+}
+
+#[test]
+fn node_records_written_together_load_as_written_file() {
+    node_records_written_together_load_as_written(Kind::File);
+}
+
+#[test]
+fn node_records_written_together_load_as_written_etcd() {
+    node_records_written_together_load_as_written(Kind::Etcd);
+}
+
 /// With etcd, what one event decided is one transaction (one revision: a crash or a lost
 /// leadership leaves all of it or none), or one per 128 keys (etcd's default limit); a batch
 /// fenced on a lost leadership lands nowhere.
