@@ -615,7 +615,7 @@ async fn run(
         let actions = engine.handle(now(), ev);
         let t_out = Instant::now();
         let mut failed = outbox.apply_all(actions).await;
-        busy.add(t_ev, t_out, now());
+        busy.add(t_ev, t_out, now(), || outbox.publisher.latest_queued());
         if let (Some(o), Some(noted)) = (observer.as_mut(), noted) {
             o.after(&mut engine, noted, now());
         }
@@ -649,17 +649,20 @@ struct LoopBusy {
 const LOOP_BUSY_EVERY_MS: u64 = 10_000;
 
 impl LoopBusy {
-    fn add(&mut self, t_ev: Instant, t_out: Instant, now_ms: u64) {
+    /// One event: decided from `t_ev` to `t_out`, carried out until now; `waiting` counts the
+    /// peer lists still queued for the slowest broker (asked only when the line is due).
+    fn add(&mut self, t_ev: Instant, t_out: Instant, now_ms: u64, waiting: impl FnOnce() -> usize) {
         self.deciding += t_out - t_ev;
         self.carrying_out += t_out.elapsed();
         let span = now_ms.saturating_sub(self.since_ms);
         if span >= LOOP_BUSY_EVERY_MS {
             let pct = |d: Duration| d.as_secs_f64() * 1e5 / span as f64;
             info!(
-                "decision loop: {:.0} % deciding, {:.0} % carrying out (writes, publications) over {:.1} s",
+                "decision loop: {:.0} % deciding, {:.0} % carrying out (writes, publications) over {:.1} s; {} peer lists waiting for the slowest broker",
                 pct(self.deciding),
                 pct(self.carrying_out),
-                span as f64 / 1e3
+                span as f64 / 1e3,
+                waiting()
             );
             *self = LoopBusy {
                 since_ms: now_ms,
