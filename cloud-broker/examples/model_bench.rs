@@ -344,14 +344,17 @@ fn main() {
         let mut parts: Vec<Vec<f64>> = vec![vec![]; names_parts.len()];
         // the heap each part holds (the model before kept alive while the next is taken)
         let mut heap: Vec<Vec<f64>> = vec![vec![]; names_parts.len()];
+        // and its heap at the peak while it is derived, over what was live before
+        let mut peaks: Vec<Vec<f64>> = vec![vec![]; names_parts.len()];
         let mut before = None;
         for k in 0..args.models {
             sim.feed(moved(clouds(n) + k % 7, k));
             let mut time = |i: usize, f: &mut dyn FnMut()| {
                 let (t, h) = (Instant::now(), live_mib());
-                f();
+                let ((), peak) = peak_over(&mut *f);
                 parts[i].push(t.elapsed().as_secs_f64() * 1000.0);
                 heap[i].push(live_mib() - h);
+                peaks[i].push(peak);
             };
             let mut m = None;
             time(0, &mut || m = Some(sim.e.model()));
@@ -388,11 +391,11 @@ fn main() {
                 "| {n} | {model_links} | exploration round after the new placement ({pairs:.0} links to probe) | | {ms:.0} ms | | +{peak:.0} MiB |"
             );
         }
-        for ((what, ms), mib) in names_parts.iter().zip(parts).zip(heap) {
+        for (((what, ms), mib), peak) in names_parts.iter().zip(parts).zip(heap).zip(peaks) {
             if !ms.is_empty() {
-                let (ms, mib) = (median(ms), median(mib));
+                let (ms, mib, peak) = (median(ms), median(mib), median(peak));
                 println!(
-                    "| {n} | {model_links} | model: {what} | {ms:.0} ms | | | held: +{mib:.0} MiB |"
+                    "| {n} | {model_links} | model: {what} | {ms:.0} ms | | | held: +{mib:.0} MiB, at the peak +{peak:.0} MiB |"
                 );
             }
         }

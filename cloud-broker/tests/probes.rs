@@ -867,3 +867,77 @@ fn a_larger_fleets_peer_lists_wait_longer_for_more_joins() {
     let acts = sim.tick(1);
     assert_eq!(peer_lists_published(&acts, &sim.key).len(), c.nodes.len());
 }
+
+/// The estimates the scheduler reads come from the live model (`LinkEstimates`: each node's
+/// summary, the medians inside and between datacenters, all derived in one pass over the link
+/// table); the link source (`Engine::link_view`) works a pair out on its own. On the railway
+/// with random links (some jitter or success not finite, links inside and between
+/// datacenters) and a coordinate for every node, they give every unmeasured pair the same
+/// estimate.
+#[test]
+fn the_models_estimates_are_the_link_sources_for_every_unmeasured_pair() {
+    let c = railway();
+    let mut sim = Sim::new(lost_when_silent());
+    for n in &c.nodes {
+        sim.feed(Event::Report(Box::new(report(n))));
+    }
+    // a fixed pseudo-random sequence (xorshift)
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for (i, n) in c.nodes.iter().enumerate() {
+        let samples: Vec<wire::LinkSample> = c
+            .nodes
+            .iter()
+            .filter_map(|p| {
+                let r = next();
+                if p.name == n.name || r % 3 != 0 {
+                    return None;
+                }
+                let r = r / 3;
+                Some(wire::LinkSample {
+                    peer: wire::name(&p.name).unwrap(),
+                    latency_ms: (r % 4000) as f32 / 37.0,
+                    jitter_ms: if r % 11 == 0 {
+                        f32::NAN
+                    } else {
+                        (r % 97) as f32 / 13.0
+                    },
+                    success: if r % 13 == 0 {
+                        f32::INFINITY
+                    } else {
+                        1.0 - (r % 50) as f32 / 100.0
+                    },
+                    samples: 20,
+                    last_answer_ms: 0,
+                })
+            })
+            .collect();
+        let mut l = cloud_broker::testkit::engine::link_metrics(&n.name, samples);
+        l.seq = 5;
+        l.coord = Some(wire::WireCoord {
+            vec: [(next() % 60) as f32, (next() % 60) as f32, i as f32],
+            height: 0.5 + (next() % 4) as f32,
+            error: 0.2,
+        });
+        sim.feed(Event::links(Box::new(l)));
+    }
+    let live = sim.e.cluster();
+    let est = live.estimates.as_ref().unwrap();
+    let mut compared = 0;
+    for a in &c.nodes {
+        for b in c.nodes.iter().filter(|b| b.name != a.name) {
+            let source = sim.e.link_view(&a.name, &b.name);
+            if source.is_some_and(|v| !v.latency_ms.is_estimated()) {
+                continue;
+            }
+            assert_eq!(est.view(a, b), source, "{} -> {}", a.name, b.name);
+            compared += 1;
+        }
+    }
+    assert!(compared > 200, "{compared} pairs estimated");
+}

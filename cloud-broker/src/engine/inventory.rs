@@ -67,7 +67,18 @@ impl LinkEntry {
 
     /// The latency, quantized (`quantize_latency` of the one given).
     pub(super) fn latency_ms(&self) -> f64 {
-        (f64::from(self.latency_steps) * LATENCY_STEP_MS).max(LATENCY_FLOOR_MS)
+        Self::latency_of_steps(self.latency_steps)
+    }
+
+    /// The latency as a count of [`LATENCY_STEP_MS`] (what [`LinkEntry::latency_of_steps`]
+    /// reads back).
+    pub(super) fn latency_steps(&self) -> u32 {
+        self.latency_steps
+    }
+
+    /// The latency of `steps` ([`LinkEntry::latency_ms`] of an entry holding them).
+    pub(super) fn latency_of_steps(steps: u32) -> f64 {
+        (f64::from(steps) * LATENCY_STEP_MS).max(LATENCY_FLOOR_MS)
     }
 
     pub(super) fn jitter_ms(&self) -> f64 {
@@ -76,6 +87,12 @@ impl LinkEntry {
 
     pub(super) fn success(&self) -> f64 {
         f64::from(self.success)
+    }
+
+    /// Jitter and success rate as held (`f32`): [`LinkEntry::jitter_ms`] and
+    /// [`LinkEntry::success`] are these, widened.
+    pub(super) fn jitter_success(&self) -> (f32, f32) {
+        (self.jitter_ms, self.success)
     }
 
     /// The same metrics as the estimator reads them.

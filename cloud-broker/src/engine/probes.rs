@@ -46,6 +46,7 @@ use acoa_shared::topics;
 use acoa_shared::wire::{self, WireCoord, MAX_PEERS_PER_NODE};
 use tracing::{error, info};
 
+use super::inventory::LinkEntry;
 use super::linktable::LinkTable;
 use super::liveness::NodeState;
 use super::model::EstimateInputs;
@@ -567,7 +568,10 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
     let (names, _) = links.numbered();
     let dc_of = &inputs.datacenter_of;
     // each link counts for both ends: every end's links in one array (counted first, so that
-    // nothing grows: 3.3 million entries at 50,000 nodes), a datacenter's internal latencies
+    // nothing grows: 3.3 million entries at 50,000 nodes), a datacenter's internal latencies.
+    // Held small while the model is derived (a model's transient heap, 150 MiB at 50,000
+    // nodes with whole `MeasuredLink`s and `usize` groups): an end keeps its link's jitter and
+    // success as the table holds them (`f32`), a group its latencies as steps.
     let between = || {
         links.numbered().1.filter_map(|(ia, ib, e)| {
             if ia == ib {
@@ -590,34 +594,30 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
         at[i + 1] += at[i];
     }
     let mut next = at.clone();
-    let none = MeasuredLink {
-        latency_ms: 0.0,
-        jitter_ms: 0.0,
-        success: 0.0,
-    };
-    let mut flat = vec![none; at[names.len()]];
-    let mut groups: Vec<Vec<f64>> = group_len.into_iter().map(Vec::with_capacity).collect();
-    // the links between two datacenters, by their numbers
-    let mut cross: Vec<(usize, usize, f64)> = Vec::new();
+    let mut flat = vec![(0f32, 0f32); at[names.len()]];
+    let mut groups: Vec<Vec<u32>> = group_len.into_iter().map(Vec::with_capacity).collect();
     for (ia, ib, ga, gb, e) in between() {
-        let m = e.measured();
         for i in [ia, ib] {
-            flat[next[i]] = m;
+            flat[next[i]] = e.jitter_success();
             next[i] += 1;
         }
         if ga == gb {
-            groups[ga].push(e.latency_ms());
-        } else {
-            cross.push((ga, gb, e.latency_ms()));
+            groups[ga].push(e.latency_steps());
         }
     }
+    drop(next);
     let ends = (0..names.len()).map(|i| &flat[at[i]..at[i + 1]]);
     let nodes = ends
         .enumerate()
         .filter(|(_, l)| !l.is_empty())
         .filter_map(|(i, l)| {
             let coord = inputs.online[i].as_ref()?;
-            let s = EndpointSummary::from_links(l.iter().copied())?;
+            // the summary reads an end's jitter and success only
+            let s = EndpointSummary::from_links(l.iter().map(|&(jitter, success)| MeasuredLink {
+                latency_ms: 0.0,
+                jitter_ms: f64::from(jitter),
+                success: f64::from(success),
+            }))?;
             Some((
                 names[i].to_string(),
                 EstimatedNode {
@@ -628,19 +628,35 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
             ))
         })
         .collect();
+    drop((flat, at));
     let groups = groups
         .into_iter()
         .enumerate()
         .filter(|(_, l)| !l.is_empty())
-        .filter_map(|(i, l)| Some((inputs.datacenters[i].clone(), estimate_in_group_ms(l)?)))
+        .filter_map(|(i, l)| {
+            let ms = l.into_iter().map(LinkEntry::latency_of_steps);
+            Some((inputs.datacenters[i].clone(), estimate_in_group_ms(ms)?))
+        })
         .collect();
     let mut e = LinkEstimates {
         nodes,
         groups,
         ..LinkEstimates::default()
     };
+    // the links between two datacenters, by their numbers, straight into the one array that
+    // is sorted
+    let cross = between()
+        .filter(|(_, _, ga, gb, _)| ga != gb)
+        .map(|(_, _, ga, gb, e)| {
+            let number = |g: usize| u32::try_from(g).expect("fewer than 2^32 datacenters");
+            (number(ga), number(gb), e.latency_ms())
+        });
     for (ga, gb, m) in medians_between(cross) {
-        e.set_between(&inputs.datacenters[ga], &inputs.datacenters[gb], m);
+        e.set_between(
+            &inputs.datacenters[ga as usize],
+            &inputs.datacenters[gb as usize],
+            m,
+        );
     }
     e
 }
