@@ -386,14 +386,15 @@ fn main() -> std::process::ExitCode {
 }
 
 /// Transparent huge pages off for this process, as mimalloc does itself with
-/// `MIMALLOC_ALLOW_THP=0`; `serve` calls it when it embeds the broker. mimalloc asks the kernel
-/// for them on its regions (`madvise`), and the kernel then backs every 2 MiB stretch touched
-/// at all with a whole huge page. The embedded broker's per-connection buffers are written at
-/// their start only: at 15,000 agents, 3.4 of the control plane's 4.5 GiB were huge pages, 1.5
-/// GiB in all without them. With external brokers the control plane's own tables are dense:
-/// the same RSS either way at 50,000 nodes, and huge pages take the live model in 75 ms on the
-/// decision loop instead of 112 ms, so they stay (BENCHMARKS.md, "Huge pages"). Memory touched
-/// before this call keeps its pages (the arguments, the log's set-up).
+/// `MIMALLOC_ALLOW_THP=0`; `serve` calls it. mimalloc asks the kernel for them on its regions
+/// (`madvise`), and the kernel then backs every 2 MiB stretch touched at all with a whole huge
+/// page. The embedded broker's per-connection buffers are written at their start only: at
+/// 15,000 agents, 3.4 of the control plane's 4.5 GiB were huge pages, 1.5 GiB in all without
+/// them. With external brokers, at 50,000 nodes, they held 190-330 MiB of the RSS, which then
+/// passed 1 GiB; without them the jobs run faster too (a re-placement 335-356 ms instead of
+/// 563-573, the page faults of fresh huge pages zeroed; BENCHMARKS.md, "Huge pages", "The
+/// heap and the RSS at 50,000 nodes"). Memory touched before this call keeps its pages (the
+/// arguments, the log's set-up).
 fn no_huge_pages() {
     #[cfg(target_os = "linux")]
     if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
@@ -435,9 +436,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.cmd {
         Cmd::Serve(args) => {
             let opts = args.options(cli.data_dir, store)?;
-            if opts.broker_urls.is_empty() {
-                no_huge_pages();
-            }
+            no_huge_pages();
             let rt = runtime()?;
             // on a worker thread (large stack), not on the main thread
             rt.block_on(async { tokio::spawn(serve(opts)).await })??;

@@ -33,8 +33,9 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
             free_port(),
             &["--broker-url", &url, "--stats-every-ms", "1000"],
         );
-        // no embedded broker, dense tables: huge pages stay (BENCHMARKS.md, "Huge pages")
-        assert_eq!(cp.huge_pages(), Some(true));
+        // no embedded broker: huge pages are off all the same (at 50,000 nodes they held a
+        // quarter of the RSS: BENCHMARKS.md, "The heap and the RSS at 50,000 nodes")
+        assert_eq!(cp.huge_pages(), Some(false));
 
         let (n1, n2) = (railway_node(0, "n1"), railway_node(1, "n2"));
         let mut a1 = quiet_agent(&url, n1.clone(), (k1.clone(), pw1, cpk), true);
