@@ -20,7 +20,7 @@
 
 use crate::infra::{Infra, LinkQ};
 use crate::rng::SplitMix64 as Rng;
-use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary, MeasuredLink};
+use acoa_shared::coords::{estimate_in_group_ms, EndpointSummary};
 use acoa_shared::model::{
     AppPath, Application, Capacity, Channel, Component, CoordDoc, Criterion, CriterionKind,
     EstimatedNode, Layer, LinkEstimates, Node, Requirements, Resources, Usage,
@@ -70,11 +70,8 @@ pub fn cluster_with_estimates(dcs: usize, per_dc: usize, seed: u64) -> Infra {
     }
     let mut est = LinkEstimates::default();
     for (i, n) in nodes.iter().enumerate() {
-        let Some(s) = EndpointSummary::from_links(success[i].iter().map(|s| MeasuredLink {
-            latency_ms: 0.0,
-            jitter_ms: 0.0,
-            success: *s,
-        })) else {
+        let Some(s) = EndpointSummary::from_jitter_success(success[i].iter().map(|s| (0.0, *s)))
+        else {
             continue;
         };
         let (x, y) = pos[i / per_dc];

@@ -38,8 +38,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use acoa_shared::coords::{
-    estimate_in_group_ms, medians_between, Coord, EndpointSummary, Groups, LinkView, MeasuredLink,
-    DIMS,
+    estimate_in_group_ms, medians_between, Coord, EndpointSummary, Groups, LinkView, DIMS,
 };
 use acoa_shared::model::{self, CoordDoc, EstimatedNode, LinkEstimates};
 use acoa_shared::topics;
@@ -612,12 +611,9 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
         .filter(|(_, l)| !l.is_empty())
         .filter_map(|(i, l)| {
             let coord = inputs.online[i].as_ref()?;
-            // the summary reads an end's jitter and success only
-            let s = EndpointSummary::from_links(l.iter().map(|&(jitter, success)| MeasuredLink {
-                latency_ms: 0.0,
-                jitter_ms: f64::from(jitter),
-                success: f64::from(success),
-            }))?;
+            let s = EndpointSummary::from_jitter_success(
+                l.iter().map(|&(j, s)| (f64::from(j), f64::from(s))),
+            )?;
             Some((
                 names[i].to_string(),
                 EstimatedNode {

@@ -84,10 +84,16 @@ impl EndpointSummary {
     /// From the measured links the node is an end of (either direction; values that are not
     /// finite are skipped, success is clamped to [0, 1]); `None` without any.
     pub fn from_links(links: impl IntoIterator<Item = MeasuredLink>) -> Option<Self> {
+        Self::from_jitter_success(links.into_iter().map(|l| (l.jitter_ms, l.success)))
+    }
+
+    /// [`EndpointSummary::from_links`] of the links' `(jitter_ms, success)`, all it reads of
+    /// them (for callers that hold no latency beside them).
+    pub fn from_jitter_success(links: impl IntoIterator<Item = (f64, f64)>) -> Option<Self> {
         let (mut jitter, mut success): (Vec<f64>, Vec<f64>) = links
             .into_iter()
-            .filter(|l| l.jitter_ms.is_finite() && l.success.is_finite())
-            .map(|l| (l.jitter_ms.max(0.0), l.success.clamp(0.0, 1.0)))
+            .filter(|(j, s)| j.is_finite() && s.is_finite())
+            .map(|(j, s)| (j.max(0.0), s.clamp(0.0, 1.0)))
             .unzip();
         if jitter.is_empty() {
             return None;
