@@ -399,18 +399,37 @@ fn main() {
                 );
             }
         }
-        // the operators' view (`serve --http-listen` / `--metrics-listen`: built every
-        // `observe::PUBLISH_EVERY_MS`), on a model nothing has read yet, then again at once
+        // the operators' view (`serve --http-listen` / `--metrics-listen`): built on the
+        // decision loop at most a tenth of its time (`observe::publish_every_ms`), on a model
+        // nothing has read yet, then again at once; then, off the loop, the fleet document
+        // (every application's paths scored on the model) and what the web view serves of it
         sim.feed(moved(clouds(n) + 8, 999));
         for what in ["a new model", "the same model"] {
             let rss = rss_mib();
             let t = Instant::now();
-            let v = sim.e.view();
+            let (v, view_peak) = peak_over(|| sim.e.view());
             let ms = t.elapsed().as_secs_f64() * 1000.0;
+            let t = Instant::now();
+            let (doc, doc_peak) = peak_over(|| cloud_broker::observe::fleet::build(&v, vec![]));
+            let doc_ms = t.elapsed().as_secs_f64() * 1000.0;
+            let t = Instant::now();
+            let page = cloud_broker::observe::page::body(Some(&doc));
+            let json = serde_json::to_vec(&doc).map_or(0, |j| j.len());
+            let serve_ms = t.elapsed().as_secs_f64() * 1000.0;
             println!(
-                "| {n} | {model_links} | operators' view, {what} ({} links) | {ms:.0} ms | | {:.0} MiB (before: {rss:.0}) | |",
+                "| {n} | {model_links} | operators' view, {what} ({} of {} links) | {ms:.0} ms | | {:.0} MiB (before: {rss:.0}) | +{view_peak:.0} MiB |",
                 v.links.len(),
+                v.links_measured,
                 rss_mib()
+            );
+            println!(
+                "| {n} | {model_links} | its fleet document, off the loop ({} applications scored) | | {doc_ms:.0} ms | | +{doc_peak:.0} MiB |",
+                doc.apps.len()
+            );
+            println!(
+                "| {n} | {model_links} | the web view's page and /api/fleet ({:.1} MiB and {:.1} MiB) | | {serve_ms:.0} ms | | |",
+                page.len() as f64 / (1 << 20) as f64,
+                json as f64 / (1 << 20) as f64
             );
         }
         // what a remote scheduler worker receives of the model (packed once per model)

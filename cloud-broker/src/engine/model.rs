@@ -117,6 +117,16 @@ impl LiveModel {
         Some(&self.nodes[i])
     }
 
+    /// The measured link `from` -> `to` as (latency ms, success), a loopback filled in for an
+    /// online node that measured none: a link of [`LiveModel::cluster`], without building it.
+    pub fn measured(&self, from: &str, to: &str) -> Option<(f64, f64)> {
+        match self.links.get(from, to) {
+            Some(e) => Some((e.latency_ms(), e.success())),
+            None if from == to && self.node(from).is_some() => Some((LOOPBACK_LATENCY_MS, 1.0)),
+            None => None,
+        }
+    }
+
     /// What the unmeasured pairs are estimated from (`None`: nothing measured yet).
     pub fn estimates(&self) -> &Option<LinkEstimates> {
         self.estimates.get_or_init(|| {

@@ -1,18 +1,29 @@
 //! A read-only snapshot of the engine for operators ([`Engine::view`]): the nodes and their
-//! state, the measured links, the applications with their placement and status, the live
-//! model and the counters. Built from the engine's state as it is, no decision taken.
+//! state, the measured links (all of them in a small fleet, the ones the placements cross in a
+//! large one), the applications with their placement and status, the live model and the
+//! counters. Built from the engine's state as it is, no decision taken.
 //!
-//! Invariant: a node's state label is [`NodeState::as_str`] of the engine's own judgement, and
-//! [`NODE_STATES`] lists every label (metrics show each, zero included).
+//! Invariants: a node's state label is [`NodeState::as_str`] of the engine's own judgement,
+//! and [`NODE_STATES`] lists every label (metrics show each, zero included). A view holds at
+//! most [`VIEW_LINKS_MAX`] links or the placements' own, whatever the fleet measures, and
+//! shares the live model with the placement jobs instead of copying it: at 50,000 nodes (1.6
+//! million links) every link with its two names and the model as a cluster document took
+//! about 1 s of the decision loop and 500 MiB each time (BENCHMARKS.md, "The operators' view
+//! at 50,000 nodes").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use acoa_shared::coords::{Coord, DIMS};
-use acoa_shared::model::{Application, Capacity, Cluster, Usage};
+use acoa_shared::model::{Application, Capacity, Usage};
 
-use super::{Engine, NodeState, Stats};
+use super::inventory::LinkEntry;
+use super::{Engine, LiveModel, NodeState, Stats};
 use crate::status::{AppStatus, PlacementRecord};
+
+/// A view lists every measured link while the fleet measures at most this many (64 nodes
+/// measuring every pair measure 4,032); above, only the links the placements' channels cross.
+pub const VIEW_LINKS_MAX: usize = 4_096;
 
 /// Every node state (a test holds it to the enum).
 pub const NODE_STATES: [NodeState; 3] =
@@ -66,11 +77,16 @@ pub struct FleetView {
     /// The engine's clock (milliseconds).
     pub at_ms: u64,
     pub nodes: Vec<NodeView>,
+    /// Every measured link while there are at most [`VIEW_LINKS_MAX`], else the links the
+    /// placements' channels cross; in (from, to) order.
     pub links: Vec<LinkView>,
+    /// How many links are measured in all (`links` may list fewer).
+    pub links_measured: usize,
     pub apps: Vec<AppView>,
-    /// The live model the scheduler sees (online nodes, links, loopbacks filled in).
-    pub cluster: Arc<Cluster>,
-    /// Grows whenever `cluster` changes.
+    /// The live model the scheduler sees (online nodes, links, loopbacks filled in), shared
+    /// with the placement jobs.
+    pub model: Arc<LiveModel>,
+    /// Grows whenever `model` changes.
     pub model_version: u64,
     pub stats: Stats,
 }
@@ -79,7 +95,7 @@ impl Engine {
     /// A snapshot for operators. `&mut` only for the live model's cache.
     pub fn view(&mut self) -> FleetView {
         let now = self.now;
-        let cluster = self.cluster();
+        let model = self.model();
         let nodes = self
             .nodes
             .values()
@@ -95,19 +111,24 @@ impl Engine {
                 coordinate: self.coordinate(&n.info.name),
             })
             .collect();
-        let mut links: Vec<LinkView> = self
-            .links
-            .iter()
-            .map(|(a, b, e)| LinkView {
-                from: a.to_string(),
-                to: b.to_string(),
-                latency_ms: e.latency_ms(),
-                jitter_ms: e.jitter_ms(),
-                success: e.success(),
-                samples: e.samples,
-                age_ms: now.saturating_sub(e.at),
-            })
-            .collect();
+        let link = |a: &str, b: &str, e: &LinkEntry| LinkView {
+            from: a.to_string(),
+            to: b.to_string(),
+            latency_ms: e.latency_ms(),
+            jitter_ms: e.jitter_ms(),
+            success: e.success(),
+            samples: e.samples,
+            age_ms: now.saturating_sub(e.at),
+        };
+        let links_measured = self.links.len();
+        let mut links: Vec<LinkView> = if links_measured <= VIEW_LINKS_MAX {
+            self.links.iter().map(|(a, b, e)| link(a, b, e)).collect()
+        } else {
+            self.placed_links()
+                .into_iter()
+                .filter_map(|(a, b)| Some(link(a, b, self.links.get(a, b)?)))
+                .collect()
+        };
         links.sort_by(|x, y| (&x.from, &x.to).cmp(&(&y.from, &y.to)));
         let apps = self
             .apps
@@ -133,8 +154,9 @@ impl Engine {
             at_ms: now,
             nodes,
             links,
+            links_measured,
             apps,
-            cluster,
+            model,
             model_version: self.models.version,
             stats: self.stats.clone(),
         }
@@ -142,6 +164,21 @@ impl Engine {
 }
 
 impl Engine {
+    /// The pairs of nodes the placements' channels cross (a channel between two components
+    /// on one node: that node's loopback).
+    fn placed_links(&self) -> BTreeSet<(&str, &str)> {
+        let mut pairs = BTreeSet::new();
+        for a in self.apps.values() {
+            let Some(p) = &a.rec.placement else { continue };
+            for c in &a.rec.application.channels {
+                if let (Some(x), Some(y)) = (p.assignment.get(&c.from), p.assignment.get(&c.to)) {
+                    pairs.insert((x.as_str(), y.as_str()));
+                }
+            }
+        }
+        pairs
+    }
+
     /// Each application's current assignment (component → node), if placed: cheap enough to
     /// look at after every control event.
     pub fn assignments(

@@ -12,12 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acoa_shared::model::{Application, Cluster, Criterion, CriterionKind};
+use acoa_shared::model::{Application, Criterion, CriterionKind};
 use serde::Serialize;
 use tokio::sync::watch;
 
 use super::{OpEvent, Published};
 use crate::engine::view::{AppView, FleetView};
+use crate::engine::LiveModel;
 use crate::unix_ms;
 
 /// Everything the web view shows.
@@ -29,7 +30,11 @@ pub struct FleetDoc {
     pub datacenters: Vec<DatacenterDoc>,
     /// Every node's name, in the order of the link matrix's rows and columns.
     pub node_names: Vec<String>,
+    /// Every measured link in a small fleet; in a large one the links the placements' channels
+    /// cross ([`crate::engine::view::VIEW_LINKS_MAX`]).
     pub links: Vec<LinkDoc>,
+    /// How many links are measured in all.
+    pub links_measured: usize,
     pub apps: Vec<AppDoc>,
     pub counters: CountersDoc,
     /// Oldest first.
@@ -256,17 +261,18 @@ pub fn build_with(v: &FleetView, events: Vec<OpEvent>, scored: &mut Scored) -> F
             .collect(),
         node_names: v.nodes.iter().map(|n| n.name.clone()).collect(),
         links,
+        links_measured: v.links_measured,
         apps: v
             .apps
             .iter()
-            .map(|a| app_doc(&v.cluster, a, scored))
+            .map(|a| app_doc(&v.model, a, scored))
             .collect(),
         counters: v.stats.clone(),
         events,
     }
 }
 
-fn app_doc(cluster: &Cluster, a: &AppView, scored: &mut Scored) -> AppDoc {
+fn app_doc(model: &LiveModel, a: &AppView, scored: &mut Scored) -> AppDoc {
     let app = &a.application;
     let assignment = a.placement.as_ref().map(|p| &p.assignment);
     let status = a.status.as_ref();
@@ -283,15 +289,9 @@ fn app_doc(cluster: &Cluster, a: &AppView, scored: &mut Scored) -> AppDoc {
             None => "not placed".into(),
         }
     };
-    let links: HashMap<(&str, &str), (f64, f64)> = cluster
-        .links
-        .iter()
-        .map(|l| ((l.from.as_str(), l.to.as_str()), (l.latency_ms, l.success)))
-        .collect();
     let hop = |from: &str, to: &str| -> Option<(f64, f64)> {
         let asg = assignment?;
-        let (x, y) = (asg.get(from)?, asg.get(to)?);
-        links.get(&(x.as_str(), y.as_str())).copied()
+        model.measured(asg.get(from)?, asg.get(to)?)
     };
     let channels: Vec<ChannelDoc> = app
         .channels
@@ -315,7 +315,7 @@ fn app_doc(cluster: &Cluster, a: &AppView, scored: &mut Scored) -> AppDoc {
                 .get(&a.name)
                 .is_some_and(|s| &s.assignment == asg && s.at.elapsed() < SCORE_EVERY);
             if !fresh {
-                let s = score(cluster, app, asg, &measured);
+                let s = score(model, app, asg, &measured);
                 scored.0.insert(a.name.clone(), s);
             }
             scored.0.get(&a.name)
@@ -383,12 +383,13 @@ fn app_doc(cluster: &Cluster, a: &AppView, scored: &mut Scored) -> AppDoc {
 /// it keeps a lost node's links until they age out) and finds each path's optimum.
 /// `measured`: each path's latency and reliability now, in the order of `app.paths`.
 fn score(
-    cluster: &Cluster,
+    model: &LiveModel,
     app: &Application,
     assignment: &BTreeMap<String, String>,
     measured: &[(Option<f64>, Option<f64>)],
 ) -> Scoring {
-    let infra = acoa_scheduler::Infra::from_cluster(cluster);
+    // the view the placement jobs share, derived once per model
+    let infra = model.infra();
     let (score_now, grades) = match crate::sched::score_on(&infra, app, assignment) {
         Ok((s, g)) => (Some(s), g),
         Err(_) => (None, vec![]),
@@ -486,4 +487,75 @@ fn measure(
     }
     let latency = ends.values().copied().fold(0.0, f64::max);
     (Some(latency), Some(reliability))
+}
+
+#[cfg(test)]
+mod tests {
+    use acoa_shared::model;
+
+    use super::*;
+    use crate::engine::view::VIEW_LINKS_MAX;
+    use crate::engine::Event;
+    use crate::testkit::engine::{edge_node, lost_when_silent, EngineSim};
+
+    /// 80 nodes each measuring the next 60 (4,800 links, more than a view lists): the view and the
+    /// fleet document hold the one link the placement crosses, the path is measured on it and
+    /// the deployment scored on the live model.
+    #[test]
+    fn a_large_fleets_view_holds_the_links_its_placements_cross() {
+        let (n, peers) = (80, 60);
+        let name = |i: usize| format!("n{i:02}");
+        let nodes = (0..n)
+            .map(|i| edge_node(&name(i), &format!("dc{}", i / 5)))
+            .collect();
+        let mut links = vec![];
+        for a in 0..n {
+            for b in (1..=peers).map(|k| (a + k) % n) {
+                links.push(model::Link {
+                    from: name(a),
+                    to: name(b),
+                    latency_ms: 1.0 + (a * 100 + b) as f64 / 100.0,
+                    jitter_ms: 0.1,
+                    success: 0.99,
+                });
+            }
+        }
+        let c = model::Cluster {
+            cluster: "big".into(),
+            nodes,
+            links,
+            ..Default::default()
+        };
+        let mut sim = EngineSim::new(lost_when_silent());
+        sim.join_cluster(&c);
+        sim.feed(Event::StartupDone);
+        let app = "application: pair\n\
+                   components:\n\
+                   - {name: a, image: 'localhost/acoa/a:1', requires: {node: n03}}\n\
+                   - {name: b, image: 'localhost/acoa/b:1', requires: {node: n41}}\n\
+                   channels:\n\
+                   - {name: a-to-b, from: a, to: b}\n\
+                   paths:\n\
+                   - {name: p, channels: [a-to-b]}\n\
+                   criteria:\n\
+                   - {type: min-e2e-response-time, path: p, weight: 1.0}\n";
+        sim.publish("pair", app.into());
+        assert_eq!(sim.assignment("pair")["b"], "n41");
+        let v = sim.e.view();
+        assert_eq!(v.links_measured, n * peers);
+        assert!(v.links_measured > VIEW_LINKS_MAX);
+        let shown: Vec<_> = v
+            .links
+            .iter()
+            .map(|l| (l.from.as_str(), l.to.as_str()))
+            .collect();
+        assert_eq!(shown, [("n03", "n41")]);
+        let d = build(&v, vec![]);
+        assert_eq!((d.links.len(), d.links_measured), (1, n * peers));
+        assert_eq!(d.node_names.len(), n);
+        let path = &d.apps[0].paths[0];
+        // 1 + (3 * 100 + 41) / 100 ms, as the link table keeps it (0.1 ms steps)
+        assert_eq!(path.latency_ms, Some(4.4), "{path:?}");
+        assert!(d.apps[0].score_now.is_some(), "scored on the live model");
+    }
 }

@@ -393,6 +393,7 @@ mod tests {
             datacenters: vec![],
             node_names: vec![],
             links: vec![],
+            links_measured: 0,
             apps: vec![app("smoke", Some(2), Some(ro)), app("speed", Some(1), None)],
             counters: Default::default(),
             events: vec![],

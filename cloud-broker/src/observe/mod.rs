@@ -24,7 +24,7 @@ mod events;
 pub mod fleet;
 mod labels;
 pub mod metrics;
-mod page;
+pub mod page;
 mod web;
 
 pub use events::{OpEvent, EVENTS_KEPT};

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
-use super::fleet::{AppDoc, FleetDoc};
+use super::fleet::{AppDoc, FleetDoc, LinkDoc, NodeDoc};
 
 const FRAME: &str = include_str!("page.html");
 
@@ -35,6 +35,11 @@ fn ms(v: Option<f64>) -> String {
 
 fn pct(v: Option<f64>) -> String {
     v.map_or("–".into(), |v| format!("{:.2} %", v * 100.0))
+}
+
+/// A node a large fleet's page draws a card for: not online, or running containers.
+fn noteworthy(n: &NodeDoc) -> bool {
+    n.state != "online" || n.containers > 0
 }
 
 fn share(used: u64, cap: u64) -> f64 {
@@ -87,15 +92,65 @@ fn summary(o: &mut String, d: &FleetDoc) {
     );
 }
 
+/// The link matrix is drawn for at most this many nodes (a row and a column each); a larger
+/// fleet's links are listed instead, those the document holds.
+pub const MATRIX_NODES_MAX: usize = 64;
+
+/// Every node gets a card in a fleet of at most this many; in a larger one a datacenter says
+/// how many of its nodes are in each state, and cards are drawn for the nodes that are not
+/// online or run containers, at most this many in all.
+pub const NODE_CARDS_MAX: usize = 500;
+
 fn fleet(o: &mut String, d: &FleetDoc) {
-    o.push_str("<section id=\"fleet\"><h2>Fleet by datacenter</h2><div class=\"dcs\">");
+    o.push_str("<section id=\"fleet\"><h2>Fleet by datacenter</h2>");
+    let total: usize = d.datacenters.iter().map(|dc| dc.nodes.len()).sum();
+    let every_card = total <= NODE_CARDS_MAX;
+    let mut cards_left = NODE_CARDS_MAX;
+    if !every_card {
+        let noted = d
+            .datacenters
+            .iter()
+            .flat_map(|dc| &dc.nodes)
+            .filter(|n| noteworthy(n))
+            .count();
+        let _ = write!(
+            o,
+            "<p class=\"muted\">{total} nodes: a card for each node not online or running \
+             containers ({noted}{}), the rest counted by state</p>",
+            if noted > NODE_CARDS_MAX {
+                format!(", the first {NODE_CARDS_MAX} drawn")
+            } else {
+                String::new()
+            }
+        );
+    }
+    o.push_str("<div class=\"dcs\">");
     for dc in &d.datacenters {
         let _ = write!(
             o,
-            "<div class=\"dc\" data-dc=\"{0}\"><h3>{0}</h3><div class=\"nodes\">",
+            "<div class=\"dc\" data-dc=\"{0}\"><h3>{0}</h3>",
             esc(&dc.name)
         );
+        if !every_card {
+            let mut states: BTreeMap<&str, usize> = BTreeMap::new();
+            for n in &dc.nodes {
+                *states.entry(n.state).or_default() += 1;
+            }
+            let states: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+            let _ = write!(
+                o,
+                "<span class=\"muted\">{}</span>",
+                esc(&states.join(", "))
+            );
+        }
+        o.push_str("<div class=\"nodes\">");
         for n in &dc.nodes {
+            if !every_card {
+                if !noteworthy(n) || cards_left == 0 {
+                    continue;
+                }
+                cards_left -= 1;
+            }
             let cpu = share(n.cpu_millis, n.cpu_capacity_millis);
             let mem = share(n.memory_mb, n.memory_capacity_mb);
             let _ = write!(
@@ -294,7 +349,19 @@ fn paths(o: &mut String, a: &AppDoc) {
 fn links(o: &mut String, d: &FleetDoc) {
     o.push_str("<section id=\"links\"><h2>Measured links</h2>");
     if d.links.is_empty() {
-        o.push_str("<p class=\"muted\">no link measured yet</p></section>");
+        if d.links_measured == 0 {
+            o.push_str("<p class=\"muted\">no link measured yet</p></section>");
+        } else {
+            let _ = write!(
+                o,
+                "<p class=\"muted\">{} links measured; no placement crosses one yet</p></section>",
+                d.links_measured
+            );
+        }
+        return;
+    }
+    if d.node_names.len() > MATRIX_NODES_MAX || d.links.len() < d.links_measured {
+        link_list(o, d);
         return;
     }
     let by: HashMap<(&str, &str), &super::fleet::LinkDoc> = d
@@ -333,6 +400,45 @@ fn links(o: &mut String, d: &FleetDoc) {
     o.push_str("</table></section>");
 }
 
+/// A large fleet's links as a list (a matrix of its nodes would not fit a page).
+fn link_list(o: &mut String, d: &FleetDoc) {
+    let what = if d.links.len() < d.links_measured {
+        format!(
+            "{} of {} measured links: those the placements' channels cross",
+            d.links.len(),
+            d.links_measured
+        )
+    } else {
+        format!("{} measured links", d.links.len())
+    };
+    let _ = write!(
+        o,
+        "<p class=\"muted\">{what}</p><table><tr><th class=\"l\">from</th><th class=\"l\">to</th>\
+         <th>latency ± jitter</th><th>loss</th><th>samples</th><th>age</th></tr>"
+    );
+    for l in &d.links {
+        let LinkDoc {
+            from,
+            to,
+            latency_ms,
+            jitter_ms,
+            loss,
+            samples,
+            age_ms,
+        } = l;
+        let _ = write!(
+            o,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{latency_ms:.1} ±{jitter_ms:.1} ms</td>\
+             <td>{:.1} %</td><td>{samples}</td><td>{:.1} s</td></tr>",
+            esc(from),
+            esc(to),
+            loss * 100.0,
+            *age_ms as f64 / 1000.0
+        );
+    }
+    o.push_str("</table></section>");
+}
+
 fn events(o: &mut String, d: &FleetDoc) {
     o.push_str("<section id=\"events\"><h2>Recent events</h2><ol>");
     for e in d.events.iter().rev() {
@@ -360,6 +466,98 @@ mod tests {
             esc("<a href=\"x\">&'"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
+    }
+
+    /// A fleet of `n` nodes, 4 a datacenter, all online; `busy` of them run a container and
+    /// one is unreachable; the document holds `links` of `measured` links.
+    fn fleet_of(n: usize, busy: usize, links: Vec<LinkDoc>, measured: usize) -> FleetDoc {
+        let node = |i: usize| NodeDoc {
+            name: format!("n{i:05}"),
+            state: if i == 7 { "unreachable" } else { "online" },
+            layer: "edge".into(),
+            arch: "aarch64".into(),
+            cpu_millis: 0,
+            cpu_capacity_millis: 4000,
+            memory_mb: 0,
+            memory_capacity_mb: 4096,
+            disk_mb: 0,
+            disk_capacity_mb: 0,
+            containers: u32::from(i < busy),
+            silent_ms: 0,
+            coordinate: None,
+        };
+        FleetDoc {
+            at_unix_ms: 0,
+            model_version: 1,
+            datacenters: (0..n.div_ceil(4))
+                .map(|d| super::super::fleet::DatacenterDoc {
+                    name: format!("dc{d:04}"),
+                    nodes: (d * 4..(d * 4 + 4).min(n)).map(node).collect(),
+                })
+                .collect(),
+            node_names: (0..n).map(|i| format!("n{i:05}")).collect(),
+            links,
+            links_measured: measured,
+            apps: vec![],
+            counters: Default::default(),
+            events: vec![],
+        }
+    }
+
+    fn link(from: &str, to: &str) -> LinkDoc {
+        LinkDoc {
+            from: from.into(),
+            to: to.into(),
+            latency_ms: 4.25,
+            jitter_ms: 0.5,
+            loss: 0.01,
+            samples: 20,
+            age_ms: 1500,
+        }
+    }
+
+    #[test]
+    fn a_small_fleets_links_are_a_matrix_of_every_node() {
+        let d = fleet_of(3, 0, vec![link("n00000", "n00001")], 1);
+        let b = body(Some(&d));
+        assert!(b.contains("from \\ to"), "a matrix");
+        assert_eq!(
+            b.matches("<td class=\"muted\">·</td>").count(),
+            8,
+            "3 x 3 cells, one link"
+        );
+        assert_eq!(
+            b.matches("class=\"node state-").count(),
+            3,
+            "a card per node"
+        );
+    }
+
+    /// The page of a 2,000-node fleet: its matrix alone was 4 million cells (about 100 MB,
+    /// and 60 GB at 50,000 nodes) each time the page reloaded.
+    #[test]
+    fn a_large_fleets_page_lists_its_links_and_draws_the_nodes_that_matter() {
+        let links = vec![link("n00003", "n01999"), link("n00010", "n00011")];
+        let d = fleet_of(2000, 5, links, 64_000);
+        let b = body(Some(&d));
+        assert!(b.len() < 1 << 20, "{} bytes", b.len());
+        assert!(!b.contains("from \\ to"), "no matrix");
+        assert!(b.contains("2 of 64000 measured links: those the placements' channels cross"));
+        assert!(
+            b.contains("<td class=\"l\">n01999</td><td>4.2 ±0.5 ms</td>"),
+            "{b}"
+        );
+        // a card for each node running a container, and for the unreachable one
+        assert_eq!(b.matches("class=\"node state-").count(), 6);
+        assert!(b.contains("data-node=\"n00007\""));
+        assert!(b.contains("2000 nodes: a card for each node not online or running containers (6)"));
+        assert!(b.contains("<span class=\"muted\">3 online, 1 unreachable</span>"));
+        // more noteworthy nodes than cards: the first NODE_CARDS_MAX drawn
+        let d = fleet_of(2000, 1200, vec![], 64_000);
+        let b = body(Some(&d));
+        assert_eq!(b.matches("class=\"node state-").count(), NODE_CARDS_MAX);
+        assert!(b.contains("(1200, the first 500 drawn)"));
+        assert!(b.contains("64000 links measured; no placement crosses one yet"));
     }
 
     #[test]
