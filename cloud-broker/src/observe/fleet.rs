@@ -5,8 +5,10 @@
 //! `min-e2e-response-time` grade (`l_min / l`), and the best reliability by the scheduler's
 //! own exact search for the deployment with only that path's `max-e2e-reliability` as its
 //! criterion (constraints kept, resource requests of other applications aside, as `l_min`).
-//! Scoring is a search: it is done again every [`SCORE_EVERY`] per application, or at once
-//! when its placement changes.
+//! Scoring is a search: it is done again when the live model changed, at most every
+//! [`SCORE_EVERY`] per application, or at once when its placement changes. A document is
+//! built from each published view, and building them takes at most a tenth of a core
+//! ([`super::publish_every_ms`] of the last one's time between two).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -168,6 +170,7 @@ pub(super) fn spawn_builder(
                 continue;
             };
             let mut kept = std::mem::take(&mut scored);
+            let started = Instant::now();
             let built = tokio::task::spawn_blocking(move || {
                 let d = build_with(&p.view, p.events.clone(), &mut kept);
                 (d, kept)
@@ -180,20 +183,25 @@ pub(super) fn spawn_builder(
                 }
                 Err(e) => tracing::error!("fleet view not built: {e}"),
             }
-            // at most four documents a second, whatever the loop publishes
-            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            // at most four documents a second, whatever the loop publishes, and building them
+            // takes at most a tenth of a core
+            let took = started.elapsed().as_millis() as u64;
+            tokio::time::sleep(Duration::from_millis(super::publish_every_ms(took))).await;
         }
     });
     docs
 }
 
-/// How often an application's deployment is scored again on the live model.
+/// How often an application's deployment is scored again on the live model, when the model
+/// changed (on the same model the scores are the same: not scored again).
 pub const SCORE_EVERY: Duration = Duration::from_secs(2);
 
 /// One application's deployment scored on the live model.
 #[derive(Debug, Clone)]
 struct Scoring {
     at: Instant,
+    /// The version of the model it was scored on.
+    model_version: u64,
     assignment: BTreeMap<String, String>,
     score_now: Option<f64>,
     /// Per path: the least latency and the best reliability it could have.
@@ -265,14 +273,14 @@ pub fn build_with(v: &FleetView, events: Vec<OpEvent>, scored: &mut Scored) -> F
         apps: v
             .apps
             .iter()
-            .map(|a| app_doc(&v.model, a, scored))
+            .map(|a| app_doc(&v.model, v.model_version, a, scored))
             .collect(),
         counters: v.stats.clone(),
         events,
     }
 }
 
-fn app_doc(model: &LiveModel, a: &AppView, scored: &mut Scored) -> AppDoc {
+fn app_doc(model: &LiveModel, model_version: u64, a: &AppView, scored: &mut Scored) -> AppDoc {
     let app = &a.application;
     let assignment = a.placement.as_ref().map(|p| &p.assignment);
     let status = a.status.as_ref();
@@ -310,12 +318,12 @@ fn app_doc(model: &LiveModel, a: &AppView, scored: &mut Scored) -> AppDoc {
         .collect();
     let scoring = match assignment {
         Some(asg) => {
-            let fresh = scored
-                .0
-                .get(&a.name)
-                .is_some_and(|s| &s.assignment == asg && s.at.elapsed() < SCORE_EVERY);
+            let fresh = scored.0.get(&a.name).is_some_and(|s| {
+                &s.assignment == asg
+                    && (s.model_version == model_version || s.at.elapsed() < SCORE_EVERY)
+            });
             if !fresh {
-                let s = score(model, app, asg, &measured);
+                let s = score(model, model_version, app, asg, &measured);
                 scored.0.insert(a.name.clone(), s);
             }
             scored.0.get(&a.name)
@@ -384,6 +392,7 @@ fn app_doc(model: &LiveModel, a: &AppView, scored: &mut Scored) -> AppDoc {
 /// `measured`: each path's latency and reliability now, in the order of `app.paths`.
 fn score(
     model: &LiveModel,
+    model_version: u64,
     app: &Application,
     assignment: &BTreeMap<String, String>,
     measured: &[(Option<f64>, Option<f64>)],
@@ -420,6 +429,7 @@ fn score(
     }
     Scoring {
         at: Instant::now(),
+        model_version,
         assignment: assignment.clone(),
         score_now,
         optimum,
@@ -557,5 +567,40 @@ mod tests {
         // 1 + (3 * 100 + 41) / 100 ms, as the link table keeps it (0.1 ms steps)
         assert_eq!(path.latency_ms, Some(4.4), "{path:?}");
         assert!(d.apps[0].score_now.is_some(), "scored on the live model");
+
+        // scored again only when the model changed: a scoring older than SCORE_EVERY on the
+        // same model is kept, one on another model is not
+        let old = Instant::now()
+            .checked_sub(SCORE_EVERY * 5)
+            .expect("a clock that far back");
+        let planted = |version: u64| {
+            let mut s = Scored::default();
+            s.0.insert(
+                "pair".into(),
+                Scoring {
+                    at: old,
+                    model_version: version,
+                    assignment: sim.assignment("pair"),
+                    score_now: Some(-1.0),
+                    optimum: HashMap::new(),
+                },
+            );
+            s
+        };
+        let mut kept = planted(v.model_version);
+        let d = build_with(&v, vec![], &mut kept);
+        assert_eq!(
+            d.apps[0].score_now,
+            Some(-1.0),
+            "the same model: not scored again"
+        );
+        let mut kept = planted(v.model_version - 1);
+        let d = build_with(&v, vec![], &mut kept);
+        assert_ne!(
+            d.apps[0].score_now,
+            Some(-1.0),
+            "another model: scored again"
+        );
+        assert!(kept.0["pair"].at > old);
     }
 }
