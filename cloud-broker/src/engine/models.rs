@@ -227,6 +227,20 @@ impl Engine {
         self.models.ready.as_ref().is_some_and(|r| r.number > built)
     }
 
+    /// The live model operators see, and its version: in a large fleet the one the tick took
+    /// last (a view takes no model of its own: in a fleet that churns every node that leaves
+    /// would have made one, and its views derived, at each view, four times a second), else
+    /// [`Engine::model`].
+    pub(super) fn model_for_view(&mut self) -> (Arc<LiveModel>, u64) {
+        if self.large_fleet() {
+            if let Some(c) = &self.models.current {
+                return (c.model.clone(), c.version);
+            }
+        }
+        let m = self.model();
+        (m, self.models.version)
+    }
+
     /// How many live models were taken ([`Engine::model_has_links_since`]).
     pub(super) fn models_built(&self) -> u64 {
         self.models.built

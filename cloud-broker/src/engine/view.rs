@@ -86,7 +86,7 @@ pub struct FleetView {
     /// The live model the scheduler sees (online nodes, links, loopbacks filled in), shared
     /// with the placement jobs.
     pub model: Arc<LiveModel>,
-    /// Grows whenever `model` changes.
+    /// Grows whenever `model` changes (the version it was taken at).
     pub model_version: u64,
     pub stats: Stats,
 }
@@ -95,7 +95,7 @@ impl Engine {
     /// A snapshot for operators. `&mut` only for the live model's cache.
     pub fn view(&mut self) -> FleetView {
         let now = self.now;
-        let model = self.model();
+        let (model, model_version) = self.model_for_view();
         let nodes = self
             .nodes
             .values()
@@ -157,7 +157,7 @@ impl Engine {
             links_measured,
             apps,
             model,
-            model_version: self.models.version,
+            model_version,
             stats: self.stats.clone(),
         }
     }

@@ -506,7 +506,7 @@ mod tests {
     use super::*;
     use crate::engine::view::VIEW_LINKS_MAX;
     use crate::engine::Event;
-    use crate::testkit::engine::{edge_node, lost_when_silent, EngineSim};
+    use crate::testkit::engine::{edge_node, lost_when_silent, railway, will_of, EngineSim};
 
     /// 80 nodes each measuring the next 60 (4,800 links, more than a view lists): the view and the
     /// fleet document hold the one link the placement crosses, the path is measured on it and
@@ -602,5 +602,45 @@ mod tests {
             "another model: scored again"
         );
         assert!(kept.0["pair"].at > old);
+    }
+
+    /// In a large fleet a view shows the model the tick took last and takes none of its own: a
+    /// node that leaves does not make the next view take (and have derived) a new model.
+    #[test]
+    fn a_large_fleets_view_takes_no_model_of_its_own() {
+        let c = railway();
+        let mut sim = EngineSim::new(crate::engine::EngineConfig {
+            peers_offload_from: c.nodes.len(),
+            ..lost_when_silent()
+        });
+        sim.join_cluster(&c);
+        sim.feed(Event::StartupDone);
+        sim.tick(1000);
+        let first = sim.e.view();
+        assert!(first.model.node("n05").is_some());
+        sim.feed(will_of("n05"));
+        // judged gone on the next tick, before the next model is due
+        sim.tick(10);
+        assert_eq!(
+            sim.e
+                .view()
+                .nodes
+                .iter()
+                .find(|n| n.name == "n05")
+                .unwrap()
+                .state,
+            "lost"
+        );
+        for _ in 0..3 {
+            let v = sim.e.view();
+            assert!(Arc::ptr_eq(&v.model, &first.model), "a model of its own");
+            assert_eq!(v.model_version, first.model_version);
+        }
+        // the tick takes the next one, and the view shows it
+        sim.tick(60_000);
+        let v = sim.e.view();
+        assert!(!Arc::ptr_eq(&v.model, &first.model));
+        assert!(v.model_version > first.model_version);
+        assert!(v.model.node("n05").is_none(), "the node gone");
     }
 }
