@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use acoa_scheduler::rng::SplitMix64 as Rng;
 use acoa_shared::coords::{
-    estimate_in_group_ms, estimate_latency_ms, select_neighbours, Coord, Member, NeighbourMix,
+    estimate_in_group_ms, estimate_latency_ms, select_all_neighbours, Coord, Member, NeighbourMix,
     VivaldiConfig, VivaldiNode,
 };
 use anyhow::{bail, Result};
@@ -145,6 +145,13 @@ struct Args {
     /// Vivaldi cc and ce.
     #[arg(long, default_value_t = 0.25)]
     cc: f64,
+    /// The timestep constant of a settled node (error 0: `VivaldiConfig::cc_settled`); equal
+    /// to `--cc`, Dabek's constant (the figures before 2026-12-05).
+    #[arg(long, default_value_t = 0.05)]
+    cc_settled: f64,
+    /// The error estimate from which the timestep constant is `--cc`.
+    #[arg(long, default_value_t = 0.25)]
+    error_unsettled: f64,
     #[arg(long, default_value_t = 0.25)]
     ce: f64,
 }
@@ -545,6 +552,8 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
     let n = topo.nodes.len();
     let cfg = VivaldiConfig {
         cc: args.cc,
+        cc_settled: args.cc_settled,
+        error_unsettled: args.error_unsettled,
         ce: args.ce,
         percentile: args.percentile,
         relative_threshold: args.threshold,
@@ -585,8 +594,10 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
                 e => (args.seed ^ 0x16_c00d).wrapping_add(selection / e as u64),
             };
             let previous = (args.discover > 0 && round > 0).then(|| peers.clone());
+            // The whole fleet's lists at once (the same lists as `select_neighbours` node by
+            // node, in O(n log n) instead of O(n^2)).
+            peers = select_all_neighbours(&members, k, mix, seed);
             for (i, p) in peers.iter_mut().enumerate() {
-                *p = select_neighbours(i, &members, k, mix, seed);
                 if let Some(previous) = &previous {
                     let near_end = k.saturating_sub(mix.random);
                     near::discover(i, p, near_end, args.discover, previous, topo, |a, b| {
@@ -684,7 +695,7 @@ fn main() -> Result<()> {
     }
     println!(
         "seed {}, {} dimensions + height, {} rounds, neighbour sets chosen again every {} rounds, \
-         moving percentile {} over {} samples, RELATIVE threshold {}, cc {} ce {}, outliers {}, detours {}",
+         moving percentile {} over {} samples, RELATIVE threshold {}, cc {} (settled {} below error {}) ce {}, outliers {}, detours {}",
         args.seed,
         args.dims,
         args.rounds,
@@ -693,6 +704,8 @@ fn main() -> Result<()> {
         SIM_WINDOW,
         args.threshold,
         args.cc,
+        args.cc_settled,
+        args.error_unsettled,
         args.ce,
         args.outliers,
         args.detours

@@ -190,6 +190,38 @@ fn bad_samples_and_coordinates_are_refused() {
 }
 
 #[test]
+fn a_settled_node_takes_smaller_steps_than_a_new_one() {
+    let dabek = VivaldiConfig {
+        cc_settled: VivaldiConfig::default().cc,
+        ..VivaldiConfig::default()
+    };
+    let remote = Coord::new([10.0, 0.0], 1.0, 1.5).unwrap();
+    let mut a: Node2 = VivaldiNode::new(VivaldiConfig::default(), 3);
+    let mut b: Node2 = VivaldiNode::new(dabek, 3);
+    // New (error 1.5, above `error_unsettled`): the paper's step.
+    a.update(20.0, &remote);
+    b.update(20.0, &remote);
+    assert_eq!(a.system(), b.system());
+    // Settled on samples that fit (error near 0): one sample 10 ms longer moves it about a
+    // fifth as far (0.05 against 0.25), for the same trust `w = e_i / (e_i + e_j)`.
+    for _ in 0..2000 {
+        a.update(20.0, &remote);
+        b.update(20.0, &remote);
+    }
+    let step = |n: &mut Node2| {
+        let (d, e) = (n.system().distance_ms(&remote), n.system().error());
+        assert!((d - 20.0).abs() < 0.1 && e < 0.05, "{:?}", n.system());
+        n.update(30.0, &remote);
+        (n.system().distance_ms(&remote) - d) / (e / (e + remote.error()))
+    };
+    let (sa, sb) = (step(&mut a), step(&mut b));
+    assert!(
+        sa > 0.1 * sb && sa < 0.3 * sb,
+        "moved {sa} against {sb} per unit of trust"
+    );
+}
+
+#[test]
 fn coincident_nodes_are_pushed_apart() {
     let mut a: Node2 = VivaldiNode::new(VivaldiConfig::default(), 9);
     let b = Coord::origin(0.01, 1.5);
