@@ -99,6 +99,10 @@ struct Args {
     /// it): the last this many of the fleet.
     #[arg(long, default_value_t = 0)]
     unsure: usize,
+    /// Then this many operators' views in a row, each with its fleet document, page and
+    /// `/api/fleet` (a node's usage changed before each): the heap and the RSS after them.
+    #[arg(long, default_value_t = 0)]
+    views: usize,
 }
 
 const TRAIN: usize = 10;
@@ -433,6 +437,31 @@ fn main() {
                 "| {n} | {model_links} | the web view's page and /api/fleet ({:.1} MiB and {:.1} MiB) | | {serve_ms:.0} ms | | |",
                 page.len() as f64 / (1 << 20) as f64,
                 json as f64 / (1 << 20) as f64
+            );
+        }
+        if args.views > 0 {
+            let (heap, rss) = (live_mib(), rss_mib());
+            let t = Instant::now();
+            let mut docs = std::collections::VecDeque::new();
+            for i in 0..args.views {
+                sim.feed(moved(clouds(n) + 8 + i % 100, 1000 + i));
+                let v = sim.e.view();
+                let doc = cloud_broker::observe::fleet::build_with(&v, vec![], &mut scored);
+                let page = cloud_broker::observe::page::body(Some(&doc));
+                let json = serde_json::to_vec(&doc).map_or(0, |j| j.len());
+                std::hint::black_box((page.len(), json));
+                // as serve holds them: the last view published, the last document served
+                docs.push_back((v, doc));
+                if docs.len() > 1 {
+                    docs.pop_front();
+                }
+            }
+            let ms = t.elapsed().as_secs_f64() * 1000.0 / args.views as f64;
+            println!(
+                "| {n} | {model_links} | {} operators' views in a row, each with its document, page and JSON | {ms:.0} ms each | | heap {heap:.0} → {:.0} MiB, RSS {rss:.0} → {:.0} MiB | |",
+                args.views,
+                live_mib(),
+                rss_mib()
             );
         }
         // what a remote scheduler worker receives of the model (packed once per model)
