@@ -42,6 +42,14 @@ pub(super) struct Ring {
     started: bool,
 }
 
+/// The names `old` has and `now` has not.
+fn gone<V, W>(old: &BTreeMap<String, V>, now: &BTreeMap<String, W>) -> Vec<String> {
+    old.keys()
+        .filter(|n| !now.contains_key(*n))
+        .cloned()
+        .collect()
+}
+
 fn placed_text(a: &BTreeMap<String, String>) -> String {
     a.iter()
         .map(|(c, n)| format!("{c} on {n}"))
@@ -122,13 +130,7 @@ impl Ring {
                 None => self.push("node", format!("node {name} {state}")),
             }
         }
-        let gone: Vec<String> = self
-            .node_states
-            .keys()
-            .filter(|n| !now.contains_key(*n))
-            .cloned()
-            .collect();
-        for name in gone {
+        for name in gone(&self.node_states, &now) {
             self.push("node", format!("node {name} removed"));
         }
         self.node_states = now;
@@ -166,13 +168,7 @@ impl Ring {
             }
             apps.insert(a.name.clone(), st.to_string());
         }
-        let gone: Vec<String> = self
-            .app_states
-            .keys()
-            .filter(|n| !apps.contains_key(*n))
-            .cloned()
-            .collect();
-        for name in gone {
+        for name in gone(&self.app_states, &apps) {
             self.push("application", format!("{name} deleted"));
         }
         self.app_states = apps;
