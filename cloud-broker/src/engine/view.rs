@@ -8,8 +8,8 @@
 //! most [`VIEW_LINKS_MAX`] links or the placements' own, whatever the fleet measures, and
 //! shares the live model with the placement jobs instead of copying it: at 50,000 nodes (1.6
 //! million links) every link with its two names and the model as a cluster document took
-//! about 1 s of the decision loop and 500 MiB each time (BENCHMARKS.md, "The operators' view
-//! at 50,000 nodes").
+//! 1.6 s of the decision loop on a new model and raised the RSS by 650 MiB (BENCHMARKS.md,
+//! "What operators watch, at 50,000 nodes").
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -67,12 +67,18 @@ pub fn body(doc: Option<&FleetDoc>) -> String {
     o
 }
 
-fn summary(o: &mut String, d: &FleetDoc) {
+/// How many of `nodes` are in each state: "3 online, 1 unreachable" (states by name).
+fn by_state<'a>(nodes: impl IntoIterator<Item = &'a NodeDoc>) -> String {
     let mut states: BTreeMap<&str, usize> = BTreeMap::new();
-    for n in d.datacenters.iter().flat_map(|dc| &dc.nodes) {
+    for n in nodes {
         *states.entry(n.state).or_default() += 1;
     }
     let states: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    states.join(", ")
+}
+
+fn summary(o: &mut String, d: &FleetDoc) {
+    let states = by_state(d.datacenters.iter().flat_map(|dc| &dc.nodes));
     let c = &d.counters;
     let _ = write!(
         o,
@@ -80,7 +86,7 @@ fn summary(o: &mut String, d: &FleetDoc) {
          {} reports, {} link reports, {} container reports ingested · {} placement jobs · \
          {} desired states published · {} commit collisions</section>",
         d.node_names.len(),
-        esc(&states.join(", ")),
+        esc(&states),
         d.datacenters.len(),
         d.apps.len(),
         c.reports,
@@ -132,15 +138,10 @@ fn fleet(o: &mut String, d: &FleetDoc) {
             esc(&dc.name)
         );
         if !every_card {
-            let mut states: BTreeMap<&str, usize> = BTreeMap::new();
-            for n in &dc.nodes {
-                *states.entry(n.state).or_default() += 1;
-            }
-            let states: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
             let _ = write!(
                 o,
                 "<span class=\"muted\">{}</span>",
-                esc(&states.join(", "))
+                esc(&by_state(&dc.nodes))
             );
         }
         o.push_str("<div class=\"nodes\">");
