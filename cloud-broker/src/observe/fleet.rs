@@ -170,6 +170,7 @@ pub(super) fn spawn_builder(
                 continue;
             };
             let mut kept = std::mem::take(&mut scored);
+            let nodes = p.view.nodes.len();
             let started = Instant::now();
             let built = tokio::task::spawn_blocking(move || {
                 let d = build_with(&p.view, p.events.clone(), &mut kept);
@@ -183,10 +184,10 @@ pub(super) fn spawn_builder(
                 }
                 Err(e) => tracing::error!("fleet view not built: {e}"),
             }
-            // at most four documents a second, whatever the loop publishes, and building them
-            // takes at most a tenth of a core
+            // no more documents than the loop publishes views of a fleet this size, whatever
+            // it publishes, and building them takes at most a tenth of a core
             let took = started.elapsed().as_millis() as u64;
-            tokio::time::sleep(Duration::from_millis(super::publish_every_ms(took))).await;
+            tokio::time::sleep(Duration::from_millis(super::publish_every_ms(took, nodes))).await;
         }
     });
     docs

@@ -4,8 +4,8 @@
 //! The decision loop hands each event's outcome to an [`Observer`]: it counts from the
 //! engine's events and statistics, keeps the recent operator events in a bounded ring, and
 //! publishes a [`crate::engine::view::FleetView`] through a `watch` channel at most every
-//! [`PUBLISH_EVERY_MS`], and in a large fleet less often, so that building it takes no more
-//! than a tenth of the loop ([`publish_every_ms`]). Everything else (the fleet document with
+//! [`PUBLISH_EVERY_MS`], and in a large fleet less often: in proportion to its nodes, and so
+//! that building it takes no more than a tenth of the loop ([`publish_every_ms`]). Everything else (the fleet document with
 //! its paths scored against the optimum, the HTTP servers) runs off the loop.
 //!
 //! Invariants: off unless asked for (no observer, no listener); the web view never answers
@@ -34,15 +34,26 @@ pub use metrics::Metrics;
 /// The loop publishes a new view at most this often.
 pub const PUBLISH_EVERY_MS: u64 = 250;
 
+/// And in a larger fleet at most every this many ms per 1,000 nodes: 2.5 s at 50,000 nodes,
+/// the 250 ms up to 5,000. Each view is cheap (16-126 ms at 50,000 nodes), but four a second
+/// and the documents built from them took a quarter of a core on a 2-core machine
+/// (BENCHMARKS.md, "What operators watch, at 50,000 nodes"); an operator's page of a fleet
+/// that size reloads every 1.5 s and shows counts that do not move four times a second.
+pub const PUBLISH_MS_PER_1000_NODES: u64 = 50;
+
 /// Building the view takes at most one part in this of the decision loop's time: every link
-/// of a 50,000-node fleet takes about 0.8 s to build, which every [`PUBLISH_EVERY_MS`] would
-/// stall the loop (BENCHMARKS.md, "A fleet that reports coordinates").
+/// of a 50,000-node fleet took about 1.6 s to build before views held only the placements'
+/// links, which every [`PUBLISH_EVERY_MS`] would stall the loop.
 pub const VIEW_SHARE: u64 = 10;
 
-/// The wait before the next view, after one that took `took_ms` to build: at least
-/// [`PUBLISH_EVERY_MS`], and [`VIEW_SHARE`] times what the last one took.
-pub fn publish_every_ms(took_ms: u64) -> u64 {
-    PUBLISH_EVERY_MS.max(took_ms.saturating_mul(VIEW_SHARE))
+/// The wait before the next view of a fleet of `nodes`, after one that took `took_ms` to
+/// build: at least [`PUBLISH_EVERY_MS`], [`PUBLISH_MS_PER_1000_NODES`] per 1,000 nodes, and
+/// [`VIEW_SHARE`] times what the last one took.
+pub fn publish_every_ms(took_ms: u64, nodes: usize) -> u64 {
+    let by_size = (nodes as u64).saturating_mul(PUBLISH_MS_PER_1000_NODES) / 1000;
+    PUBLISH_EVERY_MS
+        .max(by_size)
+        .max(took_ms.saturating_mul(VIEW_SHARE))
 }
 
 /// `serve`'s flags for what operators watch.
@@ -206,6 +217,7 @@ impl Observer {
             self.last_pub = Some(now_ms);
             let started = std::time::Instant::now();
             let view = engine.view();
+            let nodes = view.nodes.len();
             self.metrics.count_stats(&view.stats);
             self.ring.states(&view);
             let p = Published {
@@ -214,13 +226,13 @@ impl Observer {
             };
             self.tx.send_replace(Some(Arc::new(p)));
             let took = started.elapsed().as_millis() as u64;
-            self.every_ms = publish_every_ms(took);
+            self.every_ms = publish_every_ms(took, nodes);
             if self.every_ms >= self.said_every_ms.saturating_mul(2)
                 || self.every_ms.saturating_mul(2) <= self.said_every_ms
             {
                 self.said_every_ms = self.every_ms;
                 tracing::info!(
-                    "the operators' view took {took} ms to build: published every {:.2} s from now on (its building takes at most 1/{VIEW_SHARE} of the decision loop)",
+                    "the operators' view of {nodes} nodes took {took} ms to build: published every {:.2} s from now on (at least {PUBLISH_MS_PER_1000_NODES} ms per 1,000 nodes; its building takes at most 1/{VIEW_SHARE} of the decision loop)",
                     self.every_ms as f64 / 1000.0
                 );
             }
@@ -235,10 +247,21 @@ mod tests {
     #[test]
     fn a_view_that_is_slow_to_build_is_built_less_often() {
         // a small fleet's view (a few ms) every 250 ms, as before
-        assert_eq!(publish_every_ms(0), PUBLISH_EVERY_MS);
-        assert_eq!(publish_every_ms(25), PUBLISH_EVERY_MS);
-        // 50,000 nodes (about 0.8 s a view): every 8 s, a tenth of the loop
-        assert_eq!(publish_every_ms(800), 8_000);
-        assert_eq!(publish_every_ms(u64::MAX), u64::MAX);
+        assert_eq!(publish_every_ms(0, 20), PUBLISH_EVERY_MS);
+        assert_eq!(publish_every_ms(25, 20), PUBLISH_EVERY_MS);
+        // a view that took 800 ms: every 8 s, a tenth of the loop
+        assert_eq!(publish_every_ms(800, 20), 8_000);
+        assert_eq!(publish_every_ms(u64::MAX, 20), u64::MAX);
+    }
+
+    #[test]
+    fn a_large_fleets_view_is_published_less_often_however_cheap() {
+        // up to 5,000 nodes every 250 ms
+        assert_eq!(publish_every_ms(0, 5_000), PUBLISH_EVERY_MS);
+        // 50,000 nodes: a view of 16 ms (the same model) every 2.5 s, not four a second
+        assert_eq!(publish_every_ms(16, 50_000), 2_500);
+        assert_eq!(publish_every_ms(126, 50_000), 2_500);
+        assert_eq!(publish_every_ms(400, 50_000), 4_000);
+        assert_eq!(publish_every_ms(0, usize::MAX), u64::MAX / 1000);
     }
 }
