@@ -605,9 +605,11 @@ async fn bench(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     println!(
-        "{} of {n} nodes joined in {:.1} s",
+        "{} of {n} nodes joined in {:.1} s (control plane RSS {} MiB now, at most {} MiB so far)",
         joined.load(Ordering::Relaxed),
-        t_connect.elapsed().as_secs_f64()
+        t_connect.elapsed().as_secs_f64(),
+        proc_status_kb(pid, "VmRSS") / 1024,
+        proc_status_kb(pid, "VmHWM") / 1024
     );
     // settle, then measure
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -749,15 +751,20 @@ async fn bench(
             Instant::now(),
             last_stats.lock().unwrap().len(),
         );
-        let mut rss_max = 0;
+        // sampled every second; the largest of each 10 s kept, to see when it peaks
+        let (mut rss_max, mut per_10s) = (0, vec![]);
         while t0.elapsed() < Duration::from_secs(args.after_s) {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            rss_max = rss_max.max(proc_status_kb(pid, "VmRSS"));
+            let rss = proc_status_kb(pid, "VmRSS");
+            rss_max = rss_max.max(rss);
+            let i = (t0.elapsed().as_secs() / 10) as usize;
+            per_10s.resize(per_10s.len().max(i + 1), 0);
+            per_10s[i] = per_10s[i].max(rss / 1024);
         }
         let wall = t0.elapsed().as_secs_f64();
         let ingest = ingest_rates(&last_stats.lock().unwrap()[at..]);
         println!(
-            "nodes {n}, {wall:.0} s after the applications (their explorations): CPU {:.2} cores, RSS at most {} MiB, control plane ingest {:?} msg/s",
+            "nodes {n}, {wall:.0} s after the applications (their explorations): CPU {:.2} cores, RSS at most {} MiB (the largest of each 10 s: {per_10s:?}), control plane ingest {:?} msg/s",
             (proc_cpu_ticks(pid) - c0) as f64 / hz / wall,
             rss_max / 1024,
             ingest
