@@ -139,6 +139,72 @@ fn with_a_small_k_each_node_probes_its_group_the_nearest_and_a_few_random() {
     );
 }
 
+/// A joining fleet's new nodes land in the random and nearest slots of most lists, round after
+/// round: a list that only found other neighbours waits until the one sent is
+/// `peers_refresh_ms` old, while a new node's list and one that named a node now gone go out
+/// at once (`peerlists::due`).
+#[test]
+fn a_list_that_only_found_other_neighbours_waits_until_the_refresh() {
+    let c = railway();
+    let cfg = EngineConfig {
+        peers_k: 4,
+        // nobody is judged silent here: only joins and the will below change lists
+        node_timeout_ms: 3_600_000,
+        ..lost_when_silent()
+    };
+    let debounce = cfg.peers_debounce_ms;
+    let mut sim = Sim::new(cfg);
+    sim.join_cluster(&c);
+    let first = peer_lists_published(&sim.tick(1000), &sim.key);
+    assert_eq!(first.len(), c.nodes.len());
+    // twenty nodes join, each in a datacenter of its own
+    let joined: BTreeSet<String> = (21..41).map(|i| format!("m{i}")).collect();
+    for n in &joined {
+        sim.feed(Event::Report(Box::new(report(&edge_node(
+            n,
+            &format!("dc-{n}"),
+        )))));
+    }
+    let round = peer_lists_published(&sim.tick(debounce), &sim.key);
+    assert_eq!(
+        round.keys().cloned().collect::<BTreeSet<_>>(),
+        joined,
+        "only the new nodes' lists at once"
+    );
+    // the old lists that now name new nodes go out at the refresh, not before
+    assert!(peer_lists_published(&sim.tick(1000), &sim.key).is_empty());
+    let later = peer_lists_published(&sim.tick(30_000), &sim.key);
+    let names = |pl: &wire::PeerList| -> BTreeSet<String> {
+        pl.peers.iter().map(|p| p.node.to_string()).collect()
+    };
+    assert!(!later.is_empty(), "the railway's lists found the new nodes");
+    for (n, pl) in &later {
+        assert!(first.contains_key(n), "{n}: a railway node's");
+        assert_ne!(names(pl), names(&first[n]), "{n}");
+    }
+    // a node gone: every list naming it goes out at the next round, however recent
+    let gone = later
+        .values()
+        .flat_map(|pl| pl.peers.iter().map(|p| p.node.to_string()))
+        .find(|p| joined.contains(p))
+        .expect("a railway list names a new node");
+    let naming: BTreeSet<String> = joined
+        .iter()
+        .chain(c.nodes.iter().map(|n| &n.name))
+        .filter(|n| sim.e.peer_list(n).is_some_and(|l| l.contains(&gone)))
+        .cloned()
+        .collect();
+    assert!(!naming.is_empty());
+    sim.feed(will_of(gone.as_str()));
+    let after = peer_lists_published(&sim.tick(debounce), &sim.key);
+    for n in &naming {
+        let pl = after
+            .get(n)
+            .unwrap_or_else(|| panic!("{n} still lists {gone}"));
+        assert!(!names(pl).contains(&gone), "{n}");
+    }
+}
+
 /// The peers of each node's list that are not of its group, and those that are.
 fn split_by_group(pl: &wire::PeerList) -> (BTreeSet<String>, BTreeSet<String>) {
     let (own, other): (Vec<_>, Vec<_>) = pl.peers.iter().partition(|p| p.group);

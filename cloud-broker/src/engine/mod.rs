@@ -93,7 +93,8 @@ pub struct EngineConfig {
     pub peers_debounce_ms: u64,
     /// Peers in each node's neighbour set (`probes`; at most `wire::MAX_PEERS_PER_NODE`).
     pub peers_k: usize,
-    /// Moved coordinates change the neighbour sets at most this often.
+    /// Moved coordinates change the neighbour sets at most this often, and a list that only
+    /// found other neighbours waits until the one sent is this old (`peerlists::due`).
     pub peers_refresh_ms: u64,
     /// Each node's random peers are drawn again this often, the nodes staggered over the
     /// period (0: never, they change only with the members). Checked every
@@ -662,7 +663,7 @@ impl Engine {
         self.judge_nodes(out);
         self.retry_for_joins(out);
         self.expire_links();
-        let refresh = (self.probes.moved || self.cfg.peers_rotate_ms > 0)
+        let refresh = (self.probes.moved || self.probes.deferred || self.cfg.peers_rotate_ms > 0)
             && now.saturating_sub(self.probes.last_refresh) >= self.cfg.peers_refresh_ms;
         if (refresh
             || (self.peers_dirty

@@ -5,7 +5,7 @@
 //! [`wire::MAX_PEERS_PER_NODE`] peers and each peer once; the same members, coordinates,
 //! targets and seed give the same lists.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use acoa_shared::coords::{select_all_neighbours, Coord, Member, NeighbourMix, DIMS};
@@ -16,7 +16,7 @@ use tracing::error;
 /// A node as a peer list names it: its name and where it answers probes, held once and
 /// shared by every list that names it (50,000 lists of 32 peers: 1.6 million entries of 16
 /// bytes, where two shared strings took 40).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PeerAt {
     pub name: Box<str>,
     pub addr: Box<str>,
@@ -138,8 +138,8 @@ pub fn peer_lists(
 }
 
 /// A computation of every peer list, handed to the I/O loop ([`super::Action::ComputePeers`]) when
-/// the fleet is large: the same pure [`peer_lists`], and the lists that changed since those
-/// sent framed and signed for the round's generation (signing is most of a round's CPU at
+/// the fleet is large: the same pure [`peer_lists`], and the lists due to be published
+/// ([`due`]) framed and signed for the round's generation (signing is most of a round's CPU at
 /// 20,000 nodes), off the decision loop. A small fleet's job runs on the loop.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeersJob {
@@ -149,23 +149,37 @@ pub struct PeersJob {
     pub k: usize,
     pub targets: BTreeMap<String, BTreeSet<String>>,
     pub seed: u64,
-    /// The generation the round's changed lists carry.
+    /// The generation the round's published lists carry.
     pub generation: u64,
     /// The lists sent before (a snapshot: no list is sent while a job is out).
     pub sent: Arc<Sent>,
+    /// Lists sent before this (engine ms) are stale: one that only found other neighbours
+    /// is published ([`due`]). The engine's time minus `peers_refresh_ms`.
+    pub stale_before: u64,
     /// The control plane's key, to sign the lists.
     pub key: SigningKey,
 }
 
-/// Per node, the peer list last published and its generation.
-pub type Sent = BTreeMap<String, (u64, Vec<ListEntry>)>;
+/// A peer list as last published: its generation, when (engine ms) and its peers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentList {
+    pub generation: u64,
+    pub at_ms: u64,
+    pub list: Vec<ListEntry>,
+}
+
+/// Per node, the peer list last published.
+pub type Sent = BTreeMap<String, SentList>;
 
 impl PeersJob {
-    /// The lists, and the changed ones signed (CPU only: seconds at 50,000 nodes).
+    /// The lists, and those due signed (CPU only: seconds at 50,000 nodes).
     pub fn run(&self) -> PeersComputed {
         let lists = peer_lists(&self.cands, self.k, &self.targets, self.seed);
+        let live: HashSet<&PeerAt> = self.cands.iter().map(|c| &*c.peer).collect();
+        let (due, deferred) = due(&lists, &self.sent, &self.targets, &live, self.stale_before);
         let mut signed = BTreeMap::new();
-        for (node, list) in changed(&lists, &self.sent) {
+        for node in &due {
+            let list = &lists[node];
             match frame(node, self.generation, list).and_then(|m| wire::encode(&m, Some(&self.key)))
             {
                 Ok(bytes) => {
@@ -178,19 +192,61 @@ impl PeersJob {
             id: self.id,
             generation: self.generation,
             lists,
+            due,
+            deferred,
             signed,
         }
     }
 }
 
-/// The lists of `lists` that differ from those `sent`.
-pub(super) fn changed<'a>(
-    lists: &'a BTreeMap<String, Vec<ListEntry>>,
-    sent: &'a Sent,
-) -> impl Iterator<Item = (&'a String, &'a Vec<ListEntry>)> {
-    lists
-        .iter()
-        .filter(|(n, l)| sent.get(*n).is_none_or(|(_, s)| s != *l))
+/// The nodes whose list in `lists` differs from the one `sent` and is published now, and how
+/// many others differ but wait. A list is published at once when the node has none yet, when
+/// it grew or shrank (a small fleet's lists follow every join; an exploration's targeted
+/// pairs leave the list at its end, beyond `k`), when the one sent names a peer not
+/// `live` (lost, or at another address: that slot measures nothing) or lacks a peer a
+/// placement targets (`targets`: the placement waits for that link). A list that only found
+/// other neighbours waits until the one sent is older than `stale_before` (engine ms: at most
+/// `peers_refresh_ms`): while a fleet joins, its new nodes land in the random and nearest
+/// slots of most lists, round after round (at 50,000 nodes joining, rounds every 5 s changed
+/// 60-80 % of the lists each: a million lists signed, published and checked by the agents in
+/// 100 s, BENCHMARKS.md "Peer lists that only found other neighbours wait").
+pub fn due(
+    lists: &BTreeMap<String, Vec<ListEntry>>,
+    sent: &Sent,
+    targets: &BTreeMap<String, BTreeSet<String>>,
+    live: &HashSet<&PeerAt>,
+    stale_before: u64,
+) -> (Vec<String>, usize) {
+    let names =
+        |l: &[ListEntry]| -> BTreeSet<Box<str>> { l.iter().map(|e| e.peer.name.clone()).collect() };
+    let mut deferred = 0;
+    let mut due = vec![];
+    for (node, list) in lists {
+        let Some(s) = sent.get(node) else {
+            due.push(node.clone());
+            continue;
+        };
+        if s.list == *list {
+            continue;
+        }
+        let targeted_new = || {
+            targets.get(node).is_some_and(|t| {
+                let (new, old) = (names(list), names(&s.list));
+                t.iter()
+                    .any(|p| new.contains(p.as_str()) && !old.contains(p.as_str()))
+            })
+        };
+        if list.len() != s.list.len()
+            || s.list.iter().any(|e| !live.contains(&*e.peer))
+            || targeted_new()
+            || s.at_ms < stale_before
+        {
+            due.push(node.clone());
+        } else {
+            deferred += 1;
+        }
+    }
+    (due, deferred)
 }
 
 /// The result of a [`PeersJob`].
@@ -200,7 +256,10 @@ pub struct PeersComputed {
     /// The generation `signed` carries.
     pub generation: u64,
     pub lists: BTreeMap<String, Vec<ListEntry>>,
-    /// The lists that changed, framed and signed: what is published.
+    /// The nodes whose lists are published ([`due`]), and how many changed lists wait.
+    pub due: Vec<String>,
+    pub deferred: usize,
+    /// The lists due, framed and signed: what is published.
     pub signed: BTreeMap<String, Vec<u8>>,
 }
 

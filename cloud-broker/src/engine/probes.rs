@@ -8,7 +8,9 @@
 //!   (targeted probes, beyond `k`, up to [`wire::MAX_PEERS_PER_NODE`]). Signed and published
 //!   retained on the node's own topic, only for the nodes whose list changed, debounced:
 //!   membership changes after `peers_debounce_ms` (a millisecond per 10 nodes in a larger
-//!   fleet), coordinate moves at most every `peers_refresh_ms`; each node's random slots are
+//!   fleet), coordinate moves at most every `peers_refresh_ms`; a list that only found other
+//!   neighbours (no peer gone, none targeted, as long as before) waits until the one sent is
+//!   `peers_refresh_ms` old (`peerlists::due`: a joining fleet changes most lists each round); each node's random slots are
 //!   drawn again once every `peers_rotate_ms` ([`rotation_epoch`]), the nodes spread over it,
 //!   on the wall clock (`wall_clock_at_0_ms`: every replica draws the same slots).
 //! - The sparse link source ([`Engine::link_view`]): a pair's own measurement where one exists,
@@ -52,7 +54,7 @@ use super::model::EstimateInputs;
 use super::{Action, Engine, Purpose};
 use crate::records::PersistOp;
 
-use super::peerlists::{changed, frame};
+use super::peerlists::{frame, SentList};
 pub use super::peerlists::{
     peer_lists, rotation_epoch, Candidate, ListEntry, PeerAt, PeersComputed, PeersJob, Sent,
 };
@@ -83,6 +85,9 @@ pub(super) struct Probes {
     pub(super) measured_apps: BTreeMap<String, u64>,
     /// A coordinate moved since the lists were computed.
     pub(super) moved: bool,
+    /// The last round left changed lists unpublished (only other neighbours found): a round
+    /// comes at the refresh period to publish them ([`super::peerlists::due`]).
+    pub(super) deferred: bool,
     pub(super) last_refresh: u64,
     /// The computation handed out and not back yet: its id and when it was asked for.
     pub(super) computing: Option<(u64, u64)>,
@@ -158,6 +163,7 @@ impl Engine {
     pub(super) fn publish_peers(&mut self, out: &mut Vec<Action>) {
         self.peers_dirty = false;
         self.probes.moved = false;
+        self.probes.deferred = false;
         self.last_peers_pub = self.now;
         self.probes.last_refresh = self.now;
         let cands = self.candidates();
@@ -170,6 +176,7 @@ impl Engine {
             cands,
             generation: self.meta.peer_generation + 1,
             sent: self.probes.sent.clone(),
+            stale_before: self.now.saturating_sub(self.cfg.peers_refresh_ms),
             key: self.key.clone(),
         };
         if job.cands.len() >= self.cfg.peers_offload_from {
@@ -197,19 +204,24 @@ impl Engine {
         self.publish_lists(r, out);
     }
 
-    /// Publishes the lists of `r` that changed: signed by its job, or here when its generation
-    /// is no longer above the last published (a round published meanwhile).
+    /// Publishes the lists of `r` that are due ([`super::peerlists::due`]): signed by its job,
+    /// or here when its generation is no longer above the last published (a round published
+    /// meanwhile).
     fn publish_lists(&mut self, r: PeersComputed, out: &mut Vec<Action>) {
         let PeersComputed {
             lists,
+            due,
+            deferred,
             mut signed,
             generation,
             ..
         } = r;
         let sent = Arc::make_mut(&mut self.probes.sent);
         sent.retain(|n, _| lists.contains_key(n));
-        let changed: Vec<(&String, &Vec<ListEntry>)> = changed(&lists, sent).collect();
-        if changed.is_empty() {
+        self.probes.deferred = deferred > 0;
+        let due: Vec<(&String, &Vec<ListEntry>)> =
+            due.iter().filter_map(|n| lists.get_key_value(n)).collect();
+        if due.is_empty() {
             return;
         }
         let fresh = generation > self.meta.peer_generation;
@@ -220,7 +232,7 @@ impl Engine {
             self.meta.peer_generation + 1
         };
         let mut published = 0usize;
-        for (node, list) in &changed {
+        for (node, list) in &due {
             let bytes = match signed.remove(*node) {
                 Some(b) => Ok(b),
                 None => {
@@ -240,26 +252,41 @@ impl Engine {
         }
         self.meta.peer_generation = generation;
         out.push(Action::Persist(PersistOp::PutMeta(self.meta.clone())));
+        let waiting = if deferred > 0 {
+            format!(
+                "; {deferred} that only found other neighbours wait until theirs is {} s old",
+                self.cfg.peers_refresh_ms / 1000
+            )
+        } else {
+            String::new()
+        };
         info!(
-            "peer lists {generation} published: {published} of {} nodes changed (k = {})",
+            "peer lists {generation} published: {published} of {} nodes changed (k = {}){waiting}",
             lists.len(),
             self.cfg.peers_k.min(MAX_PEERS_PER_NODE)
         );
-        let changed: Vec<(String, Vec<ListEntry>)> = changed
+        let due: Vec<(String, Vec<ListEntry>)> = due
             .into_iter()
             .map(|(n, l)| (n.clone(), l.clone()))
             .collect();
         let sent = Arc::make_mut(&mut self.probes.sent);
-        for (n, l) in changed {
-            sent.insert(n, (generation, l));
+        for (n, list) in due {
+            sent.insert(
+                n,
+                SentList {
+                    generation,
+                    at_ms: self.now,
+                    list,
+                },
+            );
         }
     }
 
     /// Every peer list sent, published again unchanged (a new broker session).
     pub(super) fn republish_peers(&self, out: &mut Vec<Action>) {
-        for (node, (generation, list)) in self.probes.sent.iter() {
+        for (node, s) in self.probes.sent.iter() {
             if let Ok(bytes) =
-                frame(node, *generation, list).and_then(|m| wire::encode(&m, Some(&self.key)))
+                frame(node, s.generation, &s.list).and_then(|m| wire::encode(&m, Some(&self.key)))
             {
                 out.push(Action::PublishLatest {
                     topic: topics::peers(node),
@@ -274,7 +301,7 @@ impl Engine {
         self.probes
             .sent
             .get(node)
-            .map(|(_, l)| l.iter().map(|e| e.peer.name.to_string()).collect())
+            .map(|s| s.list.iter().map(|e| e.peer.name.to_string()).collect())
     }
 
     /// The status `app` would have published now (its links measured or estimated as of now).
