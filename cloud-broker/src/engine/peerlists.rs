@@ -153,8 +153,8 @@ pub struct PeersJob {
     pub generation: u64,
     /// The lists sent before (a snapshot: no list is sent while a job is out).
     pub sent: Arc<Sent>,
-    /// Lists sent before this (engine ms) are stale: one that only found other neighbours
-    /// is published ([`due`]). The engine's time minus `peers_refresh_ms`.
+    /// Lists sent at this time (engine ms) or before are stale: one that only found other
+    /// neighbours is published ([`due`]). The engine's time less `peers_refresh_ms`.
     pub stale_before: u64,
     /// The control plane's key, to sign the lists.
     pub key: SigningKey,
@@ -205,11 +205,12 @@ impl PeersJob {
 /// pairs leave the list at its end, beyond `k`), when the one sent names a peer not
 /// `live` (lost, or at another address: that slot measures nothing) or lacks a peer a
 /// placement targets (`targets`: the placement waits for that link). A list that only found
-/// other neighbours waits until the one sent is older than `stale_before` (engine ms: at most
-/// `peers_refresh_ms`): while a fleet joins, its new nodes land in the random and nearest
-/// slots of most lists, round after round (at 50,000 nodes joining, rounds every 5 s changed
-/// 60-80 % of the lists each: a million lists signed, published and checked by the agents in
-/// 100 s, BENCHMARKS.md "Peer lists that only found other neighbours wait").
+/// other neighbours waits until the one sent is from `stale_before` (engine ms: the round's
+/// time less `peers_refresh_ms`) or earlier: while a fleet joins, its new nodes land in the
+/// random and nearest slots of most lists, round after round (at 50,000 nodes joining, rounds
+/// every 5 s changed 60-80 % of the lists each: 510,000-790,000 lists signed, published and
+/// checked by the agents in about 100 s; BENCHMARKS.md, "Views at the fleet's pace, and peer
+/// lists that wait").
 pub fn due(
     lists: &BTreeMap<String, Vec<ListEntry>>,
     sent: &Sent,
@@ -239,7 +240,7 @@ pub fn due(
         if list.len() != s.list.len()
             || s.list.iter().any(|e| !live.contains(&*e.peer))
             || targeted_new()
-            || s.at_ms < stale_before
+            || s.at_ms <= stale_before
         {
             due.push(node.clone());
         } else {
