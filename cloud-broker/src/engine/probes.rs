@@ -10,9 +10,10 @@
 //!   membership changes after `peers_debounce_ms` (a millisecond per 10 nodes in a larger
 //!   fleet), coordinate moves at most every `peers_refresh_ms`; a list that only found other
 //!   neighbours (no peer gone, none targeted, as long as before) waits until the one sent is
-//!   `peers_refresh_ms` old (`peerlists::due`: a joining fleet changes most lists each round); each node's random slots are
-//!   drawn again once every `peers_rotate_ms` ([`rotation_epoch`]), the nodes spread over it,
-//!   on the wall clock (`wall_clock_at_0_ms`: every replica draws the same slots).
+//!   `peers_refresh_ms` old (`peerlists::due`: a joining fleet changes most lists each round);
+//!   each node's random slots are drawn again once every `peers_rotate_ms`
+//!   ([`rotation_epoch`]), the nodes spread over it, on the wall clock (`wall_clock_at_0_ms`:
+//!   every replica draws the same slots).
 //! - The sparse link source ([`Engine::link_view`]): a pair's own measurement where one exists,
 //!   else an estimate marked as one (`acoa_shared::coords::estimate`: latency from the two
 //!   coordinates, or the median of the group's measured internal links for two nodes of one
