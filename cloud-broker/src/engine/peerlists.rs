@@ -218,8 +218,8 @@ pub fn due(
     live: &HashSet<&PeerAt>,
     stale_before: u64,
 ) -> (Vec<String>, usize) {
-    let names =
-        |l: &[ListEntry]| -> BTreeSet<Box<str>> { l.iter().map(|e| e.peer.name.clone()).collect() };
+    // whether list `l` names peer `p` (a few dozen entries)
+    let names = |l: &[ListEntry], p: &str| l.iter().any(|e| &*e.peer.name == p);
     let mut deferred = 0;
     let mut due = vec![];
     for (node, list) in lists {
@@ -231,11 +231,9 @@ pub fn due(
             continue;
         }
         let targeted_new = || {
-            targets.get(node).is_some_and(|t| {
-                let (new, old) = (names(list), names(&s.list));
-                t.iter()
-                    .any(|p| new.contains(p.as_str()) && !old.contains(p.as_str()))
-            })
+            targets
+                .get(node)
+                .is_some_and(|t| t.iter().any(|p| names(list, p) && !names(&s.list, p)))
         };
         if list.len() != s.list.len()
             || s.list.iter().any(|e| !live.contains(&*e.peer))

@@ -5,8 +5,9 @@
 //! engine's events and statistics, keeps the recent operator events in a bounded ring, and
 //! publishes a [`crate::engine::view::FleetView`] through a `watch` channel at most every
 //! [`PUBLISH_EVERY_MS`], and in a large fleet less often: in proportion to its nodes, and so
-//! that building it takes no more than a tenth of the loop ([`publish_every_ms`]). Everything else (the fleet document with
-//! its paths scored against the optimum, the HTTP servers) runs off the loop.
+//! that building it takes no more than a tenth of the loop ([`publish_every_ms`]). Everything
+//! else (the fleet document with its paths scored against the optimum, the HTTP servers) runs
+//! off the loop.
 //!
 //! Invariants: off unless asked for (no observer, no listener); the web view never answers
 //! without the token; nothing here changes the engine.
