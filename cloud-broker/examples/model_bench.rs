@@ -469,10 +469,7 @@ fn main() {
         let t = Instant::now();
         let packed = acoa_shared::jobs::pack_cluster(&cluster);
         let ms = t.elapsed().as_secs_f64() * 1000.0;
-        let between: usize = cluster
-            .estimates
-            .as_ref()
-            .map_or(0, |e| e.between.values().map(|m| m.len()).sum());
+        let between: usize = cluster.estimates.as_ref().map_or(0, |e| e.between.len());
         match packed {
             Ok(b) => println!(
                 "| {n} | {model_links} | model: packed for scheduler workers ({:.1} MiB; {between} datacenter pairs with a median) | | {ms:.0} ms | | |",

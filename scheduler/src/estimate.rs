@@ -14,8 +14,9 @@
 
 use crate::infra::{FxMap, LinkQ};
 use acoa_shared::coords::{Coord, EndpointSummary, Groups, LinkView, DIMS};
-use acoa_shared::model::{optimistic_ms, LinkEstimates, Node};
+use acoa_shared::model::{optimistic_ms, Between, LinkEstimates, Node};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The estimates of an [`crate::Infra`]'s unmeasured pairs, indexed like its nodes.
 #[derive(Debug, Clone)]
@@ -26,12 +27,15 @@ pub struct Estimator {
     group: Vec<u32>,
     /// Per datacenter index: its median measured internal latency.
     group_ms: Vec<Option<f64>>,
-    /// Per pair of datacenter indexes (the lesser first): the median latency measured
-    /// between them.
-    between: FxMap<(u32, u32), f64>,
-    /// Per datacenter index: the datacenters it has a `between` median with, and the median,
-    /// shortest first.
-    adjacent: Vec<Vec<(u32, f64)>>,
+    /// The medians measured between datacenters: the estimates' own table, shared (not
+    /// copied: hundreds of thousands of pairs in a fleet of trains), read by number.
+    between: Between,
+    /// Per datacenter index, its number in `between` and the medians it has with others;
+    /// shared by the scaled and hopeful copies.
+    adjacent: Arc<Adjacency>,
+    /// The factor of every median of `between` and `adjacent` ([`Estimator::scaled`]; 1 as
+    /// built).
+    scale: f64,
     /// Per node: see [`Estimator::half`].
     half: Vec<Option<LinkQ>>,
     /// Per node: `LinkEstimates::uncertainty`.
@@ -39,6 +43,79 @@ pub struct Estimator {
     /// Set in a hopeful estimator ([`Estimator::hopeful`]): the largest `uncertainty`, by
     /// which its bounds are lowered.
     hope: Option<f64>,
+}
+
+/// The medians between datacenters by an estimator's datacenter indexes (16 bytes a pair).
+#[derive(Debug, Default)]
+struct Adjacency {
+    /// Per datacenter index, its number in the `Between` table ([`NONE`]: no pair names it).
+    number: Vec<u32>,
+    /// Per datacenter index, where its row starts in `to` (one more entry than datacenters).
+    start: Vec<u32>,
+    /// The rows: per datacenter index, the datacenters it has a finite median with and the
+    /// median's place in the `Between` table ([`Between::median_at`]), shortest first.
+    to: Vec<(u32, u32)>,
+}
+
+/// No number.
+const NONE: u32 = u32::MAX;
+
+impl Adjacency {
+    /// Of the pairs of `between` whose datacenters are both among `groups`.
+    fn new(groups: &HashMap<&str, u32>, between: &Between) -> Adjacency {
+        let group_of: Vec<Option<u32>> = between
+            .names()
+            .iter()
+            .map(|n| groups.get(n.as_str()).copied())
+            .collect();
+        let mut number = vec![NONE; groups.len()];
+        for (i, g) in group_of.iter().enumerate() {
+            if let Some(g) = g {
+                number[*g as usize] = i as u32;
+            }
+        }
+        let pairs = || {
+            between
+                .numbered()
+                .enumerate()
+                .filter_map(|(i, (a, b, ms))| {
+                    let (ga, gb) = (group_of[a as usize]?, group_of[b as usize]?);
+                    (ga != gb && ms.is_finite()).then_some((ga, gb, i as u32))
+                })
+        };
+        let mut start = vec![0u32; groups.len() + 1];
+        for (ga, gb, _) in pairs() {
+            start[ga as usize + 1] += 1;
+            start[gb as usize + 1] += 1;
+        }
+        for i in 0..groups.len() {
+            start[i + 1] += start[i];
+        }
+        let mut next = start.clone();
+        let mut to = vec![(0u32, 0u32); start[groups.len()] as usize];
+        for (ga, gb, i) in pairs() {
+            for (g, other) in [(ga, gb), (gb, ga)] {
+                to[next[g as usize] as usize] = (other, i);
+                next[g as usize] += 1;
+            }
+        }
+        let mut a = Adjacency { number, start, to };
+        for g in 0..groups.len() {
+            let (i, j) = (a.start[g] as usize, a.start[g + 1] as usize);
+            a.to[i..j].sort_unstable_by(|x, y| {
+                let m = |p: u32| between.median_at(p as usize);
+                m(x.1).total_cmp(&m(y.1))
+            });
+        }
+        a
+    }
+
+    /// The datacenters `g` has a median with, and the median's place in the table, shortest
+    /// first.
+    #[inline]
+    fn row(&self, g: u32) -> &[(u32, u32)] {
+        &self.to[self.start[g as usize] as usize..self.start[g as usize + 1] as usize]
+    }
 }
 
 /// How many boxes [`Estimator::cells`] makes of a set at most (a grid of 8 x 8).
@@ -85,23 +162,7 @@ impl Estimator {
         for (g, i) in &groups {
             group_ms[*i as usize] = est.groups.get(*g).copied().filter(|x| x.is_finite());
         }
-        let mut between = FxMap::default();
-        let mut adjacent = vec![Vec::new(); groups.len()];
-        for (a, to) in &est.between {
-            let Some(&ga) = groups.get(a.as_str()) else {
-                continue;
-            };
-            for (b, ms) in to {
-                let Some(&gb) = groups.get(b.as_str()) else {
-                    continue;
-                };
-                if ga != gb && ms.is_finite() {
-                    between.insert((ga.min(gb), ga.max(gb)), *ms);
-                    adjacent[ga as usize].push((gb, *ms));
-                    adjacent[gb as usize].push((ga, *ms));
-                }
-            }
-        }
+        let adjacent = Arc::new(Adjacency::new(&groups, &est.between));
         let mut coord = Vec::with_capacity(nodes.len());
         let mut ends = Vec::with_capacity(nodes.len());
         for n in nodes {
@@ -109,18 +170,24 @@ impl Estimator {
             coord.push(e.and_then(|e| e.coord.as_ref()?.coord()));
             ends.push(e.map(|e| e.summary()));
         }
-        for a in &mut adjacent {
-            a.sort_unstable_by(|x, y| x.1.total_cmp(&y.1));
-        }
-        let half = halves(&coord, &ends, &group, &group_ms, &adjacent);
+        let half = halves(
+            &coord,
+            &ends,
+            &group,
+            &group_ms,
+            &adjacent,
+            &est.between,
+            1.0,
+        );
         let uncertainty = nodes.iter().map(|n| est.uncertainty(&n.name)).collect();
         Estimator {
             coord,
             ends,
             group,
             group_ms,
-            between,
+            between: est.between.clone(),
             adjacent,
+            scale: 1.0,
             half,
             uncertainty,
             hope: None,
@@ -138,10 +205,18 @@ impl Estimator {
             }
         }
         e.group_ms.iter_mut().flatten().for_each(|m| *m *= f);
-        e.between.values_mut().for_each(|m| *m *= f);
-        // scaled by the same factor, each list stays in order
-        e.adjacent.iter_mut().flatten().for_each(|(_, m)| *m *= f);
-        e.half = halves(&e.coord, &e.ends, &e.group, &e.group_ms, &e.adjacent);
+        // the medians between datacenters are scaled where read (a scaled one's factors
+        // multiply); scaled by the same factor, each row stays in order
+        e.scale *= f;
+        e.half = halves(
+            &e.coord,
+            &e.ends,
+            &e.group,
+            &e.group_ms,
+            &e.adjacent,
+            &e.between,
+            e.scale,
+        );
         if let Some(r) = e.hope {
             e.lower_halves(r);
         }
@@ -192,10 +267,8 @@ impl Estimator {
         let groups = if ga == gb {
             self.group_ms[ga as usize].map_or(Groups::Unmeasured, Groups::Inside)
         } else {
-            let key = (ga.min(gb), ga.max(gb));
-            self.between
-                .get(&key)
-                .map_or(Groups::Unmeasured, |m| Groups::Between(*m))
+            self.median_between(ga, gb)
+                .map_or(Groups::Unmeasured, Groups::Between)
         };
         let v = LinkView::of_pair(None, coords, groups, Some((sa, sb)))?;
         let latency = v.latency_ms.value();
@@ -206,6 +279,18 @@ impl Estimator {
             },
             success: v.success.value(),
         })
+    }
+
+    /// The median between datacenter indexes `ga` and `gb` (distinct), scaled, if finite.
+    #[inline]
+    fn median_between(&self, ga: u32, gb: u32) -> Option<f64> {
+        let n = &self.adjacent.number;
+        let (na, nb) = (n[ga as usize], n[gb as usize]);
+        if na == NONE || nb == NONE {
+            return None;
+        }
+        let m = self.between.get_numbered(na, nb)?;
+        m.is_finite().then_some(m * self.scale)
     }
 
     /// The optimistic bound of the estimated link from `a` to `b`: its latency x (1 - r), r
@@ -264,8 +349,14 @@ impl Estimator {
         self.group_ms
             .iter()
             .flatten()
-            .chain(self.between.values())
-            .fold(by_coord, |m, x| m.max(*x))
+            .copied()
+            .chain(
+                self.adjacent
+                    .to
+                    .iter()
+                    .map(|(_, i)| self.between.median_at(*i as usize) * self.scale),
+            )
+            .fold(by_coord, f64::max)
     }
 
     /// `set` summarised for [`Estimator::latency_lb`], each member `x` weighted `val(x)`
@@ -290,7 +381,7 @@ impl Estimator {
             c.least_val = c.least_val.min(v);
             if let Some(k) = &self.coord[i] {
                 pts.push((*k.vec(), v + k.height()));
-                if !self.adjacent[self.group[i] as usize].is_empty() {
+                if !self.adjacent.row(self.group[i]).is_empty() {
                     let m = c.between.entry(self.group[i]).or_insert(f64::INFINITY);
                     *m = m.min(v);
                     c.least_between = c.least_between.min(v);
@@ -362,7 +453,8 @@ impl Estimator {
                 best = best.min(m + d2.sqrt());
             }
             best += k.height();
-            for (g2, ms) in &self.adjacent[self.group[y] as usize] {
+            for (g2, i) in self.adjacent.row(self.group[y]) {
+                let ms = self.between.median_at(*i as usize) * self.scale;
                 if c.least_between + ms >= best {
                     break;
                 }
@@ -419,11 +511,15 @@ fn halves(
     ends: &[Option<EndpointSummary>],
     group: &[u32],
     group_ms: &[Option<f64>],
-    adjacent: &[Vec<(u32, f64)>],
+    adjacent: &Adjacency,
+    between: &Between,
+    scale: f64,
 ) -> Vec<Option<LinkQ>> {
-    let least_between: Vec<f64> = adjacent
-        .iter()
-        .map(|a| a.first().map_or(f64::INFINITY, |x| x.1))
+    let least_between: Vec<f64> = (0..group_ms.len() as u32)
+        .map(|g| {
+            let least = adjacent.row(g).first();
+            least.map_or(f64::INFINITY, |x| between.median_at(x.1 as usize) * scale)
+        })
         .collect();
     (0..coord.len())
         .map(|i| {
@@ -447,7 +543,7 @@ fn halves(
 mod tests {
     use super::*;
     use crate::rng::SplitMix64;
-    use acoa_shared::model::{Capacity, CoordDoc, EstimatedNode, Layer, Usage};
+    use acoa_shared::model::{Between, Capacity, CoordDoc, EstimatedNode, Layer, Usage};
 
     fn node(name: String, dc: &str) -> Node {
         Node {
@@ -489,16 +585,36 @@ mod tests {
                 est.groups.insert(g.into(), 4.0 * r.unit());
             }
         }
+        let mut between = Vec::new();
         for (g, h) in [("a", "b"), ("a", "c"), ("b", "c")] {
             if r.chance(0.5) {
-                est.set_between(g, h, 6.0 * r.unit());
+                between.push((g, h, 6.0 * r.unit()));
             }
         }
+        est.between = Between::from_pairs(between);
         (nodes, est)
     }
 
-    /// Scaling an estimator gives the estimator of the estimates scaled, field by field (its
-    /// hopeful view too).
+    /// Everything an estimator answers, for every pair and node of `n` (and a set's bounds).
+    fn answers(e: &Estimator, n: u32, set: &[u32]) -> String {
+        let mut out = format!("max {:?}\n", e.max_latency_bound());
+        let cells = e.cells(set, |x| f64::from(x) / 3.0);
+        for a in 0..n {
+            out += &format!(
+                "{a}: half {:?} lb {:?}\n",
+                e.half(a),
+                e.latency_lb(a, &cells)
+            );
+            for b in 0..n {
+                out += &format!("{a}-{b}: {:?} {:?}\n", e.estimate(a, b), e.optimistic(a, b));
+            }
+        }
+        out
+    }
+
+    /// Scaling an estimator gives the estimator of the estimates scaled: every estimate,
+    /// bound and half the same (its hopeful view too), though the medians between
+    /// datacenters are shared with the estimator scaled and scaled where read.
     #[test]
     fn an_estimator_scaled_is_the_estimator_of_the_estimates_scaled() {
         for seed in 0..50 {
@@ -507,14 +623,16 @@ mod tests {
             let f = 1.0 + est.max_uncertainty();
             let plain = Estimator::new(&nodes, &est);
             let want = Estimator::new(&nodes, &est.scaled(f));
+            let n = nodes.len() as u32;
+            let set: Vec<u32> = (0..n).filter(|_| r.chance(0.5)).collect();
             assert_eq!(
-                format!("{:?}", plain.scaled(f)),
-                format!("{want:?}"),
+                answers(&plain.scaled(f), n, &set),
+                answers(&want, n, &set),
                 "seed {seed}"
             );
             assert_eq!(
-                format!("{:?}", plain.hopeful().scaled(f)),
-                format!("{:?}", want.hopeful()),
+                answers(&plain.hopeful().scaled(f), n, &set),
+                answers(&want.hopeful(), n, &set),
                 "seed {seed}"
             );
         }

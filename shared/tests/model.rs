@@ -2,8 +2,8 @@
 //! and every class of bad input is refused with the file, the field and the reason.
 
 use acoa_shared::model::{
-    load_application, load_cluster, parse_application, parse_cluster, CriterionKind, Layer,
-    LinkEstimates,
+    load_application, load_cluster, parse_application, parse_cluster, Between, CriterionKind,
+    Layer, LinkEstimates,
 };
 use std::path::PathBuf;
 
@@ -803,11 +803,13 @@ fn the_median_between_two_datacenters_estimates_their_unmeasured_pairs() {
     assert!(e.view(a, n_c).is_none());
     // without the pair's median: the coordinates
     let mut plain = e.clone();
-    plain.between.clear();
+    plain.between = Between::default();
     assert_eq!(plain.view(a, b).unwrap().latency_ms, Known::Estimated(40.0));
     // set_between orders the names, scaled scales it
-    let mut set = LinkEstimates::default();
-    set.set_between("dc2", "dc1", 4.5);
+    let set = LinkEstimates {
+        between: Between::from_pairs([("dc2", "dc1", 4.5)]),
+        ..LinkEstimates::default()
+    };
     assert_eq!(set.between, e.between);
     assert_eq!(set.scaled(2.0).between_ms("dc1", "dc2"), Some(9.0));
     let err = parse_cluster(&ESTIMATED.replace("dc1: {dc2: 4.5}", "dc2: {dc1: 4.5}")).unwrap_err();

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use acoa_shared::coords::{
     estimate_in_group_ms, medians_between, Coord, EndpointSummary, Groups, LinkView, DIMS,
 };
-use acoa_shared::model::{self, CoordDoc, EstimatedNode, LinkEstimates};
+use acoa_shared::model::{self, Between, CoordDoc, EstimatedNode, LinkEstimates};
 use acoa_shared::topics;
 use acoa_shared::wire::{self, WireCoord, MAX_PEERS_PER_NODE};
 use tracing::{error, info};
@@ -662,25 +662,17 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
             Some((inputs.datacenters[i].clone(), estimate_in_group_ms(ms)?))
         })
         .collect();
-    let mut e = LinkEstimates {
-        nodes,
-        groups,
-        ..LinkEstimates::default()
-    };
     // the links between two datacenters, by their numbers, straight into the one array that
-    // is sorted
+    // is sorted, and their medians into the table by number (no name compared per pair)
     let cross = between()
         .filter(|(_, _, ga, gb, _)| ga != gb)
         .map(|(_, _, ga, gb, e)| {
             let number = |g: usize| u32::try_from(g).expect("fewer than 2^32 datacenters");
             (number(ga), number(gb), e.latency_ms())
         });
-    for (ga, gb, m) in medians_between(cross) {
-        e.set_between(
-            &inputs.datacenters[ga as usize],
-            &inputs.datacenters[gb as usize],
-            m,
-        );
+    LinkEstimates {
+        nodes,
+        groups,
+        between: Between::from_numbered(&inputs.datacenters, medians_between(cross)),
     }
-    e
 }

@@ -7,7 +7,7 @@
 //! instead of an estimated link for every unmeasured pair.
 
 use super::checks::{check_name, check_rate};
-use super::{ModelError, Node};
+use super::{Between, ModelError, Node};
 use crate::coords::{Coord, EndpointSummary, Groups, LinkView, DIMS};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -26,10 +26,11 @@ pub struct LinkEstimates {
     pub groups: BTreeMap<String, f64>,
     /// Per pair of datacenters, the lesser name first then the greater: the median latency of
     /// the measured links between them, either direction, ms (the estimate of an unmeasured
-    /// pair between them where it is shorter than their coordinates' distance). Set with
-    /// [`LinkEstimates::set_between`], read with [`LinkEstimates::between_ms`].
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub between: BTreeMap<String, BTreeMap<String, f64>>,
+    /// pair between them where it is shorter than their coordinates' distance). Built with
+    /// [`Between::from_pairs`], read with [`LinkEstimates::between_ms`]; held by number
+    /// (`model/between.rs`).
+    #[serde(default, skip_serializing_if = "Between::is_empty")]
+    pub between: Between,
 }
 
 /// One node's part of the estimates.
@@ -92,29 +93,7 @@ impl LinkEstimates {
     /// The median latency between datacenters `a` and `b` (either order), if links between
     /// them were measured; `None` for `a == b`.
     pub fn between_ms(&self, a: &str, b: &str) -> Option<f64> {
-        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-        (lo != hi).then(|| self.between.get(lo)?.get(hi).copied())?
-    }
-
-    /// Records the median latency between datacenters `a` and `b` (either order; ignored for
-    /// `a == b`, which is [`LinkEstimates::groups`]).
-    pub fn set_between(&mut self, a: &str, b: &str, median_ms: f64) {
-        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-        if lo == hi {
-            return;
-        }
-        // (no allocation for a datacenter already there: a large fleet sets 200,000 or more)
-        match self.between.get_mut(lo) {
-            Some(to) => {
-                to.insert(hi.to_string(), median_ms);
-            }
-            None => {
-                self.between.insert(
-                    lo.to_string(),
-                    BTreeMap::from([(hi.to_string(), median_ms)]),
-                );
-            }
-        }
+        (a != b).then(|| self.between.get(a, b))?
     }
 
     /// What the measured links of `a`'s and `b`'s datacenters say of the pair's latency.
@@ -183,10 +162,7 @@ impl LinkEstimates {
             }
         }
         e.groups.values_mut().for_each(|m| *m *= f);
-        e.between
-            .values_mut()
-            .flat_map(|m| m.values_mut())
-            .for_each(|m| *m *= f);
+        e.between = e.between.scaled(f);
         e
     }
 
@@ -223,19 +199,19 @@ impl LinkEstimates {
             check_name(&f, g)?;
             check_rate(&f, *ms)?;
         }
-        for (a, to) in &self.between {
+        for (a, b, ms) in self.between.iter() {
             check_name(&format!("estimates.between.{a}"), a)?;
-            for (b, ms) in to {
-                let f = format!("estimates.between.{a}.{b}");
-                check_name(&f, b)?;
-                if a >= b {
-                    return Err(ModelError::new(
-                        f,
-                        format!("a pair of datacenters names the lesser first, `{b}` is not after `{a}`"),
-                    ));
-                }
-                check_rate(&f, *ms)?;
+            let f = format!("estimates.between.{a}.{b}");
+            check_name(&f, b)?;
+            if a >= b {
+                return Err(ModelError::new(
+                    f,
+                    format!(
+                        "a pair of datacenters names the lesser first, `{b}` is not after `{a}`"
+                    ),
+                ));
             }
+            check_rate(&f, ms)?;
         }
         Ok(())
     }

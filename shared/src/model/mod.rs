@@ -91,6 +91,7 @@ impl fmt::Display for Layer {
 }
 
 mod application;
+mod between;
 mod checks;
 mod cluster;
 mod estimates;
@@ -101,6 +102,7 @@ mod scan;
 mod update;
 
 pub use application::*;
+pub use between::Between;
 pub use checks::check_name;
 pub use cluster::*;
 pub use estimates::*;

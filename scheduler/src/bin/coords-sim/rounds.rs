@@ -66,7 +66,7 @@ use std::time::Duration;
 use acoa_scheduler::explore;
 use acoa_scheduler::{place_on, score_all_on, Infra, Ledger, LinkQ, Options, Outcome as Placed};
 use acoa_shared::coords::{estimate_in_group_ms, medians_between, EndpointSummary, MeasuredLink};
-use acoa_shared::model::{Application, CoordDoc, EstimatedNode, LinkEstimates, Node};
+use acoa_shared::model::{Application, Between, CoordDoc, EstimatedNode, LinkEstimates, Node};
 
 /// `EngineConfig::default().hysteresis`.
 pub const HYSTERESIS: f64 = 0.05;
@@ -183,9 +183,11 @@ impl Fleet<'_> {
                 est.groups.insert(dc[&site].to_string(), m);
             }
         }
-        for (x, y, m) in medians_between(cross) {
-            est.set_between(dc[&x], dc[&y], m);
-        }
+        est.between = Between::from_pairs(
+            medians_between(cross)
+                .into_iter()
+                .map(|(x, y, m)| (dc[&x], dc[&y], m)),
+        );
         est
     }
 
