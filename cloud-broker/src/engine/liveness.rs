@@ -9,6 +9,7 @@
 //! heard of each node, the peers' latest samples and the time); the engine keeps those values
 //! and acts on the [`Verdict`].
 
+use super::linktable::insert_snug;
 use std::collections::HashMap;
 
 /// What the control plane makes of a node.
@@ -327,7 +328,7 @@ impl Evidence {
         let sample = Sample::new(by, sample);
         match ws.binary_search_by_key(&by, |s| s.by) {
             Ok(i) => ws[i] = sample,
-            Err(i) => ws.insert(i, sample),
+            Err(i) => insert_snug(ws, i, sample),
         }
     }
 
