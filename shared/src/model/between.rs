@@ -41,18 +41,8 @@ impl Between {
     /// given twice, the last median is kept).
     pub fn from_pairs<S: AsRef<str>>(pairs: impl IntoIterator<Item = (S, S, f64)>) -> Between {
         let pairs: Vec<(S, S, f64)> = pairs.into_iter().collect();
-        let mut names: Vec<String> = pairs
-            .iter()
-            .flat_map(|(a, b, _)| [a.as_ref(), b.as_ref()])
-            .map(str::to_string)
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        let number = |n: &str| names.binary_search_by(|x| x.as_str().cmp(n)).unwrap_or(0) as u32;
-        let numbered: Vec<(u32, u32, f64)> = pairs
-            .iter()
-            .map(|(a, b, ms)| (number(a.as_ref()), number(b.as_ref()), *ms))
-            .collect();
+        let (names, numbered) =
+            by_number(pairs.iter().map(|(a, b, ms)| (a.as_ref(), b.as_ref(), *ms)));
         Between::build(names, numbered)
     }
 
@@ -204,6 +194,23 @@ impl Between {
     }
 }
 
+/// The names of `pairs` in name order, each once, and the pairs by those numbers (in the
+/// order given).
+fn by_number<'a>(
+    pairs: impl Iterator<Item = (&'a str, &'a str, f64)> + Clone,
+) -> (Vec<String>, Vec<(u32, u32, f64)>) {
+    let mut names: Vec<String> = pairs
+        .clone()
+        .flat_map(|(a, b, _)| [a, b])
+        .map(str::to_string)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let number = |n: &str| names.binary_search_by(|x| x.as_str().cmp(n)).unwrap_or(0) as u32;
+    let numbered = pairs.map(|(a, b, ms)| (number(a), number(b), ms)).collect();
+    (names, numbered)
+}
+
 /// As a map of the row's name to a map of the other's name to the median (the format of the
 /// `estimates.between` field).
 impl Serialize for Between {
@@ -244,19 +251,10 @@ impl Serialize for Row<'_> {
 impl<'de> Deserialize<'de> for Between {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Between, D::Error> {
         let rows = BTreeMap::<String, BTreeMap<String, f64>>::deserialize(d)?;
-        let mut names: Vec<String> = rows
-            .iter()
-            .flat_map(|(a, to)| std::iter::once(a).chain(to.keys()))
-            .cloned()
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        let number = |n: &str| names.binary_search_by(|x| x.as_str().cmp(n)).unwrap_or(0) as u32;
-        let pairs: Vec<(u32, u32, f64)> = rows
-            .iter()
-            .flat_map(|(a, to)| to.iter().map(move |(b, ms)| (a, b, *ms)))
-            .map(|(a, b, ms)| (number(a), number(b), ms))
-            .collect();
+        let (names, pairs) = by_number(
+            rows.iter()
+                .flat_map(|(a, to)| to.iter().map(move |(b, ms)| (a.as_str(), b.as_str(), *ms))),
+        );
         // the map's order is the names' order: the pairs are sorted by (row, other)
         Ok(Between::of_rows(names, pairs))
     }
