@@ -361,12 +361,17 @@ mod tests {
         assert_eq!(copy.names(), ["a", "b", "c"]);
     }
 
-    /// A link is held in 24 bytes and gives back what the model read of the sample before:
-    /// the quantized latency, the wire's jitter and success rate.
+    /// A link is held in 24 bytes (28 with its peer's number in a row) and gives back what
+    /// the model read of the sample before: the quantized latency, the wire's jitter and
+    /// success rate, when it came.
     #[test]
     fn an_entry_is_small_and_gives_back_the_quantized_metrics() {
         use super::super::links::quantize_latency;
         assert_eq!(std::mem::size_of::<LinkEntry>(), 24);
+        assert_eq!(std::mem::size_of::<(Id, LinkEntry)>(), 28);
+        for at in [0, 7, u64::from(u32::MAX) + 3, 1_796_000_000_000, u64::MAX] {
+            assert_eq!(LinkEntry::new(1.0, 0.0, 1.0, 1, at).at(), at);
+        }
         for lat in [
             0.0f32, 0.04, 0.26, 0.81, 3.0, 24.057, 77.35, 1234.56, 99_999.9,
         ] {

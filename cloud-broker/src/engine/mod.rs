@@ -633,7 +633,7 @@ impl Engine {
         if !self
             .links
             .iter()
-            .any(|(_, _, e)| now.saturating_sub(e.at) > max_age)
+            .any(|(_, _, e)| now.saturating_sub(e.at()) > max_age)
         {
             return;
         }
@@ -645,7 +645,7 @@ impl Engine {
             .map(|n| n.info.name.as_str())
             .collect();
         self.links.retain(|a, b, e| {
-            now.saturating_sub(e.at) <= max_age || cut_off.contains(a) || cut_off.contains(b)
+            now.saturating_sub(e.at()) <= max_age || cut_off.contains(a) || cut_off.contains(b)
         });
         // a witness that stopped measuring a node left an old link, and an old sample
         self.evidence

@@ -118,7 +118,7 @@ impl Engine {
             jitter_ms: e.jitter_ms(),
             success: e.success(),
             samples: e.samples,
-            age_ms: now.saturating_sub(e.at),
+            age_ms: now.saturating_sub(e.at()),
         };
         let links_measured = self.links.len();
         let mut links: Vec<LinkView> = if links_measured <= VIEW_LINKS_MAX {
