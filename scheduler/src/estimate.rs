@@ -12,7 +12,7 @@
 //! admissible (the proofs of optimality hold on estimated links too). A trait object could
 //! not promise that.
 
-use crate::infra::{FxMap, LinkQ};
+use crate::infra::{row_starts, FxMap, LinkQ};
 use acoa_shared::coords::{Coord, EndpointSummary, Groups, LinkView, DIMS};
 use acoa_shared::model::{optimistic_ms, Between, LinkEstimates, Node};
 use std::collections::HashMap;
@@ -83,14 +83,7 @@ impl Adjacency {
                     (ga != gb && ms.is_finite()).then_some((ga, gb, i as u32))
                 })
         };
-        let mut start = vec![0u32; groups.len() + 1];
-        for (ga, gb, _) in pairs() {
-            start[ga as usize + 1] += 1;
-            start[gb as usize + 1] += 1;
-        }
-        for i in 0..groups.len() {
-            start[i + 1] += start[i];
-        }
+        let start = row_starts(groups.len(), pairs().flat_map(|(ga, gb, _)| [ga, gb]));
         let mut next = start.clone();
         let mut to = vec![(0u32, 0u32); start[groups.len()] as usize];
         for (ga, gb, i) in pairs() {

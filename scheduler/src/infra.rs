@@ -13,7 +13,7 @@
 
 use crate::estimate::Estimator;
 use acoa_shared::coords::Known;
-use acoa_shared::model::{Cluster, LinkEstimates, Node, Observed};
+use acoa_shared::model::{last_of_each_pair, Cluster, LinkEstimates, Node, Observed};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -122,16 +122,8 @@ impl Net {
         quality: &impl Fn(usize, u32, u32, LinkQ) -> LinkQ,
         extra: &[(u32, u32, LinkQ)],
     ) -> Arc<Net> {
-        let mut ex: Vec<(u32, u32, LinkQ)> = extra.to_vec();
-        // stable: of equal pairs the later given stays last
-        ex.sort_by_key(|(f, t, _)| (*f, *t));
-        let mut kept: Vec<(u32, u32, LinkQ)> = Vec::with_capacity(ex.len());
-        for e in ex {
-            match kept.last_mut() {
-                Some(l) if (l.0, l.1) == (e.0, e.1) => *l = e,
-                _ => kept.push(e),
-            }
-        }
+        // of equal pairs the later given is kept
+        let kept = last_of_each_pair(extra.to_vec());
         let old = &self.shape.out;
         let rows = old.at.len() - 1;
         let mut out = Rows {
@@ -204,7 +196,7 @@ struct Rows {
 
 /// Where each of `rows` rows starts (and, last, where the entries end) when the entries'
 /// rows are `of`: a counting sort's offsets.
-fn row_starts(rows: usize, of: impl Iterator<Item = u32>) -> Vec<u32> {
+pub(crate) fn row_starts(rows: usize, of: impl Iterator<Item = u32>) -> Vec<u32> {
     let mut at = vec![0u32; rows + 1];
     for r in of {
         at[r as usize + 1] += 1;

@@ -36,6 +36,14 @@ struct Table {
     to: Vec<(u32, f64)>,
 }
 
+impl Table {
+    /// The row of number `a` (`None`: no such number).
+    #[inline]
+    fn row(&self, a: usize) -> Option<&[(u32, f64)]> {
+        Some(&self.to[*self.start.get(a)? as usize..*self.start.get(a + 1)? as usize])
+    }
+}
+
 impl Between {
     /// From pairs of names in either order (a pair of one name twice is skipped; of a pair
     /// given twice, the last median is kept).
@@ -76,20 +84,34 @@ impl Between {
                 (p.0, p.1) = (p.1, p.0);
             }
         }
-        // stable: of a pair given twice, the last stays last, and is the one kept
-        pairs.sort_by_key(|(a, b, _)| (*a, *b));
-        let mut kept: Vec<(u32, u32, f64)> = Vec::with_capacity(pairs.len());
-        for p in pairs {
-            match kept.last_mut() {
-                Some(l) if (l.0, l.1) == (p.0, p.1) => *l = p,
-                _ => kept.push(p),
-            }
-        }
-        Between::of_rows(names, kept)
+        Between::of_rows(names, last_of_each_pair(pairs))
     }
 
-    /// The table of `pairs`, sorted by (row, other), each in the row of its first number.
-    fn of_rows(mut names: Vec<String>, pairs: Vec<(u32, u32, f64)>) -> Between {
+    /// The table of `pairs`, sorted by (row, other), each in the row of its first number;
+    /// only the names of a pair are kept.
+    fn of_rows(mut names: Vec<String>, mut pairs: Vec<(u32, u32, f64)>) -> Between {
+        let mut used = vec![false; names.len()];
+        for (a, b, _) in &pairs {
+            used[*a as usize] = true;
+            used[*b as usize] = true;
+        }
+        if !used.iter().all(|u| *u) {
+            // renumbered in the same order: the pairs stay sorted
+            let mut renumber = vec![0u32; names.len()];
+            let mut n = 0u32;
+            for (i, u) in used.iter().enumerate() {
+                renumber[i] = n;
+                n += u32::from(*u);
+            }
+            let mut i = 0;
+            names.retain(|_| {
+                i += 1;
+                used[i - 1]
+            });
+            for p in &mut pairs {
+                (p.0, p.1) = (renumber[p.0 as usize], renumber[p.1 as usize]);
+            }
+        }
         let mut start = vec![0u32; names.len() + 1];
         for (a, _, _) in &pairs {
             start[*a as usize + 1] += 1;
@@ -97,32 +119,8 @@ impl Between {
         for i in 0..names.len() {
             start[i + 1] += start[i];
         }
-        // only the names of a pair are kept
-        let mut used = vec![false; names.len()];
-        for (a, b, _) in &pairs {
-            used[*a as usize] = true;
-            used[*b as usize] = true;
-        }
-        if used.iter().all(|u| *u) {
-            let to = pairs.into_iter().map(|(_, b, ms)| (b, ms)).collect();
-            return Between(Arc::new(Table { names, start, to }));
-        }
-        let mut renumber = vec![0u32; names.len()];
-        let mut n = 0u32;
-        for (i, u) in used.iter().enumerate() {
-            renumber[i] = n;
-            n += u32::from(*u);
-        }
-        let mut i = 0;
-        names.retain(|_| {
-            i += 1;
-            used[i - 1]
-        });
-        let pairs = pairs
-            .into_iter()
-            .map(|(a, b, ms)| (renumber[a as usize], renumber[b as usize], ms))
-            .collect();
-        Between::of_rows(names, pairs)
+        let to = pairs.into_iter().map(|(_, b, ms)| (b, ms)).collect();
+        Between(Arc::new(Table { names, start, to }))
     }
 
     /// How many pairs.
@@ -155,8 +153,7 @@ impl Between {
     #[inline]
     pub fn get_numbered(&self, a: u32, b: u32) -> Option<f64> {
         let (lo, hi) = (a.min(b) as usize, a.max(b));
-        let t = &self.0;
-        let row = &t.to[*t.start.get(lo)? as usize..*t.start.get(lo + 1)? as usize];
+        let row = self.0.row(lo)?;
         let i = row.binary_search_by_key(&hi, |(o, _)| *o).ok()?;
         Some(row[i].1)
     }
@@ -165,7 +162,7 @@ impl Between {
     pub fn numbered(&self) -> impl Iterator<Item = (u32, u32, f64)> + '_ {
         let t = &self.0;
         (0..t.names.len()).flat_map(move |a| {
-            let row = &t.to[t.start[a] as usize..t.start[a + 1] as usize];
+            let row = t.row(a).unwrap_or_default();
             row.iter().map(move |(b, ms)| (a as u32, *b, *ms))
         })
     }
@@ -194,6 +191,20 @@ impl Between {
     }
 }
 
+/// `pairs` sorted by (first, second) number; of a pair given more than once, the last one
+/// given is kept (a stable sort, then each run of one pair reduced to its last).
+pub fn last_of_each_pair<V>(mut pairs: Vec<(u32, u32, V)>) -> Vec<(u32, u32, V)> {
+    pairs.sort_by_key(|(a, b, _)| (*a, *b));
+    pairs.dedup_by(|later, kept| {
+        let same = (later.0, later.1) == (kept.0, kept.1);
+        if same {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
+    pairs
+}
+
 /// The names of `pairs` in name order, each once, and the pairs by those numbers (in the
 /// order given).
 fn by_number<'a>(
@@ -216,10 +227,10 @@ fn by_number<'a>(
 impl Serialize for Between {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let t = &self.0;
-        let rows = (0..t.names.len()).filter(|a| t.start[*a] < t.start[*a + 1]);
+        let rows =
+            (0..t.names.len()).filter_map(|a| Some((a, t.row(a)?)).filter(|r| !r.1.is_empty()));
         let mut m = s.serialize_map(Some(rows.clone().count()))?;
-        for a in rows {
-            let row = &t.to[t.start[a] as usize..t.start[a + 1] as usize];
+        for (a, row) in rows {
             m.serialize_entry(
                 &t.names[a],
                 &Row {
