@@ -100,6 +100,9 @@ struct Args {
 
 const TICK_MS: u64 = 250;
 
+/// The most ticks the fleet is given to join (every node listed, the lists settled).
+const JOIN_TICKS_MAX: usize = 400;
+
 /// A network placements are scored on (`--score-on`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Net {
@@ -269,6 +272,9 @@ fn search(
 
 /// Median, p95 and max of `v`.
 fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
     v.sort_by(f64::total_cmp);
     let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
     (q(0.5), q(0.95), q(1.0))
@@ -396,10 +402,27 @@ fn main() -> anyhow::Result<()> {
         }
         changed
     };
-    for _ in 0..8 {
+    // until every node has its list, none changed and the live model took the links in and
+    // held them for a while (a larger fleet's lists wait for the membership to settle, a
+    // millisecond per 10 nodes, and its model takes new links at most every 1 s per 100,000
+    // links), at least 8 ticks
+    let (mut quiet, mut held) = (0, 0);
+    for i in 0..JOIN_TICKS_MAX {
         seq += 1;
-        report_lists(&mut sim, seq);
+        let changed = report_lists(&mut sim, seq);
+        let listed = s
+            .nodes
+            .iter()
+            .filter(|x| sim.e.peer_list(&x.name).is_some_and(|l| !l.is_empty()))
+            .count();
         sim.tick(TICK_MS);
+        let links = sim.e.cluster().links.len();
+        let settled = changed == 0 && listed == n && links > n && links == held;
+        quiet = if settled { quiet + 1 } else { 0 };
+        held = links;
+        if i >= 8 && quiet >= 4 {
+            break;
+        }
     }
     eprintln!(
         "fleet joined: {} links measured, {:.1} s",
