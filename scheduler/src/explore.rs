@@ -298,6 +298,38 @@ fn optimistic_scores(
         .collect()
 }
 
+/// Each end of each channel of `placement`: (the end's component, its node, the other end's
+/// node, whether it is the channel's `from`); a component or node the model does not know is
+/// left out.
+fn channel_ends<'a>(
+    model: &Infra,
+    app: &'a Application,
+    placement: &Assignment,
+) -> Vec<(&'a acoa_shared::model::Component, u32, u32, bool)> {
+    let at = |c: &str| model.index_of(placement.get(c)?);
+    let comp = |c: &str| app.components.iter().find(|x| x.name == c);
+    let mut out = Vec::new();
+    for ch in &app.channels {
+        let (Some(x), Some(y), Some(cf), Some(ct)) =
+            (at(&ch.from), at(&ch.to), comp(&ch.from), comp(&ch.to))
+        else {
+            continue;
+        };
+        out.extend([(cf, x, y, true), (ct, y, x, false)]);
+    }
+    out
+}
+
+/// The pair (from, to) of a channel whose end (`from`, else `to`) moved to `m`, its other end
+/// on `other`.
+fn moved_pair(from: bool, other: u32, m: u32) -> (u32, u32) {
+    if from {
+        (m, other)
+    } else {
+        (other, m)
+    }
+}
+
 /// The unmeasured pairs that move one end of a channel of `placement` to a node of the same
 /// datacenter (train, station) that may run the component: at most `width - 1` such nodes
 /// per end, those whose link to the other end is the shortest on the model. Nodes of one
@@ -311,7 +343,6 @@ fn mates(
     width: usize,
 ) -> BTreeSet<(u32, u32)> {
     let at = |c: &str| model.index_of(placement.get(c)?);
-    let comp = |c: &str| app.components.iter().find(|x| x.name == c);
     let mut groups: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for c in &app.components {
         if let Some(i) = at(&c.name) {
@@ -324,31 +355,23 @@ fn mates(
         }
     }
     let mut out = BTreeSet::new();
-    for ch in &app.channels {
-        let (Some(x), Some(y), Some(cf), Some(ct)) =
-            (at(&ch.from), at(&ch.to), comp(&ch.from), comp(&ch.to))
-        else {
-            continue;
-        };
-        // (the moved end's component, its node, the other end's node, whether it is `from`)
-        for (c, own, other, from) in [(cf, x, y, true), (ct, y, x, false)] {
-            let pair = |m: u32| if from { (m, other) } else { (other, m) };
-            let mut near: Vec<(f64, u32)> = groups[model.node(own).datacenter.as_str()]
-                .iter()
-                .filter(|&&m| m != own && m != other && model.node(m).satisfies(&c.requires))
-                .filter_map(|&m| {
-                    let (a, b) = pair(m);
-                    Some((model.link(a, b)?.latency_ms, m))
-                })
-                .collect();
-            near.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
-            out.extend(
-                near.into_iter()
-                    .take(width.saturating_sub(1))
-                    .map(|(_, m)| pair(m))
-                    .filter(|&(a, b)| !model.is_measured(a, b)),
-            );
-        }
+    for (c, own, other, from) in channel_ends(model, app, placement) {
+        let pair = |m: u32| moved_pair(from, other, m);
+        let mut near: Vec<(f64, u32)> = groups[model.node(own).datacenter.as_str()]
+            .iter()
+            .filter(|&&m| m != own && m != other && model.node(m).satisfies(&c.requires))
+            .filter_map(|&m| {
+                let (a, b) = pair(m);
+                Some((model.link(a, b)?.latency_ms, m))
+            })
+            .collect();
+        near.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+        out.extend(
+            near.into_iter()
+                .take(width.saturating_sub(1))
+                .map(|(_, m)| pair(m))
+                .filter(|&(a, b)| !model.is_measured(a, b)),
+        );
     }
     out
 }
@@ -368,8 +391,6 @@ fn measured_near(
     placement: &Assignment,
     width: usize,
 ) -> BTreeSet<(u32, u32)> {
-    let at = |c: &str| model.index_of(placement.get(c)?);
-    let comp = |c: &str| app.components.iter().find(|x| x.name == c);
     // a node's measured links, either direction: (latency, the other node)
     let adjacent = |n: u32| {
         let (o, oq) = model.out_links(n);
@@ -379,32 +400,24 @@ fn measured_near(
         out.chain(inn).map(|(&m, d)| (d, m))
     };
     let mut out = BTreeSet::new();
-    for ch in &app.channels {
-        let (Some(x), Some(y), Some(cf), Some(ct)) =
-            (at(&ch.from), at(&ch.to), comp(&ch.from), comp(&ch.to))
-        else {
-            continue;
-        };
-        // (the moved end's component, its node, the other end's node, whether it is `from`)
-        for (c, own, other, from) in [(cf, x, y, true), (ct, y, x, false)] {
-            let pair = |m: u32| if from { (m, other) } else { (other, m) };
-            let mut near: Vec<(f64, u32)> = adjacent(own)
-                .filter(|&(_, m1)| m1 != own)
-                .flat_map(|(d1, m1)| {
-                    std::iter::once((d1, m1)).chain(adjacent(m1).map(move |(d2, m2)| (d1 + d2, m2)))
-                })
-                .filter(|&(_, m)| m != own && m != other)
-                .collect();
-            near.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
-            let mut seen = BTreeSet::new();
-            out.extend(
-                near.into_iter()
-                    .filter(|&(_, m)| seen.insert(m) && model.node(m).satisfies(&c.requires))
-                    .map(|(_, m)| pair(m))
-                    .filter(|&(a, b)| !model.is_measured(a, b))
-                    .take(width.saturating_sub(1)),
-            );
-        }
+    for (c, own, other, from) in channel_ends(model, app, placement) {
+        let pair = |m: u32| moved_pair(from, other, m);
+        let mut near: Vec<(f64, u32)> = adjacent(own)
+            .filter(|&(_, m1)| m1 != own)
+            .flat_map(|(d1, m1)| {
+                std::iter::once((d1, m1)).chain(adjacent(m1).map(move |(d2, m2)| (d1 + d2, m2)))
+            })
+            .filter(|&(_, m)| m != own && m != other)
+            .collect();
+        near.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+        let mut seen = BTreeSet::new();
+        out.extend(
+            near.into_iter()
+                .filter(|&(_, m)| seen.insert(m) && model.node(m).satisfies(&c.requires))
+                .map(|(_, m)| pair(m))
+                .filter(|&(a, b)| !model.is_measured(a, b))
+                .take(width.saturating_sub(1)),
+        );
     }
     out
 }
