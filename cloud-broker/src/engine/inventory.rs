@@ -69,12 +69,12 @@ impl LinkEntry {
         }
     }
 
-    /// The latency, quantized (`quantize_latency` of the one given).
     /// When the metrics came (the engine's clock, ms).
     pub(super) fn at(&self) -> u64 {
         u64::from(self.at_high) << 32 | u64::from(self.at_low)
     }
 
+    /// The latency, quantized (`quantize_latency` of the one given).
     pub(super) fn latency_ms(&self) -> f64 {
         Self::latency_of_steps(self.latency_steps)
     }
