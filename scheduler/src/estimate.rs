@@ -12,9 +12,9 @@
 //! admissible (the proofs of optimality hold on estimated links too). A trait object could
 //! not promise that.
 
-use crate::infra::{row_starts, FxMap, LinkQ};
+use crate::infra::{FxMap, LinkQ};
 use acoa_shared::coords::{Coord, EndpointSummary, Groups, LinkView, DIMS};
-use acoa_shared::model::{optimistic_ms, Between, LinkEstimates, Node};
+use acoa_shared::model::{optimistic_ms, row_starts, Between, LinkEstimates, Node};
 use std::collections::HashMap;
 use std::sync::Arc;
 

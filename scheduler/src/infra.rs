@@ -13,7 +13,7 @@
 
 use crate::estimate::Estimator;
 use acoa_shared::coords::Known;
-use acoa_shared::model::{last_of_each_pair, Cluster, LinkEstimates, Node, Observed};
+use acoa_shared::model::{last_of_each_pair, row_starts, Cluster, LinkEstimates, Node, Observed};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -192,19 +192,6 @@ impl Net {
 struct Rows {
     at: Vec<u32>,
     other: Vec<u32>,
-}
-
-/// Where each of `rows` rows starts (and, last, where the entries end) when the entries'
-/// rows are `of`: a counting sort's offsets.
-pub(crate) fn row_starts(rows: usize, of: impl Iterator<Item = u32>) -> Vec<u32> {
-    let mut at = vec![0u32; rows + 1];
-    for r in of {
-        at[r as usize + 1] += 1;
-    }
-    for r in 0..rows {
-        at[r + 1] += at[r];
-    }
-    at
 }
 
 impl Rows {

@@ -112,13 +112,7 @@ impl Between {
                 (p.0, p.1) = (renumber[p.0 as usize], renumber[p.1 as usize]);
             }
         }
-        let mut start = vec![0u32; names.len() + 1];
-        for (a, _, _) in &pairs {
-            start[*a as usize + 1] += 1;
-        }
-        for i in 0..names.len() {
-            start[i + 1] += start[i];
-        }
+        let start = row_starts(names.len(), pairs.iter().map(|p| p.0));
         let to = pairs.into_iter().map(|(_, b, ms)| (b, ms)).collect();
         Between(Arc::new(Table { names, start, to }))
     }
@@ -189,6 +183,19 @@ impl Between {
             to: t.to.iter().map(|(b, ms)| (*b, ms * f)).collect(),
         }))
     }
+}
+
+/// Where each of `rows` rows starts (and, last, where the entries end) when the entries'
+/// rows are `of`: a counting sort's offsets.
+pub fn row_starts(rows: usize, of: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut at = vec![0u32; rows + 1];
+    for r in of {
+        at[r as usize + 1] += 1;
+    }
+    for r in 0..rows {
+        at[r + 1] += at[r];
+    }
+    at
 }
 
 /// `pairs` sorted by (first, second) number; of a pair given more than once, the last one

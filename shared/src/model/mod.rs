@@ -102,7 +102,7 @@ mod scan;
 mod update;
 
 pub use application::*;
-pub use between::{last_of_each_pair, Between};
+pub use between::{last_of_each_pair, row_starts, Between};
 pub use checks::check_name;
 pub use cluster::*;
 pub use estimates::*;
