@@ -372,12 +372,14 @@ fn main() -> anyhow::Result<()> {
         .enumerate()
         .map(|(i, x)| (x.name.as_str(), i))
         .collect();
-    // each node reports the links of its list when the list changed
+    // each node reports the links of its list when the list changed: how many did, and how
+    // many nodes have a list
     let mut reported: Vec<Vec<String>> = vec![Vec::new(); n];
-    let mut report_lists = |sim: &mut EngineSim, seq: u64| -> usize {
-        let mut changed = 0;
+    let mut report_lists = |sim: &mut EngineSim, seq: u64| -> (usize, usize) {
+        let (mut changed, mut listed) = (0, 0);
         for (i, node) in s.nodes.iter().enumerate() {
             let list = sim.e.peer_list(&node.name).unwrap_or_default();
+            listed += usize::from(!list.is_empty());
             if list == reported[i] {
                 continue;
             }
@@ -400,7 +402,7 @@ fn main() -> anyhow::Result<()> {
             sim.feed(Event::links(Box::new(l)));
             reported[i] = list;
         }
-        changed
+        (changed, listed)
     };
     // until every node has its list, none changed and the live model took the links in and
     // held them for a while (a larger fleet's lists wait for the membership to settle, a
@@ -409,12 +411,7 @@ fn main() -> anyhow::Result<()> {
     let (mut quiet, mut held) = (0, 0);
     for i in 0..JOIN_TICKS_MAX {
         seq += 1;
-        let changed = report_lists(&mut sim, seq);
-        let listed = s
-            .nodes
-            .iter()
-            .filter(|x| sim.e.peer_list(&x.name).is_some_and(|l| !l.is_empty()))
-            .count();
+        let (changed, listed) = report_lists(&mut sim, seq);
         sim.tick(TICK_MS);
         let links = sim.e.cluster().links.len();
         let settled = changed == 0 && listed == n && links > n && links == held;
@@ -486,7 +483,7 @@ fn main() -> anyhow::Result<()> {
         for _ in 0..args.seconds * 1000 / TICK_MS {
             seq += 1;
             sim.log.clear();
-            asked += report_lists(&mut sim, seq);
+            asked += report_lists(&mut sim, seq).0;
             sim.tick(TICK_MS);
             explorations += count_explorations(&sim);
             let now = placed(&sim)?;
