@@ -5,7 +5,9 @@
 //! Invariants:
 //! - Every publication goes to every broker, in the engine's order on each, except the peer
 //!   lists: the loop queues them without waiting ([`Publishers::publish_latest`]), and a task
-//!   per broker publishes the latest list of each node ([`crate::latest`]).
+//!   per broker publishes the latest list of each node ([`crate::latest`]) on a connection of
+//!   their own, whose request queue is short ([`LISTS_QUEUE`]): a desired state never waits
+//!   behind a round of peer lists, neither for room in a queue nor in one.
 //! - A broker that is up gets it with back-pressure (the engine waits for room in that broker's
 //!   queue, at most [`SLOW_BROKER`] when there are several); a broker that is down never holds
 //!   the control plane up: what does not fit its queue is dropped (one log line per outage),
@@ -31,6 +33,11 @@ use crate::latest::LatestQueue;
 /// several: past that the broker is treated as down for this publication.
 pub const SLOW_BROKER: Duration = Duration::from_secs(2);
 
+/// Requests queued on a broker's peer-lists connection. Short, so that a round of lists waits
+/// in its [`LatestQueue`] (where a later list replaces a queued one) rather than in the
+/// connection's queue.
+pub const LISTS_QUEUE: usize = 64;
+
 /// One broker the control plane publishes on.
 struct Target {
     url: String,
@@ -39,7 +46,8 @@ struct Target {
     up: Arc<AtomicBool>,
     /// Whether publications to it are being dropped (logged once per outage).
     dropping: AtomicBool,
-    /// The peer lists waiting for it, published by a task of its own.
+    /// The peer lists waiting for it, published by a task of its own on the broker's
+    /// peer-lists connection.
     latest: Arc<LatestQueue>,
 }
 
@@ -49,15 +57,22 @@ pub struct Publishers {
 }
 
 impl Publishers {
-    /// The brokers `urls` through their connections `conns` (same order, same length); a task
-    /// per broker publishes what [`Publishers::publish_latest`] queues (in a runtime).
-    pub fn new(urls: &[String], conns: &[Connection]) -> Publishers {
+    /// The brokers `urls` through their connections `conns`, and a task per broker that
+    /// publishes what [`Publishers::publish_latest`] queues on that broker's connection of
+    /// `lists` (in a runtime; connected with [`LISTS_QUEUE`]). The three in the same order, of
+    /// the same length.
+    pub fn new(urls: &[String], conns: &[Connection], lists: &[Connection]) -> Publishers {
+        assert!(
+            conns.len() == urls.len() && lists.len() == urls.len(),
+            "a connection and a peer-lists connection for each broker"
+        );
         let targets = urls
             .iter()
             .zip(conns)
-            .map(|(url, c)| {
+            .zip(lists)
+            .map(|((url, c), l)| {
                 let latest = Arc::new(LatestQueue::default());
-                tokio::spawn(publish_queued(latest.clone(), c.client.clone()));
+                tokio::spawn(publish_queued(latest.clone(), l.client.clone()));
                 Target {
                     url: url.clone(),
                     client: c.client.clone(),
@@ -126,24 +141,36 @@ impl Publishers {
         }
     }
 
-    /// Publishes loopback `seq` of process `nonce` on every broker, each on its own topic, QoS 0
-    /// as the fleet's telemetry; never waits (one that finds its queue full is not sent, and
-    /// counts as late until it is given up). `serve` publishes it on the telemetry
-    /// connections, the ones it comes back on.
-    pub fn loopback(&self, nonce: u64, seq: u64) {
-        let payload = crate::engine::loopback::payload::encode(nonce, seq);
-        for (i, t) in self.targets.iter().enumerate() {
-            let topic = acoa_shared::topics::loopback(i);
-            let _ = t
-                .client
-                .try_publish(topic, QoS::AtMostOnce, false, payload.clone());
-        }
-    }
-
     /// Asks every broker to close the connection.
     pub async fn disconnect(&self) {
         for t in &self.targets {
             let _ = t.client.try_disconnect();
+        }
+    }
+}
+
+/// Where the loopback leaves ([`crate::engine::loopback`]): the telemetry connection of every
+/// broker, the one it comes back on, so that it times the way in only.
+pub struct Loopback {
+    clients: Vec<AsyncClient>,
+}
+
+impl Loopback {
+    /// The telemetry connections `conns`, one per broker, in the brokers' order.
+    pub fn new(conns: &[Connection]) -> Loopback {
+        Loopback {
+            clients: conns.iter().map(|c| c.client.clone()).collect(),
+        }
+    }
+
+    /// Publishes loopback `seq` of process `nonce` on every broker, each on its own topic, QoS 0
+    /// as the fleet's telemetry; never waits (one that finds its queue full is not sent, and
+    /// counts as late until it is given up).
+    pub fn send(&self, nonce: u64, seq: u64) {
+        let payload = crate::engine::loopback::payload::encode(nonce, seq);
+        for (i, c) in self.clients.iter().enumerate() {
+            let topic = acoa_shared::topics::loopback(i);
+            let _ = c.try_publish(topic, QoS::AtMostOnce, false, payload.clone());
         }
     }
 }

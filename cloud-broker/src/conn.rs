@@ -115,10 +115,21 @@ pub trait Inbox: Send + 'static {
     fn publish(&mut self, p: Publish) -> impl Future<Output = bool> + Send;
 }
 
+/// The inbox of a connection that only publishes (no filter): it gets nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PublishOnly;
+
+impl Inbox for PublishOnly {
+    async fn publish(&mut self, _: Publish) -> bool {
+        true
+    }
+}
+
 /// What a connection is: its filter and how its log lines name it.
 #[derive(Debug, Clone, Copy)]
 pub struct Link {
-    /// Subscribed (at least once) on every accepted connection.
+    /// Subscribed (at least once) on every accepted connection; none for a connection that
+    /// only publishes.
     pub filters: &'static [&'static str],
     /// What the connection is for, in its log lines; `None` for the node telemetry, whose
     /// connection is announced at info level ("connected to the broker").
@@ -146,7 +157,8 @@ impl Link {
 pub struct Connection {
     /// Publishes on this connection.
     pub client: AsyncClient,
-    /// Fires once, when the broker first acknowledges the subscription.
+    /// Fires once, when the broker first acknowledges the subscription (never for a connection
+    /// that only publishes).
     pub subscribed: oneshot::Receiver<()>,
     /// One message per accepted connection after the first (the broker may have restarted and
     /// lost what it held); whether the broker kept a session (`session_present`).
@@ -186,6 +198,9 @@ pub fn spawn(
                     link.connected();
                     if !std::mem::take(&mut first) {
                         let _ = again_tx.send(ack.session_present);
+                    }
+                    if link.filters.is_empty() {
+                        continue;
                     }
                     // on a task of its own: the request waits for this loop to poll again
                     let c = sub.clone();

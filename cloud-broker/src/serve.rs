@@ -14,10 +14,11 @@
 //!   broker and what it holds keep being served meanwhile. Node records are written in their
 //!   order by a thread of their own, off the critical path.
 //! - Applications, placement results, ticks and inventory changes are handled before node
-//!   telemetry, and every publication of ours leaves on the applications connection, so a
-//!   definition or a desired state never waits behind reports.
-//! - With several external brokers ([`crate::brokers`]) there is a telemetry and an
-//!   applications connection to each; every publication goes to all of them.
+//!   telemetry, and every publication of ours leaves on the applications connection (the peer
+//!   lists on a connection of their own), so a definition or a desired state never waits
+//!   behind reports or a round of peer lists.
+//! - There is a telemetry, an applications and a peer-lists connection to each broker
+//!   ([`crate::brokers`]: several external brokers); every publication goes to all of them.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -29,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
 use crate::broker::{self, Logins, TlsListener};
-use crate::brokers::{self, Publishers};
+use crate::brokers::{self, Loopback, Publishers};
 use crate::conn::{self, Connection, Link};
 use crate::dispatch::WorkersConfig;
 use crate::engine::{Action, Engine, EngineConfig, Event};
@@ -43,7 +44,8 @@ use crate::workers::{Placer, Workers};
 const CONTROL_QUEUE: usize = 4096;
 /// Verified node telemetry, queued.
 const TELEMETRY_QUEUE: usize = 16_384;
-/// Requests queued on each of the two broker connections.
+/// Requests queued on the telemetry and the applications connection to each broker (the
+/// peer-lists connection's: [`brokers::LISTS_QUEUE`]).
 const CLIENT_QUEUE: usize = 10_000;
 
 /// Everything `serve` is told. A new `serve` flag becomes a field here.
@@ -172,6 +174,10 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             connect_apps(u, &id, &login, key.verifying_key(), definitions.clone())
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let lists = urls
+        .iter()
+        .map(|u| connect_lists(u, &client_id("acoa-control-plane-lists"), &login))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     spawn_ticks(opts.tick_ms, ctl_tx.clone());
     let ctl_tx_peers = ctl_tx.clone();
     brokers::spawn_republish(&mut apps, &urls, ctl_tx.clone());
@@ -187,8 +193,8 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let outbox = Outbox {
         nodes: spawn_node_writer(store.clone())?,
         store,
-        publisher: Publishers::new(&urls, &apps),
-        loopback: Publishers::new(&urls, &telemetry),
+        publisher: Publishers::new(&urls, &apps, &lists),
+        loopback: Loopback::new(&telemetry),
         placer,
         events: ctl_tx_peers,
     };
@@ -208,7 +214,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     if let Some(l) = leadership {
         l.resign().await;
     }
-    for c in telemetry.iter().chain(&apps) {
+    for c in telemetry.iter().chain(&apps).chain(&lists) {
         let _ = c.client.disconnect().await;
     }
     Ok(())
@@ -367,6 +373,22 @@ fn connect_apps(
     Ok(conn::spawn(o, CLIENT_QUEUE, link, inbox))
 }
 
+/// The peer-lists connection to `url`: it only publishes, the peer lists
+/// ([`Publishers::publish_latest`]), so that no desired state waits behind them.
+fn connect_lists(url: &str, client_id: &str, login: &Login) -> anyhow::Result<Connection> {
+    let o = conn::mqtt_options(url, client_id, login)?;
+    let link = Link {
+        filters: &[],
+        purpose: Some("peer lists"),
+    };
+    Ok(conn::spawn(
+        o,
+        brokers::LISTS_QUEUE,
+        link,
+        conn::PublishOnly,
+    ))
+}
+
 /// Where placement jobs are computed: by `scheduler worker` processes when `workers` is given
 /// (their own connection), else in this process.
 fn placer(
@@ -471,12 +493,12 @@ struct Outbox {
     store: Arc<dyn Store>,
     /// To the node-records thread.
     nodes: std::sync::mpsc::Sender<PersistOp>,
-    /// The applications connections.
+    /// The applications connections, and the peer-lists connections.
     publisher: Publishers,
     /// The telemetry connections: the loopback leaves on the connection it comes back on, so
-    /// that it times the way in only (the applications connections queue the peer lists and
-    /// desired states going out, thousands at a fleet's join).
-    loopback: Publishers,
+    /// that it times the way in only (the applications connections queue the desired states
+    /// going out, and the peer-lists connections thousands of lists at a fleet's join).
+    loopback: Loopback,
     placer: Placer,
     /// The engine's control events (computations done off the loop come back there).
     events: mpsc::Sender<Event>,
@@ -543,7 +565,7 @@ impl Outbox {
                 self.publisher.publish_latest(&topic, payload);
             }
             Action::Schedule(job) => self.placer.submit(job).await,
-            Action::Loopback { nonce, seq } => self.loopback.loopback(nonce, seq),
+            Action::Loopback { nonce, seq } => self.loopback.send(nonce, seq),
             Action::WarmModel(m) => {
                 tokio::task::spawn_blocking(move || {
                     let t = Instant::now();
