@@ -716,6 +716,8 @@ async fn bench(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let trains = (n - (n / 20).max(4)) / 10;
     let mut lat = vec![];
+    // each application's, in the order published ("-": not placed in 10 s)
+    let mut per_app = vec![];
     let mut unplaced = 0;
     for k in 0..args.apps {
         let name = format!("bench-{k}");
@@ -734,7 +736,9 @@ async fn bench(
             tokio::time::sleep(Duration::from_millis(2)).await;
             if let Some((at, count)) = desired_seen.lock().unwrap().get(&name).copied() {
                 if count >= 3 {
-                    lat.push(at.duration_since(t).as_secs_f64() * 1000.0);
+                    let ms = at.duration_since(t).as_secs_f64() * 1000.0;
+                    lat.push(ms);
+                    per_app.push(format!("{ms:.0}"));
                     done = true;
                     break;
                 }
@@ -742,6 +746,7 @@ async fn bench(
         }
         if !done {
             unplaced += 1;
+            per_app.push("-".into());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -786,6 +791,10 @@ async fn bench(
         lat.iter().cloned().fold(f64::NAN, f64::max),
         lat.len(),
         unplaced
+    );
+    println!(
+        "publish→desired per application, ms, in the order published: {}",
+        per_app.join(" ")
     );
     let last: Vec<String> = last_stats
         .lock()
