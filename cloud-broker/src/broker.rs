@@ -52,16 +52,30 @@ pub fn config_with_tls(listen: SocketAddr, logins: Logins, tls: Option<&TlsListe
         authorize: Some(authorize(logins.clone())),
     };
     connections.set_auth_handler(move |client_id: String, user: String, pass: String| {
-        let ok = logins
+        let role = logins
             .read()
             .map(|m| {
                 m.get(&user)
-                    .is_some_and(|a| constant_time_eq(a.password.as_bytes(), pass.as_bytes()))
+                    .filter(|a| constant_time_eq(a.password.as_bytes(), pass.as_bytes()))
+                    .map(|a| a.role)
             })
-            .unwrap_or(false);
-        if !ok {
-            warn!("broker refused client `{client_id}`: wrong user name or password for `{user}`");
-        }
+            .unwrap_or(None);
+        let ok = match role {
+            None => {
+                warn!(
+                    "broker refused client `{client_id}`: wrong user name or password for `{user}`"
+                );
+                false
+            }
+            // taking a reserved client id would close that connection (the control plane's)
+            Some(role) => match acl::may_use_client_id(role, &user, &client_id) {
+                Ok(()) => true,
+                Err(e) => {
+                    warn!("broker refused client `{client_id}`: {e}");
+                    false
+                }
+            },
+        };
         async move { ok }
     });
     let server = ServerSettings {

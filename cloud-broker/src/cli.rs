@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use acoa_shared::topics;
+use acoa_shared::topics::{self, acl};
 use anyhow::{bail, Context};
 use rumqttc::{AsyncClient, Event as MqttEvent, Packet, QoS};
 
@@ -46,7 +46,7 @@ async fn connect(
 
 async fn connect_to(dd: &DataDir, url: &str) -> anyhow::Result<(AsyncClient, rumqttc::EventLoop)> {
     let creds = dd.credentials()?;
-    let id = format!("acoa-cli-{}", std::process::id());
+    let id = format!("{}{}", acl::CLI_CLIENT_PREFIX, std::process::id());
     let o = mqtt_options(url, &id, &creds.admin)?;
     let (c, mut el) = AsyncClient::new(o, 64);
     // wait for the connection to be accepted

@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use acoa_shared::topics::acl;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, info, warn};
@@ -106,12 +107,16 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     };
     // a replica's own client ids: the broker would let two replicas' connections of one id
     // throw each other out (a deposed leader reconnecting, a standby listening)
-    let client_id = |base: &str| match etcd {
-        None => base.to_string(),
-        Some(_) => format!(
-            "{base}-{}",
-            crate::store::leader::replica_name().replace(':', "-")
-        ),
+    // (`acl::CONTROL_PLANE_CLIENT_PREFIX` and what the connection is for: reserved ids)
+    let client_id = |what: &str| {
+        let base = format!("{}{what}", acl::CONTROL_PLANE_CLIENT_PREFIX);
+        match etcd {
+            None => base,
+            Some(_) => format!(
+                "{base}-{}",
+                crate::store::leader::replica_name().replace(':', "-")
+            ),
+        }
     };
     // etcd without its quorum: a replica starts anyway, the inventory's watch reads it later
     let inventory = match dd.inventory() {
@@ -141,7 +146,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         let inbox = Telemetry::spawn(keys.clone(), key.verifying_key(), sinks, urls.len() > 1);
         let telemetry = urls
             .iter()
-            .map(|u| connect_telemetry(u, &client_id("acoa-control-plane"), &login, inbox.clone()))
+            .map(|u| connect_telemetry(u, &client_id(""), &login, inbox.clone()))
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok((urls, telemetry))
     };
@@ -170,13 +175,13 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let mut apps = urls
         .iter()
         .map(|u| {
-            let id = client_id("acoa-control-plane-apps");
+            let id = client_id("-apps");
             connect_apps(u, &id, &login, key.verifying_key(), definitions.clone())
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let lists = urls
         .iter()
-        .map(|u| connect_lists(u, &client_id("acoa-control-plane-lists"), &login))
+        .map(|u| connect_lists(u, &client_id("-lists"), &login))
         .collect::<anyhow::Result<Vec<_>>>()?;
     spawn_ticks(opts.tick_ms, ctl_tx.clone());
     let ctl_tx_peers = ctl_tx.clone();

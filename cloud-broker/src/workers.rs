@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use acoa_shared::jobs;
+use acoa_shared::topics::acl;
 use ed25519_dalek::SigningKey;
 use rumqttc::{AsyncClient, Publish, QoS};
 use tokio::sync::{mpsc, Semaphore};
@@ -180,7 +181,11 @@ impl Workers {
         cfg: WorkersConfig,
         events: mpsc::Sender<Event>,
     ) -> anyhow::Result<Workers> {
-        let o = conn::mqtt_options(url, "acoa-control-plane-sched", login)?;
+        let o = conn::mqtt_options(
+            url,
+            &format!("{}-sched", acl::CONTROL_PLANE_CLIENT_PREFIX),
+            login,
+        )?;
         let (tx, rx) = mpsc::channel::<In>(4096);
         info!(
             "placement jobs go to scheduler workers on {} (re-published after {} ms, in process after {} tries, {} out at once)",

@@ -211,6 +211,44 @@ fn wrong_credentials_are_refused_by_the_embedded_broker() {
     });
 }
 
+/// A broker closes a client id's session when another connection takes that id: a node that
+/// could connect as `acoa-control-plane-apps` would throw the control plane off its own broker
+/// as often as it likes. The system's client ids are reserved for their logins.
+#[test]
+fn a_node_cannot_take_the_control_planes_or_another_agents_client_id() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (_k, pw, _cp) = enroll(dir.path(), "n1");
+        enroll(dir.path(), "n2");
+        let port = free_port();
+        let cp = ControlPlane::start(dir.path(), port, &[]);
+        cp.wait_log_async("connected to the broker", Duration::from_secs(10))
+            .await;
+        for (id, ok) in [
+            ("acoa-control-plane", false),
+            ("acoa-control-plane-apps", false),
+            ("acoa-control-plane-lists", false),
+            ("acoa-cli-1", false),
+            ("acoa-agent-n2", false),
+            ("acoa-agent-n1", true),
+        ] {
+            let mut o = MqttOptions::new(id, "127.0.0.1", port);
+            o.set_credentials("n1", pw.as_str());
+            assert_eq!(connects(o).await, ok, "n1 as {id}");
+        }
+        cp.wait_log_async(
+            "broker refused client `acoa-control-plane-apps`: `n1` may not connect as `acoa-control-plane-apps`",
+            Duration::from_secs(2),
+        )
+        .await;
+        assert_eq!(
+            cp.count_log("broker connection"),
+            0,
+            "a connection of the control plane was closed"
+        );
+    });
+}
+
 #[test]
 fn a_node_cannot_speak_for_another_nor_command_it_on_the_embedded_broker() {
     run(async {

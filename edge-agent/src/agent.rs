@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acoa_shared::topics;
+use acoa_shared::topics::{self, acl};
 use acoa_shared::wire::{self, Message};
 use anyhow::Context;
 use ed25519_dalek::SigningKey;
@@ -92,7 +92,7 @@ fn tls_transport(_cfg: &Config) -> anyhow::Result<rumqttc::Transport> {
 /// with that broker's address and transport.
 fn mqtt_options(cfg: &Config, broker: &BrokerUrl) -> anyhow::Result<MqttOptions> {
     let mut opts = MqttOptions::new(
-        format!("acoa-agent-{}", cfg.node),
+        format!("{}{}", acl::AGENT_CLIENT_PREFIX, cfg.node),
         broker.host.clone(),
         broker.port,
     );

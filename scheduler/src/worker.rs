@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use acoa_scheduler::{place_on, Infra, Ledger, Options, Outcome};
 use acoa_shared::jobs::{self, Job, JobError, JobResult, ResultOutcome};
+use acoa_shared::topics::acl;
 use acoa_shared::wire::keys;
 use ed25519_dalek::VerifyingKey;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
@@ -143,7 +144,11 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(a: WorkerArgs, key: VerifyingKey, host: String, port: u16) -> anyhow::Result<()> {
-    let mut o = MqttOptions::new(format!("acoa-sched-worker-{}", a.name), host, port);
+    let mut o = MqttOptions::new(
+        format!("{}{}", acl::WORKER_CLIENT_PREFIX, a.name),
+        host,
+        port,
+    );
     o.set_credentials(&a.username, &a.password);
     o.set_keep_alive(Duration::from_secs(10));
     let max = jobs::MAX_JOB_BYTES + 4096;

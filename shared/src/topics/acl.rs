@@ -10,6 +10,11 @@
 //! Whatever the table says, a published topic with a wildcard (`+`, `#`) or starting with `$` is
 //! refused, and so is a publication larger than its readers accept ([`receiver_limit`]): one
 //! login cannot make another client's retained topic unreadable.
+//!
+//! The MQTT client ids of the system's own connections are reserved ([`may_use_client_id`],
+//! applied by the embedded broker when a client connects): a broker closes the session of a
+//! client id when another connection takes it, so a node that could connect as
+//! `acoa-control-plane-apps` would throw the control plane off its broker, again and again.
 
 use super::{actual, desired, links, online, peers, report, usage, AGENT_MAX_PACKET};
 use crate::jobs;
@@ -93,12 +98,51 @@ pub enum Refusal {
     Publish { user: String, topic: String },
     #[error("`{user}` may not subscribe to `{filter}`")]
     Subscribe { user: String, filter: String },
+    #[error(
+        "`{user}` may not connect as `{client_id}`: that client id is reserved for another login"
+    )]
+    ClientId { user: String, client_id: String },
     #[error("{len} bytes on `{topic}`: its readers accept at most {max}")]
     TooLarge {
         topic: String,
         len: usize,
         max: usize,
     },
+}
+
+/// The client id prefix of the control plane's connections (`acoa-control-plane`,
+/// `acoa-control-plane-apps`, ..., and a replica's suffix).
+pub const CONTROL_PLANE_CLIENT_PREFIX: &str = "acoa-control-plane";
+/// An agent's client id: this and its node's name.
+pub const AGENT_CLIENT_PREFIX: &str = "acoa-agent-";
+/// A scheduler worker's client id: this and the worker's name.
+pub const WORKER_CLIENT_PREFIX: &str = "acoa-sched-worker-";
+/// The command line's client id: this and its process id.
+pub const CLI_CLIENT_PREFIX: &str = "acoa-cli-";
+
+/// May `user` in `role` connect with `client_id`? The system's own client ids are reserved:
+/// the control plane's for the control plane's login, an agent's for its node's login, a
+/// worker's for worker logins, the command line's for the admin. Any other id is anyone's.
+pub fn may_use_client_id(role: Role, user: &str, client_id: &str) -> Result<(), Refusal> {
+    let allowed = if client_id.starts_with(CONTROL_PLANE_CLIENT_PREFIX) {
+        role == Role::ControlPlane
+    } else if let Some(node) = client_id.strip_prefix(AGENT_CLIENT_PREFIX) {
+        role == Role::Node && node == user
+    } else if client_id.starts_with(WORKER_CLIENT_PREFIX) {
+        role == Role::Worker
+    } else if client_id.starts_with(CLI_CLIENT_PREFIX) {
+        role == Role::Admin
+    } else {
+        true
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(Refusal::ClientId {
+            user: user.to_string(),
+            client_id: client_id.to_string(),
+        })
+    }
 }
 
 /// The largest payload the readers of `topic` accept, where it is less than the broker's own
@@ -210,6 +254,45 @@ mod tests {
     use crate::topics::{app, app_status};
 
     const ALL: [Role; 4] = [Role::ControlPlane, Role::Admin, Role::Node, Role::Worker];
+
+    #[test]
+    fn the_systems_client_ids_are_reserved_for_their_logins() {
+        use Role::*;
+        for (role, user, id, ok) in [
+            (
+                ControlPlane,
+                "acoa-control-plane",
+                "acoa-control-plane",
+                true,
+            ),
+            (
+                ControlPlane,
+                "acoa-control-plane",
+                "acoa-control-plane-lists-r1",
+                true,
+            ),
+            (Node, "n1", "acoa-control-plane-apps", false),
+            (Admin, "admin", "acoa-control-plane", false),
+            (Worker, "w1", "acoa-control-plane-sched", false),
+            (Node, "n1", "acoa-agent-n1", true),
+            (Node, "n1", "acoa-agent-n2", false),
+            (Node, "n1", "acoa-agent-n1x", false),
+            (Admin, "admin", "acoa-agent-n1", false),
+            (Worker, "w1", "acoa-sched-worker-w1", true),
+            (Node, "n1", "acoa-sched-worker-w1", false),
+            (Admin, "admin", "acoa-cli-42", true),
+            (Node, "n1", "acoa-cli-42", false),
+            (Node, "n1", "n1-tool", true),
+        ] {
+            let r = may_use_client_id(role, user, id);
+            assert_eq!(r.is_ok(), ok, "{role:?} {user} as {id}: {r:?}");
+        }
+        let e = may_use_client_id(Node, "n1", "acoa-control-plane").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`n1` may not connect as `acoa-control-plane`: that client id is reserved for another login"
+        );
+    }
 
     #[test]
     fn a_node_publishes_only_under_its_own_topics() {
