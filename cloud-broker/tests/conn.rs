@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,23 +19,42 @@ use common::*;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, Publish, QoS};
 use tokio::sync::mpsc;
 
-/// An anonymous Mosquitto on 127.0.0.1:`port`, killed on drop.
-struct Broker(Child);
+/// Where a test's anonymous Mosquitto runs: its binary, a directory for its configuration and
+/// a free port on 127.0.0.1.
+struct Setup {
+    mosquitto: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+}
 
-impl Broker {
-    async fn start(mosquitto: &Path, dir: &Path, port: u16) -> Broker {
-        Broker::start_with(mosquitto, dir, port, "").await
+impl Setup {
+    /// `None` (and the test says it is skipped) where Mosquitto is not installed.
+    fn find() -> Option<Setup> {
+        let Some(mosquitto) = find_bin("mosquitto") else {
+            eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
+            return None;
+        };
+        Some(Setup {
+            mosquitto,
+            dir: tempdir_for_mosquitto(),
+            port: free_port(),
+        })
+    }
+
+    async fn start(&self) -> Broker {
+        self.start_with("").await
     }
 
     /// With `extra` lines of configuration.
-    async fn start_with(mosquitto: &Path, dir: &Path, port: u16, extra: &str) -> Broker {
+    async fn start_with(&self, extra: &str) -> Broker {
+        let (dir, port) = (self.dir.path(), self.port);
         let conf = dir.join("mosquitto.conf");
         std::fs::write(
             &conf,
             format!("listener {port} 127.0.0.1\nallow_anonymous true\n{extra}"),
         )
         .unwrap();
-        let child = Command::new(mosquitto)
+        let child = Command::new(&self.mosquitto)
             .arg("-c")
             .arg(&conf)
             .stdout(Stdio::null())
@@ -46,6 +65,9 @@ impl Broker {
         Broker(child)
     }
 }
+
+/// An anonymous Mosquitto ([`Setup::start`]), killed on drop.
+struct Broker(Child);
 
 impl Drop for Broker {
     fn drop(&mut self) {
@@ -136,14 +158,10 @@ async fn subscribed(
 
 #[test]
 fn a_connection_comes_back_and_subscribes_again_after_the_broker_restarts() {
-    let Some(mosquitto) = find_bin("mosquitto") else {
-        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
-        return;
-    };
+    let Some(m) = Setup::find() else { return };
     run(async move {
-        let dir = tempdir_for_mosquitto();
-        let port = free_port();
-        let broker = Broker::start(&mosquitto, dir.path(), port).await;
+        let port = m.port;
+        let broker = m.start().await;
 
         let (tx, mut rx) = mpsc::channel(16);
         let (_, _c) = subscribed(port, "conn-test", &["t/#"], 16, tx).await;
@@ -154,7 +172,7 @@ fn a_connection_comes_back_and_subscribes_again_after_the_broker_restarts() {
         // the broker goes away and comes back on the same port, with no memory of the session
         drop(broker);
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let _broker = Broker::start(&mosquitto, dir.path(), port).await;
+        let _broker = m.start().await;
         // publish until the new subscription takes it (the reconnection waits up to 5 s)
         let t = Instant::now();
         loop {
@@ -205,14 +223,10 @@ async fn retained_versions(port: u16, topics: usize) -> Vec<Option<u64>> {
 /// more than one document per topic; once it reads again it gets the latest of each.
 #[test]
 fn the_latest_documents_never_wait_for_a_stalled_broker_and_only_the_latest_is_kept() {
-    let Some(mosquitto) = find_bin("mosquitto") else {
-        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
-        return;
-    };
+    let Some(m) = Setup::find() else { return };
     run(async move {
-        let dir = tempdir_for_mosquitto();
-        let port = free_port();
-        let broker = Broker::start(&mosquitto, dir.path(), port).await;
+        let port = m.port;
+        let broker = m.start().await;
         let (tx, _rx) = mpsc::channel(16);
         let (url, c) = subscribed(port, "latest-test", &["nothing/#"], 4, tx).await;
         let lists = lists_connection(&url, "latest-test-lists").await;
@@ -266,16 +280,11 @@ fn the_latest_documents_never_wait_for_a_stalled_broker_and_only_the_latest_is_k
 /// round of 4,793 lists held a desired state of the 50,000-node load test for a second.
 #[test]
 fn a_desired_state_never_waits_behind_a_round_of_peer_lists() {
-    let Some(mosquitto) = find_bin("mosquitto") else {
-        eprintln!("SKIPPED: mosquitto is not installed (apt-get install mosquitto)");
-        return;
-    };
+    let Some(m) = Setup::find() else { return };
     run(async move {
-        let dir = tempdir_for_mosquitto();
-        let port = free_port();
+        let port = m.port;
         // every list reaches the watcher (by default Mosquitto drops past 1,000 queued)
-        let _broker =
-            Broker::start_with(&mosquitto, dir.path(), port, "max_queued_messages 0\n").await;
+        let _broker = m.start_with("max_queued_messages 0\n").await;
         let (tx, mut seen) = mpsc::channel(1 << 16);
         let (url, _watch) = subscribed(port, "watch", &["t/#", "desired"], 16, tx).await;
         let (unused, _) = mpsc::channel(1);
