@@ -327,6 +327,10 @@ fn bad_input_gets_its_error_and_the_control_plane_keeps_serving() {
         let (k1, _pw1, _) = enroll(&data, "n1");
         let port = free_port();
         let mut cp = ControlPlane::start(&data, port, &[]);
+        // the node telemetry below is published once: only once the control plane has
+        // subscribed to it (it starts after that; "connected" is the connection's acceptance)
+        cp.wait_log_async("started with", Duration::from_secs(10))
+            .await;
         let o = admin_options(&data, "bad-input", port);
         let (c, mut el) = AsyncClient::new(o, 64);
         let statuses =
