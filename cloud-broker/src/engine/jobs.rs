@@ -317,7 +317,7 @@ fn explore_job(job: &Job, current: &BTreeMap<String, String>, x: &ExploreInput) 
         current,
         x.candidate.as_ref(),
         x.width,
-        &sched::options(),
+        &sched::explore_options(),
     );
     // the round's own scores: an unbounded one on estimated links can take minutes
     let outcome = match r.next_score {

@@ -504,10 +504,24 @@ impl Drop for ControlPlane {
     }
 }
 
-/// Prints the last `n` lines of `text` (a process's log, named `what`) to the test's output.
+/// Prints the last `n` lines of `text` (a process's log, named `what`) to the test's output,
+/// after the warnings and errors of the lines before them (at most 60: what went wrong early
+/// is often what a failure at the end waited for).
 pub fn print_tail(what: &str, text: &str, n: usize) {
     let lines: Vec<&str> = text.lines().collect();
-    let tail = &lines[lines.len().saturating_sub(n)..];
+    let (head, tail) = lines.split_at(lines.len().saturating_sub(n));
+    let early: Vec<&str> = head
+        .iter()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .take(60)
+        .copied()
+        .collect();
+    if !early.is_empty() {
+        eprintln!(
+            "--- warnings and errors before them in {what} ---\n{}",
+            early.join("\n")
+        );
+    }
     eprintln!(
         "--- last {} lines of {what} ---\n{}",
         tail.len(),
