@@ -25,8 +25,9 @@ use rumqttc::{AsyncClient, QoS};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
-use crate::conn::Connection;
+use crate::conn::{self, Connection, Link};
 use crate::engine::Event;
+use crate::identity::Login;
 use crate::latest::LatestQueue;
 
 /// How long a publication waits for room in the queue of a broker that is up, when there are
@@ -173,6 +174,17 @@ impl Loopback {
             let _ = c.try_publish(topic, QoS::AtMostOnce, false, payload.clone());
         }
     }
+}
+
+/// The peer-lists connection to `url` ([`Publishers::new`]'s `lists`): it only publishes, the
+/// peer lists, with a request queue of [`LISTS_QUEUE`].
+pub fn connect_lists(url: &str, client_id: &str, login: &Login) -> anyhow::Result<Connection> {
+    let o = conn::mqtt_options(url, client_id, login)?;
+    let link = Link {
+        filters: &[],
+        purpose: Some("peer lists"),
+    };
+    Ok(conn::spawn(o, LISTS_QUEUE, link, conn::PublishOnly))
 }
 
 /// Fires once the first of `subscribed` fires (the telemetry of any broker of the list is

@@ -181,7 +181,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let lists = urls
         .iter()
-        .map(|u| connect_lists(u, &client_id("-lists"), &login))
+        .map(|u| brokers::connect_lists(u, &client_id("-lists"), &login))
         .collect::<anyhow::Result<Vec<_>>>()?;
     spawn_ticks(opts.tick_ms, ctl_tx.clone());
     let ctl_tx_peers = ctl_tx.clone();
@@ -376,22 +376,6 @@ fn connect_apps(
         control_plane: cp_public,
     };
     Ok(conn::spawn(o, CLIENT_QUEUE, link, inbox))
-}
-
-/// The peer-lists connection to `url`: it only publishes, the peer lists
-/// ([`Publishers::publish_latest`]), so that no desired state waits behind them.
-fn connect_lists(url: &str, client_id: &str, login: &Login) -> anyhow::Result<Connection> {
-    let o = conn::mqtt_options(url, client_id, login)?;
-    let link = Link {
-        filters: &[],
-        purpose: Some("peer lists"),
-    };
-    Ok(conn::spawn(
-        o,
-        brokers::LISTS_QUEUE,
-        link,
-        conn::PublishOnly,
-    ))
 }
 
 /// Where placement jobs are computed: by `scheduler worker` processes when `workers` is given

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use acoa_test_support::sh;
-use cloud_broker::brokers::{Publishers, LISTS_QUEUE};
+use cloud_broker::brokers::{self, Publishers};
 use cloud_broker::conn::{self, Inbox, Link};
 use cloud_broker::identity::Login;
 use common::*;
@@ -111,12 +111,7 @@ async fn lists_connection(url: &str, id: &str) -> conn::Connection {
         username: "anyone".into(),
         password: "anything".into(),
     };
-    let o = conn::mqtt_options(url, id, &login).unwrap();
-    let link = Link {
-        filters: &[],
-        purpose: Some("peer lists"),
-    };
-    let c = conn::spawn(o, LISTS_QUEUE, link, conn::PublishOnly);
+    let c = brokers::connect_lists(url, id, &login).unwrap();
     let t = Instant::now();
     while !c.up.load(std::sync::atomic::Ordering::Relaxed) {
         assert!(
@@ -276,8 +271,9 @@ fn the_latest_documents_never_wait_for_a_stalled_broker_and_only_the_latest_is_k
 
 /// A desired state published while a round of peer lists drains to the same broker does not
 /// wait behind the round: the lists leave on a connection of their own with a short queue
-/// ([`LISTS_QUEUE`]). Drained onto the applications connection (queue 10,000, as before), a
-/// round of 4,793 lists held a desired state of the 50,000-node load test for a second.
+/// ([`brokers::LISTS_QUEUE`]). Drained onto the applications connection (queue 10,000, as
+/// before), a round of 4,793 lists held a desired state of the 50,000-node load test for a
+/// second.
 #[test]
 fn a_desired_state_never_waits_behind_a_round_of_peer_lists() {
     let Some(m) = Setup::find() else { return };
