@@ -96,6 +96,10 @@ struct Args {
     /// it): the last this many of the fleet (their coordinates as converged).
     #[arg(long, default_value_t = 0)]
     unsure: usize,
+    /// The nodes report no position (the scenario's stations and clouds have one since
+    /// 2026-12-06): their peer lists take no nearest on the map.
+    #[arg(long)]
+    no_positions: bool,
 }
 
 const TICK_MS: u64 = 250;
@@ -183,11 +187,18 @@ fn estimates_against_truth(sim: &mut EngineSim, s: &Scenario) {
         }
     }
     // the control plane sees the nodes as the scenario has them (else the references, placed
-    // on the scenario's nodes, would not be its optimum)
+    // on the scenario's nodes, would not be its optimum); the scheduler's model holds no
+    // positions (only the peer lists read them)
     let differ = s
         .nodes
         .iter()
-        .filter(|x| infra.index_of(&x.name).map(|i| infra.node(i)) != Some(*x))
+        .filter(|x| {
+            let unplaced = acoa_shared::model::Node {
+                position: None,
+                ..(*x).clone()
+            };
+            infra.index_of(&x.name).map(|i| infra.node(i)) != Some(&unplaced)
+        })
         .count();
     if differ > 0 {
         eprintln!("warning: {differ} nodes differ between the live model and the scenario");
@@ -357,6 +368,9 @@ fn main() -> anyhow::Result<()> {
     for (i, node) in s.nodes.iter().enumerate() {
         let mut r = report_of(node, 1, &format!("10.{}.{}.1:7878", i / 256, i % 256));
         r.capacity.net_mbps = node.capacity.net_mbps.map_or(0, |x| x as u64);
+        if args.no_positions {
+            r.position = None;
+        }
         sim.feed(Event::Report(Box::new(r)));
     }
     let mut seq = 1;

@@ -151,6 +151,7 @@ fn node(i: usize, n: usize, cpu_used: u64) -> Node {
             cpu_millis: cpu_used,
             ..Default::default()
         },
+        position: None,
     }
 }
 

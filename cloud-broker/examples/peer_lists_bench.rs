@@ -8,7 +8,10 @@
 //! ```
 //!
 //! The fleet: trains of 10 nodes and two cloud datacenters of a twentieth of the nodes each,
-//! every node with a 3-dimensional coordinate spread over 5 regions (heights 0-3 ms). A change
+//! every node with a 3-dimensional coordinate spread over 5 regions (heights 0-3 ms); with
+//! `--positioned S`, that share of the groups of 10 are stations with a position on the map
+//! (a square of 400 km x sqrt(n / 1000) a side, the group's nodes within 200 m), whose lists
+//! then take their nearest on the map too. A change
 //! (one node's coordinate moved) costs a whole computation again: the lists are recomputed,
 //! then compared with the ones sent, and only the changed ones are published.
 //!
@@ -23,6 +26,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use acoa_shared::coords::{Coord, DIMS};
+use acoa_shared::geo::Position;
 use clap::Parser;
 use cloud_broker::engine::probes::{peer_lists, Candidate};
 use rand::{Rng, SeedableRng};
@@ -39,10 +43,17 @@ struct Args {
     /// Computations per fleet size (the median is printed).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Shares of the groups of 10 that are stations with a position, one table row each.
+    #[arg(long, value_delimiter = ',', default_value = "0,0.3")]
+    positioned: Vec<f64>,
 }
 
-fn fleet(n: usize, rng: &mut impl Rng) -> Vec<Candidate> {
+fn fleet(n: usize, positioned: f64, rng: &mut impl Rng) -> Vec<Candidate> {
     let clouds = n / 10;
+    let side_km = 400.0 * (n as f64 / 1000.0).sqrt();
+    let mut at: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+    // the map draws from a generator of its own: the fleet is the same with positions or not
+    let mut map = rand::rngs::StdRng::seed_from_u64(61);
     (0..n)
         .map(|i| {
             let (name, group) = if i < clouds {
@@ -55,11 +66,22 @@ fn fleet(n: usize, rng: &mut impl Rng) -> Vec<Candidate> {
             for v in x.iter_mut() {
                 *v = region + rng.gen_range(-20.0..20.0);
             }
+            let height = rng.gen_range(0.0..3.0);
+            // a station: its group's place (drawn for its first node), each node within 200 m
+            let g = (i - clouds.min(i)) / 10;
+            let place = (i >= clouds && (g as f64 * 0.618_034).fract() < positioned).then(|| {
+                let (y, x) = *at
+                    .entry(g)
+                    .or_insert_with(|| (map.gen_range(0.0..side_km), map.gen_range(0.0..side_km)));
+                let (dy, dx) = (map.gen_range(-0.2..0.2), map.gen_range(-0.2..0.2));
+                Position::new(46.0 + (y + dy) / 111.19, 7.0 + (x + dx) / 77.2).unwrap()
+            });
             Candidate::new(
                 &name,
                 &format!("10.{}.{}.{}:7878", i / 65536, (i / 256) % 256, i % 256),
                 group,
-                Some(Coord::new(x, rng.gen_range(0.0..3.0), 0.2).unwrap()),
+                Some(Coord::new(x, height, 0.2).unwrap()),
+                place,
                 0,
             )
         })
@@ -68,15 +90,19 @@ fn fleet(n: usize, rng: &mut impl Rng) -> Vec<Candidate> {
 
 fn main() {
     let args = Args::parse();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(16);
     let none = BTreeMap::new();
     println!(
-        "| nodes | k | all lists (median of {}) | peers per list (min / mean / max) | probe packets per agent per second (mean / p99 / max) |",
+        "| nodes | k | groups with a position | all lists (median of {}) | peers per list (min / mean / max) | probe packets per agent per second (mean / p99 / max) |",
         args.runs
     );
-    println!("|---|---|---|---|---|");
-    for &n in &args.nodes {
-        let mut cands = fleet(n, &mut rng);
+    println!("|---|---|---|---|---|---|");
+    for (&n, &positioned) in args
+        .nodes
+        .iter()
+        .flat_map(|n| args.positioned.iter().map(move |p| (n, p)))
+    {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(16 ^ n as u64);
+        let mut cands = fleet(n, positioned, &mut rng);
         let mut times = vec![];
         let mut lists = BTreeMap::new();
         for r in 0..args.runs {
@@ -109,8 +135,9 @@ fn main() {
         per_agent.sort_by(f64::total_cmp);
         let at = |q: f64| per_agent[((per_agent.len() - 1) as f64 * q).round() as usize];
         println!(
-            "| {n} | {} | {:.1} ms | {} / {:.1} / {} | {:.1} / {:.1} / {:.1} |",
+            "| {n} | {} | {:.0} % | {:.1} ms | {} / {:.1} / {} | {:.1} / {:.1} / {:.1} |",
             args.k,
+            positioned * 100.0,
             times[times.len() / 2],
             sizes.iter().min().unwrap_or(&0),
             sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64,

@@ -55,6 +55,7 @@ fn node(i: usize) -> Node {
             io_mbps: None,
         },
         usage: Usage::default(),
+        position: None,
     }
 }
 

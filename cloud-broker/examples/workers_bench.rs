@@ -77,6 +77,7 @@ fn snapshot(dcs: usize) -> Cluster {
                     ..Default::default()
                 },
                 usage: Usage::default(),
+                position: None,
             });
             for j in 0..PER_DC {
                 let lat = if j == k { 0.5 } else { 1.0 + 4.0 * r.unit() };

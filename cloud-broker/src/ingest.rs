@@ -380,6 +380,7 @@ mod tests {
             capacity: Default::default(),
             load: NodeLoad::default(),
             probe_addr: wire::bounded("probe", "127.0.0.1:1").unwrap(),
+            position: None,
         }))
     }
 

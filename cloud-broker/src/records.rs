@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use acoa_shared::geo::Position;
 use acoa_shared::model::{self, Application, Capacity, Layer};
 use acoa_shared::wire::{self, ContainerSpec, DesiredState, EnvVar, NodeReport, WireError};
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,10 @@ pub struct NodeInfo {
     pub software: Vec<String>,
     pub capacity: Capacity,
     pub probe_addr: String,
+    /// Where a fixed node stands on the map (a report's position, when it checks out; none in
+    /// records written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<Position>,
 }
 
 impl NodeInfo {
@@ -45,6 +50,7 @@ impl NodeInfo {
                 ..Default::default()
             },
             probe_addr: r.probe_addr.to_string(),
+            position: r.position.and_then(|p| p.to_position().ok()),
         }
     }
 }

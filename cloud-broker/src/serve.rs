@@ -712,6 +712,7 @@ mod tests {
                 software: vec![],
                 capacity: Default::default(),
                 probe_addr: probe.into(),
+                position: None,
             }))
         };
         let (tx, rx) = std::sync::mpsc::channel();

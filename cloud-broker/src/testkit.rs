@@ -51,6 +51,7 @@ pub fn report_of(n: &model::Node, seq: u64, probe_addr: &str) -> NodeReport {
             ..Default::default()
         },
         probe_addr: wire::bounded("probe_addr", probe_addr).unwrap_or_default(),
+        position: n.position.as_ref().map(wire::WirePosition::from_position),
     }
 }
 

@@ -5,12 +5,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use acoa_shared::geo::Position;
 use acoa_shared::model;
 use acoa_shared::topics;
 use acoa_shared::wire::{self, Message};
 use cloud_broker::engine::{Action, EngineConfig, Event, Purpose};
 use cloud_broker::testkit::engine::{
-    edge_node, first_report as report, links_of, lost_when_silent, railway,
+    edge_node, first_report as report, link_metrics, links_of, lost_when_silent, railway,
     railway_app as app_text, statuses, will_of, EngineSim as Sim,
 };
 
@@ -136,6 +137,79 @@ fn with_a_small_k_each_node_probes_its_group_the_nearest_and_a_few_random() {
     assert_eq!(
         sim.e.coordinate(&c.nodes[0].name).map(|c| c.vec()[0]),
         Some(0.0)
+    );
+}
+
+/// Stations along a line, 5 km apart, each a datacenter of its own with its position; the
+/// coordinates they report scramble the line (as coordinates over-estimate short pairs): the
+/// nearest on the map still reach each station's neighbours. A position that does not check
+/// out is ignored, the report is not.
+#[test]
+fn a_station_probes_its_neighbours_on_the_map_whatever_the_coordinates_say() {
+    let run = |positions: bool| {
+        let mut sim = Sim::new(EngineConfig {
+            peers_k: 16,
+            ..lost_when_silent()
+        });
+        let n = 40;
+        let name = |i: usize| format!("n{}", 10 + i);
+        for i in 0..n {
+            let mut node = edge_node(&name(i), &format!("station{i}"));
+            node.position =
+                positions.then(|| Position::new(46.0 + i as f64 * 5.0 / 111.19, 7.0).unwrap());
+            sim.feed(Event::Report(Box::new(report(&node))));
+        }
+        for i in 0..n {
+            let mut l = link_metrics(&name(i), []);
+            l.coord = Some(wire::WireCoord {
+                vec: [((i * 17) % n) as f32 * 10.0, 0.0, 0.0],
+                height: 1.0,
+                error: 0.2,
+            });
+            sim.feed(Event::links(Box::new(l)));
+        }
+        let lists = peer_lists_published(&sim.tick(1000), &sim.key);
+        assert_eq!(lists.len(), n);
+        // how many stations' lists hold both their neighbours on the line
+        (1..n - 1)
+            .filter(|&i| {
+                let names: BTreeSet<&str> = lists[&name(i)]
+                    .peers
+                    .iter()
+                    .map(|p| p.node.as_str())
+                    .collect();
+                names.contains(name(i - 1).as_str()) && names.contains(name(i + 1).as_str())
+            })
+            .count()
+    };
+    assert_eq!(run(true), 38, "every station in the middle");
+    // without positions the random slots reach a neighbour now and then
+    assert!(run(false) < 10, "{}", run(false));
+
+    let mut sim = Sim::new(lost_when_silent());
+    let mut r = report(&edge_node("n10", "station0"));
+    r.position = Some(wire::WirePosition {
+        lat_deg: 95.0,
+        lon_deg: 7.0,
+    });
+    sim.feed(Event::Report(Box::new(r)));
+    let info = &sim.snap.nodes["n10"];
+    assert_eq!(info.position, None);
+    assert_eq!(
+        info.datacenter, "station0",
+        "the rest of the report is taken"
+    );
+    let mut good = report(&edge_node("n10", "station0"));
+    good.seq = 2;
+    good.position = Some(wire::WirePosition {
+        lat_deg: 46.5,
+        lon_deg: 7.0,
+    });
+    sim.feed(Event::Report(Box::new(good)));
+    assert_eq!(
+        sim.snap.nodes["n10"].position,
+        Some(Position::new(46.5, 7.0).unwrap()),
+        "a new position is persisted"
     );
 }
 

@@ -36,6 +36,7 @@ fn node(name: &str) -> NodeInfo {
         software: vec![],
         capacity: Default::default(),
         probe_addr: "127.0.0.1:1".into(),
+        position: None,
     }
 }
 

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use acoa_shared::geo::Position;
 use acoa_shared::model::Layer;
 use acoa_shared::wire::keys;
 use ed25519_dalek::VerifyingKey;
@@ -101,6 +102,10 @@ pub struct Config {
     pub arch: String,
     pub hardware: Vec<String>,
     pub software: Vec<String>,
+    /// Where a fixed node (a station, a datacenter) stands on the map; none on a train. The
+    /// control plane gives a few slots of the node's peer list to the positioned nodes nearest
+    /// on the map ([`acoa_shared::geo`]).
+    pub position: Option<Position>,
     pub state_dir: PathBuf,
     pub report_period_ms: u64,
     /// A node report goes out when something changed (usage beyond a small threshold), or
@@ -273,6 +278,7 @@ impl Config {
                 .unwrap_or_else(|| std::env::consts::ARCH.into()),
             hardware,
             software,
+            position: f.position,
             state_dir: o
                 .state_dir
                 .or(f.state_dir)

@@ -71,6 +71,7 @@ impl Reporter {
             load: NodeLoad::default(),
             probe_addr: wire::bounded("probe_addr", &cfg.probe.advertise.to_string())
                 .unwrap_or_default(),
+            position: cfg.position.as_ref().map(wire::WirePosition::from_position),
         };
         Ok(Reporter {
             sys,
@@ -210,6 +211,7 @@ fn same_properties(a: &NodeReport, b: &NodeReport) -> bool {
         && a.software == b.software
         && a.capacity == b.capacity
         && a.probe_addr == b.probe_addr
+        && a.position == b.position
         && a.load.containers == b.load.containers
 }
 
@@ -247,9 +249,17 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
+        let mut cfg = cfg;
+        cfg.position = Some(acoa_shared::geo::Position::new(46.948, 7.439).unwrap());
         let mut r = Reporter::new(&cfg, 4).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
         let a = r.report(3);
+        let p = a
+            .position
+            .expect("the configured position")
+            .to_position()
+            .unwrap();
+        assert!(p.chord_km(&cfg.position.unwrap()) < 0.01);
         let b = r.report(3);
         assert_eq!((a.seq, b.seq), (1, 2));
         assert_eq!((a.run, b.run), (4, 4));
@@ -291,6 +301,7 @@ mod tests {
                 ..Default::default()
             },
             probe_addr: wire::bounded("probe_addr", "10.0.0.1:7878").unwrap(),
+            position: None,
         };
         assert_eq!(g.decide(&r, t0, 1, true), Some(Send::Connected));
         // small moves, a new seq and time: nothing to say

@@ -548,6 +548,7 @@ mod tests {
             software: vec![],
             capacity: Capacity::default(),
             usage: Usage::default(),
+            position: None,
         }
     }
 

@@ -624,6 +624,7 @@ mod tests {
                 software: vec![],
                 capacity: Default::default(),
                 usage: Default::default(),
+                position: None,
             })
             .collect()
     }

@@ -154,6 +154,7 @@ pub fn node(
             containers: r.below(6) as u32,
             ..Default::default()
         },
+        position: None,
     }
 }
 

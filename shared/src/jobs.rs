@@ -473,6 +473,7 @@ mod tests {
                 ..Default::default()
             },
             usage: Usage::default(),
+            position: None,
         }
     }
 

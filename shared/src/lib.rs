@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod coords;
+pub mod geo;
 pub mod jobs;
 pub mod model;
 pub mod rng;

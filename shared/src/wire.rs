@@ -28,7 +28,9 @@ use crate::model::Layer;
 /// Version 6 adds, per component sample, the container it was measured in
 /// ([`ComponentSample::container`]: two copies of a component run side by side during a
 /// rollout) and the workload's own service time per message ([`ComponentSample::service`]).
-pub const VERSION: u16 = 6;
+/// Version 7 adds a fixed node's position on the map ([`NodeReport::position`]), which its
+/// peer list's nearest on the map come from ([`crate::geo`]).
+pub const VERSION: u16 = 7;
 /// The versions before, each with what it lacks: [`open`] refuses them by name.
 pub const OLD_VERSIONS: &[(u16, &str)] = &[
     (1, "the agents' run counter"),
@@ -39,6 +41,7 @@ pub const OLD_VERSIONS: &[(u16, &str)] = &[
         5,
         "the containers' names and service times in usage messages",
     ),
+    (6, "the nodes' positions on the map"),
 ];
 /// Domain separation for signatures: a signature over ACOA v1 bodies means nothing elsewhere.
 pub const SIGNING_CONTEXT: &[u8] = b"acoa/v1 signed message\0";
@@ -67,6 +70,9 @@ pub use stats_datagram::MAX_DOWNSTREAM;
 /// The network coordinate on the wire (v5).
 pub mod coord;
 pub use coord::{WireCoord, COORD_BYTES};
+/// A fixed node's position on the wire (v7).
+pub mod position;
+pub use position::WirePosition;
 
 /// What can go wrong with a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,6 +95,8 @@ pub enum WireError {
     TooMany { field: &'static str, max: usize },
     #[error("node coordinate: {0}")]
     BadCoord(String),
+    #[error("node position: {0}")]
+    BadPosition(String),
     #[error("message could not be encoded: {0}")]
     Encode(postcard::Error),
 }
@@ -140,6 +148,8 @@ pub struct NodeReport {
     pub load: NodeLoad,
     /// Where the agent answers probes: `ip:port`.
     pub probe_addr: heapless::String<64>,
+    /// Where a fixed node stands on the map (v7; none for a train): see [`crate::geo`].
+    pub position: Option<WirePosition>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -818,3 +818,21 @@ fn the_median_between_two_datacenters_estimates_their_unmeasured_pairs() {
     let err = parse_cluster(&ESTIMATED.replace("dc2: 4.5", "dc2: -1")).unwrap_err();
     assert_eq!(err.field, "estimates.between.dc1.dc2", "{err}");
 }
+
+#[test]
+fn a_nodes_position_reads_and_a_bad_one_is_refused_naming_it() {
+    let text = |pos: &str| {
+        format!(
+            "cluster: t\nnodes:\n- name: n1\n  datacenter: s1\n  layer: edge\n  arch: aarch64\n  \
+             capacity: {{cpu_millis: 1, memory_mb: 1, disk_mb: 1}}\n  position: {pos}\nlinks: []\n"
+        )
+    };
+    let c = acoa_shared::model::parse_cluster(&text("{lat_deg: 47.378, lon_deg: 8.54}")).unwrap();
+    let p = c.nodes[0].position.unwrap();
+    assert_eq!((p.lat_deg(), p.lon_deg()), (47.378, 8.54));
+    let e = acoa_shared::model::parse_cluster(&text("{lat_deg: 95, lon_deg: 8.54}"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nodes[0].position"), "{e}");
+    assert!(e.contains("latitude 95 is not"), "{e}");
+}

@@ -81,6 +81,10 @@ fn samples() -> Vec<Message> {
                 ..Default::default()
             },
             probe_addr: bounded("probe_addr", "10.77.0.13:7878").unwrap(),
+            position: Some(acoa_shared::wire::WirePosition {
+                lat_deg: 47.378,
+                lon_deg: 8.54,
+            }),
         })),
         Message::LinkMetrics(Box::new(LinkMetrics {
             node: name("n13").unwrap(),
@@ -223,11 +227,11 @@ fn a_signature_binds_the_key_and_the_body() {
 fn an_unknown_version_is_named() {
     let mut frame = encode(&samples()[0], None).unwrap();
     assert_eq!(frame[0], VERSION as u8);
-    frame[0] = 7;
-    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(7));
+    frame[0] = 8;
+    assert_eq!(open(&frame).unwrap_err(), WireError::UnknownVersion(8));
     assert_eq!(
-        WireError::UnknownVersion(7).to_string(),
-        "unknown message version 7 (this build speaks version 6)"
+        WireError::UnknownVersion(8).to_string(),
+        "unknown message version 8 (this build speaks version 7)"
     );
 }
 

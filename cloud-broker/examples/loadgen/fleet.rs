@@ -43,6 +43,7 @@ pub fn node_profile(i: usize, n: usize) -> model::Node {
                 containers: 0,
                 ..Default::default()
             },
+            position: None,
         }
     } else {
         let e = i - clouds;
@@ -70,6 +71,7 @@ pub fn node_profile(i: usize, n: usize) -> model::Node {
                 containers: 0,
                 ..Default::default()
             },
+            position: None,
         }
     }
 }

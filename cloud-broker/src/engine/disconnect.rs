@@ -62,6 +62,9 @@ pub(super) fn model_node(n: &LiveNode) -> model::Node {
         software: n.info.software.clone(),
         capacity: n.info.capacity,
         usage: n.usage,
+        // the scheduler does not read it (the peer lists do, from `NodeInfo`): the jobs'
+        // snapshots stay as they were (`jobs::VERSION`)
+        position: None,
     }
 }
 

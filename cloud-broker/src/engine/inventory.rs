@@ -131,6 +131,9 @@ impl Engine {
     pub(super) fn on_report(&mut self, r: NodeReport, out: &mut Vec<Action>) {
         self.stats.reports += 1;
         let info = NodeInfo::from_report(&r);
+        if let Some(Err(e)) = r.position.map(|p| p.to_position()) {
+            warn!("node {}: report's position ignored: {e}", info.name);
+        }
         let usage = Usage {
             cpu_millis: r.load.cpu_millis,
             memory_mb: r.load.memory_used_mb,
@@ -156,7 +159,7 @@ impl Engine {
         match self.nodes.get_mut(&name) {
             Some(n) => {
                 if n.info != info {
-                    if n.info.probe_addr != info.probe_addr {
+                    if n.info.probe_addr != info.probe_addr || n.info.position != info.position {
                         self.peers_dirty = true;
                     }
                     out.push(Action::Persist(PersistOp::PutNode(Box::new(info.clone()))));

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use acoa_shared::coords::{select_all_neighbours, Coord, Member, NeighbourMix, DIMS};
+use acoa_shared::geo::Position;
 use acoa_shared::wire::{self, Message, Peer, PeerList, MAX_PEERS_PER_NODE};
 use ed25519_dalek::SigningKey;
 use tracing::error;
@@ -29,6 +30,8 @@ pub struct Candidate {
     /// Its datacenter (or train).
     pub group: String,
     pub coord: Option<Coord<DIMS>>,
+    /// Its position on the map (a fixed node's: `Member::place`).
+    pub place: Option<Position>,
     /// Its random peers' epoch ([`rotation_epoch`]; `Member::epoch`).
     pub epoch: u64,
 }
@@ -39,6 +42,7 @@ impl Candidate {
         addr: &str,
         group: String,
         coord: Option<Coord<DIMS>>,
+        place: Option<Position>,
         epoch: u64,
     ) -> Candidate {
         Candidate {
@@ -48,6 +52,7 @@ impl Candidate {
             }),
             group,
             coord,
+            place,
             epoch,
         }
     }
@@ -100,6 +105,7 @@ pub fn peer_lists(
         .map(|c| Member {
             group: c.group.as_str(),
             coord: c.coord,
+            place: c.place,
             key: name_key(c.name()),
             epoch: c.epoch,
         })
@@ -296,6 +302,7 @@ mod tests {
             &format!("10.0.0.1:{}", 7000 + name.len()),
             group.into(),
             Some(Coord::new([x, 0.0, 0.0], 1.0, 0.2).unwrap()),
+            None,
             0,
         )
     }

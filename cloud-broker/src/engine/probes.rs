@@ -132,6 +132,7 @@ impl Engine {
                     &n.info.probe_addr,
                     n.info.datacenter.clone(),
                     self.probes.coords.get(&n.info.name).copied(),
+                    n.info.position,
                     rotation_epoch(
                         &n.info.name,
                         self.cfg.wall_clock_at_0_ms.saturating_add(self.now),

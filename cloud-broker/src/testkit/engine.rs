@@ -272,5 +272,6 @@ pub fn edge_node(name: &str, dc: &str) -> model::Node {
             ..Default::default()
         },
         usage: model::Usage::default(),
+        position: None,
     }
 }

@@ -257,6 +257,7 @@ mod tests {
             capacity: Default::default(),
             load: Default::default(),
             probe_addr: wire::bounded("probe_addr", "127.0.0.1:7878").unwrap(),
+            position: None,
         }))
     }
 

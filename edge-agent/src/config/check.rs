@@ -134,6 +134,19 @@ fn disagreements(cfg: &Config, arch_set: bool, node: &acoa_shared::model::Node) 
             cfg.software, node.software
         ));
     }
+    // a position both give, more than 100 m apart (the cluster file's may be rounded)
+    if let (Some(p), Some(q)) = (cfg.position, node.position) {
+        if p.chord_km(&q) > 0.1 {
+            errs.push(format!(
+                "position {}, {} is {:.1} km from the cluster's {}, {}",
+                p.lat_deg(),
+                p.lon_deg(),
+                p.chord_km(&q),
+                q.lat_deg(),
+                q.lon_deg()
+            ));
+        }
+    }
     let c = cfg.capacity;
     for (name, got, want) in [
         ("cpu_millis", c.cpu_millis, node.capacity.cpu_millis),
@@ -266,5 +279,25 @@ links: []
         ] {
             assert!(e.contains(part), "{part}: {e}");
         }
+        // a position 11 km from the cluster's is named; one within 100 m passes
+        let mut placed = cluster();
+        placed.nodes[0].position = Some(acoa_shared::geo::Position::new(47.3, 8.5).unwrap());
+        let key = format!("[broker]\nusername = \"n13\"\ncontrol_plane_key = \"{KEY}\"\n");
+        let p = file(
+            "far",
+            &format!("position = {{ lat_deg = 47.4, lon_deg = 8.5 }}\n{key}"),
+        );
+        let e = check_file(&p, Some(&placed), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("position 47.4, 8.5 is 11.1 km from the cluster's 47.3, 8.5"),
+            "{e}"
+        );
+        let p = file(
+            "near",
+            &format!("position = {{ lat_deg = 47.3005, lon_deg = 8.5 }}\n{key}"),
+        );
+        check_file(&p, Some(&placed), false).unwrap();
     }
 }

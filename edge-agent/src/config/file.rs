@@ -16,6 +16,8 @@ pub(super) struct FileConfig {
     pub(super) arch: Option<String>,
     pub(super) hardware: Option<Vec<String>>,
     pub(super) software: Option<Vec<String>>,
+    /// `position = { lat_deg = 47.378, lon_deg = 8.540 }`: a fixed node's place on the map.
+    pub(super) position: Option<acoa_shared::geo::Position>,
     pub(super) state_dir: Option<PathBuf>,
     pub(super) report_period_ms: Option<u64>,
     pub(super) report_max_interval_s: Option<u64>,

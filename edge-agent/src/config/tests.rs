@@ -34,6 +34,8 @@ fn the_documented_example_parses_and_flags_override() {
     assert_eq!(c.probe.advertise.to_string(), "10.0.0.13:7878");
     assert_eq!(c.probe.clock, crate::prober::ClockMode::Synchronized);
     assert_eq!(c.netns.as_deref(), Some("/run/netns/n13"));
+    let p = c.position.expect("position");
+    assert_eq!((p.lat_deg(), p.lon_deg()), (47.378, 8.540));
     let c = load_str(
         &text,
         Overrides {
@@ -77,6 +79,15 @@ fn bad_values_name_the_field() {
     .unwrap_err();
     assert!(e.to_string().starts_with("probe.clock:"), "{e}");
     assert!(e.to_string().contains("gps"), "{e}");
+    let e = load_str(
+        &format!(
+            "node = \"a\"\nposition = {{ lat_deg = 47.3, lon_deg = 188.5 }}\n[broker]\ncontrol_plane_key = \"{KEY}\"\n"
+        ),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("longitude 188.5 is not"), "{e}");
+    assert!(e.to_string().contains("position"), "{e}");
     let c = load_str(
         &format!("node = \"a\"\n[broker]\ncontrol_plane_key = \"{KEY}\"\n"),
         Overrides::default(),

@@ -21,6 +21,7 @@ use acoa_shared::coords::{
     estimate_in_group_ms, estimate_latency_ms, select_all_neighbours, Coord, Member, NeighbourMix,
     VivaldiConfig, VivaldiNode,
 };
+use acoa_shared::geo::Position;
 use anyhow::{bail, Result};
 use clap::Parser;
 
@@ -86,6 +87,10 @@ struct Args {
     /// Most peers of the node's own group (default k/4).
     #[arg(long)]
     group_max: Option<usize>,
+    /// Nearest slots that go to the nearest on the map, for the stations and clouds (default:
+    /// `NeighbourMix::for_k`, half of the nearest; 0: none, as before 2026-12-06).
+    #[arg(long)]
+    geo: Option<usize>,
     /// Experiment (`coords-sim/near.rs`): this many of each node's nearest slots go to the
     /// measured nearest of its own three measured nearest (neighbour discovery), from the
     /// second selection on.
@@ -197,6 +202,8 @@ struct Topology {
     nodes: Vec<SimNode>,
     /// Routed one-way latency between backbone vertices (V x V, detours included).
     route: Vec<f32>,
+    /// Where each backbone vertex is, km on the square.
+    pos: Vec<(f64, f64)>,
     vertices: usize,
     lines: usize,
     stations: usize,
@@ -409,10 +416,24 @@ impl Topology {
             sites,
             nodes,
             route,
+            pos,
             vertices: v,
             lines,
             stations: station_vertices.len(),
         }
+    }
+
+    /// A node's position on the map, as its operator would configure it: stations' and
+    /// clouds' (fixed), none for trains (they move). The square's km laid out from 46° N
+    /// 7° E.
+    fn place(&self, i: usize) -> Option<Position> {
+        let site = &self.sites[self.nodes[i].site];
+        if site.kind == Kind::Train {
+            return None;
+        }
+        let (x, y) = self.pos[site.vertex];
+        let lat = 46.0 + y / 111.19;
+        Position::new(lat, 7.0 + x / (111.19 * 46f64.to_radians().cos())).ok()
     }
 
     /// The base one-way latency between two nodes (without queueing).
@@ -569,6 +590,9 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
     if let Some(x) = args.group_max {
         mix.group_max = x;
     }
+    if let Some(x) = args.geo {
+        mix.geo = x;
+    }
     let mut r = Rng::new(args.seed ^ 0x5EED ^ (k as u64) << 40);
     let mut peers: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut probed: HashSet<u64> = HashSet::new();
@@ -581,6 +605,7 @@ fn simulate<const D: usize>(topo: &Topology, k: usize, args: &Args) -> Outcome {
                 .map(|i| Member {
                     group: topo.nodes[i].site,
                     coord: (round > 0).then(|| *agents[i].coordinate()),
+                    place: topo.place(i),
                     key: i as u64,
                     // the rotation is the seed's (`--rotate-every`)
                     epoch: 0,

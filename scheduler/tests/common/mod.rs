@@ -21,6 +21,7 @@ pub fn node(name: &str, dc: &str, hardware: &[&str]) -> Node {
             ..Default::default()
         },
         usage: Usage::default(),
+        position: None,
     }
 }
 

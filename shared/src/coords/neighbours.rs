@@ -4,11 +4,14 @@
 //! At most `k` peers, in this order:
 //! 1. its own group (datacenter, train), at most [`NeighbourMix::group_max`] of them (drawn at
 //!    random when the group is larger): the links placement uses most, measured directly;
-//! 2. the nearest others by coordinates (predicted latency `|x_i - x_j| + h_j`), which Vivaldi
+//! 2. when the node has a [`Position`] (a station, a datacenter: [`crate::geo`]),
+//!    [`NeighbourMix::geo`] of the others with a position nearest on the map, the nearest of
+//!    each group first: neighbouring stations, a short pair the coordinates over-estimate;
+//! 3. the nearest others by coordinates (predicted latency `|x_i - x_j| + h_j`), which Vivaldi
 //!    needs to place a node precisely among its neighbours: of the [`GROUP_SPREAD`] x as many
 //!    nearest, the nearest of each group first (`one_per_group`), so that they measure
-//!    as many pairs of groups as they can;
-//! 3. [`NeighbourMix::random`] others drawn uniformly (half of the slots the group leaves), which keep the global layout right (with
+//!    as many pairs of groups as they can (with the slots the map left);
+//! 4. [`NeighbourMix::random`] others drawn uniformly (half of the slots the group leaves), which keep the global layout right (with
 //!    near neighbours only, regions of the map drift against one another) and let the set
 //!    change as coordinates improve; drawn again when the member's [`Member::epoch`] changes.
 //!
@@ -16,10 +19,11 @@
 //! Deterministic: the same members, `k`, mix and seed give the same list. The cost of one
 //! node's list ([`select_neighbours`]) is one scan of the members (O(n log k)); a whole fleet's
 //! ([`select_all_neighbours`], the same lists) is O(n log n): the groups are collected once and
-//! the nearest come from a k-d tree over the coordinates ([`super::near`]).
+//! the nearest come from k-d trees over the coordinates and the positions ([`super::near`]).
 
 use super::near::{Best, Far, NearIndex};
 use super::vivaldi::Coord;
+use crate::geo::Position;
 use std::collections::HashMap;
 use std::hash::Hash;
 
@@ -30,6 +34,8 @@ pub struct Member<G, const D: usize> {
     pub group: G,
     /// Its reported coordinate, if any.
     pub coord: Option<Coord<D>>,
+    /// Its position on the map, if it has one (fixed nodes: [`crate::geo`]).
+    pub place: Option<Position>,
     /// A stable identity (the control plane: a hash of the node's name). The random choices
     /// depend on it, not on the member's position, so that a node's list changes little when
     /// others join or leave (a fleet joining would otherwise change every list at every step).
@@ -110,6 +116,10 @@ pub struct NeighbourMix {
     pub group_max: usize,
     /// This many random peers (fewer if there are fewer others).
     pub random: usize,
+    /// Of the nearest slots, at most this many go to the others nearest on the map, when the
+    /// node has a position (the rest, and all of them without one, to the nearest by
+    /// coordinates).
+    pub geo: usize,
 }
 
 impl NeighbourMix {
@@ -119,11 +129,16 @@ impl NeighbourMix {
     /// 11.8 %, three (this mix) 10.9 %, four 10.4 %, all six 11.8 %; with k = 32, four 6.9 %,
     /// twelve (this mix) 6.3 %. Vivaldi needs both: near peers place a node precisely among
     /// its neighbours, far ones keep the regions of the map in place.
+    ///
+    /// Of the nearest slots, a half (rounded down) go to the map (k = 16: 3 of 6): see
+    /// [`NeighbourMix::geo`] and BENCHMARKS.md, "Stations near on the map".
     pub fn for_k(k: usize) -> Self {
         let group_max = k / 4;
+        let random = ((k - group_max) / 2).max(1).min(k);
         NeighbourMix {
             group_max,
-            random: ((k - group_max) / 2).max(1).min(k),
+            random,
+            geo: k.saturating_sub(group_max + random) / 2,
         }
     }
 }
@@ -145,17 +160,41 @@ pub fn select_neighbours<G: PartialEq, const D: usize>(
         .filter(|&j| j != me && members[j].group == mine.group)
         .collect();
     let ring = Ring::build(members);
-    select_with(me, members, k, mix, seed, group, &ring, |c, near| {
-        let mut best = Best::new(near * GROUP_SPREAD);
-        for (j, m) in members.iter().enumerate() {
-            if j == me || m.group == mine.group {
-                continue;
+    let others = |j: usize, chosen: &[usize]| {
+        j != me && members[j].group != mine.group && !chosen.contains(&j)
+    };
+    let nearest = Nearest {
+        on_map: |p: &Position, near: usize, chosen: &[usize]| {
+            let here = Coord::from_parts(p.ecef_km(), 0.0, 0.0);
+            let mut best = Best::new(near * GROUP_SPREAD);
+            for (j, m) in members.iter().enumerate() {
+                if let (true, Some(o)) = (others(j, chosen), &m.place) {
+                    best.offer(Far(
+                        here.euclid(&Coord::from_parts(o.ecef_km(), 0.0, 0.0)),
+                        j,
+                    ));
+                }
             }
-            let Some(o) = &m.coord else { continue };
-            best.offer(Far(c.euclid(o) + o.height(), j));
-        }
-        one_per_group(members, best.into_sorted(), near)
-    })
+            one_per_group(members, best.into_sorted(), near)
+        },
+        by_coord: |c: &Coord<D>, near: usize, chosen: &[usize]| {
+            let mut best = Best::new(near * GROUP_SPREAD);
+            for (j, m) in members.iter().enumerate() {
+                if let (true, Some(o)) = (others(j, chosen), &m.coord) {
+                    best.offer(Far(c.euclid(o) + o.height(), j));
+                }
+            }
+            one_per_group(members, best.into_sorted(), near)
+        },
+    };
+    select_with(me, members, k, mix, seed, group, &ring, nearest)
+}
+
+/// How [`select_with`] finds the `near` nearest others (not of the node's group, not the node,
+/// not already `chosen`), nearest first, one per group first: on the map and by coordinates.
+struct Nearest<M, C> {
+    on_map: M,
+    by_coord: C,
 }
 
 /// The peers of every member, as [`select_neighbours`] gives them one by one (the same lists),
@@ -178,16 +217,32 @@ pub fn select_all_neighbours<G: Eq + Hash, const D: usize>(
             .enumerate()
             .filter_map(|(j, m)| Some((j, m.coord?))),
     );
+    // the positions as points in km, height 0: the index's distance is the chord's
+    let map = NearIndex::build(
+        members
+            .iter()
+            .enumerate()
+            .filter_map(|(j, m)| Some((j, Coord::<3>::from_parts(m.place?.ecef_km(), 0.0, 0.0)))),
+    );
     (0..members.len())
         .map(|me| {
             let mine = &members[me].group;
             let group: Vec<usize> = groups[mine].iter().copied().filter(|&j| j != me).collect();
-            select_with(me, members, k, mix, seed, group, &ring, |c, near| {
-                let cands = index.nearest(c, near * GROUP_SPREAD, |j| {
-                    j != me && members[j].group != *mine
-                });
-                one_per_group(members, cands, near)
-            })
+            let others = |j: usize, chosen: &[usize]| {
+                j != me && members[j].group != *mine && !chosen.contains(&j)
+            };
+            let nearest = Nearest {
+                on_map: |p: &Position, near: usize, chosen: &[usize]| {
+                    let here = Coord::from_parts(p.ecef_km(), 0.0, 0.0);
+                    let cands = map.nearest(&here, near * GROUP_SPREAD, |j| others(j, chosen));
+                    one_per_group(members, cands, near)
+                },
+                by_coord: |c: &Coord<D>, near: usize, chosen: &[usize]| {
+                    let cands = index.nearest(c, near * GROUP_SPREAD, |j| others(j, chosen));
+                    one_per_group(members, cands, near)
+                },
+            };
+            select_with(me, members, k, mix, seed, group, &ring, nearest)
         })
         .collect()
 }
@@ -224,9 +279,9 @@ fn one_per_group<G: PartialEq, const D: usize>(
 }
 
 /// The selection, given the other members of `me`'s group (in index order), the fleet's hash
-/// ring and how to find the `near` nearest others (not of the group, not `me`, nearest first).
+/// ring and how to find the nearest others ([`Nearest`]).
 #[allow(clippy::too_many_arguments)]
-fn select_with<G: PartialEq, const D: usize>(
+fn select_with<G: PartialEq, const D: usize, M, C>(
     me: usize,
     members: &[Member<G, D>],
     k: usize,
@@ -234,8 +289,12 @@ fn select_with<G: PartialEq, const D: usize>(
     seed: u64,
     mut group: Vec<usize>,
     ring: &Ring,
-    nearest: impl FnOnce(&Coord<D>, usize) -> Vec<usize>,
-) -> Vec<usize> {
+    nearest: Nearest<M, C>,
+) -> Vec<usize>
+where
+    M: FnOnce(&Position, usize, &[usize]) -> Vec<usize>,
+    C: FnOnce(&Coord<D>, usize, &[usize]) -> Vec<usize>,
+{
     let mine = &members[me];
     let mut chosen: Vec<usize> = Vec::with_capacity(k);
 
@@ -248,15 +307,21 @@ fn select_with<G: PartialEq, const D: usize>(
     }
     chosen.extend_from_slice(&group[..take]);
 
-    // 2. Nearest others by coordinates.
+    // 2. Nearest others on the map, 3. by coordinates (the slots the map left).
     let others = members.len() - 1 - group.len();
     let random = mix.random.min(k - chosen.len()).min(others);
-    let near = k - chosen.len() - random;
+    let near_end = k - random;
+    if let (Some(p), true) = (&mine.place, mix.geo > 0) {
+        let on_map = (nearest.on_map)(p, mix.geo.min(near_end - chosen.len()), &chosen);
+        chosen.extend(on_map);
+    }
+    let near = near_end - chosen.len();
     if let (Some(c), true) = (&mine.coord, near > 0) {
-        chosen.extend(nearest(c, near));
+        let by_coord = (nearest.by_coord)(c, near, &chosen);
+        chosen.extend(by_coord);
     }
 
-    // 3. Random others to fill up to k (the random share, plus nearest slots left empty),
+    // 4. Random others to fill up to k (the random share, plus nearest slots left empty),
     //    from the hash ring.
     let want = k.min(take + others);
     let missing = want.saturating_sub(chosen.len());

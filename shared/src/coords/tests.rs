@@ -1,4 +1,5 @@
 use super::*;
+use crate::geo::Position;
 
 type Node2 = VivaldiNode<2, 32, 8>;
 
@@ -263,6 +264,7 @@ fn members(points: &[(u32, f64)]) -> Vec<Member<u32, 1>> {
         .map(|(i, &(g, x))| Member {
             group: g,
             coord: Some(Coord::new([x], 0.5, 0.2).unwrap()),
+            place: None,
             key: i as u64,
             epoch: 0,
         })
@@ -278,6 +280,7 @@ fn neighbours_take_the_group_then_the_nearest_then_random() {
     let mix = NeighbourMix {
         group_max: 3,
         random: 2,
+        geo: 0,
     };
     let got = select_neighbours(0, &m, 10, mix, 42);
     assert_eq!(got.len(), 10);
@@ -310,6 +313,7 @@ fn the_nearest_slots_spread_over_the_groups_around() {
     let mix = NeighbourMix {
         group_max: 0,
         random: 0,
+        geo: 0,
     };
     let got = select_neighbours(0, &m, 5, mix, 42);
     let groups: Vec<u32> = got.iter().map(|&j| m[j].group).collect();
@@ -321,6 +325,52 @@ fn the_nearest_slots_spread_over_the_groups_around() {
     assert_eq!(&got[..8], &[1, 5, 9, 13, 17, 21, 25, 29]);
     assert_eq!(&got[8..], &[2, 3, 4, 6]);
     assert_eq!(select_all_neighbours(&m, 12, mix, 42)[0], got);
+}
+
+#[test]
+fn a_positioned_node_measures_its_neighbours_on_the_map_first() {
+    // Node 0, a station alone in group 1 at x = 0 by coordinates; groups 2..=9 of two members
+    // each along a line by coordinates (group g at x = g); on the map, groups 8 and 9 are next
+    // to node 0 (1 and 2 km), the others far, and group 7 has no position. The coordinates
+    // over-estimate 8 and 9 (as they do a short pair): only the map finds them.
+    let mut pts = vec![(1, 0.0)];
+    for g in 2..=9u32 {
+        pts.extend([(g, g as f64), (g, g as f64 + 0.1)]);
+    }
+    let mut m = members(&pts);
+    let at = |km: f64| Some(Position::new(46.0 + km / 111.19, 7.0).unwrap());
+    m[0].place = at(0.0);
+    for (j, x) in m.iter_mut().enumerate().skip(1) {
+        x.place = match x.group {
+            8 => at(1.0 + j as f64 * 0.01),
+            9 => at(2.0),
+            7 => None,
+            g => at(50.0 * g as f64),
+        };
+    }
+    let mix = NeighbourMix {
+        group_max: 0,
+        random: 1,
+        geo: 2,
+    };
+    let got = select_neighbours(0, &m, 5, mix, 42);
+    let groups: Vec<u32> = got.iter().map(|&j| m[j].group).collect();
+    // two on the map (one per group: 8's nearest member, then 9), then the two nearest by
+    // coordinates of groups not chosen yet, then one random
+    assert_eq!(&groups[..4], &[8, 9, 2, 3], "{got:?}");
+    assert_eq!(got[0], 13);
+    assert_eq!(got.len(), 5);
+    assert_eq!(select_all_neighbours(&m, 5, mix, 42)[0], got);
+    // a node without a position gives those slots to the coordinates
+    let mut unplaced = m.clone();
+    unplaced[0].place = None;
+    let got = select_neighbours(0, &unplaced, 5, mix, 42);
+    let groups: Vec<u32> = got.iter().map(|&j| unplaced[j].group).collect();
+    assert_eq!(&groups[..4], &[2, 3, 4, 5], "{got:?}");
+    // the default mix: half of the nearest slots on the map
+    let d = NeighbourMix::for_k(16);
+    assert_eq!((d.group_max, d.random, d.geo), (4, 6, 3));
+    assert_eq!(NeighbourMix::for_k(32).geo, 6);
 }
 
 #[test]
@@ -454,6 +504,11 @@ fn the_whole_fleets_lists_are_each_nodes_own() {
                     group: if i % 3 == 0 { 0 } else { (i / 10) as u64 + 1 },
                     coord: (rng.below(10) != 0)
                         .then(|| Coord::new(x, rng.below(4) as f64, 0.2).unwrap()),
+                    // a third with a position, on a few streets (exact duplicates too)
+                    place: (rng.below(3) == 0).then(|| {
+                        let (a, b) = (rng.below(30) as f64, rng.below(30) as f64);
+                        Position::new(46.0 + a * 0.01, 7.0 + b * 0.013).unwrap()
+                    }),
                     key: i as u64,
                     epoch: i as u64 % 3,
                 }
@@ -480,6 +535,7 @@ fn a_node_joining_changes_few_lists() {
         coord: i
             .is_multiple_of(2)
             .then(|| Coord::new([(i % 97) as f64, (i % 89) as f64], 1.0, 0.2).unwrap()),
+        place: None,
         key: (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         epoch: 0,
     };
@@ -510,6 +566,7 @@ fn a_new_epoch_draws_the_random_slots_again_and_keeps_the_group_and_the_nearest(
     let member = |i: usize| Member {
         group: (i / 10) as u32,
         coord: Some(Coord::new([(i % 97) as f64, (i % 89) as f64], 1.0, 0.2).unwrap()),
+        place: None,
         key: (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         epoch: 0,
     };

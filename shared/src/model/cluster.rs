@@ -81,6 +81,11 @@ pub struct Node {
     /// Dynamic: what is in use now.
     #[serde(default)]
     pub usage: Usage,
+    /// Static: where a fixed node (a station, a datacenter) stands on the map; none for a
+    /// train. Its peer list then measures the positioned nodes nearest on the map
+    /// ([`crate::geo`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<crate::geo::Position>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

@@ -53,7 +53,9 @@ fn node(topo: &Topology, i: usize, first: bool, r: &mut Rng) -> Node {
     } else {
         synth::dc_name(site)
     };
-    synth::node(format!("n{i:05}"), datacenter, cloud, |_| first, r)
+    let mut node = synth::node(format!("n{i:05}"), datacenter, cloud, |_| first, r);
+    node.position = topo.place(i);
+    node
 }
 
 /// One directed pair measured as the prober would: latency the median of 8 samples,
