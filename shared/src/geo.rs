@@ -93,12 +93,7 @@ impl Position {
     /// The straight-line (chord) distance to `other`, km: within a fraction of a percent of
     /// the distance along the surface up to a few hundred km.
     pub fn chord_km(&self, other: &Position) -> f64 {
-        let (a, b) = (self.ecef_km(), other.ecef_km());
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y) * (x - y))
-            .sum::<f64>()
-            .sqrt()
+        crate::coords::euclidean(&self.ecef_km(), &other.ecef_km())
     }
 }
 

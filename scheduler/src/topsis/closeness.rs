@@ -6,6 +6,8 @@
 //! closeness C_i = D⁻_i / (D⁺_i + D⁻_i) ∈ [0, 1] (higher is better). When every alternative is the
 //! same on every criterion (ideal = anti-ideal) all get C = 1.
 
+use acoa_shared::coords::euclidean as distance;
+
 /// Whether more or less of a criterion is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -68,14 +70,6 @@ pub fn closeness<const N: usize>(
             }
         })
         .collect()
-}
-
-fn distance<const N: usize>(a: &[f64; N], b: &[f64; N]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y) * (x - y))
-        .sum::<f64>()
-        .sqrt()
 }
 
 #[cfg(test)]

@@ -66,3 +66,13 @@ pub enum CoordError {
 }
 
 pub use crate::rng::SplitMix64;
+
+/// The Euclidean distance between two points (the coordinates', the map's, TOPSIS's: one
+/// formula, summed in one order).
+pub fn euclidean<const N: usize>(a: &[f64; N], b: &[f64; N]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f64>()
+        .sqrt()
+}

@@ -121,12 +121,7 @@ impl<const D: usize> Coord<D> {
 
     /// Euclidean distance between the two points (without heights).
     pub fn euclid(&self, other: &Coord<D>) -> f64 {
-        self.vec
-            .iter()
-            .zip(other.vec)
-            .map(|(a, b)| (a - b) * (a - b))
-            .sum::<f64>()
-            .sqrt()
+        super::euclidean(&self.vec, &other.vec)
     }
 
     /// The predicted latency: Euclidean distance plus both heights.
