@@ -37,7 +37,7 @@ pub use estimate::{
 };
 pub use filter::{MpFilter, PeerFilters, RelativeFilter};
 pub use neighbours::{
-    select_all_neighbours, select_neighbours, Member, NeighbourMix, GROUP_SPREAD,
+    select_all_neighbours, select_neighbours, Member, NeighbourMix, GROUP_SPREAD, MAP_PER_GROUP,
 };
 pub use vivaldi::{Coord, VivaldiConfig, VivaldiNode};
 

@@ -4,9 +4,11 @@
 //! At most `k` peers, in this order:
 //! 1. its own group (datacenter, train), at most [`NeighbourMix::group_max`] of them (drawn at
 //!    random when the group is larger): the links placement uses most, measured directly;
-//! 2. when the node has a [`Position`] (a station, a datacenter: [`crate::geo`]),
-//!    [`NeighbourMix::geo`] of the others with a position nearest on the map, the nearest of
-//!    each group first: neighbouring stations, a short pair the coordinates over-estimate;
+//! 2. when the node has a [`Position`] (a station, a datacenter: [`crate::geo`]) and is one of
+//!    the [`MAP_PER_GROUP`] members of its group that probe on the map, one member of each of
+//!    the [`NeighbourMix::geo`] groups nearest on the map (by their nearest positioned member;
+//!    which member, by a hash of the two keys: `rendezvous`): neighbouring stations, a short
+//!    pair the coordinates over-estimate;
 //! 3. the nearest others by coordinates (predicted latency `|x_i - x_j| + h_j`), which Vivaldi
 //!    needs to place a node precisely among its neighbours: of the [`GROUP_SPREAD`] x as many
 //!    nearest, the nearest of each group first (`one_per_group`), so that they measure
@@ -163,19 +165,42 @@ pub fn select_neighbours<G: PartialEq, const D: usize>(
     let others = |j: usize, chosen: &[usize]| {
         j != me && members[j].group != mine.group && !chosen.contains(&j)
     };
+    let mapper = mine.place.is_some()
+        && group
+            .iter()
+            .filter(|&&j| members[j].place.is_some())
+            .filter(|&&j| map_rank(seed, members, j) < map_rank(seed, members, me))
+            .count()
+            < MAP_PER_GROUP;
     let nearest = Nearest {
         on_map: |p: &Position, near: usize, chosen: &[usize]| {
-            let here = Coord::from_parts(p.ecef_km(), 0.0, 0.0);
-            let mut best = Best::new(near * GROUP_SPREAD);
-            for (j, m) in members.iter().enumerate() {
-                if let (true, Some(o)) = (others(j, chosen), &m.place) {
-                    best.offer(Far(
-                        here.euclid(&Coord::from_parts(o.ecef_km(), 0.0, 0.0)),
-                        j,
-                    ));
-                }
+            if !mapper {
+                return Vec::new();
             }
-            one_per_group(members, best.into_sorted(), near)
+            let here = map_point(p);
+            // the nearest groups by their nearest member, one at a time
+            let mut found: Vec<usize> = Vec::new();
+            while found.len() < near {
+                let mut best = Best::new(1);
+                for (j, m) in members.iter().enumerate() {
+                    let new = !found.iter().any(|&f| members[f].group == m.group);
+                    if let (true, true, Some(o)) = (new, others(j, chosen), &m.place) {
+                        best.offer(Far(here.euclid(&map_point(o)), j));
+                    }
+                }
+                let Some(&j) = best.into_sorted().first() else {
+                    break;
+                };
+                found.push(j);
+            }
+            found
+                .iter()
+                .filter_map(|&f| {
+                    let g = &members[f].group;
+                    let mates = (0..members.len()).filter(|&j| members[j].group == *g);
+                    rendezvous(seed, mine.key, members, mates, chosen)
+                })
+                .collect()
         },
         by_coord: |c: &Coord<D>, near: usize, chosen: &[usize]| {
             let mut best = Best::new(near * GROUP_SPREAD);
@@ -222,8 +247,21 @@ pub fn select_all_neighbours<G: Eq + Hash, const D: usize>(
         members
             .iter()
             .enumerate()
-            .filter_map(|(j, m)| Some((j, Coord::<3>::from_parts(m.place?.ecef_km(), 0.0, 0.0)))),
+            .filter_map(|(j, m)| Some((j, map_point(m.place.as_ref()?)))),
     );
+    // the members of each group that take slots on the map
+    let mut mapper = vec![false; members.len()];
+    for list in groups.values() {
+        let mut placed: Vec<usize> = list
+            .iter()
+            .copied()
+            .filter(|&j| members[j].place.is_some())
+            .collect();
+        placed.sort_by_key(|&j| map_rank(seed, members, j));
+        for &j in placed.iter().take(MAP_PER_GROUP) {
+            mapper[j] = true;
+        }
+    }
     (0..members.len())
         .map(|me| {
             let mine = &members[me].group;
@@ -233,9 +271,26 @@ pub fn select_all_neighbours<G: Eq + Hash, const D: usize>(
             };
             let nearest = Nearest {
                 on_map: |p: &Position, near: usize, chosen: &[usize]| {
-                    let here = Coord::from_parts(p.ecef_km(), 0.0, 0.0);
-                    let cands = map.nearest(&here, near * GROUP_SPREAD, |j| others(j, chosen));
-                    one_per_group(members, cands, near)
+                    if !mapper[me] {
+                        return Vec::new();
+                    }
+                    let here = map_point(p);
+                    let mut found: Vec<usize> = Vec::new();
+                    while found.len() < near {
+                        let next = map.nearest(&here, 1, |j| {
+                            others(j, chosen)
+                                && !found.iter().any(|&f| members[f].group == members[j].group)
+                        });
+                        let Some(&j) = next.first() else { break };
+                        found.push(j);
+                    }
+                    found
+                        .iter()
+                        .filter_map(|&f| {
+                            let mates = groups[&members[f].group].iter().copied();
+                            rendezvous(seed, members[me].key, members, mates, chosen)
+                        })
+                        .collect()
                 },
                 by_coord: |c: &Coord<D>, near: usize, chosen: &[usize]| {
                     let cands = index.nearest(c, near * GROUP_SPREAD, |j| others(j, chosen));
@@ -245,6 +300,40 @@ pub fn select_all_neighbours<G: Eq + Hash, const D: usize>(
             select_with(me, members, k, mix, seed, group, &ring, nearest)
         })
         .collect()
+}
+
+/// At most this many members of a group take slots on the map (those whose keys hash lowest,
+/// [`map_rank`]): the control plane estimates every pair of two groups from the median
+/// measured between them, so a few members of a datacenter measure its neighbours for all of
+/// it; were every member of a large datacenter to probe the station nearest to it, that
+/// station would answer thousands of lists.
+pub const MAP_PER_GROUP: usize = 4;
+
+/// A member's rank for [`MAP_PER_GROUP`] within its group (lower first; ties by index).
+fn map_rank<G, const D: usize>(seed: u64, members: &[Member<G, D>], j: usize) -> (u64, usize) {
+    (mix64(seed ^ 0x3a9_60e0 ^ members[j].key), j)
+}
+
+/// A position as a point of the map's k-d tree: km from the Earth's centre, height 0.
+fn map_point(p: &Position) -> Coord<3> {
+    Coord::from_parts(p.ecef_km(), 0.0, 0.0)
+}
+
+/// The member of `mates` (a group found on the map, none of them chosen yet) that the node
+/// of key `me_key` probes: the one whose key hashes lowest with its own (rendezvous), so that
+/// the nodes that find one station spread over its members, and a member joining displaces
+/// few choices.
+fn rendezvous<G, const D: usize>(
+    seed: u64,
+    me_key: u64,
+    members: &[Member<G, D>],
+    mates: impl Iterator<Item = usize>,
+    chosen: &[usize],
+) -> Option<usize> {
+    let mine = mix64(seed ^ me_key);
+    mates
+        .filter(|j| !chosen.contains(j))
+        .min_by_key(|&j| (mix64(mine ^ members[j].key), j))
 }
 
 /// The nearest slots are chosen among this many times as many nearest candidates: one per

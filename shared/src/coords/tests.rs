@@ -374,6 +374,53 @@ fn a_positioned_node_measures_its_neighbours_on_the_map_first() {
 }
 
 #[test]
+fn a_large_datacenter_sends_few_of_its_members_to_the_map() {
+    // a datacenter of 200 nodes at one place, a station of 2 next to it, 60 nodes of other
+    // groups far away by coordinates and without a position
+    let dc = Position::new(47.0, 8.0).unwrap();
+    let station = Position::new(47.01, 8.0).unwrap();
+    let mut m: Vec<Member<u32, 1>> = Vec::new();
+    for i in 0..262usize {
+        let (group, place, x) = match i {
+            0..200 => (1, Some(dc), 0.0),
+            200..202 => (2, Some(station), 0.0),
+            _ => (3 + i as u32, None, 100.0 + i as f64),
+        };
+        m.push(Member {
+            group,
+            coord: Some(Coord::new([x], 0.5, 0.2).unwrap()),
+            place,
+            key: (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            epoch: 0,
+        });
+    }
+    let with = NeighbourMix {
+        group_max: 2,
+        random: 2,
+        geo: 2,
+    };
+    let without = NeighbourMix { geo: 0, ..with };
+    let a = select_all_neighbours(&m, 8, with, 5);
+    let b = select_all_neighbours(&m, 8, without, 5);
+    let changed: Vec<usize> = (0..200).filter(|&i| a[i] != b[i]).collect();
+    assert_eq!(changed.len(), MAP_PER_GROUP, "{changed:?}");
+    for &i in &changed {
+        assert!(
+            a[i].iter().any(|&j| m[j].group == 2),
+            "mapper {i} lists the station"
+        );
+    }
+    // the station's two members both probe on the map: the datacenter is their nearest group
+    for list in &a[200..202] {
+        assert!(list.iter().any(|&j| m[j].group == 1), "{list:?}");
+    }
+    // one list at a time gives the same
+    for i in [0, 1, 57, 200, 201, 230] {
+        assert_eq!(select_neighbours(i, &m, 8, with, 5), a[i], "member {i}");
+    }
+}
+
+#[test]
 fn neighbours_without_coordinates_or_with_few_nodes() {
     let mut m = members(&[(1, 0.0), (2, 1.0), (2, 2.0), (3, 3.0)]);
     // Everyone but me, whatever k says.
