@@ -131,8 +131,12 @@ impl Engine {
     pub(super) fn on_report(&mut self, r: NodeReport, out: &mut Vec<Action>) {
         self.stats.reports += 1;
         let info = NodeInfo::from_report(&r);
-        if let Some(Err(e)) = r.position.map(|p| p.to_position()) {
-            warn!("node {}: report's position ignored: {e}", info.name);
+        // `from_report` keeps a position that checks out: only one it dropped is checked
+        // again, for the reason
+        if info.position.is_none() {
+            if let Some(Err(e)) = r.position.map(|p| p.to_position()) {
+                warn!("node {}: report's position ignored: {e}", info.name);
+            }
         }
         let usage = Usage {
             cpu_millis: r.load.cpu_millis,

@@ -136,12 +136,12 @@ fn disagreements(cfg: &Config, arch_set: bool, node: &acoa_shared::model::Node) 
     }
     // a position both give, more than 100 m apart (the cluster file's may be rounded)
     if let (Some(p), Some(q)) = (cfg.position, node.position) {
-        if p.chord_km(&q) > 0.1 {
+        let km = p.chord_km(&q);
+        if km > 0.1 {
             errs.push(format!(
-                "position {}, {} is {:.1} km from the cluster's {}, {}",
+                "position {}, {} is {km:.1} km from the cluster's {}, {}",
                 p.lat_deg(),
                 p.lon_deg(),
-                p.chord_km(&q),
                 q.lat_deg(),
                 q.lon_deg()
             ));

@@ -173,10 +173,8 @@ pub fn select_neighbours<G: PartialEq, const D: usize>(
             .count()
             < MAP_PER_GROUP;
     let nearest = Nearest {
+        maps: mapper,
         on_map: |p: &Position, near: usize, chosen: &[usize]| {
-            if !mapper {
-                return Vec::new();
-            }
             let here = map_point(p);
             // the nearest groups by their nearest member, one at a time
             let mut found: Vec<usize> = Vec::new();
@@ -218,6 +216,8 @@ pub fn select_neighbours<G: PartialEq, const D: usize>(
 /// How [`select_with`] finds the `near` nearest others (not of the node's group, not the node,
 /// not already `chosen`), nearest first, one per group first: on the map and by coordinates.
 struct Nearest<M, C> {
+    /// The node is one of its group's [`MAP_PER_GROUP`] that take slots on the map.
+    maps: bool,
     on_map: M,
     by_coord: C,
 }
@@ -270,10 +270,8 @@ pub fn select_all_neighbours<G: Eq + Hash, const D: usize>(
                 j != me && members[j].group != *mine && !chosen.contains(&j)
             };
             let nearest = Nearest {
+                maps: mapper[me],
                 on_map: |p: &Position, near: usize, chosen: &[usize]| {
-                    if !mapper[me] {
-                        return Vec::new();
-                    }
                     let here = map_point(p);
                     let mut found: Vec<usize> = Vec::new();
                     while found.len() < near {
@@ -400,7 +398,7 @@ where
     let others = members.len() - 1 - group.len();
     let random = mix.random.min(k - chosen.len()).min(others);
     let near_end = k - random;
-    if let (Some(p), true) = (&mine.place, mix.geo > 0) {
+    if let (Some(p), true) = (&mine.place, mix.geo > 0 && nearest.maps) {
         let on_map = (nearest.on_map)(p, mix.geo.min(near_end - chosen.len()), &chosen);
         chosen.extend(on_map);
     }
