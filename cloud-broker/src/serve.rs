@@ -170,7 +170,14 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         Some(s) => s,
         None => listen(ev_tx)?,
     };
-    let placer = placer(opts.workers.as_ref(), &urls[0], &login, &key, &ctl_tx)?;
+    let placer = placer(
+        opts.workers.as_ref(),
+        &urls[0],
+        &client_id("-sched"),
+        &login,
+        &key,
+        &ctl_tx,
+    )?;
     let definitions = crate::definitions::spawn_reader(ctl_tx.clone(), opts.definition_budget);
     let mut apps = urls
         .iter()
@@ -383,6 +390,7 @@ fn connect_apps(
 fn placer(
     workers: Option<&WorkersConfig>,
     url: &str,
+    client_id: &str,
     login: &Login,
     key: &SigningKey,
     ctl_tx: &mpsc::Sender<Event>,
@@ -390,6 +398,7 @@ fn placer(
     Ok(match workers {
         Some(cfg) => Placer::Workers(Workers::spawn(
             url,
+            client_id,
             login,
             key.clone(),
             cfg.clone(),

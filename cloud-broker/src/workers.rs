@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use acoa_shared::jobs;
-use acoa_shared::topics::acl;
 use ed25519_dalek::SigningKey;
 use rumqttc::{AsyncClient, Publish, QoS};
 use tokio::sync::{mpsc, Semaphore};
@@ -172,20 +171,18 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Connects to the broker at `url` as the control plane (its own connection), subscribes
-    /// to the results, and dispatches the jobs given to [`Workers::submit`].
+    /// Connects to the broker at `url` as the control plane (its own connection, `client_id`:
+    /// a replica's own under etcd), subscribes to the results, and dispatches the jobs given to
+    /// [`Workers::submit`].
     pub fn spawn(
         url: &str,
+        client_id: &str,
         login: &Login,
         key: SigningKey,
         cfg: WorkersConfig,
         events: mpsc::Sender<Event>,
     ) -> anyhow::Result<Workers> {
-        let o = conn::mqtt_options(
-            url,
-            &format!("{}-sched", acl::CONTROL_PLANE_CLIENT_PREFIX),
-            login,
-        )?;
+        let o = conn::mqtt_options(url, client_id, login)?;
         let (tx, rx) = mpsc::channel::<In>(4096);
         info!(
             "placement jobs go to scheduler workers on {} (re-published after {} ms, in process after {} tries, {} out at once)",
