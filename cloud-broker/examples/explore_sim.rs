@@ -572,6 +572,30 @@ fn main() -> anyhow::Result<()> {
             eprintln!("{name}: reference {:?}\n  last {:?}", all[2], all[1]);
             let model = sim.e.model();
             let infra = model.infra();
+            // the final live model's view of the reference: as it stands, then with its
+            // estimated pairs given their value on the first network scored on. Preferred to
+            // the last placement as it stands: the searches' gap (none found it); only once
+            // its pairs are given: the probes' (nobody measured them)
+            let mut extra = Vec::new();
+            for ch in &app.channels {
+                let (x, y) = (&all[2][&ch.from], &all[2][&ch.to]);
+                let (e, t) = pair_everywhere(&infra, &nets, &s, &index, x, y);
+                if let (Some(acoa_shared::coords::Known::Estimated(_)), Some(Some(q))) =
+                    (e, t.first())
+                {
+                    let (i, j) = (infra.index_of(x).unwrap(), infra.index_of(y).unwrap());
+                    extra.push((i, j, *q));
+                }
+            }
+            let probed = infra.requalified(|_, _, _, q| q, &extra);
+            let pair = [all[1].clone(), all[2].clone()];
+            eprintln!(
+                "{name}: last, reference on the final live model {:?}; with the reference's {} estimated pairs as on {}: {:?}",
+                self::scores(&infra, &app, &pair, Some(LIVE_BUDGET)),
+                extra.len(),
+                nets.first().map_or("-", |(n, _)| n.what()),
+                self::scores(&probed, &app, &pair, Some(LIVE_BUDGET)),
+            );
             for ch in &app.channels {
                 let (x, y) = (&all[2][&ch.from], &all[2][&ch.to]);
                 let (e, t) = pair_everywhere(&infra, &nets, &s, &index, x, y);
