@@ -572,33 +572,20 @@ fn main() -> anyhow::Result<()> {
             eprintln!("{name}: reference {:?}\n  last {:?}", all[2], all[1]);
             let model = sim.e.model();
             let infra = model.infra();
-            // the final live model's view of the reference: as it stands, then with its
-            // estimated pairs given their value on the first network scored on. Preferred to
-            // the last placement as it stands: the searches' gap (none found it); only once
-            // its pairs are given: the probes' (nobody measured them)
+            // the reference's estimated pairs with their value on the first network scored on
             let mut extra = Vec::new();
             for ch in &app.channels {
                 let (x, y) = (&all[2][&ch.from], &all[2][&ch.to]);
                 let (e, t) = pair_everywhere(&infra, &nets, &s, &index, x, y);
-                if let (Some(acoa_shared::coords::Known::Estimated(_)), Some(Some(q))) =
-                    (e, t.first())
+                let ends = infra.index_of(x).zip(infra.index_of(y));
+                if let (
+                    Some(acoa_shared::coords::Known::Estimated(_)),
+                    Some(Some(q)),
+                    Some((i, j)),
+                ) = (e, t.first(), ends)
                 {
-                    let (i, j) = (infra.index_of(x).unwrap(), infra.index_of(y).unwrap());
                     extra.push((i, j, *q));
                 }
-            }
-            let probed = infra.requalified(|_, _, _, q| q, &extra);
-            let pair = [all[1].clone(), all[2].clone()];
-            eprintln!(
-                "{name}: last, reference on the final live model {:?}; with the reference's {} estimated pairs as on {}: {:?}",
-                self::scores(&infra, &app, &pair, Some(LIVE_BUDGET)),
-                extra.len(),
-                nets.first().map_or("-", |(n, _)| n.what()),
-                self::scores(&probed, &app, &pair, Some(LIVE_BUDGET)),
-            );
-            for ch in &app.channels {
-                let (x, y) = (&all[2][&ch.from], &all[2][&ch.to]);
-                let (e, t) = pair_everywhere(&infra, &nets, &s, &index, x, y);
                 // what the two datacenters' other pairs measure in the live model (would an
                 // estimate from the group pair have found this pair?)
                 let mates = |z: &str| -> Vec<u32> {
@@ -623,7 +610,7 @@ fn main() -> anyhow::Result<()> {
                 // the shortest path of two measured links between them: could a rule that
                 // probes two-link shortcuts find this pair? (BENCHMARKS.md, "Why 10,000
                 // nodes miss": tried, not kept)
-                let two = infra.index_of(x).zip(infra.index_of(y)).and_then(|(i, j)| {
+                let two = ends.and_then(|(i, j)| {
                     let near = |n: u32| {
                         let (o, oq) = infra.out_links(n);
                         let (p, pq) = infra.inn_links(n);
@@ -652,6 +639,18 @@ fn main() -> anyhow::Result<()> {
                     between
                 );
             }
+            // the final live model's view of the reference: as it stands, then with those
+            // pairs given. Preferred to the last placement as it stands: the searches' gap
+            // (none found it); only once its pairs are given: the probes' (nobody measured them)
+            let probed = infra.requalified(|_, _, _, q| q, &extra);
+            let pair = [all[1].clone(), all[2].clone()];
+            eprintln!(
+                "{name}: last, reference on the final live model {:?}; with the reference's {} estimated pairs as on {}: {:?}",
+                self::scores(&infra, &app, &pair, Some(LIVE_BUDGET)),
+                extra.len(),
+                nets.first().map_or("-", |(n, _)| n.what()),
+                self::scores(&probed, &app, &pair, Some(LIVE_BUDGET)),
+            );
         }
         // the better of the two references on each network (a search cut by its budget may
         // miss the other's)
