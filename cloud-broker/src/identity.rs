@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use acoa_shared::topics::acl::Role;
+use acoa_shared::topics::acl::{self, Role};
 use acoa_shared::wire::keys;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use rand::RngCore;
@@ -43,7 +43,7 @@ pub enum IdentityError {
     Exists(String),
     #[error("`{0}` is not in the inventory")]
     Unknown(String),
-    #[error("`{0}` is reserved for the control plane")]
+    #[error("`{0}` is reserved: names beginning `acoa-` are the system's own")]
     Reserved(String),
     #[error("invalid node name: {0}")]
     Name(String),
@@ -352,7 +352,7 @@ impl DataDir {
         public_key: Option<&str>,
     ) -> Result<NodeEntry, IdentityError> {
         acoa_shared::model::check_name("node", name).map_err(|e| IdentityError::Name(e.reason))?;
-        if name == CONTROL_PLANE_USER || name == ADMIN_USER {
+        if acl::is_system_name(name) {
             return Err(IdentityError::Reserved(name.into()));
         }
         let public_key = match public_key {
@@ -395,7 +395,7 @@ impl DataDir {
     pub fn add_worker(&self, name: &str) -> Result<Login, IdentityError> {
         acoa_shared::model::check_name("worker", name)
             .map_err(|e| IdentityError::Name(e.reason))?;
-        if name == CONTROL_PLANE_USER || name == ADMIN_USER {
+        if acl::is_system_name(name) {
             return Err(IdentityError::Reserved(name.into()));
         }
         self.update(|inv| {
@@ -489,10 +489,21 @@ mod tests {
             dd.add_node("bad/name", None),
             Err(IdentityError::Name(_))
         ));
-        assert!(matches!(
-            dd.add_node(ADMIN_USER, None),
-            Err(IdentityError::Reserved(_))
-        ));
+        for reserved in [
+            ADMIN_USER,
+            CONTROL_PLANE_USER,
+            "acoa-control-plane-apps",
+            "acoa-x",
+        ] {
+            assert!(matches!(
+                dd.add_node(reserved, None),
+                Err(IdentityError::Reserved(_))
+            ));
+            assert!(matches!(
+                dd.add_worker(reserved),
+                Err(IdentityError::Reserved(_))
+            ));
+        }
         let k = SigningKey::from_bytes(&[7; 32]).verifying_key();
         dd.set_key("n13", &keys::public_hex(&k)).unwrap();
         assert!(dd.set_key("n13", "zz").is_err());

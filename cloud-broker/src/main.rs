@@ -107,12 +107,17 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         wait_s: u64,
     },
-    /// Writes Mosquitto's password file, ACL and configuration from the inventory.
+    /// Writes Mosquitto's password files, ACL and configuration from the inventory.
     MosquittoConfig {
         #[arg(long)]
         out: PathBuf,
+        /// The fleet's listener: agents and workers connect here (`node add --broker-url`).
         #[arg(long, default_value = "127.0.0.1:1883")]
         listen: SocketAddr,
+        /// The control plane's listener (`serve --broker-url`, the CLI); by default the
+        /// address of --listen with the next port.
+        #[arg(long)]
+        control_listen: Option<SocketAddr>,
     },
 }
 
@@ -569,12 +574,21 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 println!("{line}");
             }
         }
-        Cmd::MosquittoConfig { out, listen } => {
-            cloud_broker::mosquitto::generate(&dd, &out, listen)
+        Cmd::MosquittoConfig {
+            out,
+            listen,
+            control_listen,
+        } => {
+            let at = cloud_broker::mosquitto::Listeners::new(listen, control_listen)?;
+            cloud_broker::mosquitto::generate(&dd, &out, at)
                 .with_context(|| format!("mosquitto configuration in {}", out.display()))?;
             println!(
-                "wrote {0}/passwd, {0}/acl, {0}/mosquitto.conf (run: mosquitto -c {0}/mosquitto.conf)",
+                "wrote {0}/passwd, {0}/passwd-control, {0}/acl, {0}/mosquitto.conf (run: mosquitto -c {0}/mosquitto.conf)",
                 out.display()
+            );
+            println!(
+                "agents and workers connect to mqtt://{} (each under its login's name as client id); the control plane and the CLI to mqtt://{}",
+                at.fleet, at.control
             );
         }
     }

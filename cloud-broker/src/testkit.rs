@@ -137,6 +137,8 @@ pub struct SimAgent {
     /// Messages published on the desired topic that did not verify.
     pub refused: Arc<AtomicU64>,
     pub connected: Arc<AtomicBool>,
+    /// Connections the broker accepted (1 while the first one holds).
+    pub connacks: Arc<AtomicU64>,
     pub links: Arc<Mutex<Vec<LinkSample>>>,
     seq: Arc<AtomicU64>,
 }
@@ -164,6 +166,7 @@ impl SimAgent {
         let (dtx, drx) = mpsc::unbounded_channel();
         let refused = Arc::new(AtomicU64::new(0));
         let connected = Arc::new(AtomicBool::new(false));
+        let connacks = Arc::new(AtomicU64::new(0));
         let links = Arc::new(Mutex::new(spec.links.clone()));
         let seq = Arc::new(AtomicU64::new(0));
         let mut tasks = vec![];
@@ -172,6 +175,7 @@ impl SimAgent {
             let name = name.clone();
             let refused = refused.clone();
             let connected = connected.clone();
+            let connacks = connacks.clone();
             let cp = spec.control_plane;
             let sub = spec.subscribe_desired;
             let here = presence_frame(&name, &spec.key, true);
@@ -180,6 +184,7 @@ impl SimAgent {
                     match el.poll().await {
                         Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
                             connected.store(true, Ordering::SeqCst);
+                            connacks.fetch_add(1, Ordering::SeqCst);
                             let c = c.clone();
                             let name = name.clone();
                             let here = here.clone();
@@ -260,6 +265,7 @@ impl SimAgent {
             desired: drx,
             refused,
             connected,
+            connacks,
             links,
             seq,
         }

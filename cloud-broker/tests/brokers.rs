@@ -136,18 +136,12 @@ async fn apply_running(data: &Path, file: &Path, cp: &ControlPlane) -> AppStatus
     st.unwrap()
 }
 
-/// The generation of the retained desired state of `node` on the broker at `port`, read with the
-/// node's own login (its ACL lets it read that topic).
-/// The generation of the document `node` finds retained on `topic` of the broker on `port`
-/// (its desired state or its peer list).
-async fn retained_generation_on(
-    port: u16,
-    node: &str,
-    password: &str,
-    topic: String,
-) -> Option<u64> {
-    let mut o = MqttOptions::new(format!("{node}-reader"), "127.0.0.1", port);
-    o.set_credentials(node, password);
+/// The generation of the document retained on `topic` (a node's desired state or its peer
+/// list) of the Mosquitto whose fleet listener is on `port`, read with the admin's login on its
+/// control plane's listener (a second connection with the node's login would take its agent's
+/// session: the fleet's listener names each client after its login).
+async fn retained_generation_on(data: &Path, port: u16, topic: String) -> Option<u64> {
+    let mut o = admin_options(data, "reader", port + 1);
     o.set_max_packet_size(1 << 20, 1 << 20);
     let (c, mut el) = AsyncClient::new(o, 8);
     let read = async {
@@ -174,13 +168,13 @@ async fn retained_generation_on(
         .flatten()
 }
 
-async fn retained_generation(port: u16, node: &str, password: &str) -> Option<u64> {
-    retained_generation_on(port, node, password, topics::desired(node)).await
+async fn retained_generation(data: &Path, port: u16, node: &str) -> Option<u64> {
+    retained_generation_on(data, port, topics::desired(node)).await
 }
 
 /// The generation of `node`'s peer list retained on the broker on `port`.
-async fn retained_peers(port: u16, node: &str, password: &str) -> Option<u64> {
-    retained_generation_on(port, node, password, topics::peers(node)).await
+async fn retained_peers(data: &Path, port: u16, node: &str) -> Option<u64> {
+    retained_generation_on(data, port, topics::peers(node)).await
 }
 
 #[test]
@@ -195,7 +189,7 @@ fn an_agent_moves_to_the_other_broker_keeps_its_containers_and_stays_reachable()
     run(async move {
         let dir = tempdir_for_mosquitto();
         let data = dir.path().join("data");
-        let (port_a, port_b) = (free_port(), free_port());
+        let (port_a, port_b) = (free_port_pair(), free_port_pair());
         let (url_a, url_b) = (
             format!("mqtt://127.0.0.1:{port_a}"),
             format!("mqtt://127.0.0.1:{port_b}"),
@@ -211,10 +205,6 @@ fn an_agent_moves_to_the_other_broker_keeps_its_containers_and_stays_reachable()
             broker.contains(&format!("urls = [\"{url_a}\", \"{url_b}\"]")),
             "{broker}"
         );
-        let password = toml::from_str::<toml::Value>(&broker).unwrap()["broker"]["password"]
-            .as_str()
-            .unwrap()
-            .to_string();
         let twin = enroll(&data, "twin");
         let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
         std::fs::create_dir_all(&dir_a).unwrap();
@@ -223,8 +213,10 @@ fn an_agent_moves_to_the_other_broker_keeps_its_containers_and_stays_reachable()
         let (_m_b, acl) = start_mosquitto(&mosquitto, &dir_b, &data, port_b, false).await;
         assert!(acl.contains(&format!("user {node}\n")));
 
-        let cp = ControlPlane::start(&data, free_port(), &["--broker-url", &both]);
-        assert!(cp.has_log(&both), "{}", cp.log_text());
+        // the control plane on both brokers' own listeners
+        let both_cp = format!("{},{}", control_url(port_a), control_url(port_b));
+        let cp = ControlPlane::start(&data, free_port(), &["--broker-url", &both_cp]);
+        assert!(cp.has_log(&both_cp), "{}", cp.log_text());
 
         // the same signed reports through both brokers (as bridged brokers would carry them):
         // each is taken once, the copies are dropped without a warning each
@@ -338,12 +330,12 @@ fn an_agent_moves_to_the_other_broker_keeps_its_containers_and_stays_reachable()
 
         // A comes back (with its database): it is given the retained documents again, the
         // newest desired state among them
-        let generation_b = retained_generation(port_b, &node, &password)
+        let generation_b = retained_generation(&data, port_b, &node)
             .await
             .expect("B holds the desired state");
         // the peer lists leave through a queue of their own per broker (`latest`): B holds
         // the agent's too
-        let peers_b = retained_peers(port_b, &node, &password)
+        let peers_b = retained_peers(&data, port_b, &node)
             .await
             .expect("B holds the agent's peer list");
         let conf = dir_a.join("mosquitto/mosquitto.conf");
@@ -359,14 +351,14 @@ fn an_agent_moves_to_the_other_broker_keeps_its_containers_and_stays_reachable()
         );
         wait_mosquitto(port_a).await;
         cp.wait_log_async(
-            &format!("reconnected to the broker {url_a}"),
+            &format!("reconnected to the broker {}", control_url(port_a)),
             Duration::from_secs(10),
         )
         .await;
         let t = Instant::now();
         loop {
-            let g = retained_generation(port_a, &node, &password).await;
-            let p = retained_peers(port_a, &node, &password).await;
+            let g = retained_generation(&data, port_a, &node).await;
+            let p = retained_peers(&data, port_a, &node).await;
             if g == Some(generation_b) && p >= Some(peers_b) {
                 break;
             }

@@ -303,6 +303,7 @@ async fn restart_mosquitto(mosquitto: &Path, dir: &Path, port: u16) -> Killed {
         .unwrap();
     let m = Killed(child);
     wait_mosquitto(port).await;
+    wait_mosquitto(port + 1).await;
     m
 }
 
@@ -318,7 +319,7 @@ async fn smoke_monitoring_applied(
     std::collections::BTreeMap<String, cloud_broker::testkit::SimAgent>,
 ) {
     let (data, url) = (&t.data, t.url.as_str());
-    let cp = ControlPlane::start(data, port, &with_broker(url, store));
+    let cp = ControlPlane::start(data, port, &with_broker(&t.control_url, store));
     let agents = join_all(&cp, url, &t.cluster, &t.creds, base_port, true).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let out = apply(data, &scenario("smoke-monitoring.yaml")).await;
@@ -369,7 +370,7 @@ fn a_restarted_broker_gets_the_retained_documents_again_without_a_control_plane_
     let store = b.serve_flags();
     run(async move {
         let (mosquitto, dir, data, port, url) =
-            (&t.mosquitto, t.dir.path(), &t.data, t.port, &t.url);
+            (&t.mosquitto, t.dir.path(), &t.data, t.port, &t.control_url);
         let m = mosquitto_without_persistence(mosquitto, dir, data, port).await;
         let (cp, _agents) = smoke_monitoring_applied(&t, free_port(), 17600, &store).await;
         let before = retained_desired(data, url).await;
@@ -411,7 +412,7 @@ fn a_delete_made_while_the_control_plane_is_down_is_queued_and_applied_on_start(
     let b = Backend::new(kind);
     let store = b.serve_flags();
     run(async move {
-        let (data, url) = (&t.data, &t.url);
+        let (data, url) = (&t.data, &t.control_url);
         let (_m, _) = start_mosquitto(&t.mosquitto, t.dir.path(), data, t.port, false).await;
         let cp_port = free_port();
         let (mut cp, _agents) = smoke_monitoring_applied(&t, cp_port, 17700, &store).await;

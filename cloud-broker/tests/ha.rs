@@ -171,8 +171,10 @@ fn the_control_plane_survives_its_leader_a_broker_and_the_etcd_quorum() {
     let endpoints = etcd.endpoints();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
-    let (port_a, port_b) = (free_port(), free_port());
+    let (port_a, port_b) = (free_port_pair(), free_port_pair());
+    // the agents on both brokers' fleet listeners, the replicas on their control planes'
     let both = format!("mqtt://127.0.0.1:{port_a},mqtt://127.0.0.1:{port_b}");
+    let both_cp = format!("{},{}", control_url(port_a), control_url(port_b));
 
     // four railway nodes, enrolled first: the password file both brokers get holds them
     let cloud = "datacenter = \"cloud1\"\nlayer = \"cloud\"\narch = \"x86_64\"\nhardware = [\"fast-cpu\"]\nsoftware = [\"database\"]\n[capacity]\ncpu_millis = 8000\nmemory_mb = 16384\ndisk_mb = 200000";
@@ -244,8 +246,8 @@ fn the_control_plane_survives_its_leader_a_broker_and_the_etcd_quorum() {
     let (_m_b, _) = rt.block_on(start_mosquitto(&mosquitto, &dir_b, &data, port_b, false));
 
     let mut cps = [
-        replica(&data, "r0", &both, &endpoints),
-        replica(&data, "r1", &both, &endpoints),
+        replica(&data, "r0", &both_cp, &endpoints),
+        replica(&data, "r1", &both_cp, &endpoints),
     ];
     let mut leader = wait_leader(&cps, [0, 0], Duration::from_secs(20));
     let agents: Vec<Agent> = configs
@@ -289,7 +291,7 @@ fn the_control_plane_survives_its_leader_a_broker_and_the_etcd_quorum() {
     assert_ne!(next, leader);
     wait_running(&data, "ha-new", Duration::from_secs(30));
     eprintln!("ha-new running {:?} after the kill", t.elapsed());
-    cps[leader] = replica(&data, &format!("r{leader}-back"), &both, &endpoints);
+    cps[leader] = replica(&data, &format!("r{leader}-back"), &both_cp, &endpoints);
     leader = next;
     assert_smoke_unmoved(&data, &prefix, &placement, &before);
 

@@ -53,15 +53,15 @@ fn a_paused_leader_is_replaced_and_cannot_write_when_it_wakes() {
         dir.path().to_path_buf(),
     );
     let terms = run(async move {
-        let port = free_port();
+        let port = free_port_pair();
         let (_m, _acl) = start_mosquitto(&mosquitto, &root, &d, port, false).await;
         let broker = format!("mqtt://127.0.0.1:{port}");
-        let a = replica(&d, "a", &broker, &e);
+        let a = replica(&d, "a", &control_url(port), &e);
         a.wait_log_async("leading: term", Duration::from_secs(20))
             .await;
         a.wait_log_async("connected to the broker", Duration::from_secs(20))
             .await;
-        let b = replica(&d, "b", &broker, &e);
+        let b = replica(&d, "b", &control_url(port), &e);
         b.wait_log_async(" leads", Duration::from_secs(20)).await;
         assert!(!b.has_log("leading: term"), "{}", b.log_text());
         let _agent = start_n1(&a, &broker, n1, false).await;
@@ -128,10 +128,10 @@ fn without_etcd_quorum_nothing_is_decided_and_nothing_lost() {
         .enable_all()
         .build()
         .unwrap();
-    let port = free_port();
+    let port = free_port_pair();
     let (_m, _acl) = rt.block_on(start_mosquitto(&mosquitto, &root, &d, port, false));
     let broker = format!("mqtt://127.0.0.1:{port}");
-    let a = replica(&d, "a", &broker, &e);
+    let a = replica(&d, "a", &control_url(port), &e);
     a.wait_log("connected to the broker", Duration::from_secs(20));
     let agent = rt.block_on(start_n1(&a, &broker, n1, false));
     rt.block_on(apply_ok(&d, &first, &a));
@@ -212,12 +212,12 @@ fn failover_time() {
     let n1 = enroll(&d, "n1");
     let root = dir.path().to_path_buf();
     let (leads, places) = run(async move {
-        let port = free_port();
+        let port = free_port_pair();
         let (_m, _acl) = start_mosquitto(&mosquitto, &root, &d, port, false).await;
         let broker = format!("mqtt://127.0.0.1:{port}");
         let mut cps = [
-            replica(&d, "r0", &broker, &e),
-            replica(&d, "r1", &broker, &e),
+            replica(&d, "r0", &control_url(port), &e),
+            replica(&d, "r1", &control_url(port), &e),
         ];
         let mut leader = loop {
             if let Some(i) = cps.iter().position(|c| c.has_log("leading: term")) {
@@ -230,7 +230,7 @@ fn failover_time() {
             .await;
         let _agent = start_n1(&cps[leader], &broker, n1, false).await;
         // the agent's view: the container names of every desired state for n1
-        let (c, mut el) = AsyncClient::new(admin_options(&d, "bench-watch", port), 100);
+        let (c, mut el) = AsyncClient::new(admin_options(&d, "bench-watch", port + 1), 100);
         c.subscribe(topics::desired("n1"), QoS::AtLeastOnce)
             .await
             .unwrap();
@@ -282,7 +282,7 @@ fn failover_time() {
                 .await
                 .unwrap();
             // the killed replica comes back as a standby
-            cps[leader] = replica(&d, &format!("r{leader}-{round}"), &broker, &e);
+            cps[leader] = replica(&d, &format!("r{leader}-{round}"), &control_url(port), &e);
             leader = other;
         }
         (leads, places)

@@ -444,7 +444,12 @@ fn a_worker_through_mosquitto_with_the_generated_acl() {
         let cp = ControlPlane::start(
             &data,
             free_port(),
-            &["--broker-url", &url, "--scheduler-workers", "external"],
+            &[
+                "--broker-url",
+                &t.control_url,
+                "--scheduler-workers",
+                "external",
+            ],
         );
         let (d, a) = (data.clone(), wargs.clone());
         let w = tokio::task::spawn_blocking(move || Worker::spawn(&d, "w1", &a))
@@ -457,7 +462,9 @@ fn a_worker_through_mosquitto_with_the_generated_acl() {
         assert!(w.count("placed with score") >= 1, "{}", w.text());
         assert!(!cp.has_log("computed in process"), "{}", cp.log_text());
         // the worker's login may not read other topics: the retained desired states of the
-        // placement just made do not come to it
+        // placement just made do not come to it (the worker stopped first: on the fleet's
+        // listener a second connection of its login would take its session)
+        drop(w);
         let (host, p) = cloud_broker::conn::parse_url(&url).unwrap();
         let mut o = MqttOptions::new("w1-snooping", host, p);
         o.set_credentials(&wargs[3], &wargs[5]);
@@ -474,6 +481,5 @@ fn a_worker_through_mosquitto_with_the_generated_acl() {
             }
         }
         drop(agents);
-        drop(w);
     });
 }

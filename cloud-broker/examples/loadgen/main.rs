@@ -261,6 +261,9 @@ async fn bench(
     let mut mosq: Vec<Mosq> = Vec::new();
     // where the simulated agents connect (node i to broker i % len)
     let mut agent_brokers = vec![("127.0.0.1".to_string(), port)];
+    // where the control plane, the observer and the admin connect (Mosquitto: each broker's
+    // control plane's listener)
+    let mut cp_brokers = agent_brokers.clone();
     // the silence after which a node is judged, and the evidence window: three periods of
     // the simulated agents' messages (as a fleet reporting every `period_ms` would be run)
     let window_ms = (3 * args.period_ms).max(10_000);
@@ -283,15 +286,19 @@ async fn bench(
         // broker b on its own loopback address 127.0.0.(10 + b) and port: each (address,
         // port) destination gets its own ephemeral source ports
         agent_brokers.clear();
+        cp_brokers.clear();
         for b in 0..args.brokers {
             let host = if args.brokers == 1 {
                 "127.0.0.1".to_string()
             } else {
                 format!("127.0.0.{}", 10 + b)
             };
-            let port = std::net::TcpListener::bind((host.as_str(), 0))?
-                .local_addr()?
-                .port();
+            let free = || -> anyhow::Result<u16> {
+                Ok(std::net::TcpListener::bind((host.as_str(), 0))?
+                    .local_addr()?
+                    .port())
+            };
+            let (port, cport) = (free()?, free()?);
             let conf = dir.path().join(format!("mosquitto-{b}"));
             if b == 0 {
                 let st = Command::new(&bin)
@@ -300,6 +307,7 @@ async fn bench(
                     .args(["mosquitto-config", "--out"])
                     .arg(&conf)
                     .args(["--listen", &format!("{host}:{port}")])
+                    .args(["--control-listen", &format!("{host}:{cport}")])
                     .status()?;
                 anyhow::ensure!(st.success(), "mosquitto-config failed");
             } else {
@@ -313,12 +321,16 @@ async fn bench(
                     .status()?;
                 anyhow::ensure!(st.success(), "cannot copy {}", first.display());
                 let text = std::fs::read_to_string(first.join("mosquitto.conf"))?;
-                let (h0, p0) = &agent_brokers[0];
+                let ((h0, p0), (_, c0)) = (&agent_brokers[0], &cp_brokers[0]);
                 let text = text
                     .replace(&*first.to_string_lossy(), &conf.to_string_lossy())
                     .replace(
                         &format!("listener {p0} {h0}"),
                         &format!("listener {port} {host}"),
+                    )
+                    .replace(
+                        &format!("listener {c0} {h0}"),
+                        &format!("listener {cport} {host}"),
                     );
                 std::fs::write(conf.join("mosquitto.conf"), text)?;
             }
@@ -332,12 +344,13 @@ async fn bench(
             );
             println!("external mosquitto {b} (pid {}) on {host}:{port}", m.0.id());
             mosq.push(m);
-            agent_brokers.push((host, port));
+            agent_brokers.push((host.clone(), port));
+            cp_brokers.push((host, cport));
         }
         // each reads a password file and an ACL of the whole inventory first (one to five
         // minutes at 50,000 nodes, four brokers on two cores): all started, then waited for
         let t = Instant::now();
-        for (host, port) in &agent_brokers {
+        for (host, port) in agent_brokers.iter().chain(&cp_brokers) {
             while std::net::TcpStream::connect((host.as_str(), *port)).is_err() {
                 anyhow::ensure!(
                     t.elapsed() < Duration::from_secs(900),
@@ -354,7 +367,7 @@ async fn bench(
         let cp_port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        let urls: Vec<String> = agent_brokers
+        let urls: Vec<String> = cp_brokers
             .iter()
             .map(|(h, p)| format!("mqtt://{h}:{p}"))
             .collect();
@@ -368,7 +381,7 @@ async fn bench(
         serve_args.extend(["--listen".into(), format!("127.0.0.1:{port}")]);
     }
     // the observer and the admin use the first broker
-    let (obs_host, port) = agent_brokers[0].clone();
+    let (obs_host, port) = cp_brokers[0].clone();
     if let Some(e) = &endpoints {
         serve_args.extend([
             "--store".into(),

@@ -210,8 +210,26 @@ pub fn mosquitto() -> Option<PathBuf> {
     Some(m)
 }
 
+/// A port for a Mosquitto's fleet listener whose next port, where `mosquitto-config` puts the
+/// control plane's listener by default, is free too.
+pub fn free_port_pair() -> u16 {
+    loop {
+        let p = free_port();
+        if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// The URL of the control plane's listener of the Mosquitto whose fleet listener is on
+/// 127.0.0.1:`port` (the next port: `mosquitto-config`'s default).
+pub fn control_url(port: u16) -> String {
+    format!("mqtt://127.0.0.1:{}", port + 1)
+}
+
 /// Mosquitto, a directory it can reach (`dir`), the railway cluster enrolled in `dir/data`,
-/// and the port and URL the broker is to use.
+/// and the port and URLs the broker is to use: `url` the fleet's listener (agents, workers),
+/// `control_url` the control plane's (the control plane, the CLI).
 pub struct WithMosquitto {
     pub mosquitto: PathBuf,
     pub dir: tempfile::TempDir,
@@ -220,6 +238,7 @@ pub struct WithMosquitto {
     pub creds: Creds,
     pub port: u16,
     pub url: String,
+    pub control_url: String,
 }
 
 /// Prepares [`WithMosquitto`], or gives `None` after saying the test is skipped.
@@ -229,7 +248,7 @@ pub fn with_mosquitto() -> Option<WithMosquitto> {
     let data = dir.path().join("data");
     let cluster = acoa_shared::model::load_cluster(&scenario("cluster.yaml")).unwrap();
     let creds = enroll_all(&data, &cluster);
-    let port = free_port();
+    let port = free_port_pair();
     let url = format!("mqtt://127.0.0.1:{port}");
     Some(WithMosquitto {
         mosquitto,
@@ -239,6 +258,7 @@ pub fn with_mosquitto() -> Option<WithMosquitto> {
         creds,
         port,
         url,
+        control_url: control_url(port),
     })
 }
 
@@ -251,9 +271,10 @@ impl Drop for Mosquitto {
     }
 }
 
-/// Writes Mosquitto's configuration for the control plane in `data` (`mosquitto-config`,
-/// listening on 127.0.0.1:`port`) under `dir/mosquitto`, starts `mosquitto` on it (log in
-/// `dir/mosquitto.log`, `-v` if `verbose`) and waits until it listens; returns it and the
+/// Writes Mosquitto's configuration for the control plane in `data` (`mosquitto-config`: the
+/// fleet's listener on 127.0.0.1:`port`, the control plane's on the next port, [`control_url`];
+/// take `port` from [`free_port_pair`]) under `dir/mosquitto`, starts `mosquitto` on it (log in
+/// `dir/mosquitto.log`, `-v` if `verbose`) and waits until both listen; returns it and the
 /// generated ACL. `dir` must be readable by Mosquitto's own user.
 pub async fn start_mosquitto(
     mosquitto: &Path,
@@ -287,6 +308,7 @@ pub async fn start_mosquitto(
     }
     let m = Mosquitto(cmd.stdout(Stdio::null()).stderr(mlog).spawn().unwrap());
     wait_mosquitto(port).await;
+    wait_mosquitto(port + 1).await;
     (m, acl)
 }
 

@@ -15,6 +15,9 @@
 //! applied by the embedded broker when a client connects): a broker closes the session of a
 //! client id when another connection takes it, so a node that could connect as
 //! `acoa-control-plane-apps` would throw the control plane off its broker, again and again.
+//! Mosquitto's ACL cannot say it: there the fleet's listener makes every client's id its
+//! login's name, and no node or worker name begins with [`SYSTEM_PREFIX`]
+//! (`cloud-broker mosquitto-config`).
 
 use super::{actual, desired, links, online, peers, report, usage, AGENT_MAX_PACKET};
 use crate::jobs;
@@ -108,6 +111,18 @@ pub enum Refusal {
         len: usize,
         max: usize,
     },
+}
+
+/// The beginning of every client id of the system's own connections (the four prefixes
+/// below) and of the control plane's and the admin's logins. A node's or a worker's name never
+/// begins with it ([`is_system_name`]): where a broker makes a login's name its client id
+/// (Mosquitto's fleet listener), no login's name is one of the system's client ids.
+pub const SYSTEM_PREFIX: &str = "acoa-";
+
+/// Is `name` reserved for the system's own logins and client ids (it begins with
+/// [`SYSTEM_PREFIX`])?
+pub fn is_system_name(name: &str) -> bool {
+    name.starts_with(SYSTEM_PREFIX)
 }
 
 /// The client id prefix of the control plane's connections (`acoa-control-plane`,
@@ -254,6 +269,19 @@ mod tests {
     use crate::topics::{app, app_status};
 
     const ALL: [Role; 4] = [Role::ControlPlane, Role::Admin, Role::Node, Role::Worker];
+
+    #[test]
+    fn every_client_id_of_the_system_begins_with_its_prefix() {
+        for p in [
+            CONTROL_PLANE_CLIENT_PREFIX,
+            AGENT_CLIENT_PREFIX,
+            WORKER_CLIENT_PREFIX,
+            CLI_CLIENT_PREFIX,
+        ] {
+            assert!(is_system_name(p), "{p}");
+        }
+        assert!(!is_system_name("n1") && !is_system_name("acoa") && !is_system_name("xacoa-1"));
+    }
 
     #[test]
     fn the_systems_client_ids_are_reserved_for_their_logins() {
