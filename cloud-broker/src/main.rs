@@ -583,7 +583,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             cloud_broker::mosquitto::generate(&dd, &out, at)
                 .with_context(|| format!("mosquitto configuration in {}", out.display()))?;
             println!(
-                "wrote {0}/passwd, {0}/passwd-control, {0}/acl, {0}/mosquitto.conf (run: mosquitto -c {0}/mosquitto.conf)",
+                "wrote {0}/passwd, {0}/acl, {0}/passwd-control, {0}/acl-control, {0}/mosquitto.conf (run: mosquitto -c {0}/mosquitto.conf)",
                 out.display()
             );
             println!(

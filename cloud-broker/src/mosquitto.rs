@@ -86,9 +86,12 @@ pub fn on_fleet_listener(role: acl::Role) -> bool {
 }
 
 /// `mosquitto.conf`'s text: the fleet's listener makes every client id its login's name; the
-/// control plane's does not; each takes only its own logins (`passwd`, `passwd-control`).
+/// control plane's does not; each takes only its own logins, with their grants (`passwd` and
+/// `acl`, `passwd-control` and `acl-control`: Mosquitto reads a listener's files for each
+/// listener, and the control plane's are two logins long).
 pub fn conf(at: Listeners, out: &Path) -> String {
-    let listener = |addr: SocketAddr, passwd: &str, fleet: bool| {
+    let listener = |addr: SocketAddr, fleet: bool| {
+        let suffix = if fleet { "" } else { "-control" };
         format!(
             "\nlistener {} {}\n\
              allow_anonymous false\n\
@@ -96,8 +99,8 @@ pub fn conf(at: Listeners, out: &Path) -> String {
              acl_file {}\n{}",
             addr.port(),
             addr.ip(),
-            out.join(passwd).display(),
-            out.join("acl").display(),
+            out.join(format!("passwd{suffix}")).display(),
+            out.join(format!("acl{suffix}")).display(),
             if fleet {
                 "use_username_as_clientid true\n"
             } else {
@@ -118,13 +121,14 @@ pub fn conf(at: Listeners, out: &Path) -> String {
          {}",
         MAX_PAYLOAD + 1024,
         out.join("persist").display(),
-        listener(at.fleet, "passwd", true),
-        listener(at.control, "passwd-control", false),
+        listener(at.fleet, true),
+        listener(at.control, false),
     )
 }
 
-/// Writes `passwd` (the fleet's logins) and `passwd-control` (the control plane's and the
-/// admin's), hashed with `mosquitto_passwd -U`, `acl` and `mosquitto.conf` into `out`.
+/// Writes `passwd` and `acl` (the fleet's logins), `passwd-control` and `acl-control` (the
+/// control plane's and the admin's), the passwords hashed with `mosquitto_passwd -U`, and
+/// `mosquitto.conf` into `out`.
 pub fn generate(dd: &DataDir, out: &Path, at: Listeners) -> anyhow::Result<()> {
     let logins = dd.logins()?;
     if let Some((u, _)) = logins
@@ -143,11 +147,20 @@ pub fn generate(dd: &DataDir, out: &Path, at: Listeners) -> anyhow::Result<()> {
     // Mosquitto started as root drops to the `mosquitto` user: let that user read the hashes
     // and write its database
     let owner = system_user("mosquitto");
-    for (file, fleet) in [("passwd", true), ("passwd-control", false)] {
-        let path = out.join(file);
-        let plain: String = logins
+    for (suffix, fleet) in [("", true), ("-control", false)] {
+        let theirs: BTreeMap<String, Account> = logins
             .iter()
             .filter(|(_, a)| on_fleet_listener(a.role) == fleet)
+            .map(|(u, a)| (u.clone(), a.clone()))
+            .collect();
+        write_atomic(
+            &out.join(format!("acl{suffix}")),
+            acl(&theirs).as_bytes(),
+            0o644,
+        )?;
+        let path = out.join(format!("passwd{suffix}"));
+        let plain: String = theirs
+            .iter()
             .map(|(u, a)| format!("{u}:{}\n", a.password))
             .collect();
         write_atomic(&path, plain.as_bytes(), 0o600)?;
@@ -163,7 +176,6 @@ pub fn generate(dd: &DataDir, out: &Path, at: Listeners) -> anyhow::Result<()> {
     if let Some((uid, gid)) = owner {
         let _ = std::os::unix::fs::chown(&persist, Some(uid), Some(gid));
     }
-    write_atomic(&out.join("acl"), acl(&logins).as_bytes(), 0o644)?;
     write_atomic(&out.join("mosquitto.conf"), conf(at, out).as_bytes(), 0o644)?;
     Ok(())
 }
@@ -245,9 +257,8 @@ mod tests {
         assert!(control_part.contains("password_file /etc/acoa/mq/passwd-control\n"));
         assert!(!control_part.contains("use_username_as_clientid"));
         assert!(control_part.contains("allow_anonymous false\n"));
-        for part in [fleet_part, control_part] {
-            assert!(part.contains("acl_file /etc/acoa/mq/acl\n"));
-        }
+        assert!(fleet_part.contains("acl_file /etc/acoa/mq/acl\n"));
+        assert!(control_part.contains("acl_file /etc/acoa/mq/acl-control\n"));
         // the logins of each listener
         assert!(on_fleet_listener(acl::Role::Node) && on_fleet_listener(acl::Role::Worker));
         assert!(

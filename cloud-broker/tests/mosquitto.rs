@@ -27,6 +27,13 @@ fn mosquitto_with_the_generated_acl_refuses_foreign_topics() {
         let (_m, acl) = start_mosquitto(&mosquitto, dir.path(), &data, port, true).await;
         assert!(acl.contains("user n1\ntopic write acoa/v1/nodes/n1/report"));
         assert!(!acl.contains("topic write acoa/v1/nodes/n1/desired"));
+        // each listener has the grants of its own logins only
+        assert!(!acl.contains("user acoa-control-plane"));
+        let acl_control =
+            std::fs::read_to_string(dir.path().join("mosquitto/acl-control")).unwrap();
+        assert!(acl_control.contains("user acoa-control-plane\ntopic readwrite acoa/#\n"));
+        assert!(acl_control.contains("user acoa-admin\n"));
+        assert!(!acl_control.contains("user n1"));
         let url = format!("mqtt://127.0.0.1:{port}");
         let cp = ControlPlane::start(
             &data,
