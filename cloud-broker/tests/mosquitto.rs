@@ -208,6 +208,31 @@ fn on_mosquitto_a_node_cannot_take_the_control_planes_or_another_agents_client_i
             o.set_credentials("n1", pw1.as_str());
             assert!(connects(o).await, "n1 as {id}");
         }
+        // one connection per login: a second one takes the first one's session (so one login
+        // cannot hold the broker's connections either)
+        let mut o = MqttOptions::new("n1-first", "127.0.0.1", port);
+        o.set_credentials("n1", pw1.as_str());
+        let first = tokio::spawn(async move {
+            let (_c, mut el) = AsyncClient::new(o, 10);
+            let mut connected = false;
+            loop {
+                match el.poll().await {
+                    Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => connected = true,
+                    Ok(_) => {}
+                    Err(_) => return connected,
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut o = MqttOptions::new("n1-second", "127.0.0.1", port);
+        o.set_credentials("n1", pw1.as_str());
+        let (_second, mut el) = AsyncClient::new(o, 10);
+        tokio::spawn(async move { while el.poll().await.is_ok() {} });
+        let dropped = tokio::time::timeout(Duration::from_secs(5), first).await;
+        assert!(
+            matches!(dropped, Ok(Ok(true))),
+            "the first connection of n1's login was not taken over: {dropped:?}"
+        );
         // the control plane's listener does not take a node's login at all
         for id in ["acoa-control-plane-apps", "n1"] {
             let mut o = MqttOptions::new(id, "127.0.0.1", port + 1);
@@ -235,7 +260,7 @@ fn on_mosquitto_a_node_cannot_take_the_control_planes_or_another_agents_client_i
             .lines()
             .filter(|l| l.contains("New client connected") && l.contains(" as n1 "))
             .count();
-        assert_eq!(as_n1, 7, "{mlog}");
+        assert_eq!(as_n1, 9, "{mlog}");
     });
 }
 
