@@ -85,13 +85,23 @@ pub fn on_fleet_listener(role: acl::Role) -> bool {
     matches!(role, acl::Role::Node | acl::Role::Worker)
 }
 
+/// What ends the names of a listener's password file and ACL: nothing for the fleet's
+/// (`passwd`, `acl`), `-control` for the control plane's.
+fn files_suffix(fleet: bool) -> &'static str {
+    if fleet {
+        ""
+    } else {
+        "-control"
+    }
+}
+
 /// `mosquitto.conf`'s text: the fleet's listener makes every client id its login's name; the
 /// control plane's does not; each takes only its own logins, with their grants (`passwd` and
 /// `acl`, `passwd-control` and `acl-control`: Mosquitto reads a listener's files for each
 /// listener, and the control plane's are two logins long).
 pub fn conf(at: Listeners, out: &Path) -> String {
     let listener = |addr: SocketAddr, fleet: bool| {
-        let suffix = if fleet { "" } else { "-control" };
+        let suffix = files_suffix(fleet);
         format!(
             "\nlistener {} {}\n\
              allow_anonymous false\n\
@@ -147,12 +157,11 @@ pub fn generate(dd: &DataDir, out: &Path, at: Listeners) -> anyhow::Result<()> {
     // Mosquitto started as root drops to the `mosquitto` user: let that user read the hashes
     // and write its database
     let owner = system_user("mosquitto");
-    for (suffix, fleet) in [("", true), ("-control", false)] {
-        let theirs: BTreeMap<String, Account> = logins
-            .iter()
-            .filter(|(_, a)| on_fleet_listener(a.role) == fleet)
-            .map(|(u, a)| (u.clone(), a.clone()))
-            .collect();
+    let (fleet_logins, control_logins): (BTreeMap<_, _>, BTreeMap<_, _>) = logins
+        .into_iter()
+        .partition(|(_, a)| on_fleet_listener(a.role));
+    for (theirs, fleet) in [(fleet_logins, true), (control_logins, false)] {
+        let suffix = files_suffix(fleet);
         write_atomic(
             &out.join(format!("acl{suffix}")),
             acl(&theirs).as_bytes(),
@@ -252,7 +261,7 @@ mod tests {
         let (fleet_part, control_part) = rest.split_once("\nlistener 1884 0.0.0.0\n").unwrap();
         assert!(head.contains("per_listener_settings true\n"));
         assert!(fleet_part.contains("password_file /etc/acoa/mq/passwd\n"));
-        assert!(fleet_part.contains(""));
+        assert!(fleet_part.contains("use_username_as_clientid true\n"));
         assert!(fleet_part.contains("allow_anonymous false\n"));
         assert!(control_part.contains("password_file /etc/acoa/mq/passwd-control\n"));
         assert!(!control_part.contains("use_username_as_clientid"));
