@@ -192,6 +192,11 @@ impl DataDir {
     pub fn endpoint_path(&self) -> PathBuf {
         self.root.join("endpoint")
     }
+    /// Present while `serve` uses external brokers (`--broker-url`): their URLs in `endpoint`
+    /// are the control plane's listeners, which take no node.
+    pub fn endpoint_external_path(&self) -> PathBuf {
+        self.root.join("endpoint-external")
+    }
 
     fn ensure_root(&self) -> Result<(), IdentityError> {
         std::fs::create_dir_all(&self.root).map_err(|e| bad(&self.root, e))
@@ -424,6 +429,11 @@ impl DataDir {
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
+    }
+
+    /// Whether the brokers `serve` last used were external ones ([`DataDir::endpoint_external_path`]).
+    pub fn endpoint_is_external(&self) -> bool {
+        self.endpoint_external_path().exists()
     }
 
     /// Every login the broker must accept (nodes, workers, control plane, admin) with its role.

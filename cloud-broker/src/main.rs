@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use acoa_shared::wire::keys;
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_broker::dispatch::WorkersConfig;
 use cloud_broker::engine::{EngineConfig, Liveness};
@@ -413,12 +413,22 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// The broker URL `worker add` and `node add` print: the one given, else the one `serve` uses,
-/// else the default listener.
-fn printed_url(dd: &DataDir, broker_url: Option<String>) -> String {
-    broker_url
-        .or_else(|| dd.endpoint())
-        .unwrap_or_else(|| "mqtt://127.0.0.1:1883".into())
+/// The broker URL `worker add` and `node add` print: the one given, else the embedded broker
+/// `serve` uses, else the default listener. `serve`'s external brokers are refused: the URLs it
+/// uses are the control plane's listeners, and nodes and workers take the fleet's.
+fn printed_url(dd: &DataDir, broker_url: Option<String>) -> anyhow::Result<String> {
+    if let Some(u) = broker_url {
+        return Ok(u);
+    }
+    match dd.endpoint() {
+        Some(u) if dd.endpoint_is_external() => bail!(
+            "the control plane uses external brokers ({u}), on their control plane's listener, \
+             which takes no node or worker: give --broker-url the fleet's listener (the address \
+             of `mosquitto-config --listen`)"
+        ),
+        Some(u) => Ok(u),
+        None => Ok("mqtt://127.0.0.1:1883".into()),
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
@@ -448,9 +458,9 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         }
         Cmd::Worker { cmd } => match cmd {
             WorkerCmd::Add { name, broker_url } => {
-                let login = dd.add_worker(&name)?;
                 // workers take jobs on the first broker of a list
-                let url = printed_url(&dd, broker_url);
+                let url = printed_url(&dd, broker_url)?;
+                let login = dd.add_worker(&name)?;
                 let url = url.split(',').next().unwrap_or_default().trim();
                 let cp = dd.signing_key()?.verifying_key();
                 println!(
@@ -476,8 +486,8 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 public_key,
                 broker_url,
             } => {
+                let url = printed_url(&dd, broker_url)?;
                 let e = dd.add_node(&name, public_key.as_deref())?;
-                let url = printed_url(&dd, broker_url);
                 let cp = dd.signing_key()?.verifying_key();
                 print!("{}", agent_broker_config(&url, &name, &e, &cp));
                 if e.public_key.is_none() {

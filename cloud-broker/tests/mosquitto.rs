@@ -267,7 +267,8 @@ fn on_mosquitto_a_node_cannot_take_the_control_planes_or_another_agents_client_i
 /// Before any node is enrolled the fleet's password file is empty (nobody gets in there) and
 /// Mosquitto runs the control plane all the same; an inventory with a node named like the
 /// system's client ids (written before names beginning `acoa-` were refused) gets no
-/// configuration, and the error names it.
+/// configuration, and the error names it. With the control plane on external brokers,
+/// `node add` wants the fleet's listener given.
 #[test]
 fn mosquitto_config_without_nodes_and_with_a_reserved_name() {
     let Some(mosquitto) = mosquitto() else {
@@ -283,6 +284,18 @@ fn mosquitto_config_without_nodes_and_with_a_reserved_name() {
         let cp = ControlPlane::start(&data, free_port(), &["--broker-url", &control_url(port)]);
         cp.wait_log_async("connected to the broker", Duration::from_secs(10))
             .await;
+
+        // `node add` does not print the control plane's listener for a node
+        let out = cli(&data, &["node", "add", "n5"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains("external brokers") && err.contains("give --broker-url the fleet's"),
+            "{err}"
+        );
+        let fleet = format!("mqtt://127.0.0.1:{port}");
+        let section = ok(cli(&data, &["node", "add", "n5", "--broker-url", &fleet]));
+        assert!(section.contains(&fleet), "{section}");
 
         let inventory = data.join("inventory.json");
         std::fs::write(
