@@ -54,7 +54,7 @@ struct Args {
     #[arg(long)]
     scenario: std::path::PathBuf,
     /// The control plane's `--explore-rounds`.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = cloud_broker::engine::DEFAULT_EXPLORE_ROUNDS)]
     explore_rounds: u32,
     /// The control plane's `--explore-width`.
     #[arg(long, default_value_t = acoa_scheduler::explore::DEFAULT_WIDTH)]

@@ -188,7 +188,7 @@ struct ServeArgs {
     /// Exploration rounds after a placement that rested on estimated links: each probes the
     /// links around the best placement on estimates and moves only onto measured links (0:
     /// none).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = cloud_broker::engine::DEFAULT_EXPLORE_ROUNDS)]
     explore_rounds: u32,
     /// Candidate nodes per component in an exploration round (1 to 16; at most this squared
     /// links probed per channel and round).

@@ -55,7 +55,7 @@ pub mod view;
 
 use commit::reservations_of;
 pub use commit::validate;
-pub use explore::EXPLORE_WAIT_MS;
+pub use explore::{DEFAULT_EXPLORE_ROUNDS, EXPLORE_WAIT_MS};
 use inventory::LiveNode;
 pub(crate) use jobs::grades;
 pub use jobs::{
@@ -162,7 +162,7 @@ impl Default for EngineConfig {
             stats_every_ms: 10_000,
             deschedule_ms: 10_000,
             netaware_threshold: 0.2,
-            explore_rounds: 5,
+            explore_rounds: DEFAULT_EXPLORE_ROUNDS,
             explore_width: acoa_scheduler::explore::DEFAULT_WIDTH,
             observed_window: 10,
             observed_max_age_ms: 30_000,
