@@ -194,7 +194,7 @@ impl DataDir {
     }
     /// Present while `serve` uses external brokers (`--broker-url`): their URLs in `endpoint`
     /// are the control plane's listeners, which take no node.
-    pub fn endpoint_external_path(&self) -> PathBuf {
+    fn endpoint_external_path(&self) -> PathBuf {
         self.root.join("endpoint-external")
     }
 
@@ -436,6 +436,18 @@ impl DataDir {
         self.endpoint_external_path().exists()
     }
 
+    /// Marks the brokers `serve` uses as external, or as the embedded one; writes nothing when
+    /// the mark already says so.
+    pub fn mark_endpoint_external(&self, external: bool) -> Result<(), IdentityError> {
+        let p = self.endpoint_external_path();
+        match (external, p.exists()) {
+            (true, false) => write_atomic(&p, b"external\n", 0o644)?,
+            (false, true) => std::fs::remove_file(&p).map_err(|e| bad(&p, e))?,
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Every login the broker must accept (nodes, workers, control plane, admin) with its role.
     pub fn logins(&self) -> Result<BTreeMap<String, Account>, IdentityError> {
         let creds = self.credentials()?;
@@ -484,6 +496,19 @@ pub fn agent_broker_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_external_brokers_mark_is_set_and_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let dd = DataDir::new(dir.path());
+        assert!(!dd.endpoint_is_external());
+        dd.mark_endpoint_external(true).unwrap();
+        dd.mark_endpoint_external(true).unwrap();
+        assert!(dd.endpoint_is_external());
+        dd.mark_endpoint_external(false).unwrap();
+        assert!(!dd.endpoint_is_external());
+        dd.mark_endpoint_external(false).unwrap();
+    }
 
     #[test]
     fn node_add_set_key_remove_round_trip() {

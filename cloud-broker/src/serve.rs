@@ -314,22 +314,11 @@ fn start_broker(
         list => (conn::parse_list(&list.join(","))?, None),
     };
     let url = urls.join(",");
-    let external = !opts.broker_urls.is_empty();
     spawn_inventory_watch(dd.clone(), keys.clone(), logins, ctl_tx.clone());
     // `node add` and `worker add` print a broker only when it is the embedded one, which
     // takes every login
-    let marker = dd.endpoint_external_path();
-    let marked = match external {
-        true if !dd.endpoint_is_external() => {
-            crate::store::write_atomic(&marker, b"external\n", 0o644).map_err(|e| e.to_string())
-        }
-        false if dd.endpoint_is_external() => {
-            std::fs::remove_file(&marker).map_err(|e| e.to_string())
-        }
-        _ => Ok(()),
-    };
-    if let Err(e) = marked {
-        warn!("{} cannot be updated: {e}", marker.display());
+    if let Err(e) = dd.mark_endpoint_external(!opts.broker_urls.is_empty()) {
+        warn!("whether the brokers are external cannot be written for the command line: {e}");
     }
     // unchanged on a restart: not written again, so a full disk does not stop the start
     if dd.endpoint().as_deref() != Some(url.as_str()) {
