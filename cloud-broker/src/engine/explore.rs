@@ -207,7 +207,7 @@ impl Engine {
                 self.probes.targeted.insert(app.clone(), own);
             }
         }
-        self.peers_dirty = true;
+        self.probes.targets_dirty = true;
         self.update_status(&app, out);
     }
 }

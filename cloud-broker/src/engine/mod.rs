@@ -671,6 +671,8 @@ impl Engine {
             && !self.peers_computing()
         {
             self.publish_peers(out);
+        } else if self.probes.targets_dirty && !self.peers_computing() {
+            self.retarget_peers(out);
         }
         // the model taken ahead first: an application whose targeted links came is evaluated
         // again on the model that has them

@@ -88,6 +88,54 @@ pub struct ListEntry {
     pub peer: Arc<PeerAt>,
     /// Of the node's own group.
     pub group: bool,
+    /// In the list only because a placement targets it (not one of the node's neighbours):
+    /// it leaves with the target ([`retarget`]). Not on the wire.
+    pub targeted: bool,
+}
+
+/// Whether two lists name the same peers as the wire says them (the `targeted` marks aside).
+pub fn same_peers(a: &[ListEntry], b: &[ListEntry]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.peer == y.peer && x.group == y.group)
+}
+
+/// `sent` with its targeted peers set to `want` (a node's targets now), its neighbours kept:
+/// the entries only targeted and no longer wanted leave, the peers wanted and not listed come
+/// in (`peer_of`: as a peer list names it and whether it is of the node's group, `None` when
+/// it is not a candidate) while there is room, in the order of their names, as
+/// [`peer_lists`] adds them. O(list + targets): a change of targets alone (an exploration
+/// round) needs no new neighbour sets.
+pub fn retarget(
+    node: &str,
+    sent: &[ListEntry],
+    want: Option<&BTreeSet<String>>,
+    mut peer_of: impl FnMut(&str) -> Option<(Arc<PeerAt>, bool)>,
+) -> Vec<ListEntry> {
+    let wanted = |p: &str| want.is_some_and(|w| w.contains(p));
+    let mut list: Vec<ListEntry> = sent
+        .iter()
+        .filter(|e| !e.targeted || wanted(&e.peer.name))
+        .cloned()
+        .collect();
+    for t in want.into_iter().flatten() {
+        if list.len() >= MAX_PEERS_PER_NODE {
+            break;
+        }
+        if t == node || list.iter().any(|e| *e.peer.name == **t) {
+            continue;
+        }
+        if let Some((peer, group)) = peer_of(t) {
+            list.push(ListEntry {
+                peer,
+                group,
+                targeted: true,
+            });
+        }
+    }
+    list.sort();
+    list
 }
 
 /// The peer list of every candidate: its `k` neighbours and, beyond them, the peers
@@ -120,13 +168,14 @@ pub fn peer_lists(
     let mut out = BTreeMap::new();
     for ((i, c), sel) in cands.iter().enumerate().zip(neighbours) {
         let mut chosen: BTreeSet<usize> = sel.into_iter().collect();
+        let mut only_targeted = BTreeSet::new();
         for t in targeted.get(c.name()).into_iter().flatten() {
             if chosen.len() >= MAX_PEERS_PER_NODE {
                 break;
             }
             if let Some(&j) = index.get(t.as_str()) {
-                if j != i {
-                    chosen.insert(j);
+                if j != i && chosen.insert(j) {
+                    only_targeted.insert(j);
                 }
             }
         }
@@ -135,6 +184,7 @@ pub fn peer_lists(
             .map(|j| ListEntry {
                 peer: cands[j].peer.clone(),
                 group: cands[j].group == c.group,
+                targeted: only_targeted.contains(&j),
             })
             .collect();
         list.sort();
@@ -182,7 +232,11 @@ impl PeersJob {
     pub fn run(&self) -> PeersComputed {
         let lists = peer_lists(&self.cands, self.k, &self.targets, self.seed);
         let live: HashSet<&PeerAt> = self.cands.iter().map(|c| &*c.peer).collect();
-        let (due, deferred) = due(&lists, &self.sent, &self.targets, &live, self.stale_before);
+        let Due {
+            due,
+            relabel,
+            deferred,
+        } = due(&lists, &self.sent, &self.targets, &live, self.stale_before);
         let mut signed = BTreeMap::new();
         for node in &due {
             let list = &lists[node];
@@ -199,10 +253,24 @@ impl PeersJob {
             generation: self.generation,
             lists,
             due,
+            relabel,
             deferred,
             signed,
         }
     }
+}
+
+/// Which lists of a round are published ([`due`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Due {
+    /// The nodes whose list is published now.
+    pub due: Vec<String>,
+    /// The nodes whose list names the peers the one sent does, with other `targeted` marks
+    /// (a targeted peer that became a neighbour, or the other way): kept as the one sent,
+    /// not published again.
+    pub relabel: Vec<String>,
+    /// How many others differ but wait.
+    pub deferred: usize,
 }
 
 /// The nodes whose list in `lists` differs from the one `sent` and is published now, and how
@@ -223,17 +291,23 @@ pub fn due(
     targets: &BTreeMap<String, BTreeSet<String>>,
     live: &HashSet<&PeerAt>,
     stale_before: u64,
-) -> (Vec<String>, usize) {
+) -> Due {
     // whether list `l` names peer `p` (a few dozen entries)
     let names = |l: &[ListEntry], p: &str| l.iter().any(|e| &*e.peer.name == p);
-    let mut deferred = 0;
-    let mut due = vec![];
+    let Due {
+        mut due,
+        mut relabel,
+        mut deferred,
+    } = Due::default();
     for (node, list) in lists {
         let Some(s) = sent.get(node) else {
             due.push(node.clone());
             continue;
         };
-        if s.list == *list {
+        if same_peers(&s.list, list) {
+            if s.list != *list {
+                relabel.push(node.clone());
+            }
             continue;
         }
         let targeted_new = || {
@@ -251,7 +325,11 @@ pub fn due(
             deferred += 1;
         }
     }
-    (due, deferred)
+    Due {
+        due,
+        relabel,
+        deferred,
+    }
 }
 
 /// The result of a [`PeersJob`].
@@ -261,8 +339,10 @@ pub struct PeersComputed {
     /// The generation `signed` carries.
     pub generation: u64,
     pub lists: BTreeMap<String, Vec<ListEntry>>,
-    /// The nodes whose lists are published ([`due`]), and how many changed lists wait.
+    /// The nodes whose lists are published, those kept with other marks, and how many changed
+    /// lists wait ([`Due`]).
     pub due: Vec<String>,
+    pub relabel: Vec<String>,
     pub deferred: usize,
     /// The lists due, framed and signed: what is published.
     pub signed: BTreeMap<String, Vec<u8>>,
@@ -347,5 +427,76 @@ mod tests {
         // k above the wire's bound is cut to it
         let big = peer_lists(&cands, 1000, &none, 1);
         assert!(big.values().all(|l| l.len() == MAX_PEERS_PER_NODE));
+    }
+    /// A targeted peer that is not a neighbour is marked; retargeting a list gives what
+    /// computing every list with the new targets gives; a list that only changed its marks is
+    /// kept, not published.
+    #[test]
+    fn retargeting_a_list_gives_what_computing_it_again_gives() {
+        let cands: Vec<Candidate> = (0..200)
+            .map(|i| cand(&format!("n{i}"), &format!("dc{}", i % 10), i as f64))
+            .collect();
+        let none = BTreeMap::new();
+        let base = peer_lists(&cands, 8, &none, 1);
+        assert!(base.values().flatten().all(|e| !e.targeted));
+        let neighbour = base["n0"][0].peer.name.to_string();
+        let t = |peers: &[&str]| {
+            BTreeMap::from([(
+                "n0".to_string(),
+                peers.iter().map(|p| p.to_string()).collect::<BTreeSet<_>>(),
+            )])
+        };
+        let listed = |p: &str| base["n0"].iter().any(|e| &*e.peer.name == p);
+        let far: Vec<String> = (100..200)
+            .rev()
+            .map(|i| format!("n{i}"))
+            .filter(|p| !listed(p))
+            .take(3)
+            .collect();
+        let first = t(&[&far[0], &far[1], &neighbour]);
+        let with = peer_lists(&cands, 8, &first, 1);
+        let marked: Vec<&str> = with["n0"]
+            .iter()
+            .filter(|e| e.targeted)
+            .map(|e| &*e.peer.name)
+            .collect();
+        assert_eq!(
+            marked,
+            [&far[1], &far[0]],
+            "the neighbour targeted is not marked"
+        );
+        let peer_of = |p: &str| {
+            let c = cands.iter().find(|c| c.name() == p)?;
+            Some((c.peer.clone(), c.group == "dc0"))
+        };
+        for next in [
+            t(&[&far[0], &far[2]]),
+            t(&[]),
+            t(&["n0", &neighbour]),
+            first.clone(),
+        ] {
+            let got = retarget("n0", &with["n0"], next.get("n0"), peer_of);
+            assert_eq!(got, peer_lists(&cands, 8, &next, 1)["n0"], "{next:?}");
+        }
+        // marks alone differ: kept as sent with the new marks, not published
+        let sent: Sent = with
+            .iter()
+            .map(|(n, l)| {
+                let mut list = l.clone();
+                list.iter_mut().for_each(|e| e.targeted = false);
+                let s = SentList {
+                    generation: 1,
+                    at_ms: 0,
+                    list,
+                };
+                (n.clone(), s)
+            })
+            .collect();
+        let live: HashSet<&PeerAt> = cands.iter().map(|c| &*c.peer).collect();
+        let d = due(&with, &sent, &first, &live, 0);
+        assert_eq!(
+            (d.due.len(), d.relabel, d.deferred),
+            (0, vec!["n0".to_string()], 0)
+        );
     }
 }

@@ -28,10 +28,12 @@
 //!   descheduler does not move on an estimate alone.
 //! - Targeted probes ([`Engine::target_placement`]): after a placement is applied (and for every
 //!   placement restored at start-up), the pairs its channels use are added to the first node's
-//!   list (probing the second) and stay there while the placement does, so that no rotation of
-//!   the random slots and no takeover leaves a placement on expired measurements; when the last
-//!   of those that were only estimated is measured, the application is evaluated again
-//!   (`Purpose::Reevaluate` or an exploration round, on the next tick).
+//!   list (probing the second; a change of targets alone is applied to the lists sent, only
+//!   for the nodes concerned: [`Engine::retarget_peers`]) and stay there while the placement
+//!   does, so that no rotation of the random slots and no takeover leaves a placement on
+//!   expired measurements; when the last of those that were only estimated is measured, the
+//!   application is evaluated again (`Purpose::Reevaluate` or an exploration round, on the next
+//!   tick).
 //!
 //! Invariant: a node's list never names the node itself, holds at most
 //! [`wire::MAX_PEERS_PER_NODE`] peers and each peer once; the same members, coordinates,
@@ -57,7 +59,8 @@ use crate::records::PersistOp;
 
 use super::peerlists::{frame, SentList};
 pub use super::peerlists::{
-    peer_lists, rotation_epoch, Candidate, ListEntry, PeerAt, PeersComputed, PeersJob, Sent,
+    peer_lists, retarget, rotation_epoch, Candidate, ListEntry, PeerAt, PeersComputed, PeersJob,
+    Sent,
 };
 
 /// The seed of the neighbour sets' random slots (fixed: a list changes only when its members,
@@ -86,6 +89,11 @@ pub(super) struct Probes {
     pub(super) measured_apps: BTreeMap<String, u64>,
     /// A coordinate moved since the lists were computed.
     pub(super) moved: bool,
+    /// The targeted pairs changed since the lists were last computed or retargeted
+    /// ([`Engine::retarget_peers`]).
+    pub(super) targets_dirty: bool,
+    /// The targeted peers of each node the lists were last computed or retargeted for.
+    pub(super) listed_targets: BTreeMap<String, BTreeSet<String>>,
     /// The last round left changed lists unpublished (only other neighbours found): a round
     /// comes at the refresh period to publish them ([`super::peerlists::due`]).
     pub(super) deferred: bool,
@@ -166,14 +174,17 @@ impl Engine {
         self.peers_dirty = false;
         self.probes.moved = false;
         self.probes.deferred = false;
+        self.probes.targets_dirty = false;
         self.last_peers_pub = self.now;
         self.probes.last_refresh = self.now;
         let cands = self.candidates();
         self.probes.last_job += 1;
+        let targets = self.probes.targets();
+        self.probes.listed_targets = targets.clone();
         let job = PeersJob {
             id: self.probes.last_job,
             k: self.cfg.peers_k,
-            targets: self.probes.targets(),
+            targets,
             seed: NEIGHBOUR_SEED,
             cands,
             generation: self.meta.peer_generation + 1,
@@ -211,49 +222,34 @@ impl Engine {
     /// meanwhile).
     fn publish_lists(&mut self, r: PeersComputed, out: &mut Vec<Action>) {
         let PeersComputed {
-            lists,
+            mut lists,
             due,
+            relabel,
             deferred,
             mut signed,
             generation,
             ..
         } = r;
+        let total = lists.len();
         let sent = Arc::make_mut(&mut self.probes.sent);
         sent.retain(|n, _| lists.contains_key(n));
+        for n in relabel {
+            if let (Some(s), Some(list)) = (sent.get_mut(&n), lists.remove(&n)) {
+                s.list = list;
+            }
+        }
         self.probes.deferred = deferred > 0;
-        let due: Vec<(&String, &Vec<ListEntry>)> =
-            due.iter().filter_map(|n| lists.get_key_value(n)).collect();
+        let due: Vec<(String, Vec<ListEntry>)> = due
+            .into_iter()
+            .filter_map(|n| lists.remove_entry(&n))
+            .collect();
+        drop(lists);
         if due.is_empty() {
             return;
         }
-        let fresh = generation > self.meta.peer_generation;
-        let generation = if fresh {
-            generation
-        } else {
-            signed.clear();
-            self.meta.peer_generation + 1
-        };
-        let mut published = 0usize;
-        for (node, list) in &due {
-            let bytes = match signed.remove(*node) {
-                Some(b) => Ok(b),
-                None => {
-                    frame(node, generation, list).and_then(|m| wire::encode(&m, Some(&self.key)))
-                }
-            };
-            match bytes {
-                Ok(bytes) => {
-                    out.push(Action::PublishLatest {
-                        topic: topics::peers(node),
-                        payload: bytes,
-                    });
-                    published += 1;
-                }
-                Err(e) => error!("peer list of node {node} cannot be encoded: {e}"),
-            }
+        if generation <= self.meta.peer_generation {
+            signed.clear(); // a round published meanwhile: signed again for the next
         }
-        self.meta.peer_generation = generation;
-        out.push(Action::Persist(PersistOp::PutMeta(self.meta.clone())));
         let waiting = if deferred > 0 {
             format!(
                 "; {deferred} that only found other neighbours wait until theirs is {} s old",
@@ -262,19 +258,43 @@ impl Engine {
         } else {
             String::new()
         };
+        let (generation, published) = self.send_lists(due, signed, out);
         info!(
-            "peer lists {generation} published: {published} of {} nodes changed (k = {}){waiting}",
-            lists.len(),
+            "peer lists {generation} published: {published} of {total} nodes changed (k = {}){waiting}",
             self.cfg.peers_k.min(MAX_PEERS_PER_NODE)
         );
-        let due: Vec<(String, Vec<ListEntry>)> = due
-            .into_iter()
-            .map(|(n, l)| (n.clone(), l.clone()))
-            .collect();
+    }
+
+    /// Publishes `lists` as the next generation (the bytes `signed` holds for a node, else
+    /// signed here) and keeps them as sent; the generation and how many were published.
+    fn send_lists(
+        &mut self,
+        lists: Vec<(String, Vec<ListEntry>)>,
+        mut signed: BTreeMap<String, Vec<u8>>,
+        out: &mut Vec<Action>,
+    ) -> (u64, usize) {
+        let generation = self.meta.peer_generation + 1;
+        let mut published = 0usize;
         let sent = Arc::make_mut(&mut self.probes.sent);
-        for (n, list) in due {
+        for (node, list) in lists {
+            let bytes = match signed.remove(&node) {
+                Some(b) => Ok(b),
+                None => {
+                    frame(&node, generation, &list).and_then(|m| wire::encode(&m, Some(&self.key)))
+                }
+            };
+            match bytes {
+                Ok(bytes) => {
+                    out.push(Action::PublishLatest {
+                        topic: topics::peers(&node),
+                        payload: bytes,
+                    });
+                    published += 1;
+                }
+                Err(e) => error!("peer list of node {node} cannot be encoded: {e}"),
+            }
             sent.insert(
-                n,
+                node,
                 SentList {
                     generation,
                     at_ms: self.now,
@@ -282,6 +302,63 @@ impl Engine {
                 },
             );
         }
+        self.meta.peer_generation = generation;
+        out.push(Action::Persist(PersistOp::PutMeta(self.meta.clone())));
+        (generation, published)
+    }
+
+    /// The targeted pairs changed, nothing else: the lists of the nodes whose targets changed
+    /// are the ones sent with their targeted peers replaced ([`super::peerlists::retarget`]),
+    /// published at once (an exploration round changes a few nodes' targets every few seconds;
+    /// computing every list for it took 2.8 s of a core at 50,000 nodes). When one of those
+    /// nodes has no list sent yet (restored placements at start-up), a round of every list.
+    pub(super) fn retarget_peers(&mut self, out: &mut Vec<Action>) {
+        let targets = self.probes.targets();
+        let changed: BTreeSet<&String> = targets
+            .keys()
+            .chain(self.probes.listed_targets.keys())
+            .filter(|n| targets.get(*n) != self.probes.listed_targets.get(*n))
+            .collect();
+        if changed.iter().any(|n| !self.probes.sent.contains_key(*n)) {
+            return self.publish_peers(out);
+        }
+        self.probes.targets_dirty = false;
+        let mut lists = Vec::new();
+        for node in changed {
+            let s = &self.probes.sent[node];
+            let group = self.nodes.get(node).map(|n| &n.info.datacenter);
+            let list = retarget(node, &s.list, targets.get(node), |peer| {
+                let n = self.nodes.get(peer)?;
+                let candidate = n.state != NodeState::Lost && !n.info.probe_addr.is_empty();
+                candidate.then(|| {
+                    (
+                        Arc::new(PeerAt {
+                            name: peer.into(),
+                            addr: n.info.probe_addr.as_str().into(),
+                        }),
+                        group == Some(&n.info.datacenter),
+                    )
+                })
+            });
+            if list != s.list {
+                lists.push((node.clone(), list));
+            }
+        }
+        self.probes.listed_targets = targets;
+        let nodes: Vec<String> = lists.iter().map(|(n, _)| n.clone()).collect();
+        if nodes.is_empty() {
+            return;
+        }
+        let (generation, _) = self.send_lists(lists, BTreeMap::new(), out);
+        const NAMED: usize = 8;
+        let more = match nodes.len().saturating_sub(NAMED) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        info!(
+            "peer lists {generation} published: new targeted peers for {}{more}",
+            nodes[..nodes.len().min(NAMED)].join(", ")
+        );
     }
 
     /// Every peer list sent, published again unchanged (a new broker session).
@@ -438,7 +515,7 @@ impl Engine {
             } else {
                 self.probes.targeted.insert(app.to_string(), pairs);
             }
-            self.peers_dirty = true;
+            self.probes.targets_dirty = true;
         }
         estimated
     }
@@ -446,7 +523,7 @@ impl Engine {
     /// `app` is gone: its targeted probes go too.
     pub(super) fn untarget(&mut self, app: &str) {
         if self.probes.targeted.remove(app).is_some() {
-            self.peers_dirty = true;
+            self.probes.targets_dirty = true;
         }
         self.probes.awaiting.remove(app);
         self.probes.measured_apps.remove(app);
