@@ -665,14 +665,18 @@ impl Engine {
         self.expire_links();
         let refresh = (self.probes.moved || self.probes.deferred || self.cfg.peers_rotate_ms > 0)
             && now.saturating_sub(self.probes.last_refresh) >= self.cfg.peers_refresh_ms;
-        if (refresh
-            || (self.peers_dirty
-                && now.saturating_sub(self.last_peers_pub) >= self.peers_debounce_ms()))
-            && !self.peers_computing()
-        {
-            self.publish_peers(out);
-        } else if self.probes.targets_dirty && !self.peers_computing() {
-            self.retarget_peers(out);
+        let debounced = now.saturating_sub(self.last_peers_pub) >= self.peers_debounce_ms();
+        if !self.peers_computing() {
+            if refresh || (self.peers_dirty && debounced) {
+                self.publish_peers(out);
+            } else if self.probes.targets_dirty && !self.retarget_peers(out) {
+                // a node concerned has no list yet: a round of every list, at the pace of
+                // membership changes
+                self.peers_dirty = true;
+                if debounced {
+                    self.publish_peers(out);
+                }
+            }
         }
         // the model taken ahead first: an application whose targeted links came is evaluated
         // again on the model that has them

@@ -310,9 +310,10 @@ impl Engine {
     /// The targeted pairs changed, nothing else: the lists of the nodes whose targets changed
     /// are the ones sent with their targeted peers replaced ([`super::peerlists::retarget`]),
     /// published at once (an exploration round changes a few nodes' targets every few seconds;
-    /// computing every list for it took 2.8 s of a core at 50,000 nodes). When one of those
-    /// nodes has no list sent yet (restored placements at start-up), a round of every list.
-    pub(super) fn retarget_peers(&mut self, out: &mut Vec<Action>) {
+    /// computing every list for it took 2.8 s of a core at 50,000 nodes). False, and nothing
+    /// done, when one of those nodes has no list sent yet (placements restored at start-up):
+    /// that takes a round of every list.
+    pub(super) fn retarget_peers(&mut self, out: &mut Vec<Action>) -> bool {
         let targets = self.probes.targets();
         let changed: BTreeSet<&String> = targets
             .keys()
@@ -320,7 +321,7 @@ impl Engine {
             .filter(|n| targets.get(*n) != self.probes.listed_targets.get(*n))
             .collect();
         if changed.iter().any(|n| !self.probes.sent.contains_key(*n)) {
-            return self.publish_peers(out);
+            return false;
         }
         self.probes.targets_dirty = false;
         let mut lists = Vec::new();
@@ -347,7 +348,7 @@ impl Engine {
         self.probes.listed_targets = targets;
         let nodes: Vec<String> = lists.iter().map(|(n, _)| n.clone()).collect();
         if nodes.is_empty() {
-            return;
+            return true;
         }
         let (generation, _) = self.send_lists(lists, BTreeMap::new(), out);
         const NAMED: usize = 8;
@@ -359,6 +360,7 @@ impl Engine {
             "peer lists {generation} published: new targeted peers for {}{more}",
             nodes[..nodes.len().min(NAMED)].join(", ")
         );
+        true
     }
 
     /// Every peer list sent, published again unchanged (a new broker session).
