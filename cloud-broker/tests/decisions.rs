@@ -1,6 +1,7 @@
 //! The control plane's decisions as a pure state machine, driven with plain values: events in,
 //! actions out. Placement jobs are run inline with `run_job` (the real scheduler). The
-//! measurement decisions (peer lists, estimates, targeted probes) are in `tests/probes.rs`.
+//! measurement decisions are in `tests/probes.rs` (peer lists) and `tests/targeted.rs` (estimates,
+//! targeted probes).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,7 +1,7 @@
 //! The exploration rounds after a placement on estimated links, as a pure state machine
 //! (events in, actions out): the links around the placement asked for, measured, and the
 //! placement moved only onto measured links (the rest of the targeted probes:
-//! `tests/probes.rs`). Placement jobs are run inline with `run_job` (the real scheduler).
+//! `tests/targeted.rs`). Placement jobs are run inline with `run_job` (the real scheduler).
 
 use std::collections::BTreeMap;
 

@@ -170,6 +170,40 @@ fn apply(s: &mut Snapshot, op: &PersistOp) {
     }
 }
 
+/// The peer lists among `acts`, by node, checked: signed, for the node of their topic.
+pub fn peer_lists_published(
+    acts: &[Action],
+    key: &ed25519_dalek::SigningKey,
+) -> BTreeMap<String, wire::PeerList> {
+    acts.iter()
+        .filter_map(|a| match a {
+            Action::PublishLatest { topic, payload } => match topics::parse(topic) {
+                Some(topics::Topic::Peers(n)) => {
+                    let Message::PeerList(pl) =
+                        wire::decode_verified(payload, &key.verifying_key()).unwrap()
+                    else {
+                        panic!("not a peer list on {topic}")
+                    };
+                    assert_eq!(pl.node.as_str(), n, "the list of its topic's node");
+                    Some((n.to_string(), *pl))
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// The peer-list computations `acts` hand to the I/O loop.
+pub fn peer_jobs(acts: &[Action]) -> Vec<crate::engine::probes::PeersJob> {
+    acts.iter()
+        .filter_map(|a| match a {
+            Action::ComputePeers(j) => Some((**j).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The desired states published (signed by `key`) in `actions`, per node, decoded and verified.
 pub fn desired_states(
     actions: &[Action],
