@@ -10,8 +10,8 @@ use acoa_shared::model;
 use acoa_shared::wire;
 use cloud_broker::engine::{EngineConfig, Event, Purpose};
 use cloud_broker::testkit::engine::{
-    edge_node, first_report as report, links_of, lost_when_silent, peer_jobs, peer_lists_published,
-    railway, railway_app as app_text, statuses, EngineSim as Sim,
+    edge_node, first_report as report, link_metrics, links_of, lost_when_silent, peer_jobs,
+    peer_lists_published, railway, railway_app as app_text, statuses, EngineSim as Sim,
 };
 
 #[test]
@@ -43,7 +43,7 @@ fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_else
         last_answer_ms: 0,
     };
     let feed = |sim: &mut Sim, from: &str, s: wire::LinkSample, x: f32| {
-        let mut l = cloud_broker::testkit::engine::link_metrics(from, [s]);
+        let mut l = link_metrics(from, [s]);
         l.seq = 5;
         l.coord = Some(wire::WireCoord {
             vec: [x, 0.0, 0.0],
@@ -578,6 +578,57 @@ fn a_change_of_targeted_peers_alone_changes_only_those_lists_and_computes_no_oth
     assert_eq!(listed_now(&sim), before);
 }
 
+/// A placement that targets a node with no list sent yet (it joined after the last round)
+/// cannot be retargeted alone: it takes a round of every list, which waits for the
+/// membership's debounce as the join does (before, the targets' change published the round
+/// at once, each time: at 50,000 nodes a join and a placement on it a round apiece).
+#[test]
+fn a_placement_on_a_node_without_a_list_waits_for_the_debounced_round_of_every_list() {
+    let c = railway();
+    let mut sim = Sim::new(EngineConfig {
+        peers_k: 4,
+        peers_debounce_ms: 500,
+        ..lost_when_silent()
+    });
+    sim.join_cluster(&c);
+    sim.feed(Event::StartupDone);
+    let lists = peer_lists_published(&sim.tick(1000), &sim.key);
+    assert_eq!(lists.len(), c.nodes.len(), "every list, once");
+    // a node joins in a datacenter of its own and measures the first node's datacenter
+    let dc = c.nodes[0].datacenter.clone();
+    let mates: Vec<&model::Node> = c.nodes.iter().filter(|n| n.datacenter == dc).collect();
+    let new = edge_node("n99", "dcnew");
+    sim.feed(Event::Report(Box::new(report(&new))));
+    let sample = |peer: &str| wire::LinkSample {
+        peer: wire::name(peer).unwrap(),
+        latency_ms: 2.0,
+        jitter_ms: 0.1,
+        success: 1.0,
+        samples: 20,
+        last_answer_ms: 0,
+    };
+    let l = link_metrics("n99", mates.iter().map(|n| sample(&n.name)));
+    sim.feed(Event::links(Box::new(l)));
+    // an application placed across it: n99 is to probe its far end, and has no list
+    let text = two_components(
+        "pair",
+        "{datacenter: dcnew}",
+        &format!("{{datacenter: {dc}}}"),
+    );
+    sim.publish("pair", text.into_bytes());
+    let p = sim.assignment("pair");
+    assert_eq!(p["a"], "n99", "{p:?}");
+    assert!(sim.e.peer_list("n99").is_none(), "no list sent to n99 yet");
+    // within the debounce: nothing published, nothing computed
+    let acts = sim.tick(100);
+    assert!(peer_lists_published(&acts, &sim.key).is_empty());
+    assert!(peer_jobs(&acts).is_empty());
+    // once it is over: a round of every list (only n99's changed), naming its targeted peer
+    let lists = peer_lists_published(&sim.tick(400), &sim.key);
+    let got = listed(&sim, &lists, "n99");
+    assert!(got.contains(&p["b"]), "n99 is to probe {}: {got:?}", p["b"]);
+}
+
 /// The estimates the scheduler reads come from the live model (`LinkEstimates`: each node's
 /// summary, the medians inside and between datacenters, all derived in one pass over the link
 /// table); the link source (`Engine::link_view`) works a pair out on its own. On the railway
@@ -627,7 +678,7 @@ fn the_models_estimates_are_the_link_sources_for_every_unmeasured_pair() {
                 })
             })
             .collect();
-        let mut l = cloud_broker::testkit::engine::link_metrics(&n.name, samples);
+        let mut l = link_metrics(&n.name, samples);
         l.seq = 5;
         l.coord = Some(wire::WireCoord {
             vec: [(next() % 60) as f32, (next() % 60) as f32, i as f32],
