@@ -265,6 +265,16 @@ pub fn lost_when_silent() -> EngineConfig {
     }
 }
 
+/// An engine that evaluates placements again every second and never takes a node for lost on
+/// silence.
+pub fn reevaluating() -> EngineConfig {
+    EngineConfig {
+        reevaluate_ms: 1000,
+        node_timeout_ms: 1_000_000,
+        ..Default::default()
+    }
+}
+
 /// The signed last will of `node`'s connection: offline.
 pub fn will_of(node: impl Into<String>) -> Event {
     Event::Online {
