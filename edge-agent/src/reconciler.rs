@@ -2,7 +2,7 @@
 //!
 //! It owns trust decisions about desired states (signature, node, generation),
 //! the image allowlist, and the comparison of what should run with what runs.
-//! It does no I/O: the driver in `agent.rs` feeds it events (frames from the wire,
+//! It does no I/O: the driver in `agent/reconcile.rs` feeds it events (frames from the wire,
 //! observations of the runtime, ticks) and carries out the actions it returns
 //! (create, start, remove containers, persist, publish, log).
 //!
