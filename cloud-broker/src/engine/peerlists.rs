@@ -23,6 +23,16 @@ pub struct PeerAt {
     pub addr: Box<str>,
 }
 
+impl PeerAt {
+    /// `name` probed at `addr`, to be shared by the lists that name it.
+    pub fn shared(name: &str, addr: &str) -> Arc<PeerAt> {
+        Arc::new(PeerAt {
+            name: name.into(),
+            addr: addr.into(),
+        })
+    }
+}
+
 /// One node as the peer lists see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
@@ -46,10 +56,7 @@ impl Candidate {
         epoch: u64,
     ) -> Candidate {
         Candidate {
-            peer: Arc::new(PeerAt {
-                name: name.into(),
-                addr: addr.into(),
-            }),
+            peer: PeerAt::shared(name, addr),
             group,
             coord,
             place,

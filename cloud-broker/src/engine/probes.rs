@@ -50,7 +50,7 @@ use acoa_shared::topics;
 use acoa_shared::wire::{self, WireCoord, MAX_PEERS_PER_NODE};
 use tracing::{error, info};
 
-use super::inventory::LinkEntry;
+use super::inventory::{LinkEntry, LiveNode};
 use super::linktable::LinkTable;
 use super::liveness::NodeState;
 use super::model::EstimateInputs;
@@ -133,7 +133,7 @@ impl Engine {
     fn candidates(&self) -> Vec<Candidate> {
         self.nodes
             .values()
-            .filter(|n| n.state != NodeState::Lost && !n.info.probe_addr.is_empty())
+            .filter(|n| listable(n))
             .map(|n| {
                 Candidate::new(
                     &n.info.name,
@@ -329,17 +329,11 @@ impl Engine {
             let s = &self.probes.sent[node];
             let group = self.nodes.get(node).map(|n| &n.info.datacenter);
             let list = retarget(node, &s.list, targets.get(node), |peer| {
-                let n = self.nodes.get(peer)?;
-                let candidate = n.state != NodeState::Lost && !n.info.probe_addr.is_empty();
-                candidate.then(|| {
-                    (
-                        Arc::new(PeerAt {
-                            name: peer.into(),
-                            addr: n.info.probe_addr.as_str().into(),
-                        }),
-                        group == Some(&n.info.datacenter),
-                    )
-                })
+                let n = self.nodes.get(peer).filter(|n| listable(n))?;
+                Some((
+                    PeerAt::shared(peer, &n.info.probe_addr),
+                    group == Some(&n.info.datacenter),
+                ))
             });
             if list != s.list {
                 lists.push((node.clone(), list));
@@ -755,4 +749,10 @@ pub(super) fn estimates_from(links: &LinkTable, inputs: &EstimateInputs) -> Link
         groups,
         between: Between::from_numbered(&inputs.datacenters, medians_between(cross)),
     }
+}
+
+/// Whether a peer list may name `n` (as a neighbour or a target): it is not lost and has a
+/// probe address.
+fn listable(n: &LiveNode) -> bool {
+    n.state != NodeState::Lost && !n.info.probe_addr.is_empty()
 }
