@@ -14,6 +14,18 @@ use cloud_broker::testkit::engine::{
     peer_lists_published, railway, railway_app as app_text, statuses, EngineSim as Sim,
 };
 
+/// A link sample of 20 probes to `peer`, the peer having just answered.
+fn sample(peer: &str, latency: f32, jitter: f32, success: f32) -> wire::LinkSample {
+    wire::LinkSample {
+        peer: wire::name(peer).unwrap(),
+        latency_ms: latency,
+        jitter_ms: jitter,
+        success,
+        samples: 20,
+        last_answer_ms: 0,
+    }
+}
+
 #[test]
 fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_elsewhere() {
     use acoa_shared::coords::Known;
@@ -34,14 +46,6 @@ fn the_link_source_gives_measurements_where_they_exist_and_marked_estimates_else
     // nothing measured, no coordinates: nothing can be said
     assert_eq!(sim.e.link_view(&a, &far), None);
     // a measures b only, b measures a only, far measures a only
-    let sample = |peer: &str, latency: f32, jitter: f32, success: f32| wire::LinkSample {
-        peer: wire::name(peer).unwrap(),
-        latency_ms: latency,
-        jitter_ms: jitter,
-        success,
-        samples: 20,
-        last_answer_ms: 0,
-    };
     let feed = |sim: &mut Sim, from: &str, s: wire::LinkSample, x: f32| {
         let mut l = link_metrics(from, [s]);
         l.seq = 5;
@@ -599,15 +603,7 @@ fn a_placement_on_a_node_without_a_list_waits_for_the_debounced_round_of_every_l
     let mates: Vec<&model::Node> = c.nodes.iter().filter(|n| n.datacenter == dc).collect();
     let new = edge_node("n99", "dcnew");
     sim.feed(Event::Report(Box::new(report(&new))));
-    let sample = |peer: &str| wire::LinkSample {
-        peer: wire::name(peer).unwrap(),
-        latency_ms: 2.0,
-        jitter_ms: 0.1,
-        success: 1.0,
-        samples: 20,
-        last_answer_ms: 0,
-    };
-    let l = link_metrics("n99", mates.iter().map(|n| sample(&n.name)));
+    let l = link_metrics("n99", mates.iter().map(|n| sample(&n.name, 2.0, 0.1, 1.0)));
     sim.feed(Event::links(Box::new(l)));
     // an application placed across it: n99 is to probe its far end, and has no list
     let text = two_components(
@@ -660,22 +656,17 @@ fn the_models_estimates_are_the_link_sources_for_every_unmeasured_pair() {
                     return None;
                 }
                 let r = r / 3;
-                Some(wire::LinkSample {
-                    peer: wire::name(&p.name).unwrap(),
-                    latency_ms: (r % 4000) as f32 / 37.0,
-                    jitter_ms: if r % 11 == 0 {
-                        f32::NAN
-                    } else {
-                        (r % 97) as f32 / 13.0
-                    },
-                    success: if r % 13 == 0 {
-                        f32::INFINITY
-                    } else {
-                        1.0 - (r % 50) as f32 / 100.0
-                    },
-                    samples: 20,
-                    last_answer_ms: 0,
-                })
+                let jitter = if r % 11 == 0 {
+                    f32::NAN
+                } else {
+                    (r % 97) as f32 / 13.0
+                };
+                let success = if r % 13 == 0 {
+                    f32::INFINITY
+                } else {
+                    1.0 - (r % 50) as f32 / 100.0
+                };
+                Some(sample(&p.name, (r % 4000) as f32 / 37.0, jitter, success))
             })
             .collect();
         let mut l = link_metrics(&n.name, samples);
