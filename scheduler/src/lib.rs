@@ -296,6 +296,41 @@ pub fn place_on(
     }
 }
 
+/// [`place_on`] within restrictions of the nodes each component may take (`qos` only), all
+/// searched on one compile and one l_min, so that their scores compare with one another.
+/// `within[r]`: per component name, the node numbers it may take in restriction `r`; a
+/// component not named may take any of its candidates. Each restriction's branch and bound
+/// gets an even share of what is left of `opts.time_budget` (l_min is searched first, within
+/// it). Per restriction the best deployment found, `None` when none was (or for another
+/// algorithm); `feasible_deployments` is 0.
+pub fn place_within_on(
+    infra: &Infra,
+    app: &Application,
+    ledger: &Ledger,
+    within: &[BTreeMap<String, Vec<u32>>],
+    opts: &Options,
+) -> Result<Vec<Option<Placement>>, ScheduleError> {
+    app.validate()?;
+    if Algorithm::of(app)? != Algorithm::Qos {
+        return Ok(within.iter().map(|_| None).collect());
+    }
+    let all: Vec<u32> = (0..infra.len() as u32).collect();
+    let within: Vec<Vec<Vec<u32>>> = within
+        .iter()
+        .map(|w| {
+            app.components
+                .iter()
+                .map(|c| w.get(&c.name).cloned().unwrap_or_else(|| all.clone()))
+                .collect()
+        })
+        .collect();
+    let limits = search::Limits {
+        deadline: opts.time_budget.map(|b| Instant::now() + b),
+        max_nodes: None,
+    };
+    Ok(qos::place_within(infra, app, ledger, &within, limits))
+}
+
 /// What a one-by-one algorithm decided: node indices per component, in the application's
 /// order, and what it rested on; or why nothing fits.
 pub(crate) enum Decided {

@@ -168,6 +168,84 @@ pub(crate) fn place(
     })
 }
 
+/// Branch and bound within several restrictions of the candidates, on one compile and one
+/// l_min over the unrestricted candidates, so that the scores of every restriction compare
+/// with one another: a large-neighbourhood search ([`crate::explore`]) frees a few components
+/// and pins the rest. `within[r][u]`: the nodes component `u` may take in restriction `r`
+/// (kept only where they are among its candidates). Each restriction's search stops at its
+/// share of what is left of `limits` after l_min; the best deployment of each, if any.
+pub(crate) fn place_within(
+    infra: &Infra,
+    app: &Application,
+    ledger: &Ledger,
+    within: &[Vec<Vec<u32>>],
+    limits: search::Limits,
+) -> Vec<Option<Placement>> {
+    let constraints = filter::default_constraints();
+    let model = Model::compile(infra, app, ledger, &constraints);
+    let none = || within.iter().map(|_| None).collect();
+    if model.comps.iter().any(|c| c.empty_reason.is_some()) {
+        return none();
+    }
+    let Ok(space) =
+        Space::build_consistent(&model, model.comps.iter().map(|c| c.cand.clone()).collect())
+    else {
+        return none();
+    };
+    // l_min gets a quarter of the budget (on estimates a search for it rarely ends), the
+    // restrictions the rest
+    let quarter = search::Limits {
+        deadline: limits.deadline.map(|d| {
+            let now = Instant::now();
+            now + d.saturating_duration_since(now) / 4
+        }),
+        max_nodes: limits.max_nodes,
+    };
+    let (lmin, _, _, pots) = lmin_search_pots(app, &model, &space, quarter);
+    if missing_reference(app, &lmin).is_some() {
+        return none();
+    }
+    let remaining = model.joint().then(|| model.remaining(ledger));
+    let mut out = Vec::with_capacity(within.len());
+    for (r, nodes) in within.iter().enumerate() {
+        let cand: Vec<Vec<u32>> = space
+            .cand
+            .iter()
+            .zip(nodes)
+            .map(|(c, w)| {
+                let mut w: Vec<u32> = w
+                    .iter()
+                    .copied()
+                    .filter(|n| c.binary_search(n).is_ok())
+                    .collect();
+                w.sort_unstable();
+                w.dedup();
+                w
+            })
+            .collect();
+        let Ok(restricted) = Space::build_consistent(&model, cand) else {
+            out.push(None);
+            continue;
+        };
+        let share = search::Limits {
+            deadline: limits.deadline.map(|d| {
+                let now = Instant::now();
+                now + d.saturating_duration_since(now) / (within.len() - r) as u32
+            }),
+            max_nodes: limits.max_nodes,
+        };
+        let objective = Objective::for_app_with(app, &model, &restricted, &lmin, &pots);
+        let found =
+            search::branch_and_bound(&model, &restricted, &objective, remaining.clone(), share);
+        out.push(
+            found
+                .best
+                .map(|(a, _)| make_placement(app, &model, &restricted, &objective, &a, 0)),
+        );
+    }
+    out
+}
+
 /// l_min of every response-time criterion by branch and bound (minimise the path's
 /// longest route over the deployments that satisfy `requires` and have every link,
 /// resource requests aside). Returns the values, whether all are proven, and the
