@@ -236,6 +236,37 @@ fn the_nodes_near_a_placements_nodes_on_measured_links_are_probed() {
     assert_eq!(r.next, at("n00003"));
 }
 
+/// A source pinned to n00000 feeds `mid` (on n00001 or n00002: hardware m), which feeds the
+/// sink (n00003 or n00004: hardware s); one response-time path over both channels.
+fn chain() -> Application {
+    parse_application(
+        "application: t\ncomponents:\n- {name: src, image: i, requires: {node: n00000}}\n- {name: mid, image: i, requires: {hardware: [m]}}\n- {name: sink, image: i, requires: {hardware: [s]}}\nchannels:\n- {name: a, from: src, to: mid}\n- {name: b, from: mid, to: sink}\npaths:\n- {name: p, channels: [a, b]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n",
+    )
+    .unwrap()
+}
+
+/// The five nodes of [`chain`], each a datacenter of its own.
+fn chain_nodes() -> Vec<Node> {
+    (0..5)
+        .map(|i| Node {
+            hardware: match i {
+                1 | 2 => vec!["m".into()],
+                3 | 4 => vec!["s".into()],
+                _ => vec![],
+            },
+            ..node(i, &format!("d{i}"))
+        })
+        .collect()
+}
+
+/// A placement of [`chain`].
+fn placed3(mid: &str, sink: &str) -> Assignment {
+    [("src", "n00000"), ("mid", mid), ("sink", sink)]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
 /// Two components that move together: the source (pinned to n00000) feeds `mid` (n00001
 /// or n00002), which feeds the sink (n00003 or n00004), each node a datacenter of its own.
 /// The placement in force, n00001 and n00003, is measured at 10 + 10 ms; the estimates
@@ -246,30 +277,12 @@ fn the_nodes_near_a_placements_nodes_on_measured_links_are_probed() {
 /// measured the next round moves there.
 #[test]
 fn a_round_probes_the_placement_that_moves_several_components_at_once_hopefully() {
-    let app = parse_application(
-        "application: t\ncomponents:\n- {name: src, image: i, requires: {node: n00000}}\n- {name: mid, image: i, requires: {hardware: [m]}}\n- {name: sink, image: i, requires: {hardware: [s]}}\nchannels:\n- {name: a, from: src, to: mid}\n- {name: b, from: mid, to: sink}\npaths:\n- {name: p, channels: [a, b]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n",
-    )
-    .unwrap();
+    let app = chain();
     let model = |measured: &[(u32, u32, f64)]| {
-        let nodes: Vec<Node> = (0..5)
-            .map(|i| Node {
-                hardware: match i {
-                    1 | 2 => vec!["m".into()],
-                    3 | 4 => vec!["s".into()],
-                    _ => vec![],
-                },
-                ..node(i, &format!("d{i}"))
-            })
-            .collect();
         let x = [0.0, -50.0, 10.0, -100.0, 20.0];
-        on_a_line(nodes, x, [0.2, 0.2, 0.9, 0.2, 0.9], measured)
+        on_a_line(chain_nodes(), x, [0.2, 0.2, 0.9, 0.2, 0.9], measured)
     };
-    let placed = |mid: &str, sink: &str| -> Assignment {
-        [("src", "n00000"), ("mid", mid), ("sink", sink)]
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect()
-    };
+    let placed = placed3;
     let opts = Options::default();
     let m = model(&[(0, 1, 10.0), (1, 3, 10.0)]);
     assert_eq!(m.link(2, 4).unwrap().latency_ms, 12.0);
@@ -325,20 +338,7 @@ fn a_large_fleets_single_moves_are_bounded_and_the_nearest() {
 /// force (n00001, n00003) takes 10 + 10 ms, either single move is worse (3 + 90 ms, 10 +
 /// 60 ms), both moves at once take 3 + 3 ms.
 fn two_together() -> (Application, Infra, Assignment) {
-    let app = parse_application(
-        "application: t\ncomponents:\n- {name: src, image: i, requires: {node: n00000}}\n- {name: mid, image: i, requires: {hardware: [m]}}\n- {name: sink, image: i, requires: {hardware: [s]}}\nchannels:\n- {name: a, from: src, to: mid}\n- {name: b, from: mid, to: sink}\npaths:\n- {name: p, channels: [a, b]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n",
-    )
-    .unwrap();
-    let nodes: Vec<Node> = (0..5)
-        .map(|i| Node {
-            hardware: match i {
-                1 | 2 => vec!["m".into()],
-                3 | 4 => vec!["s".into()],
-                _ => vec![],
-            },
-            ..node(i, &format!("d{i}"))
-        })
-        .collect();
+    let app = chain();
     let links = [
         (0, 1, 10.0),
         (1, 3, 10.0),
@@ -347,15 +347,11 @@ fn two_together() -> (Application, Infra, Assignment) {
         (1, 4, 60.0),
         (2, 3, 90.0),
     ];
-    let m = Infra::new(nodes, links.into_iter().map(|(a, b, l)| (a, b, q(l))));
+    let m = Infra::new(
+        chain_nodes(),
+        links.into_iter().map(|(a, b, l)| (a, b, q(l))),
+    );
     (app, m, placed3("n00001", "n00003"))
-}
-
-fn placed3(mid: &str, sink: &str) -> Assignment {
-    [("src", "n00000"), ("mid", mid), ("sink", sink)]
-        .into_iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
 }
 
 /// The large-neighbourhood search moves both components at once where no single move
