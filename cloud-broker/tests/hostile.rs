@@ -261,7 +261,14 @@ fn hostile_definitions_are_refused_without_stalling_and_not_read_again(kind: Kin
                 .count();
             // oversize is refused before reading (by its size alone), the others read once
             assert_eq!(read - again, 1, "{app} read {} times\n{log}", read - again);
-            assert_eq!(again, rounds, "{app}\n{log}");
+            // every later publication is seen and not read again, unless the embedded broker
+            // skipped some for a subscriber that fell behind its bounded log (it says so: a
+            // slow reader loses old publications, never stalls the broker)
+            if log.contains("Read cursor start jumped") {
+                assert!((1..=rounds).contains(&again), "{app}: {again}\n{log}");
+            } else {
+                assert_eq!(again, rounds, "{app}\n{log}");
+            }
         }
     });
 }
