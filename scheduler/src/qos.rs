@@ -194,14 +194,7 @@ pub(crate) fn place_within(
     };
     // l_min gets a quarter of the budget (on estimates a search for it rarely ends), the
     // restrictions the rest
-    let quarter = search::Limits {
-        deadline: limits.deadline.map(|d| {
-            let now = Instant::now();
-            now + d.saturating_duration_since(now) / 4
-        }),
-        max_nodes: limits.max_nodes,
-    };
-    let (lmin, _, _, pots) = lmin_search_pots(app, &model, &space, quarter);
+    let (lmin, _, _, pots) = lmin_search_pots(app, &model, &space, part_of(limits, 4));
     if missing_reference(app, &lmin).is_some() {
         return none();
     }
@@ -227,13 +220,7 @@ pub(crate) fn place_within(
             out.push(None);
             continue;
         };
-        let share = search::Limits {
-            deadline: limits.deadline.map(|d| {
-                let now = Instant::now();
-                now + d.saturating_duration_since(now) / (within.len() - r) as u32
-            }),
-            max_nodes: limits.max_nodes,
-        };
+        let share = part_of(limits, (within.len() - r) as u32);
         let objective = Objective::for_app_with(app, &model, &restricted, &lmin, &pots);
         let found =
             search::branch_and_bound(&model, &restricted, &objective, remaining.clone(), share);
@@ -244,6 +231,17 @@ pub(crate) fn place_within(
         );
     }
     out
+}
+
+/// `limits` with its deadline at one `parts`-th of the time left to it.
+fn part_of(limits: search::Limits, parts: u32) -> search::Limits {
+    search::Limits {
+        deadline: limits.deadline.map(|d| {
+            let now = Instant::now();
+            now + d.saturating_duration_since(now) / parts
+        }),
+        ..limits
+    }
 }
 
 /// l_min of every response-time criterion by branch and bound (minimise the path's
