@@ -73,9 +73,14 @@ fn report_links(sim: &mut Sim, c: &model::Cluster, coords: &BTreeMap<String, f32
 /// application `pair` published: a source pinned to n0, a sink on a node with the `sink`
 /// device, the response time between them.
 fn exploring_pair() -> (Sim, BTreeMap<String, f32>, Vec<Action>) {
+    exploring_pair_k(1)
+}
+
+/// [`exploring_pair`] with `k` neighbours per peer list.
+fn exploring_pair_k(k: usize) -> (Sim, BTreeMap<String, f32>, Vec<Action>) {
     let (c, coords) = exploration_fleet(&[]);
     let mut sim = Sim::new(EngineConfig {
-        peers_k: 1,
+        peers_k: k,
         ..EngineConfig::default()
     });
     for n in &c.nodes {
@@ -255,4 +260,36 @@ fn an_exploration_round_waits_for_its_links_30_s_at_most_and_never_moves_onto_an
         "n4 (estimated 11 ms) and n3 (estimated 8 ms) are not measured: no move"
     );
     assert_eq!(st.links["c"], "measured");
+}
+
+/// A round asks only for the links that fit in their first node's peer list (at most
+/// `MAX_PEERS_PER_NODE` peers, `k` of them neighbours, the placement's own link targeted),
+/// those that decide first: here room for one, the candidate's (n0 -> n3, estimated 8 ms),
+/// not n0 -> n4. A link it did not ask for is never probed, so the round does not wait for
+/// it: once n0 -> n3 is measured the next round runs at once (not after 30 s), asks for
+/// n0 -> n4, and when that is measured the placement moves onto it.
+#[test]
+fn a_round_asks_only_for_the_links_that_fit_in_a_list_and_waits_for_no_other() {
+    let (mut sim, coords, _) = exploring_pair_k(wire::MAX_PEERS_PER_NODE - 2);
+    sim.tick(1000);
+    let (c, _) = exploration_fleet(&[(2, 12.0)]);
+    report_links(&mut sim, &c, &coords, 2);
+    sim.tick(200);
+    assert_eq!(sim.e.exploration("pair"), Some((1, true)));
+    let sink = |sim: &Sim| sim.e.status_now("pair").unwrap().placement.unwrap()["sink"].clone();
+    assert_eq!(sink(&sim), "n1", "onto the measured link");
+    // n0 -> n3 measured (15 ms): the round asked for nothing else, the next one runs now
+    let (c, _) = exploration_fleet(&[(2, 12.0), (3, 15.0)]);
+    report_links(&mut sim, &c, &coords, 3);
+    sim.tick(200);
+    assert_eq!(
+        sim.e.exploration("pair"),
+        Some((2, true)),
+        "the second round at once, waiting for n0 -> n4 now"
+    );
+    let (c, _) = exploration_fleet(&[(2, 12.0), (3, 15.0), (4, 5.0)]);
+    report_links(&mut sim, &c, &coords, 4);
+    sim.tick(200);
+    assert_eq!(sink(&sim), "n4", "onto n0 -> n4, measured 5 ms");
+    assert_eq!(sim.e.exploration("pair").map(|e| e.0), Some(3));
 }

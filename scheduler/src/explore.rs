@@ -101,8 +101,12 @@ pub struct Explored {
     /// hopeful search's, if so): to be compared once its pairs are measured.
     pub candidate: Option<Assignment>,
     /// The unmeasured pairs (from, to), by the model's node numbers, to probe before the next
-    /// round.
-    pub probe: BTreeSet<(u32, u32)>,
+    /// round, each once, those that decide most first: the pairs of the placement in force and
+    /// of the candidate, then of the neighbourhoods' bests and of the hopeful search's
+    /// placement, then the single moves', the mates' and the near nodes'. A node probes a
+    /// bounded list: a caller that cannot ask for all asks for the first (a pair that is not
+    /// probed would hold the next round until the caller stops waiting).
+    pub probe: Vec<(u32, u32)>,
     /// Whether the search on the model was proven optimal.
     pub proven: bool,
     /// The scores and grades of `next` and of the current placement, on the model, computed
@@ -181,7 +185,7 @@ pub fn round(
     let next = options[chosen].clone();
     let next_score = graded[chosen].take();
     let hopeful = optimistic_scores(model, app, &moves, &all[options.len()..], opts);
-    let mut probe = neighbourhood(
+    let near = neighbourhood(
         model,
         app,
         &around,
@@ -201,19 +205,24 @@ pub fn round(
         .filter(unsure)
         .or_else(|| hoods.first().cloned().filter(unsure))
         .or_else(|| hoped.clone().filter(unsure));
+    // the pairs in the order they decide, each once
+    let mut seen = BTreeSet::new();
+    let mut probe = Vec::new();
+    let mut ask = |pairs: &mut dyn Iterator<Item = (u32, u32)>| {
+        probe.extend(
+            pairs.filter(|&(x, y)| x != y && !model.is_measured(x, y) && seen.insert((x, y))),
+        );
+    };
     for a in std::iter::once(&next)
         .chain(&candidate)
         .chain(&hoods)
         .chain(&hoped)
     {
-        probe.extend(
-            channel_pairs(model, app, a)
-                .into_iter()
-                .filter(|&(x, y)| x != y && !model.is_measured(x, y)),
-        );
+        ask(&mut channel_pairs(model, app, a).into_iter());
     }
-    probe.extend(mates(model, app, &next, width));
-    probe.extend(measured_near(model, app, &next, width));
+    ask(&mut near.into_iter());
+    ask(&mut mates(model, app, &next, width).into_iter());
+    ask(&mut measured_near(model, app, &next, width).into_iter());
     Explored {
         next,
         candidate,

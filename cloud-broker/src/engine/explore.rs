@@ -3,9 +3,10 @@
 //! `acoa_scheduler::explore::round` (a [`Purpose::Explore`] job each). A round moves the
 //! placement only onto measured links (the best of the current placement, the last round's
 //! candidate and the searches on the model and on the measured links alone) and names the
-//! unmeasured pairs around the search's placement; those are added to the peer lists of their
-//! first nodes (targeted probes, beyond `k`), and when they are measured, or after
-//! [`EXPLORE_WAIT_MS`], the next round runs. When the rounds are done or nothing is left to
+//! unmeasured pairs around the search's placement; those that fit are added to the peer lists
+//! of their first nodes (targeted probes, beyond `k`, the pairs that decide most first:
+//! `peerlists::fitting`), and when they are measured, or after [`EXPLORE_WAIT_MS`], the next
+//! round runs. When the rounds are done or nothing is left to
 //! probe, the application's targeted probes are its placement's own links (kept measured).
 //!
 //! `coords-sim --place-rules multi` runs the same rounds on a simulated fleet: there they take
@@ -26,7 +27,8 @@ use super::{Action, Engine, JobOutcome, JobResult};
 use crate::status::PlacementRecord;
 
 /// How long a round waits for the links it asked for before it runs on what was measured (a
-/// node whose list is full, or that went silent, never reports some of them).
+/// node that went silent never reports some of them; one whose list filled up since, with
+/// another application's targets, may not).
 pub const EXPLORE_WAIT_MS: u64 = 30_000;
 
 /// Exploration rounds after a placement that rested on estimates, by default (`serve
@@ -171,22 +173,31 @@ impl Engine {
             .filter(|(_, x, y)| x != y)
             .map(|(_, x, y)| (x, y))
             .collect();
-        let ask: BTreeSet<(String, String)> = found
+        // only what fits in the nodes' lists is asked for (and awaited): a pair left out would
+        // hold the next round for `EXPLORE_WAIT_MS`
+        let unmeasured = found
             .probe
             .into_iter()
-            .filter(|(x, y)| !self.links.contains(x, y))
-            .collect();
+            .filter(|(x, y)| !self.links.contains(x, y));
+        let (ask, left_out) = self.fitting(&app, &own, unmeasured);
         let a = self.apps.get_mut(&app).expect("looked up above");
         let rounds = self.cfg.explore_rounds;
-        if round < rounds && ask.is_empty() && found.candidate.is_some() {
+        if round < rounds && ask.is_empty() && left_out == 0 && found.candidate.is_some() {
             // the candidate's links were measured meanwhile: the next round at once
             a.explore.candidate = found.candidate;
             self.measured_now(app.clone());
-        } else if round < rounds && !ask.is_empty() {
+        } else if round < rounds && (!ask.is_empty() || left_out > 0) {
+            // (nothing fits now: the next round after `EXPLORE_WAIT_MS`, when other
+            // applications' rounds may have made room)
             a.explore.candidate = found.candidate;
             a.explore.waiting_since = Some(self.now);
+            let later = if left_out > 0 {
+                format!(" ({left_out} more left for a later round: their nodes' lists are full)")
+            } else {
+                String::new()
+            };
             info!(
-                "application {app}: exploration round {round} of {rounds}: asking for {} unmeasured links around its best placement on estimates to be probed",
+                "application {app}: exploration round {round} of {rounds}: asking for {} unmeasured links around its best placement on estimates to be probed{later}",
                 ask.len()
             );
             self.probes

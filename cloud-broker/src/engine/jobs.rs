@@ -7,7 +7,7 @@
 //! thread or on a `scheduler worker` ([`search_job`] there, [`finish_job`] here) with the same
 //! result; the engine decides what to commit.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use acoa_scheduler::Infra;
@@ -68,8 +68,9 @@ pub struct ExploreInput {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExploreFound {
     pub candidate: Option<BTreeMap<String, String>>,
-    /// The unmeasured pairs (from, to) to probe before the next round.
-    pub probe: BTreeSet<(String, String)>,
+    /// The unmeasured pairs (from, to) to probe before the next round, each once, those that
+    /// decide most first (`acoa_scheduler::explore::Explored::probe`).
+    pub probe: Vec<(String, String)>,
     pub proven: bool,
 }
 

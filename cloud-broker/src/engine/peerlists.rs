@@ -145,6 +145,38 @@ pub fn retarget(
     list
 }
 
+/// Of `want` (pairs from -> to, those that matter most first), the pairs that fit in their
+/// first nodes' lists: a node has `room` peers beyond its neighbours (a list holds at most
+/// [`MAX_PEERS_PER_NODE`]), `listed` are the pairs targeted already, and a node takes the
+/// first pairs to new peers while it has room (one to a peer listed already takes none).
+/// The pairs that fit, and how many did not. A targeted peer beyond the room is never in the
+/// list ([`peer_lists`], [`retarget`]), so whoever waits for its link waits in vain.
+pub fn fitting<'a>(
+    room: usize,
+    listed: impl IntoIterator<Item = &'a (String, String)>,
+    want: impl IntoIterator<Item = (String, String)>,
+) -> (BTreeSet<(String, String)>, usize) {
+    let mut peers: HashMap<&str, HashSet<String>> = HashMap::new();
+    for (x, y) in listed {
+        peers.entry(x).or_default().insert(y.clone());
+    }
+    let (mut fit, mut left_out) = (BTreeSet::new(), 0);
+    let mut added: HashMap<String, HashSet<String>> = HashMap::new();
+    for (x, y) in want {
+        let there = peers.get(x.as_str());
+        let new = added.entry(x.clone()).or_default();
+        if there.is_some_and(|t| t.contains(&y)) || new.contains(&y) {
+            fit.insert((x, y));
+        } else if there.map_or(0, HashSet::len) + new.len() < room {
+            new.insert(y.clone());
+            fit.insert((x, y));
+        } else {
+            left_out += 1;
+        }
+    }
+    (fit, left_out)
+}
+
 /// The peer list of every candidate: its `k` neighbours and, beyond them, the peers
 /// `targeted` names for it (while there is room), sorted by peer name. O(n log n) in the
 /// candidates (`select_all_neighbours`: the nearest from a k-d tree over the coordinates).
@@ -435,6 +467,31 @@ mod tests {
         let big = peer_lists(&cands, 1000, &none, 1);
         assert!(big.values().all(|l| l.len() == MAX_PEERS_PER_NODE));
     }
+    /// A node takes the pairs asked of it while it has room beyond its neighbours, the first
+    /// first; a pair to a peer it lists already takes no room; another node has its own room.
+    #[test]
+    fn a_nodes_targets_fit_in_its_room_the_first_first() {
+        let p = |x: &str, y: &str| (x.to_string(), y.to_string());
+        let listed = [p("n0", "n1"), p("n0", "n2")];
+        let want = [
+            p("n0", "n9"),
+            p("n0", "n2"),
+            p("n1", "n3"),
+            p("n0", "n8"),
+            p("n0", "n7"),
+            p("n1", "n4"),
+        ];
+        let (fit, left_out) = fitting(3, &listed, want.clone());
+        assert_eq!(
+            fit,
+            BTreeSet::from([p("n0", "n9"), p("n0", "n2"), p("n1", "n3"), p("n1", "n4")])
+        );
+        assert_eq!(left_out, 2, "n0 -> n8 and n0 -> n7: n0 lists n1, n2 and n9");
+        let (fit, left_out) = fitting(MAX_PEERS_PER_NODE, &listed, want.clone());
+        assert_eq!((fit.len(), left_out), (want.len(), 0));
+        assert_eq!(fitting(0, &listed, want).0, BTreeSet::from([p("n0", "n2")]));
+    }
+
     /// A targeted peer that is not a neighbour is marked; retargeting a list gives what
     /// computing every list with the new targets gives; a list that only changed its marks is
     /// kept, not published.

@@ -516,6 +516,25 @@ impl Engine {
         estimated
     }
 
+    /// Of `want` (pairs from -> to, those that matter most first), the pairs `app` may ask for
+    /// now beside the peers other applications target and `app`'s own (`own`)
+    /// ([`super::peerlists::fitting`]); and how many were left out.
+    pub(super) fn fitting(
+        &self,
+        app: &str,
+        own: &BTreeSet<(String, String)>,
+        want: impl IntoIterator<Item = (String, String)>,
+    ) -> (BTreeSet<(String, String)>, usize) {
+        let others = self
+            .probes
+            .targeted
+            .iter()
+            .filter(|(a, _)| a.as_str() != app)
+            .flat_map(|(_, pairs)| pairs);
+        let room = MAX_PEERS_PER_NODE.saturating_sub(self.cfg.peers_k.min(MAX_PEERS_PER_NODE));
+        super::peerlists::fitting(room, others.chain(own), want)
+    }
+
     /// `app` is gone: its targeted probes go too.
     pub(super) fn untarget(&mut self, app: &str) {
         if self.probes.targeted.remove(app).is_some() {

@@ -550,7 +550,7 @@ fn run_multi(
         let changed = r.next != cur;
         cur = r.next;
         candidate = r.candidate;
-        pending = r.probe;
+        pending = r.probe.into_iter().collect();
         out.push(Round {
             on_estimates: model.estimated_channels(app, &cur),
             assignment: cur.clone(),
