@@ -18,6 +18,8 @@
 //! control plane), and the process's RSS after it. After each new placement, the job of a first
 //! exploration round around it (`Purpose::Explore`: two searches and the single moves scored,
 //! on the job's thread) is timed too, with the number of links it asks to probe.
+//! `--stages 18` publishes 20-component applications instead (a chain from the sensor to the
+//! database): an exploration round searches a neighbourhood per component.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -103,6 +105,12 @@ struct Args {
     /// `/api/fleet` (a node's usage changed before each): the heap and the RSS after them.
     #[arg(long, default_value_t = 0)]
     views: usize,
+    /// The applications published get this many stages between their sensor and their
+    /// database, in a chain (0: the three-component application of the other benchmarks).
+    /// Every other stage may run anywhere, the others in a cloud: an exploration round then
+    /// searches a neighbourhood per stage over the whole fleet.
+    #[arg(long, default_value_t = 0)]
+    stages: usize,
 }
 
 const TRAIN: usize = 10;
@@ -206,6 +214,41 @@ fn coord(i: usize, n: usize) -> wire::WireCoord {
         height: 1.0,
         error: 0.2,
     }
+}
+
+/// The application published: `bench_app_yaml`'s, or with `stages` > 0 a chain of that many
+/// stages from the train's sensor to a database, one path along it (response time and
+/// reliability).
+fn app_yaml(name: &str, train: usize, archive_weight: f64, stages: usize) -> String {
+    if stages == 0 {
+        return bench_app_yaml(name, train, archive_weight);
+    }
+    let mut y = format!(
+        "application: {name}\nscheduler: qos\ncomponents:\n\
+- name: sense\n  image: localhost/acoa/sense:1\n  requires: {{hardware: [sensor], datacenter: train{train}}}\n"
+    );
+    for k in 0..stages {
+        let requires = if k % 2 == 0 { "{}" } else { "{layer: cloud}" };
+        y += &format!(
+            "- name: stage{k}\n  image: localhost/acoa/stage:1\n  requires: {requires}\n  resources: {{cpu_millis: 50, memory_mb: 32}}\n"
+        );
+    }
+    y += "- name: store\n  image: localhost/acoa/store:1\n  requires: {software: [database]}\nchannels:\n";
+    let ends: Vec<String> = std::iter::once("sense".to_string())
+        .chain((0..stages).map(|k| format!("stage{k}")))
+        .chain(std::iter::once("store".to_string()))
+        .collect();
+    let names: Vec<String> = (0..=stages).map(|k| format!("c{k}")).collect();
+    for (k, w) in ends.windows(2).enumerate() {
+        y += &format!("- {{name: c{k}, from: {}, to: {}}}\n", w[0], w[1]);
+    }
+    y += &format!(
+        "paths:\n- {{name: alarm, channels: [{}]}}\ncriteria:\n\
+- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n\
+- {{type: max-e2e-reliability, path: alarm, weight: {archive_weight}}}\n",
+        names.join(", ")
+    );
+    y
 }
 
 fn rss_mib() -> f64 {
@@ -320,15 +363,15 @@ fn main() {
                 let (app, payload) = match k {
                     0 => (
                         format!("a{round}"),
-                        bench_app_yaml(&format!("a{round}"), round, 0.5).into_bytes(),
+                        app_yaml(&format!("a{round}"), round, 0.5, args.stages).into_bytes(),
                     ),
                     1 => (
                         format!("a{round}"),
-                        bench_app_yaml(&format!("a{round}"), round, 0.6).into_bytes(),
+                        app_yaml(&format!("a{round}"), round, 0.6, args.stages).into_bytes(),
                     ),
                     _ => (
                         format!("b{round}"),
-                        bench_app_yaml(&format!("b{round}"), round + 100, 0.5).into_bytes(),
+                        app_yaml(&format!("b{round}"), round + 100, 0.5, args.stages).into_bytes(),
                     ),
                 };
                 let (l, j, peak) = step(&mut sim, &app, payload, (k == 0).then_some(&mut explored));
