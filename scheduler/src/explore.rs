@@ -52,7 +52,7 @@
 //!    its unmeasured pairs probed, and the best of them is the next candidate when the
 //!    search's placement is not one.
 //!
-//! Scores compared with one another are computed together ([`score_all_on`]: one l_min search
+//! Scores compared with one another are computed together ([`crate::score_with_moves_on`]: one l_min search
 //! under the search's time budget). In a large fleet a component's single moves are limited
 //! to the [`MOVES_PER_COMPONENT`] nodes whose links to the other ends of its channels are the
 //! shortest (measured or estimated): the moves worth scoring, at a bounded cost.
@@ -69,7 +69,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use acoa_shared::model::Application;
 
 use crate::{
-    place_on, place_within_on, score_all_on, CriterionGrade, Infra, Ledger, Options, Outcome,
+    place_on, place_within_on, score_with_moves_on, CriterionGrade, Infra, Ledger, Options, Outcome,
 };
 
 mod scenario;
@@ -163,19 +163,15 @@ pub fn round(
         .collect();
     let around = searched.clone().unwrap_or_else(|| current.clone());
     let moves = single_moves(model, app, &around);
-    // the moves' placements are built once, here (a 20-component application at 50,000 nodes
-    // scores 40,960 of them)
-    let all: Vec<Assignment> = options
-        .iter()
-        .cloned()
-        .chain(moves.iter().map(|&m| moved(model, app, &around, m)))
-        .collect();
+    // the options, then the moves (a 20-component application at 50,000 nodes scores 40,960
+    // of them: never built as placements of names)
     let mut graded: Vec<Option<(f64, Vec<CriterionGrade>)>> =
-        score_all_on(model, app, &all, opts.time_budget)
+        score_with_moves_on(model, app, &options, &around, &moves, opts.time_budget)
             .into_iter()
             .map(|s| s.ok())
             .collect();
     let scores: Vec<Option<f64>> = graded.iter().map(|s| s.as_ref().map(|x| x.0)).collect();
+    graded.truncate(options.len());
     let mut chosen = 0;
     for (i, s) in scores.iter().enumerate().take(options.len()).skip(1) {
         if let Some(s) = *s {
@@ -186,7 +182,7 @@ pub fn round(
     }
     let next = options[chosen].clone();
     let next_score = graded[chosen].take();
-    let hopeful = optimistic_scores(model, app, &around, &moves, &all[options.len()..], opts);
+    let hopeful = optimistic_scores(model, app, &around, &moves, opts);
     let near = neighbourhood(
         model,
         app,
@@ -319,18 +315,6 @@ fn improved(
     better.into_iter().map(|p| p.assignment.clone()).collect()
 }
 
-/// `around` with component `c` moved onto node `n`.
-fn moved(
-    model: &Infra,
-    app: &Application,
-    around: &Assignment,
-    (c, n): (usize, u32),
-) -> Assignment {
-    let mut a = around.clone();
-    a.insert(app.components[c].name.clone(), model.node(n).name.clone());
-    a
-}
-
 /// The single moves from `around` as (component, node): per component the nodes other than
 /// its own that satisfy its requirements (its pin among them), at most
 /// [`MOVES_PER_COMPONENT`] of them, those nearest the other ends of its channels.
@@ -400,14 +384,12 @@ fn nearest(
 /// wrong as its nodes' coordinates say they may be. A pair the coordinates over-estimate is
 /// never chosen by a search on the estimates, so it is probed only if some ranking hopes for
 /// it (optimism in the face of uncertainty); the nodes whose coordinates are the least sure
-/// rank higher here. All scored together, on one view; `placements`: the moves' own, in
-/// their order.
+/// rank higher here. All scored together, on one view, in the moves' order.
 fn optimistic_scores(
     model: &Infra,
     app: &Application,
     around: &Assignment,
     moves: &[(usize, u32)],
-    placements: &[Assignment],
     opts: &Options,
 ) -> Vec<Option<f64>> {
     let Some(est) = model.estimator() else {
@@ -424,7 +406,7 @@ fn optimistic_scores(
     let extra: Vec<(u32, u32, crate::LinkQ)> =
         extra.into_iter().map(|((x, y), q)| (x, y, q)).collect();
     let view = model.requalified(|_, _, _, q| q, &extra);
-    score_all_on(&view, app, placements, opts.time_budget)
+    score_with_moves_on(&view, app, &[], around, moves, opts.time_budget)
         .into_iter()
         .map(|s| s.ok().map(|x| x.0))
         .collect()

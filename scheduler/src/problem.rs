@@ -57,7 +57,8 @@ pub const UNSET: u32 = u32::MAX;
 
 pub struct Comp {
     pub name: String,
-    /// Nodes that satisfy the component's `requires` (what `l_min` ranges over).
+    /// Nodes that satisfy the component's `requires` (what `l_min` ranges over), in order
+    /// (the fleet's nodes filtered: a binary search finds one).
     pub req_cand: Vec<u32>,
     /// `req_cand` minus the nodes the component's own resource request does not fit.
     pub cand: Vec<u32>,

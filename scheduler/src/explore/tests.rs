@@ -1,7 +1,7 @@
 //! The exploration round's tests: small models whose estimates and measurements are known.
 
 use super::*;
-use crate::LinkQ;
+use crate::{score_all_on, LinkQ};
 use acoa_shared::model::{
     parse_application, Capacity, CoordDoc, EstimatedNode, Layer, LinkEstimates, Node, Usage,
 };
@@ -370,19 +370,17 @@ fn the_neighbourhood_search_moves_two_components_at_once() {
     let (app, m, current) = two_together();
     let opts = Options::default();
     let single = single_moves(&m, &app, &current);
-    let scores = score_all_on(
+    let all = score_with_moves_on(
         &m,
         &app,
-        &single
-            .iter()
-            .map(|&x| moved(&m, &app, &current, x))
-            .collect::<Vec<_>>(),
+        std::slice::from_ref(&current),
+        &current,
+        &single,
         None,
     );
-    let base = score_all_on(&m, &app, std::slice::from_ref(&current), None)[0]
-        .as_ref()
-        .unwrap()
-        .0;
+    let base = all[0].as_ref().unwrap().0;
+    let scores = &all[1..];
+    assert_eq!(scores.len(), single.len());
     assert!(
         scores.iter().all(|s| s.as_ref().unwrap().0 < base),
         "no single move improves"
@@ -393,6 +391,39 @@ fn the_neighbourhood_search_moves_two_components_at_once() {
         vec![best.clone()]
     );
     assert!(improved(&m, &app, &Ledger::new(), &best, &opts).is_empty());
+}
+
+/// Single moves scored by node number score as their placements of names do, after the
+/// placements given; a move onto a node the component may not run on is that error.
+#[test]
+fn single_moves_score_as_their_placements_do() {
+    let (app, m, current) = two_together();
+    let mut moves = single_moves(&m, &app, &current);
+    // mid needs the hardware `m`, which n00003 does not have
+    moves.push((1, 3));
+    let best = placed3("n00002", "n00004");
+    let by_number = score_with_moves_on(
+        &m,
+        &app,
+        std::slice::from_ref(&best),
+        &current,
+        &moves,
+        None,
+    );
+    let placements: Vec<Assignment> = std::iter::once(best)
+        .chain(moves.iter().map(|&(c, n)| {
+            let mut a = current.clone();
+            a.insert(app.components[c].name.clone(), m.node(n).name.clone());
+            a
+        }))
+        .collect();
+    assert_eq!(by_number, score_all_on(&m, &app, &placements, None));
+    assert!(by_number[1..moves.len()].iter().all(Result::is_ok));
+    assert!(
+        matches!(&by_number[moves.len()], Err(crate::ScheduleError::Unsatisfied { component, .. }) if component == "mid"),
+        "{:?}",
+        by_number[moves.len()]
+    );
 }
 
 /// Restrictions searched on one l_min score as [`crate::score_on`] does (l_min proven), each
