@@ -52,10 +52,11 @@
 //!    its unmeasured pairs probed, and the best of them is the next candidate when the
 //!    search's placement is not one.
 //!
-//! Scores compared with one another are computed together ([`crate::score_with_moves_on`]: one l_min search
-//! under the search's time budget). In a large fleet a component's single moves are limited
-//! to the [`MOVES_PER_COMPONENT`] nodes whose links to the other ends of its channels are the
-//! shortest (measured or estimated): the moves worth scoring, at a bounded cost.
+//! Scores compared with one another are computed together ([`crate::score_with_moves_on`]:
+//! one l_min search under the search's time budget). In a large fleet a component's single
+//! moves are limited to the [`MOVES_PER_COMPONENT`] nodes whose links to the other ends of
+//! its channels are the shortest (measured or estimated): the moves worth scoring, at a
+//! bounded cost.
 //!
 //! `coords-sim --place-rules multi` measures the rule (BENCHMARKS.md, "Placements on k
 //! measured pairs plus estimates"); the control plane runs it when an application's targeted

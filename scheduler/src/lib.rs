@@ -474,11 +474,11 @@ pub fn score_all_on(
     score_resolved(infra, app, &model, resolved, budget)
 }
 
-/// [`score_all_on`] of `assignments` and of the single moves around `around`, all on one l_min:
-/// the scores of `assignments`, then one per move. A move `(c, n)` is `around` with the
-/// component `app.components[c]` on node `n` (a node of `infra`); its placement is held as one node number per
-/// component, never as names (an exploration round of a 20-component application at 50,000
-/// nodes scores 40,960 moves).
+/// [`score_all_on`] of `assignments` and of the single moves around `around`, all on one
+/// l_min: the scores of `assignments`, then one per move. A move `(c, n)` is `around` with
+/// the component `app.components[c]` on node `n` (a node of `infra`); its placement is held
+/// as one node number per component, never as names (an exploration round of a
+/// 20-component application at 50,000 nodes scores 40,960 moves).
 pub fn score_with_moves_on(
     infra: &Infra,
     app: &Application,

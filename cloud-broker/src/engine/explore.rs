@@ -6,8 +6,8 @@
 //! unmeasured pairs around the search's placement; those that fit are added to the peer lists
 //! of their first nodes (targeted probes, beyond `k`, the pairs that decide most first:
 //! `peerlists::fitting`), and when they are measured, or after [`EXPLORE_WAIT_MS`], the next
-//! round runs. When the rounds are done or nothing is left to
-//! probe, the application's targeted probes are its placement's own links (kept measured).
+//! round runs. When the rounds are done or nothing is left to probe, the application's
+//! targeted probes are its placement's own links (kept measured).
 //!
 //! `coords-sim --place-rules multi` runs the same rounds on a simulated fleet: there they take
 //! the placements on 16 measured pairs per node plus estimates to within 1 % of the placement
