@@ -293,3 +293,34 @@ fn a_round_asks_only_for_the_links_that_fit_in_a_list_and_waits_for_no_other() {
     assert_eq!(sink(&sim), "n4", "onto n0 -> n4, measured 5 ms");
     assert_eq!(sim.e.exploration("pair").map(|e| e.0), Some(3));
 }
+
+/// When nothing a round names fits (every slot beyond the neighbours taken), the round asks
+/// for nothing and waits `EXPLORE_WAIT_MS`, as for links never measured: the exploration does
+/// not run its rounds back to back on nothing new, nor end while there is more to probe.
+#[test]
+fn a_round_with_no_room_waits_and_does_not_end() {
+    let (mut sim, coords, _) = exploring_pair_k(wire::MAX_PEERS_PER_NODE);
+    sim.tick(1000);
+    let (c, _) = exploration_fleet(&[(2, 12.0)]);
+    report_links(&mut sim, &c, &coords, 2);
+    sim.tick(200);
+    assert_eq!(sim.e.exploration("pair"), Some((1, true)), "round 1 waits");
+    let wait = cloud_broker::engine::EXPLORE_WAIT_MS;
+    let mut waited = 0;
+    for seq in 3.. {
+        report_links(&mut sim, &c, &coords, seq);
+        sim.tick(1000);
+        waited += 1000;
+        if waited + 1000 >= wait {
+            break;
+        }
+    }
+    assert_eq!(sim.e.exploration("pair"), Some((1, true)), "still waiting");
+    sim.tick(2000);
+    sim.tick(200);
+    assert_eq!(
+        sim.e.exploration("pair").map(|e| e.0),
+        Some(2),
+        "the next round after {wait} ms"
+    );
+}
