@@ -458,20 +458,7 @@ pub fn score_all_on(
     assignments: &[BTreeMap<String, String>],
     budget: Option<Duration>,
 ) -> Vec<Result<(f64, Vec<CriterionGrade>), ScheduleError>> {
-    if !matches!(Algorithm::of(app), Ok(Algorithm::Qos)) {
-        return assignments
-            .iter()
-            .map(|a| score_on(infra, app, a))
-            .collect();
-    }
-    let ledger = Ledger::new();
-    let constraints = filter::default_constraints();
-    let model = Model::compile(infra, app, &ledger, &constraints);
-    let resolved: Vec<Result<Vec<u32>, ScheduleError>> = assignments
-        .iter()
-        .map(|a| resolve(infra, &model, a))
-        .collect();
-    score_resolved(infra, app, &model, resolved, budget)
+    score_with_moves_on(infra, app, assignments, &BTreeMap::new(), &[], budget)
 }
 
 /// [`score_all_on`] of `assignments` and of the single moves around `around`, all on one
@@ -494,7 +481,10 @@ pub fn score_with_moves_on(
             .ok_or_else(|| ScheduleError::UnknownComponent(format!("number {c}")))
     };
     if !matches!(Algorithm::of(app), Ok(Algorithm::Qos)) {
-        let mut out = score_all_on(infra, app, assignments, budget);
+        let mut out: Vec<_> = assignments
+            .iter()
+            .map(|a| score_on(infra, app, a))
+            .collect();
         out.extend(moves.iter().map(|&(c, n)| {
             let mut a = around.clone();
             a.insert(component(c)?.clone(), infra.node(n).name.clone());
@@ -505,7 +495,12 @@ pub fn score_with_moves_on(
     let ledger = Ledger::new();
     let constraints = filter::default_constraints();
     let model = Model::compile(infra, app, &ledger, &constraints);
-    let base = resolve(infra, &model, around);
+    // (no moves: `around` is not read)
+    let base = if moves.is_empty() {
+        Err(ScheduleError::Unassigned(String::new()))
+    } else {
+        resolve(infra, &model, around)
+    };
     let mut resolved: Vec<Result<Vec<u32>, ScheduleError>> = assignments
         .iter()
         .map(|a| resolve(infra, &model, a))
