@@ -293,10 +293,19 @@ fn lmin_search_pots(
         }
         &owned
     };
+    // each path's search gets an even share of the time left: one that does not end (on
+    // estimates, a long path rarely does) leaves the next its part, not nothing
+    let mut left = app
+        .criteria
+        .iter()
+        .filter(|c| c.kind == CriterionKind::MinE2eResponseTime)
+        .count() as u32;
     for (j, cr) in app.criteria.iter().enumerate() {
         if cr.kind != CriterionKind::MinE2eResponseTime {
             continue;
         }
+        let share = part_of(limits, left);
+        left -= 1;
         let pname = cr.path.as_deref().unwrap_or_default();
         let chans = criteria::path_channels(app, model, pname);
         let ctx = Ctx {
@@ -308,7 +317,7 @@ fn lmin_search_pots(
         pots[j] = Some(pot.clone());
         let rt = rt.with_pot(pot);
         let obj = Objective::new(model.comps.len(), vec![Box::new(rt)], vec![1.0]);
-        let found = search::branch_and_bound(model, req_space, &obj, None, limits);
+        let found = search::branch_and_bound(model, req_space, &obj, None, share);
         explored += found.explored;
         proven &= found.proven;
         if let Some((a, _)) = found.best {
