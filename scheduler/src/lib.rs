@@ -509,12 +509,7 @@ pub fn score_with_moves_on(
         let base = base.as_ref().map_err(Clone::clone)?;
         let name = component(c)?;
         let i = model.comp_index[name];
-        if model.comps[i].req_cand.binary_search(&n).is_err() {
-            return Err(ScheduleError::Unsatisfied {
-                component: name.clone(),
-                node: infra.node(n).name.clone(),
-            });
-        }
+        may_run_on(infra, &model.comps[i], n)?;
         let mut d = base.clone();
         d[i] = n;
         Ok(d)
@@ -591,14 +586,20 @@ pub(crate) fn resolve(
         let i = infra
             .index_of(n)
             .ok_or_else(|| ScheduleError::UnknownNode(n.clone()))?;
-        // (sorted: the fleet's nodes in order, filtered)
-        if c.req_cand.binary_search(&i).is_err() {
-            return Err(ScheduleError::Unsatisfied {
-                component: c.name.clone(),
-                node: n.clone(),
-            });
-        }
+        may_run_on(infra, c, i)?;
         a.push(i);
     }
     Ok(a)
+}
+
+/// Whether component `c` may run on node `n` (its `requires`), else that error.
+fn may_run_on(infra: &Infra, c: &problem::Comp, n: u32) -> Result<(), ScheduleError> {
+    // (sorted: the fleet's nodes in order, filtered)
+    if c.req_cand.binary_search(&n).is_ok() {
+        return Ok(());
+    }
+    Err(ScheduleError::Unsatisfied {
+        component: c.name.clone(),
+        node: infra.node(n).name.clone(),
+    })
 }
