@@ -41,7 +41,8 @@
 //!    pair at once reaches. Its placement is never a move: it is the next candidate when the
 //!    search's placement is not one, compared once measured (step 3).
 //! 8. a large-neighbourhood search around the placement in force ([`improved`]): per
-//!    component, it and the other ends of its channels free among their own nodes and the
+//!    channel, its two ends and the other ends of their channels (four components of a
+//!    path in a row) free among their own nodes and the
 //!    [`HOOD_NODES`] nodes nearest their channels' other ends, the rest pinned, each such
 //!    neighbourhood searched to the end or to its share of the time budget. A budget-cut
 //!    search from scratch on thousands of nodes ends well below the placement in force, and
@@ -244,12 +245,14 @@ pub fn channel_pairs(model: &Infra, app: &Application, assignment: &Assignment) 
 
 /// Per neighbourhood of `around`, the best placement that moves its components at once, if
 /// it scores above `around` on `model`: best first, each once (a large-neighbourhood search).
-/// A neighbourhood is a component and the other ends of its channels, each of them free among
-/// its own node and the [`HOOD_NODES`] nodes nearest its channels' other ends, the rest
-/// pinned; every neighbourhood is searched ([`place_within_on`]: branch and bound, one l_min
-/// for all, an even share of the time budget each). Single moves ([`single_moves`]) cannot
-/// reach a placement that moves several components of a path at once onto a nearer station,
-/// though the model prefers it.
+/// A neighbourhood is a channel's two ends and the other ends of their channels, each of them
+/// free among its own node and the [`HOOD_NODES`] nodes nearest its channels' other ends, the
+/// rest pinned; every neighbourhood is searched ([`place_within_on`]: branch and bound, one
+/// l_min for all, an even share of the time budget each). Single moves ([`single_moves`])
+/// cannot reach a placement that moves several components of a path at once onto a nearer
+/// station, though the model prefers it; a component and the other ends of its channels
+/// (the neighbourhoods until 2026-12-07) hold three components of a path in a row, a channel's
+/// neighbourhood four.
 fn improved(
     model: &Infra,
     app: &Application,
@@ -263,20 +266,22 @@ fn improved(
         .iter()
         .map(|c| (c.name.clone(), at(&c.name).into_iter().collect()))
         .collect();
-    let mut hoods: BTreeSet<BTreeSet<&str>> = BTreeSet::new();
-    for comp in &app.components {
-        let mut hood = BTreeSet::from([comp.name.as_str()]);
-        for ch in &app.channels {
-            if ch.from == comp.name {
-                hood.insert(ch.to.as_str());
-            } else if ch.to == comp.name {
-                hood.insert(ch.from.as_str());
-            }
-        }
-        if hood.len() > 1 {
-            hoods.insert(hood);
-        }
+    // per channel: its two ends and the other ends of their channels (a chain of four
+    // components moves at once, the components of a path into the stations between them)
+    let mut other_ends: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for ch in &app.channels {
+        other_ends.entry(&ch.from).or_default().push(&ch.to);
+        other_ends.entry(&ch.to).or_default().push(&ch.from);
     }
+    let hoods: BTreeSet<BTreeSet<&str>> = app
+        .channels
+        .iter()
+        .map(|ch| {
+            let ends = [ch.from.as_str(), ch.to.as_str()];
+            let others = ends.iter().flat_map(|e| other_ends[e].iter().copied());
+            ends.into_iter().chain(others).collect()
+        })
+        .collect();
     let free: BTreeMap<&str, Vec<u32>> = app
         .components
         .iter()

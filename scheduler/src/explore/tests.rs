@@ -393,6 +393,70 @@ fn the_neighbourhood_search_moves_two_components_at_once() {
     assert!(improved(&m, &app, &Ledger::new(), &best, &opts).is_empty());
 }
 
+/// A source pinned to n00000 feeds four components in a row (`b`, `c`, `d`, `e`: on n00001
+/// or n00002, hardware m), the last of which feeds the sink pinned to n00003, each node a
+/// datacenter of its own and every pair measured: the placement in force, all four on
+/// n00001, takes 10 + 3 x 0.05 + 10 ms; all four on n00002 take 5 + 3 x 0.05 + 5 ms; any
+/// fewer moved cross between n00001 and n00002 (20 ms) and are worse. A component and the
+/// other ends of its channels free together are at most three of the four; a channel's two
+/// ends and theirs are all four.
+#[test]
+fn the_neighbourhood_search_moves_a_chain_of_four_at_once() {
+    let mut yaml = String::from(
+        "application: t\ncomponents:\n- {name: src, image: i, requires: {node: n00000}}\n",
+    );
+    for c in ["b", "c", "d", "e"] {
+        yaml += &format!("- {{name: {c}, image: i, requires: {{hardware: [m]}}}}\n");
+    }
+    yaml += "- {name: sink, image: i, requires: {node: n00003}}\nchannels:\n";
+    let row = ["src", "b", "c", "d", "e", "sink"];
+    for (i, w) in row.windows(2).enumerate() {
+        yaml += &format!("- {{name: c{i}, from: {}, to: {}}}\n", w[0], w[1]);
+    }
+    yaml += "paths:\n- {name: p, channels: [c0, c1, c2, c3, c4]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n";
+    let app = parse_application(&yaml).unwrap();
+    let nodes: Vec<Node> = (0..4)
+        .map(|i| Node {
+            hardware: if i == 1 || i == 2 {
+                vec!["m".into()]
+            } else {
+                vec![]
+            },
+            ..node(i, &format!("d{i}"))
+        })
+        .collect();
+    let links = [
+        (0, 1, 10.0),
+        (1, 3, 10.0),
+        (0, 2, 5.0),
+        (2, 3, 5.0),
+        (1, 2, 20.0),
+        (2, 1, 20.0),
+        (1, 1, 0.05),
+        (2, 2, 0.05),
+    ];
+    let m = Infra::new(nodes, links.into_iter().map(|(a, b, l)| (a, b, q(l))));
+    let placed = |mid: &str| -> Assignment {
+        row.iter()
+            .map(|c| {
+                let n = match *c {
+                    "src" => "n00000",
+                    "sink" => "n00003",
+                    _ => mid,
+                };
+                (c.to_string(), n.to_string())
+            })
+            .collect()
+    };
+    let (current, best) = (placed("n00001"), placed("n00002"));
+    let opts = Options::default();
+    assert_eq!(
+        improved(&m, &app, &Ledger::new(), &current, &opts),
+        vec![best.clone()]
+    );
+    assert!(improved(&m, &app, &Ledger::new(), &best, &opts).is_empty());
+}
+
 /// Single moves scored by node number score as their placements of names do, after the
 /// placements given; a move onto a node the component may not run on is that error.
 #[test]
