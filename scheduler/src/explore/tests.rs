@@ -394,8 +394,8 @@ fn the_neighbourhood_search_moves_two_components_at_once() {
 }
 
 /// A source pinned to n00000 feeds four components in a row (`b`, `c`, `d`, `e`: on n00001
-/// or n00002, hardware m), the last of which feeds the sink pinned to n00003, each node a
-/// datacenter of its own and every pair measured: the placement in force, all four on
+/// or n00002, hardware m), the last of which feeds the sink pinned to n00003, on the nodes
+/// of [`chain`] (each a datacenter of its own; n00004 unused), every pair measured: the placement in force, all four on
 /// n00001, takes 10 + 3 x 0.05 + 10 ms; all four on n00002 take 5 + 3 x 0.05 + 5 ms; any
 /// fewer moved cross between n00001 and n00002 (20 ms) and are worse. A component and the
 /// other ends of its channels free together are at most three of the four; a channel's two
@@ -415,16 +415,6 @@ fn the_neighbourhood_search_moves_a_chain_of_four_at_once() {
     }
     yaml += "paths:\n- {name: p, channels: [c0, c1, c2, c3, c4]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n";
     let app = parse_application(&yaml).unwrap();
-    let nodes: Vec<Node> = (0..4)
-        .map(|i| Node {
-            hardware: if i == 1 || i == 2 {
-                vec!["m".into()]
-            } else {
-                vec![]
-            },
-            ..node(i, &format!("d{i}"))
-        })
-        .collect();
     let links = [
         (0, 1, 10.0),
         (1, 3, 10.0),
@@ -435,7 +425,10 @@ fn the_neighbourhood_search_moves_a_chain_of_four_at_once() {
         (1, 1, 0.05),
         (2, 2, 0.05),
     ];
-    let m = Infra::new(nodes, links.into_iter().map(|(a, b, l)| (a, b, q(l))));
+    let m = Infra::new(
+        chain_nodes(),
+        links.into_iter().map(|(a, b, l)| (a, b, q(l))),
+    );
     let placed = |mid: &str| -> Assignment {
         row.iter()
             .map(|c| {
