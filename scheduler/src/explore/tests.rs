@@ -267,6 +267,11 @@ fn chain_nodes() -> Vec<Node> {
         .collect()
 }
 
+/// The nodes of [`chain`] with the `links` (from, to, latency) measured, nothing estimated.
+fn chain_measured(links: &[(u32, u32, f64)]) -> Infra {
+    Infra::new(chain_nodes(), links.iter().map(|&(a, b, l)| (a, b, q(l))))
+}
+
 /// A placement of [`chain`].
 fn placed3(mid: &str, sink: &str) -> Assignment {
     [("src", "n00000"), ("mid", mid), ("sink", sink)]
@@ -356,10 +361,7 @@ fn two_together() -> (Application, Infra, Assignment) {
         (1, 4, 60.0),
         (2, 3, 90.0),
     ];
-    let m = Infra::new(
-        chain_nodes(),
-        links.into_iter().map(|(a, b, l)| (a, b, q(l))),
-    );
+    let m = chain_measured(&links);
     (app, m, placed3("n00001", "n00003"))
 }
 
@@ -425,10 +427,7 @@ fn the_neighbourhood_search_moves_a_chain_of_four_at_once() {
         (1, 1, 0.05),
         (2, 2, 0.05),
     ];
-    let m = Infra::new(
-        chain_nodes(),
-        links.into_iter().map(|(a, b, l)| (a, b, q(l))),
-    );
+    let m = chain_measured(&links);
     let placed = |mid: &str| -> Assignment {
         row.iter()
             .map(|c| {
