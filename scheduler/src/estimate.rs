@@ -352,21 +352,21 @@ impl Estimator {
             .fold(by_coord, f64::max)
     }
 
-    /// `set` summarised for [`Estimator::latency_lb`], each member `x` weighted `val(x)`
-    /// (skipped when not finite): boxes of nearby coordinates (one per member up to
+    /// `set` summarised for [`Estimator::latency_lb`], its `k`-th member `x` weighted
+    /// `val(k)` (skipped when not finite): boxes of nearby coordinates (one per member up to
     /// [`CELLS`] members, else a grid of [`CELLS`] cells on the first two dimensions, each
-    /// the tight box of its members) with the least `val(x) + height(x)` inside, per
-    /// datacenter with a median the least `val(x)` of its members, and per datacenter with a
-    /// median to another the least `val(x)` of its members with a coordinate.
-    pub fn cells(&self, set: &[u32], val: impl Fn(u32) -> f64) -> Cells {
+    /// the tight box of its members) with the least `val + height(x)` inside, per
+    /// datacenter with a median the least `val` of its members, and per datacenter with a
+    /// median to another the least `val` of its members with a coordinate.
+    pub fn cells(&self, set: &[u32], val: impl Fn(usize) -> f64) -> Cells {
         let mut c = Cells {
             least_between: f64::INFINITY,
             least_val: f64::INFINITY,
             ..Cells::default()
         };
         let mut pts: Vec<([f64; DIMS], f64)> = Vec::new();
-        for x in set {
-            let v = val(*x);
+        for (k, x) in set.iter().enumerate() {
+            let v = val(k);
             let i = *x as usize;
             if !v.is_finite() || self.ends[i].is_none() {
                 continue;
@@ -592,7 +592,7 @@ mod tests {
     /// Everything an estimator answers, for every pair and node of `n` (and a set's bounds).
     fn answers(e: &Estimator, n: u32, set: &[u32]) -> String {
         let mut out = format!("max {:?}\n", e.max_latency_bound());
-        let cells = e.cells(set, |x| f64::from(x) / 3.0);
+        let cells = e.cells(set, |k| f64::from(set[k]) / 3.0);
         for a in 0..n {
             out += &format!(
                 "{a}: half {:?} lb {:?}\n",
@@ -655,10 +655,10 @@ mod tests {
                 }
                 let set: Vec<u32> = (0..n).filter(|_| r.chance(0.5)).collect();
                 let val: Vec<f64> = (0..n).map(|_| 3.0 * r.unit() - 1.0).collect();
-                for cells in [e.cells(&set, |x| val[x as usize]), {
+                for cells in [e.cells(&set, |k| val[set[k] as usize]), {
                     // the grid (more members than CELLS): the set repeated
                     let many: Vec<u32> = set.iter().copied().cycle().take(CELLS * 3).collect();
-                    e.cells(&many, |x| val[x as usize])
+                    e.cells(&many, |k| val[many[k] as usize])
                 }] {
                     for y in 0..n {
                         let least = set

@@ -8,6 +8,7 @@ use crate::infra::Infra;
 use crate::ledger::{Ledger, NODE_CONTAINER_LIMIT};
 use acoa_shared::model::{Application, Resources};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What a node has left for the application's components: cpu millicores and memory MB
 /// (capacity − usage − ledger reservations, may be negative) and containers (the node limit
@@ -294,18 +295,87 @@ fn container_room(infra: &Infra, ledger: &Ledger, components: usize) -> Option<V
     room.iter().any(|r| *r < components as i64).then_some(room)
 }
 
+/// Where each node stands among one component's candidates (a sorted list of node numbers):
+/// what the per-candidate rows of a [`Space`]'s tables and of the criteria's bounds are
+/// indexed by, so that they hold an entry per candidate, not per node of the fleet (a
+/// neighbourhood of the exploration pins most components to one node of 50,000).
+#[derive(Debug)]
+pub enum CandIndex {
+    /// Per node, its position among the candidates (`u32::MAX`: not one of them).
+    Dense(Vec<u32>),
+    /// Few candidates in a large fleet ([`CandIndex::new`]): their list, searched.
+    Few(Vec<u32>),
+}
+
+impl CandIndex {
+    /// The index of `cand` (sorted, no repeats) among `n` nodes: a position per node,
+    /// unless that would hold 64 times more than the list (a neighbourhood's pinned and
+    /// freed components at 1,000 nodes and more), where a binary search of at most 10 steps
+    /// looks a node up.
+    pub fn new(n: usize, cand: &[u32]) -> CandIndex {
+        debug_assert!(cand.windows(2).all(|w| w[0] < w[1]), "candidates sorted");
+        if cand.len() * 64 < n && cand.len() < 1024 {
+            CandIndex::Few(cand.to_vec())
+        } else {
+            CandIndex::dense(n, cand)
+        }
+    }
+
+    fn dense(n: usize, cand: &[u32]) -> CandIndex {
+        let mut pos = vec![u32::MAX; n];
+        for (i, x) in cand.iter().enumerate() {
+            pos[*x as usize] = i as u32;
+        }
+        CandIndex::Dense(pos)
+    }
+
+    /// The bytes it holds.
+    pub fn held_bytes(&self) -> usize {
+        match self {
+            CandIndex::Dense(v) | CandIndex::Few(v) => 4 * v.len(),
+        }
+    }
+
+    /// Node `x`'s position among the candidates, if it is one.
+    #[inline]
+    pub fn of(&self, x: u32) -> Option<usize> {
+        match self {
+            CandIndex::Dense(pos) => match pos.get(x as usize) {
+                Some(&i) if i != u32::MAX => Some(i as usize),
+                _ => None,
+            },
+            CandIndex::Few(cand) => cand.binary_search(&x).ok(),
+        }
+    }
+
+    #[inline]
+    pub fn has(&self, x: u32) -> bool {
+        self.of(x).is_some()
+    }
+
+    /// `row`'s entry for node `x` (a row per candidate), `missing` when `x` is not one.
+    #[inline]
+    pub fn get(&self, row: &[f64], x: u32, missing: f64) -> f64 {
+        self.of(x).map_or(missing, |i| row[i])
+    }
+}
+
 /// For one channel and one candidate space: the best the link under it can be.
 #[derive(Debug, Clone)]
 pub struct ChanTable {
     /// Best success / least latency over all linked candidate pairs.
     pub best_succ: f64,
     pub min_lat: f64,
-    /// Per source node: best success / least latency to any candidate of the sink.
-    pub succ_out: Vec<f64>,
-    pub lat_out: Vec<f64>,
-    /// Per sink node: best success / least latency from any candidate of the source.
-    pub succ_in: Vec<f64>,
-    pub lat_in: Vec<f64>,
+    /// Per candidate of the source (in `from`'s order): best success / least latency to any
+    /// candidate of the sink.
+    succ_out: Vec<f64>,
+    lat_out: Vec<f64>,
+    /// Per candidate of the sink (in `to`'s order): best success / least latency from any
+    /// candidate of the source.
+    succ_in: Vec<f64>,
+    lat_in: Vec<f64>,
+    from: Arc<CandIndex>,
+    to: Arc<CandIndex>,
     /// How many candidate pairs have a measured link.
     pub linked_pairs: u128,
     /// The values above also bound the channel's estimated links (the infrastructure has an
@@ -313,11 +383,35 @@ pub struct ChanTable {
     pub estimated: bool,
 }
 
+impl ChanTable {
+    /// Best success of a link from source node `x` (negative: none, or not a candidate).
+    #[inline]
+    pub fn succ_out(&self, x: u32) -> f64 {
+        self.from.get(&self.succ_out, x, -1.0)
+    }
+    /// Least latency of a link from source node `x` (infinite: none, or not a candidate).
+    #[inline]
+    pub fn lat_out(&self, x: u32) -> f64 {
+        self.from.get(&self.lat_out, x, f64::INFINITY)
+    }
+    /// Best success of a link into sink node `y`.
+    #[inline]
+    pub fn succ_in(&self, y: u32) -> f64 {
+        self.to.get(&self.succ_in, y, -1.0)
+    }
+    /// Least latency of a link into sink node `y`.
+    #[inline]
+    pub fn lat_in(&self, y: u32) -> f64 {
+        self.to.get(&self.lat_in, y, f64::INFINITY)
+    }
+}
+
 /// The candidate nodes of every component (one choice of candidate sets) and the tables
 /// derived from them.
 pub struct Space {
     pub cand: Vec<Vec<u32>>,
-    pub member: Vec<Vec<bool>>,
+    /// Per component, the index of its candidates.
+    pub index: Vec<Arc<CandIndex>>,
     pub tables: Vec<ChanTable>,
 }
 
@@ -336,15 +430,24 @@ fn membership(n: usize, cand: &[Vec<u32>]) -> Vec<Vec<bool>> {
 
 impl Space {
     pub fn build(model: &Model<'_>, cand: Vec<Vec<u32>>) -> Space {
-        let member = membership(model.infra.len(), &cand);
+        let n = model.infra.len();
+        let mut index: Vec<Arc<CandIndex>> = Vec::with_capacity(cand.len());
+        for (c, list) in cand.iter().enumerate() {
+            // components with the same candidates (the unconstrained ones) share one index
+            let same = (0..c).find(|d| cand[*d] == *list);
+            index.push(match same {
+                Some(d) => index[d].clone(),
+                None => Arc::new(CandIndex::new(n, list)),
+            });
+        }
         let tables = model
             .chans
             .iter()
-            .map(|ch| table(model, ch, &cand, &member))
+            .map(|ch| table(model, ch, &cand, &index))
             .collect();
         Space {
             cand,
-            member,
+            index,
             tables,
         }
     }
@@ -404,6 +507,26 @@ impl Space {
         Ok(Space::build(model, cand))
     }
 
+    /// The bytes held by its candidate lists, their indexes (one that components share
+    /// counted once) and its tables' rows.
+    pub fn held_bytes(&self) -> usize {
+        let lists: usize = self.cand.iter().map(|c| 4 * c.len()).sum();
+        let mut seen: Vec<*const CandIndex> = Vec::new();
+        let mut indexes = 0;
+        for i in &self.index {
+            if !seen.contains(&Arc::as_ptr(i)) {
+                seen.push(Arc::as_ptr(i));
+                indexes += i.held_bytes();
+            }
+        }
+        let rows: usize = self
+            .tables
+            .iter()
+            .map(|t| 16 * (t.succ_out.len() + t.succ_in.len()))
+            .sum();
+        lists + indexes + rows
+    }
+
     /// Whether every candidate pair of every channel has a link (then the link-complete
     /// deployments are exactly the product of the candidate counts).
     pub fn links_complete(&self, model: &Model<'_>) -> bool {
@@ -425,59 +548,55 @@ impl Space {
     }
 }
 
-/// The table of channel `ch` over the candidate sets `cand` (`member`: the same as flags).
-fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], member: &[Vec<bool>]) -> ChanTable {
-    let n = model.infra.len();
+/// The table of channel `ch` over the candidate sets `cand` (`index`: their indexes).
+fn table(model: &Model<'_>, ch: &Chan, cand: &[Vec<u32>], index: &[Arc<CandIndex>]) -> ChanTable {
+    let (src, dst) = (&cand[ch.from], &cand[ch.to]);
     let mut t = ChanTable {
         best_succ: -1.0,
         min_lat: f64::INFINITY,
-        succ_out: vec![-1.0; n],
-        lat_out: vec![f64::INFINITY; n],
-        succ_in: vec![-1.0; n],
-        lat_in: vec![f64::INFINITY; n],
+        succ_out: vec![-1.0; src.len()],
+        lat_out: vec![f64::INFINITY; src.len()],
+        succ_in: vec![-1.0; dst.len()],
+        lat_in: vec![f64::INFINITY; dst.len()],
+        from: index[ch.from].clone(),
+        to: index[ch.to].clone(),
         linked_pairs: 0,
         estimated: false,
     };
-    let mut visit = |a: u32, b: u32, q: crate::infra::LinkQ| {
-        t.linked_pairs += 1;
-        let (a, b) = (a as usize, b as usize);
-        t.best_succ = t.best_succ.max(q.success);
-        t.min_lat = t.min_lat.min(q.latency_ms);
-        t.succ_out[a] = t.succ_out[a].max(q.success);
-        t.lat_out[a] = t.lat_out[a].min(q.latency_ms);
-        t.succ_in[b] = t.succ_in[b].max(q.success);
-        t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
-    };
     if ch.from == ch.to {
-        for a in &cand[ch.from] {
+        for (i, a) in src.iter().enumerate() {
             if let Some(q) = model.infra.link(*a, *a) {
-                visit(*a, *a, q);
+                t.linked_pairs += 1;
+                t.best_succ = t.best_succ.max(q.success);
+                t.min_lat = t.min_lat.min(q.latency_ms);
+                t.succ_out[i] = q.success;
+                t.lat_out[i] = q.latency_ms;
+                t.succ_in[i] = q.success;
+                t.lat_in[i] = q.latency_ms;
             }
         }
     } else {
-        let sink = &member[ch.to];
-        for a in &cand[ch.from] {
+        let sink = &*t.to;
+        for (i, a) in src.iter().enumerate() {
             let (bs, ls) = model.infra.out_links(*a);
             let (mut s_out, mut l_out, mut pairs) = (-1.0f64, f64::INFINITY, 0u128);
             for (b, q) in bs.iter().zip(ls) {
-                let b = *b as usize;
-                if sink[b] {
+                if let Some(j) = sink.of(*b) {
                     pairs += 1;
                     s_out = s_out.max(q.success);
                     l_out = l_out.min(q.latency_ms);
-                    t.succ_in[b] = t.succ_in[b].max(q.success);
-                    t.lat_in[b] = t.lat_in[b].min(q.latency_ms);
+                    t.succ_in[j] = t.succ_in[j].max(q.success);
+                    t.lat_in[j] = t.lat_in[j].min(q.latency_ms);
                 }
             }
-            let a = *a as usize;
             t.linked_pairs += pairs;
-            t.succ_out[a] = s_out;
-            t.lat_out[a] = l_out;
+            t.succ_out[i] = s_out;
+            t.lat_out[i] = l_out;
             t.best_succ = t.best_succ.max(s_out);
             t.min_lat = t.min_lat.min(l_out);
         }
         if let Some(e) = model.infra.estimator() {
-            estimated_bounds(e, &mut t, &cand[ch.from], &cand[ch.to]);
+            estimated_bounds(e, &mut t, src, dst);
         }
     }
     t
@@ -499,21 +618,112 @@ fn estimated_bounds(e: &Estimator, t: &mut ChanTable, src: &[u32], dst: &[u32]) 
     }
     t.estimated = true;
     let (src_cells, dst_cells) = (e.cells(src, |_| 0.0), e.cells(dst, |_| 0.0));
-    for a in src {
+    for (i, a) in src.iter().enumerate() {
         if let Some(h) = e.half(*a) {
             let lb = e.latency_lb(*a, &dst_cells);
-            let a = *a as usize;
-            t.lat_out[a] = t.lat_out[a].min(lb);
-            t.succ_out[a] = t.succ_out[a].max(h.success * dst_succ);
+            t.lat_out[i] = t.lat_out[i].min(lb);
+            t.succ_out[i] = t.succ_out[i].max(h.success * dst_succ);
             t.min_lat = t.min_lat.min(lb);
         }
     }
-    for b in dst {
+    for (j, b) in dst.iter().enumerate() {
         if let Some(h) = e.half(*b) {
-            let b = *b as usize;
-            t.lat_in[b] = t.lat_in[b].min(e.latency_lb(b as u32, &src_cells));
-            t.succ_in[b] = t.succ_in[b].max(src_succ * h.success);
+            t.lat_in[j] = t.lat_in[j].min(e.latency_lb(*b, &src_cells));
+            t.succ_in[j] = t.succ_in[j].max(src_succ * h.success);
         }
     }
     t.best_succ = t.best_succ.max(src_succ * dst_succ);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::LinkQ;
+    use acoa_shared::model::{parse_application, Capacity, Layer, Node, Usage};
+
+    /// Both kinds of index give the list's own positions: for the nodes in it, between its
+    /// members, past the fleet and `UNSET`.
+    #[test]
+    fn both_kinds_of_index_find_what_the_list_holds() {
+        let n = 300u32;
+        for len in [0, 1, 2, 4, 5, 63, 150, 299, 300] {
+            // 7919 is prime to 300: exactly `len` nodes, in order
+            let cand: Vec<u32> = (0..n).filter(|x| (x * 7919) % n < len).collect();
+            assert_eq!(cand.len(), len as usize);
+            let row: Vec<f64> = (0..cand.len()).map(|i| i as f64).collect();
+            for index in [
+                CandIndex::new(n as usize, &cand),
+                CandIndex::dense(n as usize, &cand),
+                CandIndex::Few(cand.clone()),
+            ] {
+                for x in (0..n + 3).chain([UNSET]) {
+                    let want = cand.binary_search(&x).ok();
+                    assert_eq!(index.of(x), want, "{len} candidates, node {x}");
+                    assert_eq!(index.get(&row, x, -1.0), want.map_or(-1.0, |i| i as f64));
+                }
+            }
+        }
+    }
+
+    fn node(i: usize) -> Node {
+        Node {
+            name: format!("n{i:05}"),
+            datacenter: format!("d{}", i / 10),
+            layer: Layer::Edge,
+            arch: "aarch64".into(),
+            hardware: vec![],
+            software: vec![],
+            capacity: Capacity::default(),
+            usage: Usage::default(),
+            position: None,
+        }
+    }
+
+    /// A neighbourhood of the exploration pins most components to a node or two of a large
+    /// fleet: its space holds tables the size of its candidates, not of the fleet (before
+    /// 2026-12-07, four f64 per node of the fleet and channel: 480 KB here, 29 MiB for a
+    /// 20-component chain at 50,000 nodes), and they read the same as before.
+    #[test]
+    fn a_space_of_few_candidates_holds_little_on_a_large_fleet() {
+        let n = 5000usize;
+        let lat = |i: usize| 1.0 + (i % 7) as f64;
+        let infra = Infra::new(
+            (0..n).map(node).collect(),
+            (0..n - 1).map(|i| {
+                let q = LinkQ {
+                    latency_ms: lat(i),
+                    success: 0.99,
+                };
+                (i as u32, i as u32 + 1, q)
+            }),
+        );
+        let app = parse_application(
+            "application: t\ncomponents:\n- {name: a, image: i}\n- {name: b, image: i}\n- {name: c, image: i}\n- {name: d, image: i}\nchannels:\n- {name: ab, from: a, to: b}\n- {name: bc, from: b, to: c}\n- {name: cd, from: c, to: d}\npaths:\n- {name: p, channels: [ab, bc, cd]}\ncriteria:\n- {type: min-e2e-response-time, path: p, weight: 1.0}\n",
+        )
+        .unwrap();
+        let model = Model::compile(&infra, &app, &Ledger::new(), &filter::default_constraints());
+        assert!(model.comps.iter().all(|c| c.cand.len() == n));
+        // component k on node 100 + k or 101 + k: a link under each channel
+        let few = Space::build(&model, (0..4).map(|k| vec![100 + k, 101 + k]).collect());
+        assert!(
+            few.held_bytes() < 1024,
+            "{} bytes for 8 candidates",
+            few.held_bytes()
+        );
+        let ab = &few.tables[0];
+        assert_eq!(ab.lat_out(100), lat(100));
+        assert_eq!(ab.lat_out(101), lat(101));
+        assert_eq!(ab.lat_in(101), lat(100));
+        assert_eq!(ab.lat_in(102), lat(101));
+        assert_eq!(ab.succ_out(101), 0.99);
+        // not a candidate: no link
+        assert_eq!(ab.lat_out(102), f64::INFINITY);
+        assert_eq!(ab.succ_in(100), -1.0);
+        assert_eq!(ab.min_lat, lat(100).min(lat(101)));
+        // every node a candidate: one index shared by the four, a row per candidate
+        let full = Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
+        assert!(full.index.iter().all(|i| Arc::ptr_eq(i, &full.index[0])));
+        assert_eq!(full.held_bytes(), 4 * 4 * n + 4 * n + 3 * 32 * n);
+        assert_eq!(full.tables[1].lat_in(7), lat(6));
+    }
 }

@@ -192,11 +192,11 @@ impl<'s, 'm> Searcher<'s, 'm> {
                 match &self.doms[w] {
                     Some(d) => intersect(d, list, &mut new),
                     None => {
-                        let member = &self.space.member[w];
+                        let index = &self.space.index[w];
                         new.extend(
                             list.iter()
                                 .copied()
-                                .filter(|x| member[*x as usize] && self.fits(w, *x)),
+                                .filter(|x| index.has(*x) && self.fits(w, *x)),
                         );
                     }
                 }
@@ -388,9 +388,9 @@ impl<'s, 'm> Searcher<'s, 'm> {
             return false;
         }
         let base = base.unwrap_or(&self.space.cand[u]);
-        let member = &self.space.member[u];
+        let index = &self.space.index[u];
         'next: for b in base {
-            if !member[*b as usize] || !self.fits(u, *b) {
+            if !index.has(*b) || !self.fits(u, *b) {
                 continue;
             }
             for ch in &m.chans_of[u] {

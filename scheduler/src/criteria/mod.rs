@@ -8,7 +8,7 @@ pub use reliability::Reliability;
 pub use response_time::{ResponseTime, RtPot};
 
 use crate::infra::LinkQ;
-use crate::problem::{Model, Space, UNSET};
+use crate::problem::{CandIndex, Model, Space, UNSET};
 use acoa_shared::model::{Application, CriterionKind, Node};
 
 /// What a criterion plugin may read.
@@ -89,33 +89,35 @@ pub trait CriterionPlugin: Send + Sync {
 }
 
 /// Relaxes `out[y] = min(out[y], val[x] + cost(link))` over the links between the nodes
-/// `x` of `src` (with a finite `val[x]`) and the nodes `y` that `dst_member` admits:
-/// links `x -> y` when `forward`, `y -> x` otherwise. `val` and `out` are per node.
+/// `x` of `src` (with a finite `val[x]`) and the nodes `y` of `dst`: links `x -> y` when
+/// `forward`, `y -> x` otherwise. `val` is per member of `src` (in its order), `out` per
+/// member of `dst`; `dst_index` is `dst`'s [`CandIndex`].
 ///
 /// Measured links are visited; estimated ones are bounded without visiting every pair, so
 /// that `out` stays a lower bound: latency by the estimator's cells of `src`
 /// ([`crate::estimate::Estimator::latency_lb`], O(|dst| x cells)), unreliability by its
 /// halves (`-ln` of the success estimate, a product, is a sum: O(|src| + |dst|)).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn propagate(
     ctx: &Ctx<'_, '_>,
     src: &[u32],
     val: &[f64],
-    dst_member: &[bool],
+    dst: &[u32],
+    dst_index: &CandIndex,
     forward: bool,
     cost: Cost,
     out: &mut [f64],
 ) {
     let infra = ctx.model.infra;
-    for x in src {
-        let vx = val[*x as usize];
+    for (x, vx) in src.iter().zip(val) {
         if !vx.is_finite() {
             continue;
         }
         let mut relax = |y: u32, l: LinkQ| {
-            if dst_member[y as usize] {
+            if let Some(j) = dst_index.of(y) {
                 let c = vx + cost.of(l);
-                if c < out[y as usize] {
-                    out[y as usize] = c;
+                if c < out[j] {
+                    out[j] = c;
                 }
             }
         };
@@ -134,32 +136,29 @@ pub(super) fn propagate(
     let Some(e) = infra.estimator() else { return };
     match cost {
         Cost::Latency => {
-            let cells = e.cells(src, |x| val[x as usize]);
-            for (y, admitted) in dst_member.iter().enumerate() {
-                if *admitted {
-                    let c = e.latency_lb(y as u32, &cells);
-                    if c < out[y] {
-                        out[y] = c;
-                    }
+            let cells = e.cells(src, |k| val[k]);
+            for (y, o) in dst.iter().zip(out.iter_mut()) {
+                let c = e.latency_lb(*y, &cells);
+                if c < *o {
+                    *o = c;
                 }
             }
         }
         Cost::Unreliability => {
             let best = src
                 .iter()
-                .filter(|x| val[**x as usize].is_finite())
-                .filter_map(|x| Some(val[*x as usize] + cost.of(e.half(*x)?)))
+                .zip(val)
+                .filter(|(_, v)| v.is_finite())
+                .filter_map(|(x, v)| Some(v + cost.of(e.half(*x)?)))
                 .fold(f64::INFINITY, f64::min);
             if !best.is_finite() {
                 return;
             }
-            for (y, admitted) in dst_member.iter().enumerate() {
-                if *admitted {
-                    if let Some(h) = e.half(y as u32) {
-                        let c = best + cost.of(h);
-                        if c < out[y] {
-                            out[y] = c;
-                        }
+            for (y, o) in dst.iter().zip(out.iter_mut()) {
+                if let Some(h) = e.half(*y) {
+                    let c = best + cost.of(h);
+                    if c < *o {
+                        *o = c;
                     }
                 }
             }

@@ -2,8 +2,9 @@
 
 use super::*;
 use crate::infra::LinkQ;
-use crate::problem::{Model, UNSET};
+use crate::problem::{CandIndex, Model, UNSET};
 use acoa_shared::model::CriterionKind;
+use std::sync::Arc;
 
 /// `max-e2e-reliability`: the product of `success` over every channel of the path.
 pub struct Reliability {
@@ -19,10 +20,20 @@ pub struct Reliability {
 struct Forest {
     /// Channels outside the forest (closing a cycle, or from a component to itself).
     rest: Vec<usize>,
-    /// Per slot, per node: the least forest cost with the slot on the node.
+    /// Per slot, the index of the candidates its row of `m` follows.
+    index: Vec<Arc<CandIndex>>,
+    /// Per slot, per candidate: the least forest cost with the slot on the node.
     m: Vec<Vec<f64>>,
     /// The least forest cost overall.
     mmin: f64,
+}
+
+impl Forest {
+    /// `m` at slot `v` on node `b` (infinite on a node that is not a candidate).
+    #[inline]
+    fn m(&self, v: usize, b: u32) -> f64 {
+        self.index[v].get(&self.m[v], b, f64::INFINITY)
+    }
 }
 
 impl Reliability {
@@ -50,7 +61,6 @@ impl Reliability {
     /// Precomputes the forest bound over the candidates of `ctx.space`.
     pub fn with_forest(mut self, ctx: &Ctx<'_, '_>) -> Self {
         let m = ctx.model;
-        let n = m.infra.len();
         let nv = self.scope.comps.len();
         let slot = |c: usize| {
             self.scope
@@ -60,7 +70,7 @@ impl Reliability {
                 .expect("path comp")
         };
         let cand = |v: usize| &ctx.space.cand[self.scope.comps[v]][..];
-        let member = |v: usize| &ctx.space.member[self.scope.comps[v]][..];
+        let index = |v: usize| &*ctx.space.index[self.scope.comps[v]];
         // Union-find for the spanning forest.
         let mut uf: Vec<usize> = (0..nv).collect();
         fn find(uf: &mut [usize], x: usize) -> usize {
@@ -114,60 +124,47 @@ impl Reliability {
         // Links between child x and parent y under channel ch: x -> y when the channel
         // goes from the child's component.
         let child_to_parent = |ch: usize, v: usize| m.chans[ch].from == self.scope.comps[v];
-        let init = |v: usize| {
-            let mut t = vec![f64::INFINITY; n];
-            for b in cand(v) {
-                t[*b as usize] = 0.0;
-            }
-            t
-        };
-        let mut inner: Vec<Vec<f64>> = (0..nv).map(init).collect();
+        // a row per slot, an entry per candidate of its component
+        let zeros = |v: usize| vec![0.0; cand(v).len()];
+        let mut inner: Vec<Vec<f64>> = (0..nv).map(zeros).collect();
         let mut up: Vec<Vec<f64>> = vec![Vec::new(); nv];
         for v in order.iter().rev() {
             let Some((ch, p)) = parent[*v] else { continue };
-            let mut msg = vec![f64::INFINITY; n];
+            let mut msg = vec![f64::INFINITY; cand(p).len()];
             propagate(
                 ctx,
                 cand(*v),
                 &inner[*v],
-                member(p),
+                cand(p),
+                index(p),
                 child_to_parent(ch, *v),
                 Cost::Unreliability,
                 &mut msg,
             );
-            for b in cand(p) {
-                let b = *b as usize;
-                inner[p][b] += msg[b];
+            for (x, c) in inner[p].iter_mut().zip(&msg) {
+                *x += c;
             }
             up[*v] = msg;
         }
-        let mut down: Vec<Vec<f64>> = (0..nv)
-            .map(|v| {
-                let mut t = vec![f64::INFINITY; n];
-                for b in cand(v) {
-                    t[*b as usize] = 0.0;
-                }
-                t
-            })
-            .collect();
+        let mut down: Vec<Vec<f64>> = (0..nv).map(zeros).collect();
         for v in &order {
             let Some((ch, p)) = parent[*v] else { continue };
             // Everything at the parent but this child's own message.
             let mut excl = down[p].clone();
             for w in 0..nv {
                 if w != *v && parent[w].is_some_and(|(_, q)| q == p) {
-                    for b in cand(p) {
-                        let b = *b as usize;
-                        excl[b] += up[w][b];
+                    for (x, c) in excl.iter_mut().zip(&up[w]) {
+                        *x += c;
                     }
                 }
             }
-            let mut msg = vec![f64::INFINITY; n];
+            let mut msg = vec![f64::INFINITY; cand(*v).len()];
             propagate(
                 ctx,
                 cand(p),
                 &excl,
-                member(*v),
+                cand(*v),
+                index(*v),
                 !child_to_parent(ch, *v),
                 Cost::Unreliability,
                 &mut msg,
@@ -177,10 +174,7 @@ impl Reliability {
         let tree_min: Vec<(usize, f64)> = roots
             .iter()
             .map(|r| {
-                let best = cand(*r)
-                    .iter()
-                    .map(|b| inner[*r][*b as usize])
-                    .fold(f64::INFINITY, f64::min);
+                let best = inner[*r].iter().copied().fold(f64::INFINITY, f64::min);
                 (find(&mut uf, *r), best)
             })
             .collect();
@@ -193,15 +187,21 @@ impl Reliability {
                     .filter(|(r, _)| *r != root)
                     .map(|(_, t)| t)
                     .sum();
-                let mut t = vec![f64::INFINITY; n];
-                for b in cand(v) {
-                    let b = *b as usize;
-                    t[b] = inner[v][b] + down[v][b] + others;
-                }
-                t
+                inner[v]
+                    .iter()
+                    .zip(&down[v])
+                    .map(|(i, d)| i + d + others)
+                    .collect()
             })
             .collect();
-        self.forest = Some(Forest { rest, m: mm, mmin });
+        self.forest = Some(Forest {
+            rest,
+            index: (0..nv)
+                .map(|v| ctx.space.index[self.scope.comps[v]].clone())
+                .collect(),
+            m: mm,
+            mmin,
+        });
         self
     }
 }
@@ -252,7 +252,7 @@ impl CriterionPlugin for Reliability {
             let mut lb = f.mmin;
             for (v, c) in self.scope.comps.iter().enumerate() {
                 if a[*c] != UNSET {
-                    lb = lb.max(f.m[v][a[*c] as usize]);
+                    lb = lb.max(f.m(v, a[*c]));
                 }
             }
             let rest: f64 = f
@@ -280,7 +280,7 @@ impl CriterionPlugin for Reliability {
         let Some(f) = &self.forest else { return p };
         let mut lb = state[1];
         if let Some(v) = self.scope.comps.iter().position(|c| *c == comp) {
-            lb = lb.max(f.m[v][b as usize]);
+            lb = lb.max(f.m(v, b));
         }
         let mut rest = state[2];
         for ch in f.rest.iter().filter(|ch| at(ch)) {
@@ -293,7 +293,7 @@ impl CriterionPlugin for Reliability {
             &self.forest,
             self.scope.comps.iter().position(|c| *c == comp),
         ) {
-            (Some(f), Some(v)) => parent.min((-f.m[v][b as usize]).exp()),
+            (Some(f), Some(v)) => parent.min((-f.m(v, b)).exp()),
             _ => parent,
         }
     }
@@ -307,8 +307,8 @@ impl Reliability {
         let t = &ctx.space.tables[ch];
         let s = match (a[c.from], a[c.to]) {
             (UNSET, UNSET) => t.best_succ,
-            (x, UNSET) => t.succ_out[x as usize],
-            (UNSET, y) => t.succ_in[y as usize],
+            (x, UNSET) => t.succ_out(x),
+            (UNSET, y) => t.succ_in(y),
             _ => link(ch).success,
         };
         s.max(0.0)
@@ -325,7 +325,7 @@ impl Reliability {
         for (v, comp) in self.scope.comps.iter().enumerate() {
             let b = a[*comp];
             if b != UNSET {
-                lb = lb.max(f.m[v][b as usize]);
+                lb = lb.max(f.m(v, b));
             }
         }
         let mut rest = 0.0;

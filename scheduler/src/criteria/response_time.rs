@@ -2,18 +2,35 @@
 
 use super::*;
 use crate::infra::LinkQ;
-use crate::problem::{Model, UNSET};
+use crate::problem::{CandIndex, Model, UNSET};
 use acoa_shared::model::CriterionKind;
+use std::sync::Arc;
 
 /// Per slot of a response-time path: `g[v][b]`, a lower bound on the longest route that
 /// ends at `v` when `v` is on node `b`, and `h[v][b]`, on the longest route that starts
 /// there (each predecessor / successor takes its best node independently, which relaxes
 /// the shared choices, so both are admissible). Infinite: no route at all.
 pub struct RtPot {
+    /// Per slot, the index of the candidates its rows of `g` and `h` follow (those of the
+    /// space the potentials were computed over).
+    index: Vec<Arc<CandIndex>>,
     g: Vec<Vec<f64>>,
     h: Vec<Vec<f64>>,
     gmin: Vec<f64>,
     hmin: Vec<f64>,
+}
+
+impl RtPot {
+    /// `g` at slot `v` on node `b` (infinite on a node that is not a candidate: no route).
+    #[inline]
+    fn g(&self, v: usize, b: u32) -> f64 {
+        self.index[v].get(&self.g[v], b, f64::INFINITY)
+    }
+    /// `h` at slot `v` on node `b`.
+    #[inline]
+    fn h(&self, v: usize, b: u32) -> f64 {
+        self.index[v].get(&self.h[v], b, f64::INFINITY)
+    }
 }
 
 /// `min-e2e-response-time`: g = l_min / l, l the longest source-to-sink route of the
@@ -97,67 +114,65 @@ impl ResponseTime {
 
     /// The route potentials of this path over the candidates of `ctx.space`.
     pub fn potentials(&self, ctx: &Ctx<'_, '_>) -> RtPot {
-        let n = ctx.model.infra.len();
         let nv = self.scope.comps.len();
         let cand = |slot: usize| &ctx.space.cand[self.scope.comps[slot]][..];
-        let member = |slot: usize| &ctx.space.member[self.scope.comps[slot]][..];
+        let index = |slot: usize| &*ctx.space.index[self.scope.comps[slot]];
         let mut has_in = vec![false; nv];
         let mut has_out = vec![false; nv];
         for (_, s, t) in &self.edges {
             has_out[*s] = true;
             has_in[*t] = true;
         }
+        // a row per slot, an entry per candidate of its component
         let init = |slot: usize, zero: bool| {
-            let mut v = vec![f64::INFINITY; n];
-            for b in cand(slot) {
-                v[*b as usize] = if zero { 0.0 } else { f64::NEG_INFINITY };
-            }
-            v
+            vec![if zero { 0.0 } else { f64::NEG_INFINITY }; cand(slot).len()]
         };
         let mut g: Vec<Vec<f64>> = (0..nv).map(|v| init(v, !has_in[v])).collect();
-        let mut msg = vec![f64::INFINITY; n];
         for (_, s, t) in &self.edges {
-            msg.iter_mut().for_each(|m| *m = f64::INFINITY);
+            let mut msg = vec![f64::INFINITY; cand(*t).len()];
             propagate(
                 ctx,
                 cand(*s),
                 &g[*s],
-                member(*t),
+                cand(*t),
+                index(*t),
                 true,
                 Cost::Latency,
                 &mut msg,
             );
-            for b in cand(*t) {
-                let b = *b as usize;
-                g[*t][b] = g[*t][b].max(msg[b]);
+            for (x, m) in g[*t].iter_mut().zip(&msg) {
+                *x = x.max(*m);
             }
         }
         let mut h: Vec<Vec<f64>> = (0..nv).map(|v| init(v, !has_out[v])).collect();
         for (_, s, t) in self.edges.iter().rev() {
-            msg.iter_mut().for_each(|m| *m = f64::INFINITY);
+            let mut msg = vec![f64::INFINITY; cand(*s).len()];
             propagate(
                 ctx,
                 cand(*t),
                 &h[*t],
-                member(*s),
+                cand(*s),
+                index(*s),
                 false,
                 Cost::Latency,
                 &mut msg,
             );
-            for b in cand(*s) {
-                let b = *b as usize;
-                h[*s][b] = h[*s][b].max(msg[b]);
+            for (x, m) in h[*s].iter_mut().zip(&msg) {
+                *x = x.max(*m);
             }
         }
-        let min_over = |v: &[f64], slot: usize| {
-            cand(slot)
-                .iter()
-                .map(|b| v[*b as usize])
-                .fold(f64::INFINITY, f64::min)
-        };
-        let gmin = (0..nv).map(|v| min_over(&g[v], v)).collect();
-        let hmin = (0..nv).map(|v| min_over(&h[v], v)).collect();
-        RtPot { g, h, gmin, hmin }
+        let min_over = |row: &[f64]| row.iter().copied().fold(f64::INFINITY, f64::min);
+        let gmin = g.iter().map(|r| min_over(r)).collect();
+        let hmin = h.iter().map(|r| min_over(r)).collect();
+        RtPot {
+            index: (0..nv)
+                .map(|v| ctx.space.index[self.scope.comps[v]].clone())
+                .collect(),
+            g,
+            h,
+            gmin,
+            hmin,
+        }
     }
 
     /// The longest route with channel weights `w`.
@@ -237,8 +252,8 @@ impl ResponseTime {
         let t = &ctx.space.tables[ch];
         match (a[c.from], a[c.to]) {
             (UNSET, UNSET) => t.min_lat,
-            (x, UNSET) => t.lat_out[x as usize],
-            (UNSET, y) => t.lat_in[y as usize],
+            (x, UNSET) => t.lat_out(x),
+            (UNSET, y) => t.lat_in(y),
             (x, y) => link(ch, x, y).map_or(f64::INFINITY, |q| q.latency_ms),
         }
     }
@@ -255,8 +270,8 @@ impl ResponseTime {
                     hh[v] = p.hmin[v];
                 }
                 b => {
-                    d[v] = p.g[v][b as usize];
-                    hh[v] = p.h[v][b as usize];
+                    d[v] = p.g(v, b);
+                    hh[v] = p.h(v, b);
                 }
             }
         }
@@ -338,18 +353,17 @@ impl CriterionPlugin for ResponseTime {
         }
         let nv = self.scope.comps.len();
         let (d, hh, parent) = (&state[..nv], &state[nv..2 * nv], state[2 * nv]);
-        let bu = b as usize;
-        let (mut dv, mut hv) = (p.g[v][bu], p.h[v][bu]);
+        let (mut dv, mut hv) = (p.g(v, b), p.h(v, b));
         for (ch, s, t) in &self.edges {
             if *t == v {
                 let w = match a[self.scope.comps[*s]] {
-                    UNSET => ctx.space.tables[*ch].lat_in[bu],
+                    UNSET => ctx.space.tables[*ch].lat_in(b),
                     _ => fixed[*ch].latency_ms,
                 };
                 dv = dv.max(d[*s] + w);
             } else if *s == v {
                 let w = match a[self.scope.comps[*t]] {
-                    UNSET => ctx.space.tables[*ch].lat_out[bu],
+                    UNSET => ctx.space.tables[*ch].lat_out(b),
                     _ => fixed[*ch].latency_ms,
                 };
                 hv = hv.max(w + hh[*t]);
@@ -360,10 +374,7 @@ impl CriterionPlugin for ResponseTime {
     fn quick_bound(&self, comp: usize, b: u32, parent: f64) -> f64 {
         // The route through `comp` is at least g + h there.
         match (&self.pot, self.scope.comps.iter().position(|c| *c == comp)) {
-            (Some(p), Some(v)) => {
-                let b = b as usize;
-                parent.min(self.ratio(p.g[v][b] + p.h[v][b]))
-            }
+            (Some(p), Some(v)) => parent.min(self.ratio(p.g(v, b) + p.h(v, b))),
             _ => parent,
         }
     }
