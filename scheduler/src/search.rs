@@ -242,87 +242,40 @@ impl<'s, 'm> Searcher<'s, 'm> {
         self.undo(u);
     }
 
-    /// For each channel of `u` whose other end is placed: the link under it for every
-    /// node of `domain` (sorted), by a merge with the placed end's adjacency.
-    fn links_for(&self, u: usize, domain: &[u32]) -> Vec<(usize, Vec<LinkQ>)> {
+    /// The channels of `u` whose link is known once `u` is placed: (channel, the other end's
+    /// node, whether `u` is the sink); a channel from `u` to itself has `UNSET` there.
+    fn placed_ends(&self, u: usize) -> Vec<(usize, u32, bool)> {
         let m = self.model;
-        let infra = m.infra;
-        let missing = LinkQ {
-            latency_ms: f64::INFINITY,
-            success: 0.0,
-        };
-        let mut out = Vec::new();
-        for ch in &m.chans_of[u] {
-            let c = &m.chans[*ch];
-            let qs: Vec<LinkQ> = if c.from == c.to {
-                domain
-                    .iter()
-                    .map(|b| infra.link(*b, *b).unwrap_or(missing))
-                    .collect()
-            } else if infra.estimator().is_some() {
-                let other = if c.to == u {
-                    self.a[c.from]
+        m.chans_of[u]
+            .iter()
+            .filter_map(|ch| {
+                let c = &m.chans[*ch];
+                if c.from == c.to {
+                    Some((*ch, UNSET, false))
+                } else if c.to == u {
+                    (self.a[c.from] != UNSET).then_some((*ch, self.a[c.from], true))
                 } else {
-                    self.a[c.to]
-                };
-                if other == UNSET {
-                    continue;
+                    (self.a[c.to] != UNSET).then_some((*ch, self.a[c.to], false))
                 }
-                domain
-                    .iter()
-                    .map(|b| {
-                        let q = if c.to == u {
-                            infra.link(other, *b)
-                        } else {
-                            infra.link(*b, other)
-                        };
-                        q.unwrap_or(missing)
-                    })
-                    .collect()
-            } else {
-                // by a merge of the domain with the placed end's row
-                let merged = |nodes: &[u32], q: &dyn Fn(usize) -> LinkQ| -> Vec<LinkQ> {
-                    let mut j = 0;
-                    domain
-                        .iter()
-                        .map(|b| {
-                            while j < nodes.len() && nodes[j] < *b {
-                                j += 1;
-                            }
-                            if j < nodes.len() && nodes[j] == *b {
-                                q(j)
-                            } else {
-                                missing
-                            }
-                        })
-                        .collect()
-                };
-                if c.to == u {
-                    match self.a[c.from] {
-                        UNSET => continue,
-                        x => {
-                            let (nodes, qs) = infra.out_links(x);
-                            merged(nodes, &|j| qs[j])
-                        }
-                    }
-                } else {
-                    match self.a[c.to] {
-                        UNSET => continue,
-                        y => {
-                            let (nodes, qs) = infra.inn_links(y);
-                            merged(nodes, &|j| qs.get(j))
-                        }
-                    }
-                }
-            };
-            out.push((*ch, qs));
-        }
-        out
+            })
+            .collect()
     }
 
-    fn set_links(&mut self, _u: usize, links: &[(usize, Vec<LinkQ>)], k: usize) {
-        for (ch, qs) in links {
-            self.fixed[*ch] = qs[k];
+    /// Sets `fixed` for `u` on `b`: the link under each of `ends` ([`Searcher::placed_ends`]),
+    /// looked up when a child is bounded or entered rather than held for every node of the
+    /// domain (at 50,000 nodes a domain is the fleet, at every depth of the first descent).
+    fn set_links(&mut self, ends: &[(usize, u32, bool)], b: u32) {
+        let infra = self.model.infra;
+        for &(ch, other, into) in ends {
+            let q = match (other, into) {
+                (UNSET, _) => infra.link(b, b),
+                (x, true) => infra.link(x, b),
+                (y, false) => infra.link(b, y),
+            };
+            self.fixed[ch] = q.unwrap_or(LinkQ {
+                latency_ms: f64::INFINITY,
+                success: 0.0,
+            });
         }
     }
 
@@ -479,16 +432,15 @@ impl<'s, 'm> Searcher<'s, 'm> {
         if domain.is_empty() {
             return;
         }
-        // The links under `u`'s channels to placed neighbours, per domain entry, read off
-        // the neighbours' sorted adjacency (the domain is a subset of it).
-        let links = self.links_for(u, &domain);
+        // the channels to placed neighbours, whose links each child looks up
+        let ends = self.placed_ends(u);
         // Bound every child.
         let ctx = Ctx {
             model: self.model,
             space: self.space,
         };
         let affected = &self.obj.crits_of[u];
-        let mut children: Vec<(f64, u32, usize)> = Vec::with_capacity(domain.len());
+        let mut children: Vec<(f64, u32)> = Vec::new();
         let mut saved: Vec<f64> = affected.iter().map(|j| self.vals[*j]).collect();
         let others: f64 = (0..self.vals.len())
             .filter(|j| !affected.contains(j))
@@ -503,7 +455,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
         for (i, j) in affected.iter().enumerate() {
             self.obj.crits[*j].prepare(&ctx, br, &mut states[i]);
         }
-        for (k, b) in domain.iter().enumerate() {
+        for b in &domain {
             if !self.obj.crits.is_empty() {
                 // O(1) per criterion: skip the child if even this cannot beat the best.
                 let quick: f64 = affected
@@ -520,7 +472,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
                 }
             }
             self.a[u] = *b;
-            self.set_links(u, &links, k);
+            self.set_links(&ends, *b);
             let br = Branch {
                 a: &self.a,
                 fixed: &self.fixed,
@@ -532,15 +484,16 @@ impl<'s, 'm> Searcher<'s, 'm> {
             let bound = self.obj.combine(&self.vals);
             self.bounded += 1;
             if bound > self.best_score + EPS {
-                children.push((bound, *b, k));
+                children.push((bound, *b));
             }
         }
+        drop(domain);
         self.a[u] = UNSET;
         for (k, j) in affected.iter().enumerate() {
             self.vals[*j] = saved[k];
         }
         children.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
-        for (bound, b, k) in children {
+        for (bound, b) in children {
             if bound <= self.best_score + EPS {
                 break;
             }
@@ -549,7 +502,7 @@ impl<'s, 'm> Searcher<'s, 'm> {
                 break;
             }
             let mark = self.place(u, b);
-            self.set_links(u, &links, k);
+            self.set_links(&ends, b);
             let ctx = Ctx {
                 model: self.model,
                 space: self.space,
