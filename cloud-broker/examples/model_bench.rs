@@ -31,7 +31,7 @@ use clap::Parser;
 use cloud_broker::engine::{
     run_job, Action, EngineConfig, Event, ExploreInput, JobOutcome, Purpose,
 };
-use cloud_broker::testkit::engine::{bench_app_yaml, link_metrics, EngineSim};
+use cloud_broker::testkit::engine::{chain_app_yaml, link_metrics, EngineSim};
 use cloud_broker::testkit::report_of;
 
 /// The control plane's allocator (cloud-broker/src/main.rs), so that the figures are its,
@@ -216,41 +216,6 @@ fn coord(i: usize, n: usize) -> wire::WireCoord {
     }
 }
 
-/// The application published: `bench_app_yaml`'s, or with `stages` > 0 a chain of that many
-/// stages from the train's sensor to a database, one path along it (response time and
-/// reliability).
-fn app_yaml(name: &str, train: usize, archive_weight: f64, stages: usize) -> String {
-    if stages == 0 {
-        return bench_app_yaml(name, train, archive_weight);
-    }
-    let mut y = format!(
-        "application: {name}\nscheduler: qos\ncomponents:\n\
-- name: sense\n  image: localhost/acoa/sense:1\n  requires: {{hardware: [sensor], datacenter: train{train}}}\n"
-    );
-    for k in 0..stages {
-        let requires = if k % 2 == 0 { "{}" } else { "{layer: cloud}" };
-        y += &format!(
-            "- name: stage{k}\n  image: localhost/acoa/stage:1\n  requires: {requires}\n  resources: {{cpu_millis: 50, memory_mb: 32}}\n"
-        );
-    }
-    y += "- name: store\n  image: localhost/acoa/store:1\n  requires: {software: [database]}\nchannels:\n";
-    let ends: Vec<String> = std::iter::once("sense".to_string())
-        .chain((0..stages).map(|k| format!("stage{k}")))
-        .chain(std::iter::once("store".to_string()))
-        .collect();
-    let names: Vec<String> = (0..=stages).map(|k| format!("c{k}")).collect();
-    for (k, w) in ends.windows(2).enumerate() {
-        y += &format!("- {{name: c{k}, from: {}, to: {}}}\n", w[0], w[1]);
-    }
-    y += &format!(
-        "paths:\n- {{name: alarm, channels: [{}]}}\ncriteria:\n\
-- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n\
-- {{type: max-e2e-reliability, path: alarm, weight: {archive_weight}}}\n",
-        names.join(", ")
-    );
-    y
-}
-
 fn rss_mib() -> f64 {
     acoa_test_support::proc_status_kb(None, "VmRSS").unwrap_or(0) as f64 / 1024.0
 }
@@ -363,15 +328,16 @@ fn main() {
                 let (app, payload) = match k {
                     0 => (
                         format!("a{round}"),
-                        app_yaml(&format!("a{round}"), round, 0.5, args.stages).into_bytes(),
+                        chain_app_yaml(&format!("a{round}"), round, 0.5, args.stages).into_bytes(),
                     ),
                     1 => (
                         format!("a{round}"),
-                        app_yaml(&format!("a{round}"), round, 0.6, args.stages).into_bytes(),
+                        chain_app_yaml(&format!("a{round}"), round, 0.6, args.stages).into_bytes(),
                     ),
                     _ => (
                         format!("b{round}"),
-                        app_yaml(&format!("b{round}"), round + 100, 0.5, args.stages).into_bytes(),
+                        chain_app_yaml(&format!("b{round}"), round + 100, 0.5, args.stages)
+                            .into_bytes(),
                     ),
                 };
                 let (l, j, peak) = step(&mut sim, &app, payload, (k == 0).then_some(&mut explored));

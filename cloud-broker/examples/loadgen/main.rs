@@ -45,7 +45,7 @@ use acoa_shared::topics;
 use acoa_shared::wire::{self, Message};
 use clap::Parser;
 use cloud_broker::identity::{DataDir, Inventory, NodeEntry};
-use cloud_broker::testkit::engine::bench_app_yaml;
+use cloud_broker::testkit::engine::chain_app_yaml;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 
 mod fleet;
@@ -68,6 +68,11 @@ struct Args {
     /// Applications published one after another (latency samples).
     #[arg(long, default_value_t = 40)]
     apps: usize,
+    /// The applications published get this many stages between their sensor and their
+    /// database, in a chain (`testkit::engine::chain_app_yaml`; 0: the three-component
+    /// application, `bench_app_yaml`).
+    #[arg(long, default_value_t = 0)]
+    stages: usize,
     /// A simulated agent sends its link metrics every this many milliseconds (the agent's
     /// `report_period_ms`); the control plane is started with a node timeout and evidence
     /// window of three periods (at least 10 s).
@@ -741,7 +746,7 @@ async fn bench(
                 topics::app(&name),
                 QoS::AtLeastOnce,
                 true,
-                bench_app_yaml(&name, k % trains.max(1), 0.5),
+                chain_app_yaml(&name, k % trains.max(1), 0.5, args.stages),
             )
             .await?;
         let mut done = false;

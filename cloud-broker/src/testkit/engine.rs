@@ -300,6 +300,43 @@ criteria:\n- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n- {{type
     )
 }
 
+/// [`bench_app_yaml`], or with `stages` > 0 a chain of that many stages from train `train`'s
+/// sensor to a database, one path along it (response time, weight 1, and reliability,
+/// `archive_weight`). Every other stage may run anywhere, the others in a cloud (each asks
+/// for 50 millicores and 32 MB): an exploration round then searches a neighbourhood per
+/// channel over the whole fleet (`examples/model_bench --stages`, `examples/loadgen --stages`).
+pub fn chain_app_yaml(name: &str, train: usize, archive_weight: f64, stages: usize) -> String {
+    if stages == 0 {
+        return bench_app_yaml(name, train, archive_weight);
+    }
+    let mut y = format!(
+        "application: {name}\nscheduler: qos\ncomponents:\n\
+- name: sense\n  image: localhost/acoa/sense:1\n  requires: {{hardware: [sensor], datacenter: train{train}}}\n"
+    );
+    for k in 0..stages {
+        let requires = if k % 2 == 0 { "{}" } else { "{layer: cloud}" };
+        y += &format!(
+            "- name: stage{k}\n  image: localhost/acoa/stage:1\n  requires: {requires}\n  resources: {{cpu_millis: 50, memory_mb: 32}}\n"
+        );
+    }
+    y += "- name: store\n  image: localhost/acoa/store:1\n  requires: {software: [database]}\nchannels:\n";
+    let ends: Vec<String> = std::iter::once("sense".to_string())
+        .chain((0..stages).map(|k| format!("stage{k}")))
+        .chain(std::iter::once("store".to_string()))
+        .collect();
+    let names: Vec<String> = (0..=stages).map(|k| format!("c{k}")).collect();
+    for (k, w) in ends.windows(2).enumerate() {
+        y += &format!("- {{name: c{k}, from: {}, to: {}}}\n", w[0], w[1]);
+    }
+    y += &format!(
+        "paths:\n- {{name: alarm, channels: [{}]}}\ncriteria:\n\
+- {{type: min-e2e-response-time, path: alarm, weight: 1.0}}\n\
+- {{type: max-e2e-reliability, path: alarm, weight: {archive_weight}}}\n",
+        names.join(", ")
+    );
+    y
+}
+
 /// An aarch64 edge node of datacenter `dc` with room for the tests' applications.
 pub fn edge_node(name: &str, dc: &str) -> model::Node {
     model::Node {
