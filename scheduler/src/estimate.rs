@@ -536,21 +536,9 @@ fn halves(
 mod tests {
     use super::*;
     use crate::rng::SplitMix64;
-    use acoa_shared::model::{Between, Capacity, CoordDoc, EstimatedNode, Layer, Usage};
+    use acoa_shared::model::{Between, CoordDoc, EstimatedNode};
 
-    fn node(name: String, dc: &str) -> Node {
-        Node {
-            name,
-            datacenter: dc.into(),
-            layer: Layer::Edge,
-            arch: "aarch64".into(),
-            hardware: vec![],
-            software: vec![],
-            capacity: Capacity::default(),
-            usage: Usage::default(),
-            position: None,
-        }
-    }
+    use crate::testkit::edge_node as node;
 
     /// Twelve nodes in three datacenters, most with estimates, some with coordinates; some
     /// datacenter medians.

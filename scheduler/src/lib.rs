@@ -61,6 +61,8 @@ pub mod rng;
 pub mod search;
 #[cfg(feature = "sim")]
 pub mod synth;
+#[cfg(test)]
+mod testkit;
 pub mod topsis;
 
 use acoa_shared::model::{Application, Cluster, CriterionKind, ModelError};

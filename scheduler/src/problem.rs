@@ -639,7 +639,7 @@ fn estimated_bounds(e: &Estimator, t: &mut ChanTable, src: &[u32], dst: &[u32]) 
 mod tests {
     use super::*;
     use crate::infra::LinkQ;
-    use acoa_shared::model::{parse_application, Capacity, Layer, Node, Usage};
+    use acoa_shared::model::{parse_application, Node};
 
     /// Both kinds of index give the list's own positions: for the nodes in it, between its
     /// members, past the fleet and `UNSET`.
@@ -666,17 +666,7 @@ mod tests {
     }
 
     fn node(i: usize) -> Node {
-        Node {
-            name: format!("n{i:05}"),
-            datacenter: format!("d{}", i / 10),
-            layer: Layer::Edge,
-            arch: "aarch64".into(),
-            hardware: vec![],
-            software: vec![],
-            capacity: Capacity::default(),
-            usage: Usage::default(),
-            position: None,
-        }
+        crate::testkit::edge_node(format!("n{i:05}"), &format!("d{}", i / 10))
     }
 
     /// A neighbourhood of the exploration pins most components to a node or two of a large

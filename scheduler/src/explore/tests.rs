@@ -2,22 +2,10 @@
 
 use super::*;
 use crate::{score_all_on, LinkQ};
-use acoa_shared::model::{
-    parse_application, Capacity, CoordDoc, EstimatedNode, Layer, LinkEstimates, Node, Usage,
-};
+use acoa_shared::model::{parse_application, CoordDoc, EstimatedNode, LinkEstimates, Node};
 
 fn node(i: usize, dc: &str) -> Node {
-    Node {
-        name: format!("n{i:05}"),
-        datacenter: dc.into(),
-        layer: Layer::Edge,
-        arch: "aarch64".into(),
-        hardware: vec![],
-        software: vec![],
-        capacity: Capacity::default(),
-        usage: Usage::default(),
-        position: None,
-    }
+    crate::testkit::edge_node(format!("n{i:05}"), dc)
 }
 
 fn q(latency_ms: f64) -> LinkQ {
