@@ -431,9 +431,7 @@ fn make_placement(
     a: &[u32],
     feasible: u128,
 ) -> Placement {
-    let ctx = Ctx { model, space };
-    let grades = objective.grades(&ctx, a);
-    let score = objective.combine(&grades);
+    let (score, criteria) = graded(app, objective, &Ctx { model, space }, a);
     Placement {
         assignment: model
             .comps
@@ -442,21 +440,35 @@ fn make_placement(
             .map(|(c, n)| (c.name.clone(), model.infra.node(*n).name.clone()))
             .collect(),
         score,
-        criteria: app
-            .criteria
-            .iter()
-            .zip(grades)
-            .map(|(c, g)| CriterionGrade {
-                kind: c.kind,
-                path: c.path.clone(),
-                component: c.component.clone(),
-                weight: c.weight,
-                grade: g,
-            })
-            .collect(),
+        criteria,
         feasible_deployments: feasible,
         notes: Vec::new(),
     }
+}
+
+/// The score of the deployment `a` and its grade per criterion (a score of many
+/// deployments names no node: an exploration round scores 40,960 of them).
+fn graded(
+    app: &Application,
+    objective: &Objective,
+    ctx: &Ctx<'_, '_>,
+    a: &[u32],
+) -> (f64, Vec<CriterionGrade>) {
+    let grades = objective.grades(ctx, a);
+    let score = objective.combine(&grades);
+    let criteria = app
+        .criteria
+        .iter()
+        .zip(grades)
+        .map(|(c, g)| CriterionGrade {
+            kind: c.kind,
+            path: c.path.clone(),
+            component: c.component.clone(),
+            weight: c.weight,
+            grade: g,
+        })
+        .collect();
+    (score, criteria)
 }
 
 /// The `qos` score of a resolved deployment.
@@ -512,15 +524,18 @@ pub(crate) fn score_all(
         .zip(&lmin)
         .find(|(c, l)| c.kind == CriterionKind::MinE2eResponseTime && l.is_none())
         .map(|(c, _)| ScheduleError::NoReference(c.path.clone().unwrap_or_default()));
-    let objective = Objective::for_app(app, model, &space, &lmin);
+    let objective = Objective::for_grading(app, model, &space, &lmin);
+    let ctx = Ctx {
+        model,
+        space: &space,
+    };
     all.iter()
         .zip(missed)
         .map(|(a, missed)| {
             if let Some(e) = missed.or_else(|| no_reference.clone()) {
                 return Err(e);
             }
-            let p = make_placement(app, model, &space, &objective, a, 0);
-            Ok((p.score, p.criteria))
+            Ok(graded(app, &objective, &ctx, a))
         })
         .collect()
 }

@@ -323,6 +323,29 @@ impl Objective {
         lmin: &[Option<f64>],
         pots: &[Option<std::sync::Arc<RtPot>>],
     ) -> Objective {
+        Objective::build(app, model, space, lmin, pots, true)
+    }
+
+    /// [`Objective::for_app`] for grading whole deployments: the same grades, and only the
+    /// plain bounds (no route potentials, no reliability forest, which at 50,000 nodes take
+    /// tens of MiB while they are computed and which a score never reads).
+    pub fn for_grading(
+        app: &Application,
+        model: &Model<'_>,
+        space: &Space,
+        lmin: &[Option<f64>],
+    ) -> Objective {
+        Objective::build(app, model, space, lmin, &[], false)
+    }
+
+    fn build(
+        app: &Application,
+        model: &Model<'_>,
+        space: &Space,
+        lmin: &[Option<f64>],
+        pots: &[Option<std::sync::Arc<RtPot>>],
+        bounds: bool,
+    ) -> Objective {
         let mut crits: Vec<Box<dyn CriterionPlugin>> = Vec::new();
         let mut weights = Vec::new();
         for (j, cr) in app.criteria.iter().enumerate() {
@@ -335,11 +358,13 @@ impl Objective {
                         let rt = ResponseTime::new(model, pname, &chans, lmin[j]);
                         Box::new(match pots.get(j).cloned().flatten() {
                             Some(p) => rt.with_pot(p),
-                            None => rt.with_potentials(&ctx),
+                            None if bounds => rt.with_potentials(&ctx),
+                            None => rt,
                         })
                     } else {
                         let ctx = Ctx { model, space };
-                        Box::new(Reliability::new(model, pname, &chans).with_forest(&ctx))
+                        let r = Reliability::new(model, pname, &chans);
+                        Box::new(if bounds { r.with_forest(&ctx) } else { r })
                     }
                 }
                 CriterionKind::LeastContainers | CriterionKind::MostFreeMemory => {
