@@ -507,6 +507,12 @@ impl Space {
         Ok(Space::build(model, cand))
     }
 
+    /// The indexes of the candidates of components `comps`, in their order (what the
+    /// criteria's per-slot rows are indexed by).
+    pub fn indexes(&self, comps: &[usize]) -> Vec<Arc<CandIndex>> {
+        comps.iter().map(|c| self.index[*c].clone()).collect()
+    }
+
     /// The bytes held by its candidate lists, their indexes (one that components share
     /// counted once) and its tables' rows.
     pub fn held_bytes(&self) -> usize {

@@ -70,7 +70,7 @@ impl Reliability {
                 .expect("path comp")
         };
         let cand = |v: usize| &ctx.space.cand[self.scope.comps[v]][..];
-        let index = |v: usize| &*ctx.space.index[self.scope.comps[v]];
+        let index = ctx.space.indexes(&self.scope.comps);
         // Union-find for the spanning forest.
         let mut uf: Vec<usize> = (0..nv).collect();
         fn find(uf: &mut [usize], x: usize) -> usize {
@@ -136,7 +136,7 @@ impl Reliability {
                 cand(*v),
                 &inner[*v],
                 cand(p),
-                index(p),
+                &index[p],
                 child_to_parent(ch, *v),
                 Cost::Unreliability,
                 &mut msg,
@@ -164,7 +164,7 @@ impl Reliability {
                 cand(p),
                 &excl,
                 cand(*v),
-                index(*v),
+                &index[*v],
                 !child_to_parent(ch, *v),
                 Cost::Unreliability,
                 &mut msg,
@@ -196,9 +196,7 @@ impl Reliability {
             .collect();
         self.forest = Some(Forest {
             rest,
-            index: (0..nv)
-                .map(|v| ctx.space.index[self.scope.comps[v]].clone())
-                .collect(),
+            index,
             m: mm,
             mmin,
         });

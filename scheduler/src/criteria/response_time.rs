@@ -116,7 +116,7 @@ impl ResponseTime {
     pub fn potentials(&self, ctx: &Ctx<'_, '_>) -> RtPot {
         let nv = self.scope.comps.len();
         let cand = |slot: usize| &ctx.space.cand[self.scope.comps[slot]][..];
-        let index = |slot: usize| &*ctx.space.index[self.scope.comps[slot]];
+        let index = ctx.space.indexes(&self.scope.comps);
         let mut has_in = vec![false; nv];
         let mut has_out = vec![false; nv];
         for (_, s, t) in &self.edges {
@@ -135,7 +135,7 @@ impl ResponseTime {
                 cand(*s),
                 &g[*s],
                 cand(*t),
-                index(*t),
+                &index[*t],
                 true,
                 Cost::Latency,
                 &mut msg,
@@ -152,7 +152,7 @@ impl ResponseTime {
                 cand(*t),
                 &h[*t],
                 cand(*s),
-                index(*s),
+                &index[*s],
                 false,
                 Cost::Latency,
                 &mut msg,
@@ -165,9 +165,7 @@ impl ResponseTime {
         let gmin = g.iter().map(|r| min_over(r)).collect();
         let hmin = h.iter().map(|r| min_over(r)).collect();
         RtPot {
-            index: (0..nv)
-                .map(|v| ctx.space.index[self.scope.comps[v]].clone())
-                .collect(),
+            index,
             g,
             h,
             gmin,
