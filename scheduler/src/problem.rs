@@ -412,7 +412,9 @@ pub struct Space {
     pub cand: Vec<Vec<u32>>,
     /// Per component, the index of its candidates.
     pub index: Vec<Arc<CandIndex>>,
-    pub tables: Vec<ChanTable>,
+    /// Per channel. Channels between the same two candidate lists (a chain of stages that
+    /// ask for the same nodes) share one table: it depends on nothing else.
+    pub tables: Vec<Arc<ChanTable>>,
 }
 
 /// Per component, whether each of the `n` nodes is among its candidates `cand`.
@@ -440,11 +442,21 @@ impl Space {
                 None => Arc::new(CandIndex::new(n, list)),
             });
         }
-        let tables = model
-            .chans
-            .iter()
-            .map(|ch| table(model, ch, &cand, &index))
-            .collect();
+        let mut tables: Vec<Arc<ChanTable>> = Vec::with_capacity(model.chans.len());
+        for (k, ch) in model.chans.iter().enumerate() {
+            let ends = |c: &Chan| {
+                (
+                    Arc::as_ptr(&index[c.from]),
+                    Arc::as_ptr(&index[c.to]),
+                    c.from == c.to,
+                )
+            };
+            let same = (0..k).find(|j| ends(&model.chans[*j]) == ends(ch));
+            tables.push(match same {
+                Some(j) => tables[j].clone(),
+                None => Arc::new(table(model, ch, &cand, &index)),
+            });
+        }
         Space {
             cand,
             index,
@@ -514,7 +526,7 @@ impl Space {
     }
 
     /// The bytes held by its candidate lists, their indexes (one that components share
-    /// counted once) and its tables' rows.
+    /// counted once) and its tables' rows (a table that channels share counted once).
     pub fn held_bytes(&self) -> usize {
         let lists: usize = self.cand.iter().map(|c| 4 * c.len()).sum();
         let mut seen: Vec<*const CandIndex> = Vec::new();
@@ -525,11 +537,14 @@ impl Space {
                 indexes += i.held_bytes();
             }
         }
-        let rows: usize = self
-            .tables
-            .iter()
-            .map(|t| 16 * (t.succ_out.len() + t.succ_in.len()))
-            .sum();
+        let mut seen: Vec<*const ChanTable> = Vec::new();
+        let mut rows = 0;
+        for t in &self.tables {
+            if !seen.contains(&Arc::as_ptr(t)) {
+                seen.push(Arc::as_ptr(t));
+                rows += 16 * (t.succ_out.len() + t.succ_in.len());
+            }
+        }
         lists + indexes + rows
     }
 
@@ -716,10 +731,27 @@ mod tests {
         assert_eq!(ab.lat_out(102), f64::INFINITY);
         assert_eq!(ab.succ_in(100), -1.0);
         assert_eq!(ab.min_lat, lat(100).min(lat(101)));
-        // every node a candidate: one index shared by the four, a row per candidate
+        // every node a candidate: one index shared by the four, a row per candidate, and
+        // one table shared by the three channels (they join the same candidate lists)
         let full = Space::build(&model, model.comps.iter().map(|c| c.cand.clone()).collect());
         assert!(full.index.iter().all(|i| Arc::ptr_eq(i, &full.index[0])));
-        assert_eq!(full.held_bytes(), 4 * 4 * n + 4 * n + 3 * 32 * n);
+        assert!(full.tables.iter().all(|t| Arc::ptr_eq(t, &full.tables[0])));
+        // a and c on one list, b and d on another: ab and cd share, bc has its own
+        let alt = Space::build(
+            &model,
+            vec![
+                vec![100, 101],
+                vec![101, 102],
+                vec![100, 101],
+                vec![101, 102],
+            ],
+        );
+        assert!(Arc::ptr_eq(&alt.tables[0], &alt.tables[2]));
+        assert!(!Arc::ptr_eq(&alt.tables[0], &alt.tables[1]));
+        assert_eq!(alt.tables[2].lat_out(100), lat(100));
+        assert_eq!(alt.tables[1].lat_out(101), f64::INFINITY);
+        assert_eq!(alt.tables[1].lat_in(101), f64::INFINITY);
+        assert_eq!(full.held_bytes(), 4 * 4 * n + 4 * n + 32 * n);
         assert_eq!(full.tables[1].lat_in(7), lat(6));
     }
 }
