@@ -120,6 +120,8 @@ type Cell = ([f64; DIMS], [f64; DIMS], f64);
 /// A set of nodes as [`Estimator::latency_lb`] reads it.
 #[derive(Debug, Default)]
 pub struct Cells {
+    /// Least `val + height` first, so that [`Estimator::latency_lb`] stops at the first box
+    /// that cannot beat what it found.
     boxes: Vec<Cell>,
     /// Per datacenter index (with a median): the least `val` of its members.
     groups: FxMap<u32, f64>,
@@ -240,6 +242,20 @@ impl Estimator {
         e.hope = Some(r);
         e.lower_halves(r);
         e
+    }
+
+    /// Whether [`Estimator::estimate`] gives `a` to `b` an estimate, without computing it:
+    /// distinct nodes, both with a summary of their links, and both with a coordinate or
+    /// both in one datacenter with a median inside it.
+    #[inline]
+    pub fn covers(&self, a: u32, b: u32) -> bool {
+        let (a, b) = (a as usize, b as usize);
+        a != b
+            && self.ends[a].is_some()
+            && self.ends[b].is_some()
+            && ((self.coord[a].is_some() && self.coord[b].is_some())
+                || (self.group[a] == self.group[b]
+                    && self.group_ms[self.group[a] as usize].is_some()))
     }
 
     /// The estimated link from `a` to `b` (`a != b`; no measurement consulted), if the
@@ -387,6 +403,7 @@ impl Estimator {
         }
         if pts.len() <= CELLS {
             c.boxes = pts.into_iter().map(|(p, v)| (p, p, v)).collect();
+            c.boxes.sort_by(|x, y| x.2.total_cmp(&y.2));
             return c;
         }
         let side = (CELLS as f64).sqrt() as usize;
@@ -416,6 +433,7 @@ impl Estimator {
             }
         }
         c.boxes = boxes.into_iter().flatten().collect();
+        c.boxes.sort_by(|x, y| x.2.total_cmp(&y.2));
         c
     }
 
@@ -438,6 +456,10 @@ impl Estimator {
         if let Some(k) = &self.coord[y] {
             let p = k.vec();
             for (lo, hi, m) in &c.boxes {
+                if *m >= best {
+                    // the boxes are sorted by `m`: none further on is nearer
+                    break;
+                }
                 let mut d2 = 0.0;
                 for d in 0..DIMS {
                     let gap = (lo[d] - p[d]).max(p[d] - hi[d]).max(0.0);
@@ -618,6 +640,36 @@ mod tests {
                 "seed {seed}"
             );
         }
+    }
+
+    /// `covers` (what a search filters its domains with) says exactly whether a pair has an
+    /// estimate, on the plain and the hopeful view.
+    #[test]
+    fn covers_says_exactly_which_pairs_have_an_estimate() {
+        let (mut with, mut without) = (0, 0);
+        for seed in 0..50 {
+            let mut r = SplitMix64::new(seed);
+            let (nodes, est) = random_estimates(&mut r);
+            let plain = Estimator::new(&nodes, &est);
+            for e in [plain.clone(), plain.hopeful()] {
+                let n = nodes.len() as u32;
+                for a in 0..n {
+                    for b in 0..n {
+                        let has = e.estimate(a, b).is_some();
+                        assert_eq!(e.covers(a, b), has, "seed {seed} pair {a}-{b}");
+                        if has {
+                            with += 1
+                        } else {
+                            without += 1
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            with > 1000 && without > 1000,
+            "{with} with, {without} without"
+        );
     }
 
     /// The halves bound every estimated link, and `supports` says exactly whether a set

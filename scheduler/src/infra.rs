@@ -482,6 +482,14 @@ impl Infra {
         }
     }
 
+    /// Whether [`Infra::link`] is `Some`, without estimating it (a search filters whole
+    /// domains with it).
+    #[inline]
+    pub fn has_link(&self, from: u32, to: u32) -> bool {
+        self.d.est.as_ref().is_some_and(|e| e.covers(from, to))
+            || self.d.net.find(from, to).is_some()
+    }
+
     /// [`Infra::link`], marked measured or estimated.
     pub fn link_known(&self, from: u32, to: u32) -> Option<Known<LinkQ>> {
         let net = &self.d.net;

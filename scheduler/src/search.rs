@@ -166,22 +166,30 @@ impl<'s, 'm> Searcher<'s, 'm> {
             }
             let mut new = Vec::new();
             if infra.estimator().is_some() {
-                // every pair may have a link (measured or estimated): filter the domain
+                // every pair may have a link (measured or estimated): filter the domain, and
+                // keep it as it is when that drops nothing (on estimates, the usual case: a
+                // domain of the whole fleet is then neither copied nor put on the trail)
                 let linked = |x: &u32| {
                     if c.from == u {
-                        infra.link(b, *x).is_some()
+                        infra.has_link(b, *x)
                     } else {
-                        infra.link(*x, b).is_some()
+                        infra.has_link(*x, b)
                     }
                 };
                 match &self.doms[w] {
+                    Some(d) if d.iter().all(linked) => continue,
                     Some(d) => new.extend(d.iter().copied().filter(linked)),
-                    None => new.extend(
-                        self.space.cand[w]
-                            .iter()
-                            .copied()
-                            .filter(|x| self.fits(w, *x) && linked(x)),
-                    ),
+                    None => {
+                        let cand = &self.space.cand[w];
+                        if cand.iter().all(|x| self.fits(w, *x) && linked(x)) {
+                            continue;
+                        }
+                        new.extend(
+                            cand.iter()
+                                .copied()
+                                .filter(|x| self.fits(w, *x) && linked(x)),
+                        )
+                    }
                 }
             } else {
                 let list = if c.from == u {
