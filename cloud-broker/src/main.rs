@@ -297,6 +297,7 @@ impl ServeArgs {
                 peers_rotate_ms: peers_rotate_s.saturating_mul(1000),
                 explore_rounds,
                 explore_width,
+                background_jobs: cloud_broker::workers::background_slot_count(),
                 loopback_every_ms: cloud_broker::engine::LOOPBACK_EVERY_MS,
                 ..EngineConfig::default()
             },

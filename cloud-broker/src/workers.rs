@@ -67,8 +67,14 @@ fn job_slots() -> Arc<Semaphore> {
 fn background_slots() -> Arc<Semaphore> {
     static SLOTS: OnceLock<Arc<Semaphore>> = OnceLock::new();
     SLOTS
-        .get_or_init(|| Arc::new(Semaphore::new(cores().saturating_sub(1).max(1))))
+        .get_or_init(|| Arc::new(Semaphore::new(background_slot_count())))
         .clone()
+}
+
+/// How many jobs that place nothing new this process computes at once ([`background_slots`]);
+/// the engine lets as many run (`EngineConfig::background_jobs`), the others wait there.
+pub fn background_slot_count() -> usize {
+    cores().saturating_sub(1).max(1)
 }
 
 fn cores() -> usize {

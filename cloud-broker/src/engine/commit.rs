@@ -16,6 +16,7 @@ use acoa_shared::topics;
 use acoa_shared::wire::MAX_CONTAINERS;
 use tracing::{debug, info, warn};
 
+use super::background::{in_background, rank};
 use super::{
     grades, Action, AppState, Compared, Engine, ExploreInput, Job, JobOutcome, JobResult, Purpose,
 };
@@ -162,11 +163,6 @@ impl Engine {
             None => return,
             Some(a) if a.job.is_some() => {
                 // a Place request wins over an exploration, which wins over a re-evaluation
-                let rank = |p: &Purpose| match p {
-                    Purpose::Place(_) => 2,
-                    Purpose::Explore => 1,
-                    Purpose::Reevaluate => 0,
-                };
                 if a.rerun.as_ref().is_none_or(|r| rank(&purpose) >= rank(r)) {
                     a.rerun = Some(purpose.clone());
                 }
@@ -176,6 +172,16 @@ impl Engine {
         };
         if busy {
             return;
+        }
+        let background = in_background(&purpose);
+        if background && self.background_waits(app, &purpose) {
+            return;
+        }
+        if !background {
+            // it places anew: the evaluation it may have waited for is moot
+            if let Some(a) = self.apps.get_mut(app) {
+                a.rerun = None;
+            }
         }
         let (model, closed) = self.job_model();
         let reserved = self.reserved_by_others(app);
@@ -224,6 +230,7 @@ impl Engine {
             keep,
         };
         self.hold_unreachable(&mut job);
+        self.job_started(id, background);
         out.push(Action::Schedule(Box::new(job)));
     }
 
@@ -307,6 +314,12 @@ impl Engine {
     }
 
     pub(super) fn on_scheduled(&mut self, r: JobResult, out: &mut Vec<Action>) {
+        // its place in the background first goes to those that waited longest
+        self.job_ended(r.id, out);
+        self.take_result(r, out);
+    }
+
+    fn take_result(&mut self, r: JobResult, out: &mut Vec<Action>) {
         let Some(a) = self.apps.get_mut(&r.app) else {
             return; // deleted meanwhile
         };

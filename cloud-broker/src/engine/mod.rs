@@ -31,6 +31,7 @@ use crate::records::{AppRecord, DesiredDoc, History, Meta, PersistOp, Snapshot};
 use crate::status::PlacementRecord;
 
 mod admit;
+mod background;
 mod commit;
 mod disconnect;
 mod durable;
@@ -125,6 +126,11 @@ pub struct EngineConfig {
     /// Candidate nodes per component in an exploration round (at most this squared pairs
     /// probed per channel and round).
     pub explore_width: usize,
+    /// Exploration rounds and re-evaluations computed at once; the others wait in the engine
+    /// and take the model of the moment they start (`background`). No limit by default (the
+    /// engine alone); `serve`: as many as it computes at once besides a placement
+    /// (`workers::background_slot_count`).
+    pub background_jobs: usize,
     /// Measured use and traffic: the mean over this many reports of a node (smoothing window).
     pub observed_window: usize,
     /// Measurements not refreshed for this long are forgotten.
@@ -164,6 +170,7 @@ impl Default for EngineConfig {
             netaware_threshold: 0.2,
             explore_rounds: DEFAULT_EXPLORE_ROUNDS,
             explore_width: acoa_scheduler::explore::DEFAULT_WIDTH,
+            background_jobs: usize::MAX,
             observed_window: 10,
             observed_max_age_ms: 30_000,
             loopback_every_ms: 0,
@@ -384,6 +391,8 @@ pub struct Engine {
     ledger_version: u64,
     node_version: HashMap<String, u64>,
     next_job: u64,
+    /// Exploration rounds and re-evaluations running, and those waiting for a turn.
+    background: background::Background,
     meta: Meta,
     peers_dirty: bool,
     /// Joins not yet answered by a retry of the unplaced applications (the first node that
@@ -457,6 +466,7 @@ impl Engine {
             ledger_version: 0,
             node_version: HashMap::new(),
             next_job: 1,
+            background: background::Background::default(),
             meta: snap.meta,
             peers_dirty: false,
             joins_pending: None,
@@ -741,7 +751,7 @@ impl Engine {
             let d = |a: u64, b: u64| (a - b) as f64 / secs;
             let online = self.nodes.values().filter(|n| n.online).count();
             info!(
-                "stats: ingest {:.0} msg/s (reports {:.0}/s, links {:.0}/s, actual {:.0}/s; {:.0} nodes/s heard through shed messages); {} nodes online of {}; {} links; {} applications; {} desired states published; {} collisions; loopback: {} back, heard {} ms late",
+                "stats: ingest {:.0} msg/s (reports {:.0}/s, links {:.0}/s, actual {:.0}/s; {:.0} nodes/s heard through shed messages); {} nodes online of {}; {} links; {} applications ({} evaluations running in the background, {} waiting); {} desired states published; {} collisions; loopback: {} back, heard {} ms late",
                 d(self.stats.reports + self.stats.links + self.stats.actuals,
                   self.stats_at_last.reports + self.stats_at_last.links + self.stats_at_last.actuals),
                 d(self.stats.reports, self.stats_at_last.reports),
@@ -752,6 +762,8 @@ impl Engine {
                 self.nodes.len(),
                 self.links.len(),
                 self.apps.len(),
+                self.background.running(),
+                self.background.waiting(),
                 self.stats.desired_published,
                 self.stats.collisions,
                 self.loopback.returned(),
