@@ -1,17 +1,17 @@
 //! Evaluations that place nothing new (exploration rounds, re-evaluations: the background)
-//! run at most [`super::EngineConfig::background_jobs`] at once; the others wait here, as the names of
-//! their applications, not as jobs. A job holds the live model it was given until it ends: at
-//! 50,000 nodes a model's views are about 100 MiB, and twenty exploration rounds queued behind
-//! one another (7 s of a core each, with 20-component applications) each held the model of
-//! the moment they were asked for, one per model period: the control plane's RSS rose from
-//! 1.1 to 2.6 GiB (BENCHMARKS.md, "Background jobs wait in the engine"). An evaluation that
-//! waits here takes the model of the moment it starts.
+//! run at most [`super::EngineConfig::background_jobs`] at once; the others wait here, as the
+//! names of their applications, not as jobs. A job holds the live model it was given until it
+//! ends: at 50,000 nodes a model's views are about 100 MiB, and twenty exploration rounds
+//! queued behind one another (7 s of a core each, with 20-component applications) each held
+//! the model of the moment they were asked for, one per model period: the control plane's RSS
+//! rose from 1.1 to 2.6 GiB (BENCHMARKS.md, "Shared tables, kept deadlines, evaluations that
+//! wait"). An evaluation that waits here takes the model of the moment it starts.
 //!
 //! Invariants: a job counts as running from its [`Action::Schedule`] until its result
 //! ([`Engine::on_scheduled`]); an application waits at most once, its purpose kept as its
-//! `rerun`; a first placement or a new revision (`Purpose::Place`) never waits, and it drops
-//! the evaluation its application waited for (it places anew, and a re-placement starts the
-//! evaluations again); the longest waiting starts first.
+//! `rerun`; a placement (`Purpose::Place`: a new application or revision, a retry, a node
+//! lost) never waits, and it drops the evaluation its application waited for (it places anew,
+//! and a new placement starts its evaluations again); the longest waiting starts first.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -29,6 +29,8 @@ impl Background {
         self.running.len()
     }
 
+    /// Applications waiting (at most: one a placement took over since is dropped when its
+    /// turn comes).
     pub(super) fn waiting(&self) -> usize {
         self.waiting.len()
     }
