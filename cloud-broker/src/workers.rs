@@ -111,10 +111,7 @@ fn run_bounded(
 /// ([`job_slots`], [`background_slots`]), and hands the result to the engine. A scheduler bug
 /// must not leave the application unscheduled forever: a panic is an error.
 pub fn run_in_process(job: Box<Job>, tx: mpsc::Sender<Event>) {
-    let background = match job.purpose {
-        Purpose::Place(_) => None,
-        Purpose::Explore | Purpose::Reevaluate => Some(background_slots()),
-    };
+    let background = job.purpose.in_background().then(background_slots);
     run_bounded(job_slots(), background, move || {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_job(&job))).or_else(
             |_| {

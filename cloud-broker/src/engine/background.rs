@@ -36,11 +36,6 @@ impl Background {
     }
 }
 
-/// A job that places nothing new (it runs in the background, [`Background`]).
-pub(super) fn in_background(p: &Purpose) -> bool {
-    !matches!(p, Purpose::Place(_))
-}
-
 /// Which of two wanted computations of one application wins: a placement over an exploration
 /// round over a re-evaluation.
 pub(super) fn rank(p: &Purpose) -> u8 {
@@ -90,7 +85,7 @@ impl Engine {
             let Some(a) = self.apps.get_mut(&app) else {
                 continue; // deleted meanwhile
             };
-            if a.job.is_some() || !a.rerun.as_ref().is_some_and(in_background) {
+            if a.job.is_some() || !a.rerun.as_ref().is_some_and(Purpose::in_background) {
                 continue; // a placement took over: its result decides what comes next
             }
             let p = a.rerun.take().expect("checked above");

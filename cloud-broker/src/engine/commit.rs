@@ -16,7 +16,7 @@ use acoa_shared::topics;
 use acoa_shared::wire::MAX_CONTAINERS;
 use tracing::{debug, info, warn};
 
-use super::background::{in_background, rank};
+use super::background::rank;
 use super::{
     grades, Action, AppState, Compared, Engine, ExploreInput, Job, JobOutcome, JobResult, Purpose,
 };
@@ -173,7 +173,7 @@ impl Engine {
         if busy {
             return;
         }
-        let background = in_background(&purpose);
+        let background = purpose.in_background();
         if background && self.background_waits(app, &purpose) {
             return;
         }

@@ -30,6 +30,15 @@ pub enum Purpose {
     Explore,
 }
 
+impl Purpose {
+    /// Whether the job places nothing new (an exploration round, a re-evaluation): it runs in
+    /// the background (`engine/background.rs` lets so many run, `workers::background_slots`
+    /// computes them).
+    pub fn in_background(&self) -> bool {
+        !matches!(self, Purpose::Place(_))
+    }
+}
+
 /// A placement computation, with everything it needs as values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
