@@ -417,6 +417,19 @@ pub struct Space {
     pub tables: Vec<Arc<ChanTable>>,
 }
 
+/// The sum of `size` over `items`, an item that several hold (the same `Arc`) counted once.
+fn once_each<T>(items: &[Arc<T>], size: impl Fn(&T) -> usize) -> usize {
+    let mut seen: Vec<*const T> = Vec::new();
+    let mut sum = 0;
+    for i in items {
+        if !seen.contains(&Arc::as_ptr(i)) {
+            seen.push(Arc::as_ptr(i));
+            sum += size(i);
+        }
+    }
+    sum
+}
+
 /// Per component, whether each of the `n` nodes is among its candidates `cand`.
 fn membership(n: usize, cand: &[Vec<u32>]) -> Vec<Vec<bool>> {
     cand.iter()
@@ -529,22 +542,8 @@ impl Space {
     /// counted once) and its tables' rows (a table that channels share counted once).
     pub fn held_bytes(&self) -> usize {
         let lists: usize = self.cand.iter().map(|c| 4 * c.len()).sum();
-        let mut seen: Vec<*const CandIndex> = Vec::new();
-        let mut indexes = 0;
-        for i in &self.index {
-            if !seen.contains(&Arc::as_ptr(i)) {
-                seen.push(Arc::as_ptr(i));
-                indexes += i.held_bytes();
-            }
-        }
-        let mut seen: Vec<*const ChanTable> = Vec::new();
-        let mut rows = 0;
-        for t in &self.tables {
-            if !seen.contains(&Arc::as_ptr(t)) {
-                seen.push(Arc::as_ptr(t));
-                rows += 16 * (t.succ_out.len() + t.succ_in.len());
-            }
-        }
+        let indexes = once_each(&self.index, CandIndex::held_bytes);
+        let rows = once_each(&self.tables, |t| 16 * (t.succ_out.len() + t.succ_in.len()));
         lists + indexes + rows
     }
 
