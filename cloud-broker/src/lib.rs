@@ -16,6 +16,7 @@
 //!   node, and an unchanged desired state is never published again.
 #![forbid(unsafe_code)]
 
+pub mod background_threads;
 pub mod broker;
 pub mod brokers;
 pub mod cli;

@@ -30,6 +30,7 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
+use crate::background_threads;
 use crate::broker::{self, Logins, TlsListener};
 use crate::brokers::{self, Loopback, Publishers};
 use crate::conn::{self, Connection, Link};
@@ -570,7 +571,7 @@ impl Outbox {
             Action::Schedule(job) => self.placer.submit(job).await,
             Action::Loopback { nonce, seq } => self.loopback.send(nonce, seq),
             Action::WarmModel(m) => {
-                tokio::task::spawn_blocking(move || {
+                background_threads::spawn("acoa-model", move || {
                     let t = Instant::now();
                     m.derive_views();
                     debug!(
@@ -581,7 +582,7 @@ impl Outbox {
             }
             Action::ComputePeers(job) => {
                 let events = self.events.clone();
-                tokio::task::spawn_blocking(move || {
+                background_threads::spawn("acoa-peer-lists", move || {
                     let t = Instant::now();
                     let r = job.run();
                     // the lists sent it holds are the engine's (shared): gone before the

@@ -18,6 +18,7 @@ use rumqttc::{AsyncClient, Publish, QoS};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, error, info, warn};
 
+use crate::background_threads;
 use crate::conn::{self, Inbox, Link};
 use crate::dispatch::{check, encode, Dispatch, PackCache, Step, WorkersConfig};
 use crate::engine::{finish_job, run_job, Event, Job, JobOutcome, JobResult, Purpose};
@@ -82,15 +83,17 @@ fn cores() -> usize {
 }
 
 /// Runs `work` on a blocking thread once one of `slots` is free, and, for `background` work,
-/// one of its slots first (it holds them while it runs). Needs a Tokio runtime.
+/// one of its slots first (it holds them while it runs) and on a thread of its own at a lower
+/// priority ([`background_threads`]). Needs a Tokio runtime.
 fn run_bounded(
     slots: Arc<Semaphore>,
-    background: Option<Arc<Semaphore>>,
+    background_slots: Option<Arc<Semaphore>>,
     work: impl FnOnce() + Send + 'static,
 ) {
     tokio::spawn(async move {
+        let background = background_slots.is_some();
         // the semaphores are never closed
-        let held = match background {
+        let held = match background_slots {
             Some(b) => match b.acquire_owned().await {
                 Ok(p) => Some(p),
                 Err(_) => return,
@@ -100,10 +103,15 @@ fn run_bounded(
         let Ok(slot) = slots.acquire_owned().await else {
             return;
         };
-        tokio::task::spawn_blocking(move || {
+        let work = move || {
             work();
             drop((slot, held));
-        });
+        };
+        if background {
+            background_threads::spawn("acoa-background", work);
+        } else {
+            tokio::task::spawn_blocking(work);
+        }
     });
 }
 
@@ -372,8 +380,9 @@ mod tests {
         );
     }
 
-    /// Background work (explorations, re-evaluations) holds at most its own slots: a
-    /// placement submitted behind three of them runs at once on the core they leave.
+    /// Background work (explorations, re-evaluations) holds at most its own slots, at a lower
+    /// priority: a placement submitted behind three of them runs at once on the core they
+    /// leave, at the caller's priority.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_placement_finds_a_core_that_background_jobs_leave() {
         let slots = Arc::new(Semaphore::new(2));
@@ -383,7 +392,8 @@ mod tests {
         let job = |name: &'static str, bg: bool| {
             let (started, tx) = (started.clone(), tx.clone());
             run_bounded(slots.clone(), bg.then(|| background.clone()), move || {
-                started.lock().unwrap().push(name);
+                let nice = background_threads::nice().expect("a nice value");
+                started.lock().unwrap().push((name, nice));
                 std::thread::sleep(Duration::from_millis(100));
                 let _ = tx.blocking_send(name);
             });
@@ -397,8 +407,18 @@ mod tests {
             done.recv().await.expect("every job runs");
         }
         let started = started.lock().unwrap().clone();
-        assert!(started[0].starts_with("explore"), "{started:?}");
-        assert_eq!(started[1], "place", "{started:?}");
+        assert!(started[0].0.starts_with("explore"), "{started:?}");
+        assert_eq!(started[1].0, "place", "{started:?}");
+        let ours = background_threads::nice().expect("the test's nice value");
+        for (name, nice) in &started {
+            let lower = (ours + background_threads::BACKGROUND_NICE).min(19);
+            let want = if name.starts_with("explore") {
+                lower
+            } else {
+                ours
+            };
+            assert_eq!(*nice, want, "{name}: {started:?}");
+        }
     }
     use crate::dispatch::fixtures::jobs_for;
     use crate::engine::ExploreInput;
