@@ -207,8 +207,11 @@ pub struct Options {
     pub enumerate: bool,
     /// Enumeration refuses more deployments than this.
     pub enumerate_limit: u128,
-    /// Branch and bound stops after this long with the best deployment found so far
-    /// ([`Report::proven`] is then false and [`Report::upper_bound`] gives the gap).
+    /// Branch and bound stops this long after the placement started (compiling the model and
+    /// the bounds count) with the best deployment found so far ([`Report::proven`] is then
+    /// false and [`Report::upper_bound`] gives the gap); the `qos` l_min searches get at most
+    /// half of what is left when they start. A search always ends its first descent, so a
+    /// placement may end past it.
     pub time_budget: Option<Duration>,
     /// Counting the feasible deployments (needed when links are sparse or requests
     /// apply) gives up after this many search-tree nodes and reports the product of the

@@ -66,8 +66,10 @@ pub(crate) fn place(
                 return Ok(infeasible(reason));
             }
         };
+    // the budget counts from the start: compiling and the bounds are in it (at 50,000 nodes
+    // they were half a 20-component placement, on top of a budget the l_min search took whole)
     let limits = search::Limits {
-        deadline: opts.time_budget.map(|b| Instant::now() + b),
+        deadline: opts.time_budget.map(|b| t0 + b),
         max_nodes: None,
     };
     let remaining = model.joint().then(|| model.remaining(ledger));
@@ -107,7 +109,10 @@ pub(crate) fn place(
         ..Phases::default()
     };
     let t = Instant::now();
-    let (lmin, lmin_proven, mut explored, pots) = lmin_search_pots(app, &model, &space, limits);
+    // on estimates a long path's l_min search rarely ends: half of the time left, the other
+    // half for the placement's own search
+    let (lmin, lmin_proven, mut explored, pots) =
+        lmin_search_pots(app, &model, &space, part_of(limits, 2));
     phases.lmin = t.elapsed();
     if let Some(r) = missing_reference(app, &lmin) {
         if lmin_proven {
