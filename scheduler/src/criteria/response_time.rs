@@ -499,7 +499,6 @@ mod tests {
     use crate::ledger::Ledger;
     use crate::problem::Space;
     use crate::rng::SplitMix64;
-    use acoa_shared::model::{parse_application, CoordDoc, EstimatedNode, LinkEstimates};
 
     /// A chain of `k` stages on `n` nodes, every other stage on any node and the others on
     /// the half with a GPU (the messages alternate between two pairs of candidate lists):
@@ -516,21 +515,8 @@ mod tests {
                 x
             })
             .collect();
-        let mut est = LinkEstimates::default();
-        for x in &nodes {
-            let coord = CoordDoc {
-                position: [100.0 * r.unit(), 100.0 * r.unit(), 10.0 * r.unit()],
-                // at least half the loopback: staying on a node is the cheapest stage
-                height_ms: 0.05 + 2.0 * r.unit(),
-                error: 0.1,
-            };
-            let e = EstimatedNode {
-                coord: Some(coord),
-                median_jitter_ms: 1.0,
-                median_success: 0.99,
-            };
-            est.nodes.insert(x.name.clone(), e);
-        }
+        // at least half the loopback: staying on a node is the cheapest stage
+        let est = crate::testkit::random_estimates(&nodes, &mut r, 0.05);
         let q = |latency_ms: f64| LinkQ {
             latency_ms,
             success: 0.999,
@@ -546,25 +532,14 @@ mod tests {
             }
         }
         let infra = Infra::new(nodes, links).with_estimates(&est);
-        let mut y = "application: t\ncomponents:\n".to_string();
-        for c in 0..k {
-            let requires = if c % 2 == 1 {
+        let requires = |c: usize| {
+            if c % 2 == 1 {
                 "{hardware: [gpu]}"
             } else {
                 "{}"
-            };
-            y += &format!("- {{name: c{c}, image: i, requires: {requires}}}\n");
-        }
-        y += "channels:\n";
-        for c in 1..k {
-            y += &format!("- {{name: h{c}, from: c{}, to: c{c}}}\n", c - 1);
-        }
-        let hops: Vec<String> = (1..k).map(|c| format!("h{c}")).collect();
-        y += &format!(
-            "paths:\n- {{name: p, channels: [{}]}}\ncriteria:\n- {{type: min-e2e-response-time, path: p, weight: 1.0}}\n",
-            hops.join(", ")
-        );
-        (infra, parse_application(&y).unwrap())
+            }
+        };
+        (infra, crate::testkit::chain_app(k, requires))
     }
 
     /// Once a pass's messages differ by a constant (the loopback), the rest of the chain is

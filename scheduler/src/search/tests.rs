@@ -5,7 +5,6 @@ use crate::filter;
 use crate::infra::Infra;
 use crate::ledger::Ledger;
 use crate::rng::SplitMix64;
-use acoa_shared::model::{parse_application, CoordDoc, EstimatedNode, LinkEstimates};
 
 /// A chain of `k` components on `n` nodes that all have a coordinate (every pair has an
 /// estimated link): each node of the search bounds a domain of `n` children.
@@ -14,35 +13,9 @@ fn chain_on_estimates(k: usize, n: usize) -> (Infra, acoa_shared::model::Applica
     let nodes: Vec<_> = (0..n)
         .map(|i| crate::testkit::edge_node(format!("n{i:05}"), &format!("d{}", i / 10)))
         .collect();
-    let mut est = LinkEstimates::default();
-    for x in &nodes {
-        let coord = CoordDoc {
-            position: [100.0 * r.unit(), 100.0 * r.unit(), 10.0 * r.unit()],
-            height_ms: 2.0 * r.unit(),
-            error: 0.1,
-        };
-        let e = EstimatedNode {
-            coord: Some(coord),
-            median_jitter_ms: 1.0,
-            median_success: 0.99,
-        };
-        est.nodes.insert(x.name.clone(), e);
-    }
+    let est = crate::testkit::random_estimates(&nodes, &mut r, 0.0);
     let infra = Infra::new(nodes, []).with_estimates(&est);
-    let mut y = "application: t\ncomponents:\n".to_string();
-    for c in 0..k {
-        y += &format!("- {{name: c{c}, image: i}}\n");
-    }
-    y += "channels:\n";
-    for c in 1..k {
-        y += &format!("- {{name: h{c}, from: c{}, to: c{c}}}\n", c - 1);
-    }
-    let hops: Vec<String> = (1..k).map(|c| format!("h{c}")).collect();
-    y += &format!(
-        "paths:\n- {{name: p, channels: [{}]}}\ncriteria:\n- {{type: min-e2e-response-time, path: p, weight: 1.0}}\n",
-        hops.join(", ")
-    );
-    (infra, parse_application(&y).unwrap())
+    (infra, crate::testkit::chain_app(k, |_| "{}"))
 }
 
 /// Past its deadline, a search stops within the node it is bounding once it holds a
