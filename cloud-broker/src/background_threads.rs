@@ -2,11 +2,12 @@
 //!
 //! Background work places nothing new and no desired state waits for it: an exploration
 //! round or a re-evaluation (`crate::workers`), deriving a live model's views ahead of the
-//! jobs, computing the peer lists (`crate::serve`). At 50,000 nodes each takes a core for
-//! seconds. On the same priority as a placement it halved the placement's share of a busy
-//! machine (BENCHMARKS.md, "Background work yields"); here it runs [`BACKGROUND_NICE`] below
-//! the process, so it takes the cores nobody else wants and yields them at once when a
-//! placement or the decision loop wants them.
+//! jobs, computing the peer lists (`crate::serve`). At 50,000 nodes an exploration round takes
+//! a core for 5-7 s. On the same priority as a placement, such work made a placement's
+//! compile and bounds 3-5 times slower on a busy machine (BENCHMARKS.md, "Background work
+//! yields, the budget from the start, potentials that shift"); here it runs [`BACKGROUND_NICE`] below the process, so it takes
+//! the cores nobody else wants and yields them at once when a placement, the ingest or the
+//! decision loop wants them.
 //!
 //! Invariant: a thread whose priority was lowered is never reused for other work (a thread
 //! may lower its own priority but not raise it back without privilege): each piece of

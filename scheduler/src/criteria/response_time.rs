@@ -381,9 +381,10 @@ impl Step {
         (msg, swept)
     }
 
-    /// The message from `val` between this step's two candidate lists, without a sweep, when `val` is this step's input plus a constant `c` (to within [`SHIFT_TOL`]):
-    /// then it is this step's output plus `c`, less the distance found and the tolerance, so
-    /// that it stays a lower bound. A message is a minimum of value plus latency, measured or
+    /// The message from `val` between this step's two candidate lists, without a sweep, when
+    /// `val` is this step's input plus a constant `c` (to within [`SHIFT_TOL`]): then it is
+    /// this step's output plus `c`, less the distance found and the tolerance, so that it
+    /// stays a lower bound. A message is a minimum of value plus latency, measured or
     /// bounded by the estimator's cells, and each of those moves by exactly `c` when every
     /// value does. In a chain of stages that share their candidates the messages soon differ
     /// by the loopback only (staying on a node beats every detour): at 50,000 nodes each
